@@ -1,0 +1,211 @@
+/* events.c - TensorBoard event files (SPEC 10).
+ *
+ * A file is a sequence of TFRecords: uint64 length, uint32 masked CRC-32C of the
+ * length, the bytes, uint32 masked CRC-32C of the bytes. Each record is an Event
+ * protocol buffer; the first one holds file_version = "brain.Event:2", the others
+ * a Summary with one scalar each (simple_value). The few protobuf fields needed
+ * are encoded here by hand rather than pulling in protobuf-c for five fields:
+ *   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
+ *             Summary summary = 5; }
+ *   Summary { repeated Value value = 1; }
+ *   Value   { string tag = 1; float simple_value = 2; }
+ * Per-step scalars are written every `every_k_steps` steps (default 10); at each
+ * epoch end every scalar of the epoch is written and the file is flushed.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libconfig.h>
+
+#include "train/trainer.h"
+#include "util/crc32c.h"
+
+typedef struct {
+    FILE *file;
+    char path[4400];
+    int every_k_steps;
+} events_state;
+
+/* ---- a tiny protobuf encoder: bytes appended to a fixed buffer ---- */
+
+typedef struct {
+    unsigned char data[512];
+    size_t len;
+} pbuf;
+
+static void pb_byte(pbuf *b, unsigned char c)
+{
+    if (b->len < sizeof(b->data))
+        b->data[b->len++] = c;
+}
+
+static void pb_varint(pbuf *b, uint64_t v)
+{
+    while (v >= 0x80) {
+        pb_byte(b, (unsigned char)(v | 0x80));
+        v >>= 7;
+    }
+    pb_byte(b, (unsigned char)v);
+}
+
+static void pb_fixed(pbuf *b, uint64_t v, int bytes)
+{
+    for (int i = 0; i < bytes; i++)
+        pb_byte(b, (unsigned char)(v >> (8 * i)));
+}
+
+/* field with wire type 2 (length-delimited) */
+static void pb_bytes(pbuf *b, int field, const void *data, size_t len)
+{
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, len);
+    for (size_t i = 0; i < len; i++)
+        pb_byte(b, ((const unsigned char *)data)[i]);
+}
+
+static double wall_time_now(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
+
+/* Event header fields: wall_time (1, fixed64) and step (2, varint). */
+static void pb_event_header(pbuf *b, int64_t step)
+{
+    double wt = wall_time_now();
+    uint64_t bits;
+    memcpy(&bits, &wt, sizeof(bits));
+    pb_varint(b, 1 << 3 | 1);
+    pb_fixed(b, bits, 8);
+    pb_varint(b, 2 << 3 | 0);
+    pb_varint(b, (uint64_t)step);
+}
+
+static int write_record(events_state *s, const pbuf *b, tt_err *err)
+{
+    unsigned char header[12];
+    uint64_t len = b->len;
+    for (int i = 0; i < 8; i++)
+        header[i] = (unsigned char)(len >> (8 * i));
+    uint32_t len_crc = crc32c_mask(crc32c_update(0, header, 8));
+    uint32_t data_crc = crc32c_mask(crc32c_update(0, b->data, b->len));
+    for (int i = 0; i < 4; i++)
+        header[8 + i] = (unsigned char)(len_crc >> (8 * i));
+    unsigned char footer[4];
+    for (int i = 0; i < 4; i++)
+        footer[i] = (unsigned char)(data_crc >> (8 * i));
+    if (fwrite(header, 1, 12, s->file) != 12 || fwrite(b->data, 1, b->len, s->file) != b->len ||
+        fwrite(footer, 1, 4, s->file) != 4)
+        return err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+    return 0;
+}
+
+static int write_scalar(events_state *s, const char *tag, double value, int64_t step,
+                        tt_err *err)
+{
+    pbuf v = {{0}, 0};
+    size_t tag_len = strlen(tag);
+    if (tag_len > 200)
+        tag_len = 200;
+    pb_bytes(&v, 1, tag, tag_len);
+    float f = (float)value;
+    uint32_t fbits;
+    memcpy(&fbits, &f, sizeof(fbits));
+    pb_varint(&v, 2 << 3 | 5);
+    pb_fixed(&v, fbits, 4);
+
+    pbuf summary = {{0}, 0};
+    pb_bytes(&summary, 1, v.data, v.len);
+
+    pbuf ev = {{0}, 0};
+    pb_event_header(&ev, step);
+    pb_bytes(&ev, 5, summary.data, summary.len);
+    return write_record(s, &ev, err);
+}
+
+static int events_create(monitor_t *mon, trainer_t *tr, tt_err *err)
+{
+    events_state *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    mon->state = s;
+    s->every_k_steps = 10;
+    if (mon->cfg->settings != NULL)
+        config_setting_lookup_int((const config_setting_t *)mon->cfg->settings, "every_k_steps",
+                                  &s->every_k_steps);
+    if (s->every_k_steps < 1)
+        s->every_k_steps = 10;
+    return 0;
+}
+
+static int events_open(monitor_t *mon, trainer_t *tr, tt_err *err)
+{
+    events_state *s = mon->state;
+    char host[256] = "localhost";
+    gethostname(host, sizeof(host) - 1);
+    snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s", tr->job->logdir,
+             (long long)time(NULL), host);
+    s->file = fopen(s->path, "wb");
+    if (s->file == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "cannot create %s", s->path);
+    pbuf ev = {{0}, 0};
+    pb_event_header(&ev, tr->global_step);
+    pb_bytes(&ev, 3, "brain.Event:2", 13);
+    if (write_record(s, &ev, err) != 0)
+        return -1;
+    return fflush(s->file) == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+}
+
+static int events_put_scalar(monitor_t *mon, trainer_t *tr, const char *name, double value,
+                             tt_err *err)
+{
+    events_state *s = mon->state;
+    /* At an epoch's last step epoch_end writes every scalar; do not write twice. */
+    if (s->file == NULL || tr->local_step == tr->steps_per_epoch ||
+        tr->global_step % s->every_k_steps != 0)
+        return 0;
+    return write_scalar(s, name, value, tr->global_step, err);
+}
+
+static int events_epoch_end(monitor_t *mon, trainer_t *tr, const scalar_t *scalars, int n,
+                            tt_err *err)
+{
+    events_state *s = mon->state;
+    for (int i = 0; i < n; i++)
+        if (write_scalar(s, scalars[i].name, scalars[i].value, tr->global_step, err) != 0)
+            return -1;
+    return fflush(s->file) == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+}
+
+static int events_close(monitor_t *mon, trainer_t *tr, tt_err *err)
+{
+    events_state *s = mon->state;
+    if (s->file == NULL)
+        return 0;
+    int bad = fclose(s->file);
+    s->file = NULL;
+    return bad == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+}
+
+static void events_destroy(monitor_t *mon)
+{
+    events_state *s = mon->state;
+    if (s != NULL && s->file != NULL)
+        fclose(s->file);
+    free(s);
+}
+
+const monitor_ops monitor_events_ops = {
+    .type = "events",
+    .create = events_create,
+    .open = events_open,
+    .put_scalar = events_put_scalar,
+    .epoch_end = events_epoch_end,
+    .close = events_close,
+    .destroy = events_destroy,
+};

@@ -1,0 +1,122 @@
+/* backend.h - the seam between the model and the hardware.
+ *
+ * A backend owns memory and runs the per-layer operations, the way cuDNN does for
+ * a GPU. Layers (src/layers/) know shapes and parameters and call these
+ * operations; they never touch threads, BLAS or CUDA. The CPU backend
+ * (src/backend/cpu/) implements them with CBLAS and one thread pool; the CUDA
+ * backend (src/backend/cuda/) with cuBLAS, cuDNN and kernels. Per-element math
+ * both share lives in backend/math.h.
+ *
+ * Conventions: float32, NCHW, row-major matrices. Pointers passed to operations
+ * are device pointers of this backend. Backward operations OVERWRITE dx, dw and
+ * db (the model accumulates where an activation has several consumers). Any of
+ * dx, dw, db may be NULL when not needed. Results never depend on the number of
+ * threads: same inputs, same bits.
+ */
+#ifndef TT_BACKEND_H
+#define TT_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "util/err.h"
+
+typedef struct backend backend_t;
+
+/* A 2-D convolution or pooling window over an NCHW batch. Square kernels. */
+typedef struct {
+    int n, c, h, w;      /* input batch */
+    int f;               /* conv: output channels (pools: f == c) */
+    int k, stride, pad;  /* kernel size, stride, zero padding */
+    int oh, ow;          /* output spatial size */
+} window_desc;
+
+static inline int window_out_size(int in, int k, int stride, int pad)
+{
+    return (in + 2 * pad - k) / stride + 1;
+}
+
+struct backend {
+    const char *name; /* "cpu" or "cuda" */
+    int device;       /* device id (CPU: tower index) */
+    int threads;      /* worker threads this backend instance may use */
+    void *impl;       /* private state of the implementation */
+
+    /* ---- memory ---- */
+    void *(*alloc)(backend_t *be, size_t bytes); /* zero-filled, 64-byte aligned; NULL on OOM */
+    void (*free)(backend_t *be, void *p);
+    void (*upload)(backend_t *be, void *dst, const void *host_src, size_t bytes);
+    void (*download)(backend_t *be, void *host_dst, const void *src, size_t bytes);
+    void (*copy)(backend_t *be, void *dst, const void *src, size_t bytes);
+
+    /* ---- dense: y[n,out] = x[n,in] . w[out,in]^T + b[out], then relu if asked ---- */
+    void (*dense_forward)(backend_t *be, int n, int in, int out, const float *x,
+                          const float *w, const float *b, bool relu, float *y);
+    /* dy[n,out] is the gradient at the output (after relu); when relu, y is the
+     * forward output and dy is masked in place. dx[n,in], dw[out,in], db[out]. */
+    void (*dense_backward)(backend_t *be, int n, int in, int out, const float *x,
+                           const float *w, const float *y, bool relu, float *dy,
+                           float *dx, float *dw, float *db);
+
+    /* ---- conv2d: y[n,f,oh,ow] = conv(x, w[f,c,k,k]) + b[f], then relu if asked ---- */
+    size_t (*conv_workspace)(backend_t *be, const window_desc *d); /* bytes */
+    void (*conv_forward)(backend_t *be, const window_desc *d, const float *x, const float *w,
+                         const float *b, bool relu, float *y, void *ws);
+    void (*conv_backward)(backend_t *be, const window_desc *d, const float *x, const float *w,
+                          const float *y, bool relu, float *dy, float *dx, float *dw,
+                          float *db, void *ws);
+
+    /* ---- pooling (PyTorch semantics; avg counts padding zeros, as
+     *      count_include_pad=True). mask: int32 per output, argmax for max pool ---- */
+    void (*maxpool_forward)(backend_t *be, const window_desc *d, const float *x, float *y,
+                            int32_t *mask);
+    void (*maxpool_backward)(backend_t *be, const window_desc *d, const float *dy,
+                             const int32_t *mask, float *dx);
+    void (*avgpool_forward)(backend_t *be, const window_desc *d, const float *x, float *y);
+    void (*avgpool_backward)(backend_t *be, const window_desc *d, const float *dy, float *dx);
+
+    /* ---- element-wise over count elements ---- */
+    void (*relu_forward)(backend_t *be, size_t count, const float *x, float *y);
+    void (*relu_backward)(backend_t *be, size_t count, const float *y, const float *dy,
+                          float *dx);
+    /* Inverted dropout: keep with probability 1-rate, scale kept by 1/(1-rate).
+     * mask[i] is the factor (0 or 1/(1-rate)); random bits from (seed, i). */
+    void (*dropout_forward)(backend_t *be, size_t count, float rate, uint64_t seed,
+                            const float *x, float *y, float *mask);
+    void (*mul)(backend_t *be, size_t count, const float *a, const float *b, float *y);
+    /* y += alpha * x */
+    void (*axpy)(backend_t *be, size_t count, float alpha, const float *x, float *y);
+    void (*scale)(backend_t *be, size_t count, float alpha, float *x);
+
+    /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits.
+     * Writes dlogits = (softmax - onehot) / n when dlogits != NULL, and returns
+     * through the host pointers the summed (not mean) loss and the count of rows
+     * whose argmax equals the label. labels are device int32. ---- */
+    void (*softmax_xent)(backend_t *be, int n, int classes, const float *logits,
+                         const int32_t *labels, float *dlogits, double *loss_sum,
+                         int *correct);
+
+    /* ---- optimizer updates over a whole contiguous parameter block (backend/math.h
+     *      holds the per-element rules, exactly torch.optim's) ---- */
+    void (*sgd_step)(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
+                     float weight_decay, bool first_step, float *w, const float *g,
+                     float *buf /* NULL when momentum == 0 */);
+    void (*adam_step)(backend_t *be, size_t count, float lr, float beta1, float beta2,
+                      float eps, float weight_decay, int64_t step /* from 1 */, float *w,
+                      const float *g, float *m, float *v);
+
+    void (*destroy)(backend_t *be);
+};
+
+/* The CPU backend: `threads` workers (>= 1) of the process-wide pool. */
+backend_t *backend_cpu_create(int device, int threads, tt_err *err);
+
+/* Number of CUDA devices, 0 when the CUDA backend is not built or no device or
+ * driver is present. reason (may be NULL) says why there is none. */
+int backend_cuda_device_count(char *reason, size_t reason_len);
+
+/* Backends this binary was built with, for --version: "cpu", "cpu cuda", ... */
+const char *backend_list_built(void);
+
+#endif

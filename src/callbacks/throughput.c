@@ -1,0 +1,16 @@
+/* throughput.c - samples per second of the epoch's training steps, over the
+ * global batch (all towers), so nobody misreads per-iteration speed. */
+#include "train/trainer.h"
+
+static int throughput_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
+{
+    if (tr->epoch_seconds <= 0.0 || tr->local_step == 0)
+        return 0;
+    double samples = (double)tr->local_step * tr->global_batch;
+    return trainer_put_scalar(tr, "throughput", samples / tr->epoch_seconds, err);
+}
+
+const callback_ops callback_throughput_ops = {
+    .type = "throughput",
+    .trigger = throughput_trigger,
+};

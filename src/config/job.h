@@ -1,0 +1,205 @@
+/* job.h - the resolved job: what a job file (SPEC 2-6, 9, 10) says, validated,
+ * with every default filled in and every path absolute.
+ *
+ * config_load_job() reads the libconfig file, applies --set overrides, checks every
+ * key (unknown keys are errors with a did-you-mean), fills in defaults and builds
+ * these plain structs. The same resolved libconfig tree is what `validate` prints
+ * and what `run` stores as <logdir>/job.cfg, so it is itself a valid job file.
+ */
+#ifndef TT_JOB_H
+#define TT_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "util/err.h"
+
+#define TT_MAX_DIMS 4
+#define TT_NAME_MAX 64
+
+/* ---- model (SPEC 4) ---- */
+
+typedef enum {
+    LAYER_DENSE,
+    LAYER_CONV2D,
+    LAYER_MAXPOOL,
+    LAYER_AVGPOOL,
+    LAYER_GLOBAL_AVGPOOL,
+    LAYER_RELU,
+    LAYER_BATCHNORM,
+    LAYER_DROPOUT,
+    LAYER_FLATTEN,
+    LAYER_ADD,
+    LAYER_TYPE_COUNT
+} layer_type;
+
+#define LAYER_MAX_INPUTS 8
+
+typedef struct {
+    char name[TT_NAME_MAX];
+    layer_type type;
+    /* Indices into model_cfg.layers of the inputs; -1 means the model input.
+     * A layer reads the previous layer unless it names `input` / `inputs`. */
+    int inputs[LAYER_MAX_INPUTS];
+    int n_inputs;
+    int units;          /* dense */
+    int filters;        /* conv2d */
+    int kernel;         /* conv2d, pools */
+    int stride;         /* conv2d default 1; pools default = kernel */
+    int padding;        /* conv2d, pools; default 0 */
+    bool bias;          /* dense, conv2d; default true */
+    bool relu;          /* dense, conv2d: activation = "relu" */
+    float momentum;     /* batchnorm, default 0.1 */
+    float epsilon;      /* batchnorm, default 1e-5 */
+    float rate;         /* dropout */
+} layer_cfg;
+
+typedef struct {
+    char path[4096];    /* absolute path of the model file, "" when inline */
+    int input[3];       /* C, H, W; a flat [N] input is {N, 1, 1} with input_rank 1 */
+    int input_rank;     /* 1 or 3 */
+    int classes;
+    layer_cfg *layers;
+    int n_layers;
+    /* only loss is "softmax_cross_entropy" */
+} model_cfg;
+
+/* ---- dataflow (SPEC 3) ---- */
+
+typedef enum { SOURCE_IDX, SOURCE_CIFAR10, SOURCE_FAKE } source_type;
+
+typedef struct {
+    source_type type;
+    char images[4096];  /* idx: absolute paths */
+    char labels[4096];
+    char **files;       /* cifar10: absolute paths */
+    int n_files;
+    int shape[3];       /* fake: C, H, W (rank 1: {N,1,1}) */
+    int shape_rank;
+    int classes;        /* fake */
+    int size;           /* fake */
+} source_cfg;
+
+typedef enum { AUG_NORMALIZE, AUG_RANDOM_CROP, AUG_FLIP } augment_type;
+
+typedef struct {
+    augment_type type;
+    float mean[TT_MAX_DIMS * 4]; /* normalize: one value per channel, or one for all */
+    float std[TT_MAX_DIMS * 4];
+    int n_mean, n_std;
+    int size, padding;  /* random_crop */
+} augment_cfg;
+
+typedef struct {
+    source_cfg source;
+    bool shuffle;       /* default true for the training dataflow */
+    augment_cfg *augment;
+    int n_augment;
+    int batch_size;     /* per tower */
+    int limit;          /* 0 = all */
+    int workers;        /* prefetch.workers, default 2 */
+    int queue;          /* prefetch.queue, default 8 */
+} dataflow_cfg;
+
+/* ---- optimizer (SPEC 5) ---- */
+
+typedef enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAM } optimizer_type;
+
+typedef struct {
+    optimizer_type type;
+    float learning_rate;
+    float momentum;     /* type momentum: default 0.9; sgd: 0 */
+    bool nesterov;
+    float beta1, beta2, epsilon;
+    float weight_decay;
+} optimizer_cfg;
+
+/* ---- trainer (SPEC 6) ---- */
+
+typedef enum {
+    TRAINER_SIMPLE,
+    TRAINER_SYNC_REPLICATED,
+    TRAINER_SYNC_PARAMETER_SERVER,
+    TRAINER_ASYNC
+} trainer_type;
+
+typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU } device_kind;
+
+#define TT_MAX_TOWERS 64
+
+typedef struct {
+    trainer_type type;
+    device_kind device;
+    int nr_tower;
+    int towers[TT_MAX_TOWERS]; /* device ids; 0..nr_tower-1 unless `towers` given */
+    char allreduce[32];        /* "auto" | "ring" | "naive" | "hierarchical" | "nccl" */
+    int gradient_packing;
+    char ps_device[8];         /* "cpu" | "gpu" */
+    bool scale_gradient;
+    int threads_per_tower;     /* 0 = cores / towers */
+} trainer_cfg;
+
+/* ---- callbacks and monitors (SPEC 9, 10) ---- */
+
+/* A callback or monitor: its type and its own settings. Each plug-in reads the
+ * keys it knows from `settings` (a libconfig group of the resolved job); the
+ * config module has already checked names and types against the plug-in's key
+ * table, so plug-ins only read. */
+typedef struct {
+    char type[TT_NAME_MAX];
+    int every_k_epochs;   /* default 1 (0 when every_k_steps is given) */
+    int every_k_steps;    /* default 0 */
+    const void *settings; /* config_setting_t * of the resolved job */
+    dataflow_cfg *dataflow; /* inference_runner: its resolved dataflow, else NULL */
+} plugin_cfg;
+
+/* ---- the job ---- */
+
+typedef struct {
+    char path[4096];     /* absolute path of the job file */
+    char logdir[4096];   /* absolute */
+    uint64_t seed;
+    dataflow_cfg dataflow;
+    model_cfg model;
+    optimizer_cfg optimizer;
+    trainer_cfg trainer;
+    int64_t max_epoch;
+    int64_t steps_per_epoch; /* 0 in the file means "dataset / global batch"; resolved
+                                by the trainer once the dataset is opened */
+    int64_t starting_epoch;
+    char session_init[4096]; /* absolute, "" when none */
+    plugin_cfg *callbacks;   /* callbacks then extra_callbacks, in order */
+    int n_callbacks;
+    plugin_cfg *monitors;
+    int n_monitors;
+    void *tree;              /* the resolved libconfig tree (config_t *) */
+} job_t;
+
+/* One --set KEY=VALUE override, as given on the command line. */
+typedef struct {
+    const char *arg; /* "trainer.nr_tower=4" */
+} job_override;
+
+/* Reads, overrides, validates and resolves a job file. On error fills err
+ * (TT_ERR_USAGE, "FILE:LINE: key.path: message") and returns -1. */
+int job_load(const char *path, const job_override *sets, int n_sets, job_t *job, tt_err *err);
+
+/* Loads a resolved job stored in a log directory (no relative path rewriting). */
+int job_load_resolved(const char *path, const job_override *sets, int n_sets, job_t *job,
+                      tt_err *err);
+
+/* Writes the resolved job in libconfig syntax (what `validate` prints and what
+ * <logdir>/job.cfg holds). Returns 0 or -1 on an I/O error. */
+int job_write(const job_t *job, FILE *out);
+
+/* Reads a model file on its own (SPEC 4). */
+int model_cfg_load(const char *path, model_cfg *model, tt_err *err);
+
+void job_free(job_t *job);
+void model_cfg_free(model_cfg *model);
+
+/* Names, for messages and the resolved job. */
+const char *layer_type_name(layer_type t);
+
+#endif

@@ -1,0 +1,83 @@
+/* dataflow.h - sources, augmentation, batching and prefetch (SPEC 3).
+ *
+ * The data is a stream of passes over the dataset. Pass k uses a permutation that
+ * depends only on (seed, k) and yields B = floor(N / G) global batches of G
+ * samples (the remainder is dropped). Global step s takes batch s mod B of pass
+ * floor(s / B): samples perm[b*G .. (b+1)*G). A process takes the contiguous part
+ * [local_offset, local_offset + local_count) of each global batch (its towers'
+ * slices, SPEC 3). Random augmentation of a sample depends only on
+ * (seed, pass, sample index). So a batch is a pure function of (seed, step):
+ * prefetch workers compute batches for different steps in parallel and hand them
+ * out in step order, and results never depend on the number of workers.
+ */
+#ifndef TT_DATAFLOW_H
+#define TT_DATAFLOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config/job.h"
+#include "tensor.h"
+#include "util/err.h"
+
+/* ---- datasets: the samples of a source, in memory as bytes ---- */
+
+typedef struct dataset dataset_t;
+
+/* Opens a source (idx raw or gzip, cifar10, fake). limit > 0 keeps the first
+ * `limit` samples. Bad files (truncated, wrong magic, label count mismatch, label
+ * out of range) are TT_ERR_USAGE errors naming the file. */
+int dataset_open(const source_cfg *src, int limit, dataset_t **out, tt_err *err);
+size_t dataset_size(const dataset_t *ds);
+shape3 dataset_shape(const dataset_t *ds);
+int dataset_classes(const dataset_t *ds);
+/* Writes sample i scaled to [0, 1] into x[shape3_size(shape)], returns its label. */
+int dataset_get(const dataset_t *ds, size_t i, float *x);
+void dataset_free(dataset_t *ds);
+
+/* ---- batches ---- */
+
+typedef struct {
+    int n;          /* samples in this batch (local: this process's towers) */
+    float *x;       /* [n, C, H, W], augmented */
+    int32_t *y;     /* [n] */
+    int64_t step;   /* training: the global step; eval: the batch index */
+} batch_t;
+
+typedef enum {
+    DATAFLOW_TRAIN, /* endless stream by global step, shuffled per pass if cfg->shuffle */
+    DATAFLOW_EVAL   /* one pass in order, ceil(N / batch) batches, last one partial */
+} dataflow_mode;
+
+typedef struct dataflow dataflow_t;
+
+/* global_batch: G (train) or the batch size (eval). The dataset stays owned by
+ * the caller and must outlive the dataflow. Errors: limit below one global batch. */
+int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
+                    dataflow_mode mode, int global_batch, int local_offset, int local_count,
+                    dataflow_t **out, tt_err *err);
+
+/* Shape of one sample as the dataflow outputs it (after random_crop). */
+shape3 dataflow_shape(const dataflow_t *df);
+
+/* Batches per pass: floor(N / G) in train mode, ceil(N / batch) in eval mode. */
+int64_t dataflow_batches_per_pass(const dataflow_t *df);
+
+/* Computes the batch of one step (or eval batch index) synchronously into out,
+ * whose x and y must hold local_count samples. Pure: depends on (seed, step). */
+void dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out);
+
+/* Starts the prefetch workers (cfg->workers; 0 = compute inline in next) at
+ * `first_step` (eval: 0). Stops any earlier run first. */
+int dataflow_start(dataflow_t *df, int64_t first_step, tt_err *err);
+
+/* The next batch in order; NULL at the end of an eval pass. Valid until the next
+ * call of dataflow_next, dataflow_start or dataflow_free. Blocks while the
+ * workers catch up. */
+const batch_t *dataflow_next(dataflow_t *df);
+
+/* Stops the workers and frees everything. */
+void dataflow_free(dataflow_t *df);
+
+#endif

@@ -1,0 +1,213 @@
+/* main.c - the towertrain command: run, resume, bench, validate.
+ *
+ * Every error comes back here as a tt_err and is printed as one line,
+ * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
+ * failures (SPEC 1). Nothing is written to the log directory before the job,
+ * the data and the model have all been checked.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "config/job.h"
+#include "train/trainer.h"
+#include "util/err.h"
+#include "util/fileio.h"
+#include "util/log.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "0"
+#endif
+
+#define MAX_SETS 256
+
+static const char usage[] =
+    "usage: towertrain run JOB.cfg [--logdir DIR] [--set KEY=VALUE]... [--quiet]\n"
+    "       towertrain resume LOGDIR|CHECKPOINT.safetensors [--max-epoch N] [--set KEY=VALUE]...\n"
+    "       towertrain bench [options]\n"
+    "       towertrain validate JOB.cfg [--set KEY=VALUE]...\n"
+    "       towertrain --help | --version\n"
+    "See towertrain(1) and towertrain.cfg(5).\n";
+
+static int fail(const tt_err *err)
+{
+    fprintf(stderr, "towertrain: %s\n", err->msg);
+    return err->code == TT_OK ? 1 : err->code;
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "towertrain: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see towertrain --help)\n");
+    return TT_ERR_USAGE;
+}
+
+/* Options shared by run and validate. */
+typedef struct {
+    const char *job;
+    const char *logdir;
+    job_override sets[MAX_SETS];
+    int n_sets;
+    bool quiet;
+    char logdir_set[4200]; /* --logdir DIR as the override logdir="DIR" */
+} run_args;
+
+static int parse_run_args(int argc, char **argv, bool allow_run_options, run_args *a)
+{
+    memset(a, 0, sizeof(*a));
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "--set") == 0 || strncmp(s, "--set=", 6) == 0) {
+            const char *v = s[5] == '=' ? s + 6 : (i + 1 < argc ? argv[++i] : NULL);
+            if (v == NULL)
+                return usage_error("%s: needs KEY=VALUE", "--set");
+            if (a->n_sets == MAX_SETS)
+                return usage_error("%s: too many overrides", "--set");
+            a->sets[a->n_sets++].arg = v;
+        } else if (allow_run_options &&
+                   (strcmp(s, "--logdir") == 0 || strncmp(s, "--logdir=", 9) == 0)) {
+            const char *v = s[8] == '=' ? s + 9 : (i + 1 < argc ? argv[++i] : NULL);
+            if (v == NULL || *v == '\0')
+                return usage_error("%s: needs a directory", "--logdir");
+            if (strchr(v, '"') || strchr(v, '\\'))
+                return usage_error("--logdir %s: quotes and backslashes are not supported", v);
+            a->logdir = v;
+        } else if (allow_run_options && strcmp(s, "--quiet") == 0) {
+            a->quiet = true;
+        } else if (s[0] == '-' && s[1] != '\0') {
+            return usage_error("unknown option '%s'", s);
+        } else if (a->job == NULL) {
+            a->job = s;
+        } else {
+            return usage_error("unexpected argument '%s'", s);
+        }
+    }
+    if (a->job == NULL)
+        return usage_error("%s: missing the job file", allow_run_options ? "run" : "validate");
+    if (a->logdir != NULL) {
+        if (a->n_sets == MAX_SETS)
+            return usage_error("%s: too many overrides", "--set");
+        snprintf(a->logdir_set, sizeof(a->logdir_set), "logdir=\"%s\"", a->logdir);
+        a->sets[a->n_sets++].arg = a->logdir_set;
+    }
+    return 0;
+}
+
+static int cmd_validate(int argc, char **argv)
+{
+    run_args a;
+    int rc = parse_run_args(argc, argv, false, &a);
+    if (rc != 0)
+        return rc;
+    job_t job;
+    tt_err err = {0};
+    if (job_load(a.job, a.sets, a.n_sets, &job, &err) != 0)
+        return fail(&err);
+    rc = job_write(&job, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
+    job_free(&job);
+    return rc;
+}
+
+/* Writes <logdir>/job.cfg atomically: what `resume` reads back. */
+static int write_job_file(const job_t *job, tt_err *err)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *mem = open_memstream(&text, &len);
+    if (mem == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    int bad = job_write(job, mem);
+    if (fclose(mem) != 0 || bad != 0) {
+        free(text);
+        return err_set(err, TT_ERR_RUNTIME, "cannot format the resolved job");
+    }
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/job.cfg", job->logdir);
+    int rc = file_write_atomic(path, text, len, err);
+    free(text);
+    return rc;
+}
+
+/* A log directory that already holds a run is never overwritten. */
+static int check_logdir_free(const job_t *job, tt_err *err)
+{
+    static const char *const files[] = {"job.cfg", "stats.json", "checkpoint"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/%s", job->logdir, files[i]);
+        if (path_exists(path))
+            return err_set(err, TT_ERR_USAGE, "logdir %s already holds a run (%s); resume it "
+                           "or choose another --logdir", job->logdir, files[i]);
+    }
+    return 0;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    int rc = parse_run_args(argc, argv, true, &a);
+    if (rc != 0)
+        return rc;
+    log_set_quiet(a.quiet);
+    job_t job;
+    tt_err err = {0};
+    if (job_load(a.job, a.sets, a.n_sets, &job, &err) != 0)
+        return fail(&err);
+    trainer_t tr = {0};
+    if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0) {
+        rc = fail(&err);
+        if (tr.job != NULL)
+            trainer_free(&tr);
+        job_free(&job);
+        return rc;
+    }
+    /* Everything checked: from here on the log directory is ours. */
+    char log_path[4200];
+    snprintf(log_path, sizeof(log_path), "%s/log.log", job.logdir);
+    if (dir_create(job.logdir, &err) != 0 || write_job_file(&job, &err) != 0) {
+        rc = fail(&err);
+    } else if (log_open(log_path) != 0) {
+        err_set(&err, TT_ERR_RUNTIME, "cannot open %s", log_path);
+        rc = fail(&err);
+    } else {
+        log_printf("towertrain %s: job %s, logdir %s\n", PACKAGE_VERSION, job.path, job.logdir);
+        rc = trainer_train(&tr, &err) == 0 ? 0 : fail(&err);
+        if (rc == 0)
+            log_printf("training finished: epoch %lld, global step %lld\n",
+                       (long long)tr.epoch_num - 1, (long long)tr.global_step);
+    }
+    log_close();
+    trainer_free(&tr);
+    job_free(&job);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(usage, stderr);
+        return TT_ERR_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("towertrain %s (backends: %s)\n", PACKAGE_VERSION, backend_list_built());
+        return 0;
+    }
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "validate") == 0)
+        return cmd_validate(argc - 2, argv + 2);
+    if (strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)
+        return usage_error("%s: not available in this version yet", cmd);
+    return usage_error("unknown command '%s'", cmd);
+}

@@ -1,0 +1,1 @@
+libtowertrain_a_SOURCES += %reldir%/model.c %reldir%/model.h

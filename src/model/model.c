@@ -1,0 +1,371 @@
+/* model.c - the layer graph, the parameter layout and the tower function. */
+#include "model/model.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/log.h"
+#include "util/rng.h"
+
+/* Input k of layer i: a layer index, or -1 for the model input. A layer with no
+ * explicit inputs reads the previous layer. */
+static int layer_input(const layer_cfg *lc, int i, int k)
+{
+    if (lc->n_inputs == 0)
+        return i - 1;
+    return lc->inputs[k];
+}
+
+static int layer_input_count(const layer_cfg *lc)
+{
+    return lc->n_inputs == 0 ? 1 : lc->n_inputs;
+}
+
+static const char *model_file_name(const model_cfg *cfg)
+{
+    return cfg->path[0] ? cfg->path : "model";
+}
+
+int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
+{
+    memset(m, 0, sizeof(*m));
+    m->cfg = cfg;
+    if (cfg->input_rank == 1) {
+        if (shape3_size(data) != (size_t)cfg->input[0])
+            return err_set(err, TT_ERR_USAGE,
+                           "%s: model input [%d] does not match the data's %d elements "
+                           "(%dx%dx%d)", model_file_name(cfg), cfg->input[0],
+                           (int)shape3_size(data), data.c, data.h, data.w);
+        m->input = shape3_make(cfg->input[0], 1, 1);
+    } else {
+        if (data.c != cfg->input[0] || data.h != cfg->input[1] || data.w != cfg->input[2])
+            return err_set(err, TT_ERR_USAGE,
+                           "%s: model input [%d, %d, %d] does not match the data's "
+                           "[%d, %d, %d]", model_file_name(cfg), cfg->input[0], cfg->input[1],
+                           cfg->input[2], data.c, data.h, data.w);
+        m->input = data;
+    }
+    if (cfg->n_layers < 1)
+        return err_set(err, TT_ERR_USAGE, "%s: the model has no layers", model_file_name(cfg));
+
+    m->n_layers = cfg->n_layers;
+    m->layers = calloc((size_t)m->n_layers, sizeof(layer_t));
+    m->param_offset = calloc((size_t)m->n_layers * LAYER_MAX_PARAMS, sizeof(size_t));
+    m->consumers = calloc((size_t)m->n_layers, sizeof(int));
+    if (!m->layers || !m->param_offset || !m->consumers) {
+        model_free(m);
+        return err_set(err, TT_ERR_RUNTIME, "out of memory building the model");
+    }
+
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_cfg *lc = &cfg->layers[i];
+        shape3 in[LAYER_MAX_INPUTS];
+        int n_in = layer_input_count(lc);
+        for (int k = 0; k < n_in; k++) {
+            int src = layer_input(lc, i, k);
+            if (src >= i) {
+                model_free(m);
+                return err_set(err, TT_ERR_USAGE, "%s: layers[%d] (%s): input is not an "
+                               "earlier layer", model_file_name(cfg), i, lc->name);
+            }
+            in[k] = src < 0 ? m->input : m->layers[src].out;
+            if (src >= 0)
+                m->consumers[src]++;
+        }
+        if (layer_setup(&m->layers[i], lc, in, n_in, err) != 0) {
+            model_free(m);
+            return -1;
+        }
+    }
+    shape3 out = m->layers[m->n_layers - 1].out;
+    if (shape3_size(out) != (size_t)cfg->classes) {
+        model_free(m);
+        return err_set(err, TT_ERR_USAGE, "%s: the last layer (%s) outputs %d values but "
+                       "classes = %d", model_file_name(cfg), cfg->layers[m->n_layers - 1].name,
+                       (int)shape3_size(out), cfg->classes);
+    }
+
+    /* Parameter layout: trainable tensors first, then the others. */
+    int total = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        total += m->layers[i].n_params;
+    m->params = calloc(total > 0 ? (size_t)total : 1, sizeof(param_entry));
+    if (m->params == NULL) {
+        model_free(m);
+        return err_set(err, TT_ERR_RUNTIME, "out of memory building the model");
+    }
+    size_t offset = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        bool want_trainable = pass == 0;
+        for (int i = 0; i < m->n_layers; i++) {
+            const layer_t *l = &m->layers[i];
+            for (int j = 0; j < l->n_params; j++) {
+                if (l->params[j].trainable != want_trainable)
+                    continue;
+                param_entry *p = &m->params[m->n_params++];
+                snprintf(p->name, sizeof(p->name), "%s.%s", l->cfg->name, l->params[j].suffix);
+                p->layer = i;
+                p->spec = j;
+                p->offset = offset;
+                p->count = l->params[j].count;
+                p->trainable = want_trainable;
+                m->param_offset[i * LAYER_MAX_PARAMS + j] = offset;
+                /* keep every tensor 16-float (64-byte) aligned for vector loads */
+                offset += (p->count + 15) & ~(size_t)15;
+            }
+        }
+        if (pass == 0)
+            m->n_trainable = offset;
+    }
+    m->n_floats = offset;
+    return 0;
+}
+
+void model_free(model_t *m)
+{
+    free(m->layers);
+    free(m->params);
+    free(m->param_offset);
+    free(m->consumers);
+    memset(m, 0, sizeof(*m));
+}
+
+void model_init_params(const model_t *m, uint64_t seed, float *host_block)
+{
+    memset(host_block, 0, m->n_floats * sizeof(float));
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        float *ptrs[LAYER_MAX_PARAMS] = {0};
+        for (int j = 0; j < l->n_params; j++)
+            ptrs[j] = host_block + m->param_offset[i * LAYER_MAX_PARAMS + j];
+        rng_t rng = rng_make(seed, 0x1417a11ULL, (uint64_t)i);
+        l->ops->init(l, &rng, ptrs);
+    }
+}
+
+static size_t layer_param_count(const layer_t *l)
+{
+    size_t n = 0;
+    for (int j = 0; j < l->n_params; j++)
+        n += l->params[j].count;
+    return n;
+}
+
+void model_print_table(const model_t *m)
+{
+    log_printf("%-16s %-15s %-16s %12s\n", "layer", "type", "output shape", "parameters");
+    size_t total = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        char shape[64];
+        if (l->out.h == 1 && l->out.w == 1)
+            snprintf(shape, sizeof(shape), "[%d]", l->out.c);
+        else
+            snprintf(shape, sizeof(shape), "[%d, %d, %d]", l->out.c, l->out.h, l->out.w);
+        size_t n = layer_param_count(l);
+        total += n;
+        log_printf("%-16s %-15s %-16s %12zu\n", l->cfg->name, layer_type_name(l->cfg->type),
+                   shape, n);
+    }
+    log_printf("%-16s %-15s %-16s %12zu\n", "total", "", "", total);
+}
+
+/* ---- the tower function ---- */
+
+int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
+{
+    memset(t, 0, sizeof(*t));
+    t->model = m;
+    t->be = be;
+    t->max_n = max_n;
+    size_t n = (size_t)max_n;
+    t->act = calloc((size_t)m->n_layers, sizeof(float *));
+    t->dact = calloc((size_t)m->n_layers, sizeof(float *));
+    t->state = calloc((size_t)m->n_layers, sizeof(void *));
+    if (!t->act || !t->dact || !t->state)
+        goto oom;
+    t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
+    t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
+    t->input = be->alloc(be, n * shape3_size(m->input) * sizeof(float));
+    t->labels = be->alloc(be, n * sizeof(int32_t));
+    if (!t->params || !t->grads || !t->input || !t->labels)
+        goto oom;
+    size_t ws = 0, scratch = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        size_t out = n * shape3_size(l->out) * sizeof(float);
+        t->act[i] = be->alloc(be, out);
+        t->dact[i] = be->alloc(be, out);
+        if (!t->act[i] || !t->dact[i])
+            goto oom;
+        size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
+        if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
+            goto oom;
+        size_t w = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n) : 0;
+        if (w > ws)
+            ws = w;
+        if (m->consumers[i] > 1 && out > scratch)
+            scratch = out;
+    }
+    if (ws > 0 && (t->ws = be->alloc(be, ws)) == NULL)
+        goto oom;
+    if (scratch > 0 && (t->dlogits_scratch = be->alloc(be, scratch)) == NULL)
+        goto oom;
+    return 0;
+oom:
+    tower_free(t);
+    return err_set(err, TT_ERR_RUNTIME, "out of memory creating a tower for batch %d", max_n);
+}
+
+void tower_free(tower_t *t)
+{
+    backend_t *be = t->be;
+    if (be == NULL)
+        return;
+    const model_t *m = t->model;
+    for (int i = 0; m && i < m->n_layers; i++) {
+        if (t->act)
+            be->free(be, t->act[i]);
+        if (t->dact)
+            be->free(be, t->dact[i]);
+        if (t->state)
+            be->free(be, t->state[i]);
+    }
+    be->free(be, t->params);
+    be->free(be, t->grads);
+    be->free(be, t->input);
+    be->free(be, t->labels);
+    be->free(be, t->ws);
+    be->free(be, t->dlogits_scratch);
+    free(t->act);
+    free(t->dact);
+    free(t->state);
+    memset(t, 0, sizeof(*t));
+}
+
+void tower_set_params(tower_t *t, const float *host_block)
+{
+    t->be->upload(t->be, t->params, host_block, t->model->n_floats * sizeof(float));
+}
+
+void tower_get_params(const tower_t *t, float *host_block)
+{
+    t->be->download(t->be, host_block, t->params, t->model->n_floats * sizeof(float));
+}
+
+void tower_load_batch(tower_t *t, int n, const float *x, const int32_t *y)
+{
+    t->be->upload(t->be, t->input, x, (size_t)n * shape3_size(t->model->input) * sizeof(float));
+    t->be->upload(t->be, t->labels, y, (size_t)n * sizeof(int32_t));
+}
+
+/* Fills the parameter and gradient views of layer i. */
+static void bind_params(tower_t *t, int i, layer_call *c)
+{
+    const model_t *m = t->model;
+    const layer_t *l = &m->layers[i];
+    for (int j = 0; j < l->n_params; j++) {
+        size_t off = m->param_offset[i * LAYER_MAX_PARAMS + j];
+        c->params[j] = t->params + off;
+        c->grads[j] = l->params[j].trainable ? t->grads + off : NULL;
+    }
+}
+
+const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed)
+{
+    const model_t *m = t->model;
+    backend_t *be = t->be;
+    int last = m->n_layers - 1;
+
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        layer_call c;
+        memset(&c, 0, sizeof(c));
+        c.be = be;
+        c.n = n;
+        c.training = training;
+        c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
+        for (int k = 0; k < l->n_in; k++) {
+            int src = layer_input(l->cfg, i, k);
+            c.x[k] = src < 0 ? t->input : t->act[src];
+        }
+        c.y = t->act[i];
+        c.ws = t->ws;
+        c.state = t->state[i];
+        bind_params(t, i, &c);
+        l->ops->forward(l, &c);
+    }
+
+    t->loss_sum = 0.0;
+    t->correct = 0;
+    be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->labels,
+                     backward ? t->dact[last] : NULL, &t->loss_sum, &t->correct);
+    if (!backward)
+        return t->act[last];
+
+    /* Reverse order. An output read by several layers gets the sum of their
+     * gradients: the first consumer met (the latest layer) overwrites, the
+     * others add through the scratch buffer. */
+    bool written[1024] = {false};
+    bool *done = m->n_layers <= 1024 ? written : calloc((size_t)m->n_layers, sizeof(bool));
+    done[last] = true;
+    for (int i = last; i >= 0; i--) {
+        const layer_t *l = &m->layers[i];
+        layer_call c;
+        memset(&c, 0, sizeof(c));
+        c.be = be;
+        c.n = n;
+        c.training = true;
+        c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
+        c.y = t->act[i];
+        c.dy = t->dact[i];
+        c.ws = t->ws;
+        c.state = t->state[i];
+        int accumulate[LAYER_MAX_INPUTS] = {0};
+        for (int k = 0; k < l->n_in; k++) {
+            int src = layer_input(l->cfg, i, k);
+            c.x[k] = src < 0 ? t->input : t->act[src];
+            if (src < 0) {
+                c.dx[k] = NULL; /* no gradient for the data */
+            } else if (!done[src]) {
+                c.dx[k] = t->dact[src];
+                done[src] = true;
+            } else {
+                c.dx[k] = t->dlogits_scratch;
+                accumulate[k] = 1;
+            }
+        }
+        bind_params(t, i, &c);
+        /* Several inputs accumulating at once would share the scratch buffer:
+         * run them one at a time (only `add` has several inputs). */
+        int n_acc = 0;
+        for (int k = 0; k < l->n_in; k++)
+            n_acc += accumulate[k];
+        if (n_acc <= 1) {
+            l->ops->backward(l, &c);
+            for (int k = 0; k < l->n_in; k++) {
+                if (accumulate[k]) {
+                    int src = layer_input(l->cfg, i, k);
+                    be->axpy(be, (size_t)n * shape3_size(m->layers[src].out), 1.0f,
+                             t->dlogits_scratch, t->dact[src]);
+                }
+            }
+        } else {
+            for (int k = 0; k < l->n_in; k++) {
+                layer_call one = c;
+                for (int q = 0; q < l->n_in; q++)
+                    if (q != k)
+                        one.dx[q] = NULL;
+                l->ops->backward(l, &one);
+                if (accumulate[k]) {
+                    int src = layer_input(l->cfg, i, k);
+                    be->axpy(be, (size_t)n * shape3_size(m->layers[src].out), 1.0f,
+                             t->dlogits_scratch, t->dact[src]);
+                }
+            }
+        }
+    }
+    if (done != written)
+        free(done);
+    return t->act[last];
+}

@@ -1,0 +1,93 @@
+/* model.h - a model graph (layers with shapes and a parameter layout) and the
+ * tower function that builds one replica of it on a backend.
+ *
+ * All parameters of a replica live in ONE contiguous block (as llm.c does), each
+ * tensor a view at a fixed offset: trainable tensors first, in layer order, then
+ * the non-trainable ones (batchnorm statistics). Gradients are one block of the
+ * trainable size with the same offsets. So the optimizer, the all-reduce,
+ * broadcast and checkpoints all work on flat buffers, and a parameter's offset is
+ * its identity.
+ */
+#ifndef TT_MODEL_H
+#define TT_MODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "config/job.h"
+#include "layers/layer.h"
+#include "tensor.h"
+
+typedef struct {
+    char name[TT_NAME_MAX + 24]; /* "<layer>.<suffix>", PyTorch's state_dict key */
+    int layer;                   /* index into model.layers */
+    int spec;                    /* index into layer.params */
+    size_t offset;               /* in floats, into the parameter block */
+    size_t count;
+    bool trainable;
+} param_entry;
+
+typedef struct {
+    const model_cfg *cfg;
+    shape3 input;        /* what the model reads per sample */
+    layer_t *layers;
+    int n_layers;
+    param_entry *params; /* trainable first, then the rest */
+    int n_params;
+    size_t n_floats;     /* whole parameter block */
+    size_t n_trainable;  /* gradient block; trainable tensors occupy [0, n_trainable) */
+    size_t *param_offset;  /* [n_layers * LAYER_MAX_PARAMS]: offset of layer i's param j */
+    int *consumers;        /* per layer: how many layers read its output */
+} model_t;
+
+/* Sets up every layer for data of shape `data` (the dataflow's output shape).
+ * A flat [N] model input accepts image data of N elements. TT_ERR_USAGE errors
+ * name the model file and layer. */
+int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err);
+void model_free(model_t *m);
+
+/* PyTorch's default initialisation into a host block of m->n_floats, a pure
+ * function of the seed (each tensor draws from its own stream). */
+void model_init_params(const model_t *m, uint64_t seed, float *host_block);
+
+/* Prints the table of layers (name, type, output shape, parameters) and the total. */
+void model_print_table(const model_t *m);
+
+/* One replica of the model on one backend, with buffers for batches of up to
+ * max_n samples. */
+typedef struct {
+    const model_t *model;
+    backend_t *be;
+    int max_n;
+    float *params;     /* device, m->n_floats */
+    float *grads;      /* device, m->n_trainable */
+    float *input;      /* device, [max_n, input] */
+    int32_t *labels;   /* device, [max_n] */
+    float **act;       /* per layer output, [max_n, out] */
+    float **dact;      /* per layer output gradient */
+    float *dlogits_scratch; /* accumulation scratch for multi-consumer outputs */
+    void **state;      /* per layer state (masks) */
+    void *ws;          /* shared workspace, the largest any layer needs */
+    double loss_sum;   /* of the last forward with loss */
+    int correct;
+} tower_t;
+
+/* The tower function: builds one replica on `be`. The parameter block is zero;
+ * fill it with tower_set_params. */
+int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err);
+void tower_free(tower_t *t);
+
+void tower_set_params(tower_t *t, const float *host_block);
+void tower_get_params(const tower_t *t, float *host_block);
+
+/* Copies a batch (host) into the tower's input and label buffers. */
+void tower_load_batch(tower_t *t, int n, const float *x, const int32_t *y);
+
+/* Forward through every layer and the loss; fills t->loss_sum and t->correct.
+ * With backward, also computes the gradients of the MEAN loss over n into
+ * t->grads. seed varies dropout per step. Returns the logits (device). */
+const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed);
+
+#endif

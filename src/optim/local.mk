@@ -1,0 +1,1 @@
+libtowertrain_a_SOURCES += %reldir%/optimizer.c %reldir%/optimizer.h

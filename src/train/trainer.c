@@ -1,0 +1,388 @@
+/* trainer.c - the training loop shared by every trainer type. */
+#include "train/trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "util/log.h"
+#include "util/threadpool.h"
+
+double trainer_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static const trainer_ops *trainer_ops_for(trainer_type t)
+{
+    switch (t) {
+    case TRAINER_SIMPLE:
+        return &trainer_simple_ops;
+    default:
+        return NULL;
+    }
+}
+
+static const char *trainer_type_name(trainer_type t)
+{
+    switch (t) {
+    case TRAINER_SIMPLE:
+        return "simple";
+    case TRAINER_SYNC_REPLICATED:
+        return "sync_replicated";
+    case TRAINER_SYNC_PARAMETER_SERVER:
+        return "sync_parameter_server";
+    case TRAINER_ASYNC:
+        return "async";
+    }
+    return "?";
+}
+
+/* Picks the device: "gpu" without a GPU is a usage error (SPEC 1); "auto" takes
+ * the CPU while the CUDA backend cannot train yet. */
+static int trainer_check_device(const job_t *job, tt_err *err)
+{
+    if (job->trainer.device != DEVICE_GPU)
+        return 0;
+    char reason[256] = "";
+    int n = backend_cuda_device_count(reason, sizeof(reason));
+    if (n == 0)
+        return err_set(err, TT_ERR_USAGE, "trainer.device = \"gpu\" but no GPU is available (%s)",
+                       reason);
+    return err_set(err, TT_ERR_USAGE, "trainer.device = \"gpu\": the CUDA backend finds %d "
+                   "device(s) but cannot train yet; use device = \"cpu\"", n);
+}
+
+static int trainer_create_towers(trainer_t *tr, tt_err *err)
+{
+    const job_t *job = tr->job;
+    int n = tr->n_towers;
+    int threads = job->trainer.threads_per_tower;
+    if (threads <= 0) {
+        threads = threadpool_cpu_count() / n;
+        if (threads < 1)
+            threads = 1;
+    }
+    tr->backends = calloc((size_t)n, sizeof(backend_t *));
+    tr->towers = calloc((size_t)n, sizeof(tower_t));
+    tr->opts = calloc((size_t)n, sizeof(optimizer_t));
+    if (!tr->backends || !tr->towers || !tr->opts)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    float *host = malloc((tr->model.n_floats ? tr->model.n_floats : 1) * sizeof(float));
+    if (host == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    model_init_params(&tr->model, job->seed, host);
+    for (int t = 0; t < n; t++) {
+        tr->backends[t] = backend_cpu_create(job->trainer.towers[t], threads, err);
+        if (tr->backends[t] == NULL ||
+            tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
+                         err) != 0 ||
+            optimizer_create(&job->optimizer, tr->backends[t], tr->model.n_trainable,
+                             &tr->opts[t], err) != 0) {
+            free(host);
+            return -1;
+        }
+        /* Every tower starts from the same values (tower 0's, SPEC 6). */
+        tower_set_params(&tr->towers[t], host);
+    }
+    free(host);
+    return 0;
+}
+
+static int trainer_create_plugins(trainer_t *tr, tt_err *err)
+{
+    const job_t *job = tr->job;
+    tr->callbacks = calloc((size_t)job->n_callbacks + 1, sizeof(callback_t));
+    tr->monitors = calloc((size_t)job->n_monitors + 1, sizeof(monitor_t));
+    if (!tr->callbacks || !tr->monitors)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    for (int i = 0; i < job->n_callbacks; i++) {
+        const callback_ops *ops = callback_ops_find(job->callbacks[i].type);
+        if (ops == NULL)
+            return err_set(err, TT_ERR_USAGE, "callback '%s' is not implemented in this "
+                           "version", job->callbacks[i].type);
+        callback_t *cb = &tr->callbacks[tr->n_callbacks++];
+        cb->ops = ops;
+        cb->cfg = &job->callbacks[i];
+        if (ops->create && ops->create(cb, tr, err) != 0)
+            return -1;
+    }
+    for (int i = 0; i < job->n_monitors; i++) {
+        const monitor_ops *ops = monitor_ops_find(job->monitors[i].type);
+        if (ops == NULL)
+            return err_set(err, TT_ERR_USAGE, "monitor '%s' is not implemented in this version",
+                           job->monitors[i].type);
+        monitor_t *mon = &tr->monitors[tr->n_monitors++];
+        mon->ops = ops;
+        mon->cfg = &job->monitors[i];
+        if (ops->create && ops->create(mon, tr, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
+{
+    memset(tr, 0, sizeof(*tr));
+    tr->job = job;
+    if (trainer_check_device(job, err) != 0)
+        return -1;
+    tr->ops = trainer_ops_for(job->trainer.type);
+    if (tr->ops == NULL)
+        return err_set(err, TT_ERR_USAGE, "trainer.type: '%s' is not implemented in this "
+                       "version", trainer_type_name(job->trainer.type));
+    tr->n_towers = job->trainer.nr_tower;
+    tr->global_batch = job->dataflow.batch_size * tr->n_towers;
+
+    if (dataset_open(&job->dataflow.source, job->dataflow.limit, &tr->train_set, err) != 0)
+        return -1;
+    if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
+                        tr->global_batch, 0, tr->global_batch, &tr->train_flow, err) != 0)
+        return -1;
+    if (dataset_classes(tr->train_set) > job->model.classes)
+        return err_set(err, TT_ERR_USAGE, "the data has %d classes but the model has "
+                       "classes = %d", dataset_classes(tr->train_set), job->model.classes);
+    if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
+        return -1;
+    if (job->session_init[0] != '\0')
+        return err_set(err, TT_ERR_USAGE, "session_init: not supported in this version");
+    if (trainer_create_towers(tr, err) != 0)
+        return -1;
+
+    tr->steps_per_epoch = job->steps_per_epoch > 0
+                              ? job->steps_per_epoch
+                              : dataflow_batches_per_pass(tr->train_flow);
+    tr->max_epoch = job->max_epoch;
+    tr->epoch_num = job->starting_epoch;
+    tr->global_step = 0;
+    tr->local_step = 0;
+    return trainer_create_plugins(tr, err);
+}
+
+void trainer_free(trainer_t *tr)
+{
+    for (int i = 0; i < tr->n_callbacks; i++)
+        if (tr->callbacks[i].ops->destroy)
+            tr->callbacks[i].ops->destroy(&tr->callbacks[i]);
+    for (int i = 0; i < tr->n_monitors; i++)
+        if (tr->monitors[i].ops->destroy)
+            tr->monitors[i].ops->destroy(&tr->monitors[i]);
+    free(tr->callbacks);
+    free(tr->monitors);
+    for (int t = 0; t < tr->n_towers; t++) {
+        if (tr->opts && tr->opts[t].be)
+            optimizer_free(&tr->opts[t]);
+        if (tr->towers && tr->towers[t].be)
+            tower_free(&tr->towers[t]);
+        if (tr->backends && tr->backends[t])
+            tr->backends[t]->destroy(tr->backends[t]);
+    }
+    free(tr->opts);
+    free(tr->towers);
+    free(tr->backends);
+    if (tr->train_flow)
+        dataflow_free(tr->train_flow);
+    if (tr->train_set)
+        dataset_free(tr->train_set);
+    model_free(&tr->model);
+    memset(tr, 0, sizeof(*tr));
+}
+
+float trainer_get_learning_rate(const trainer_t *tr)
+{
+    return tr->opts[0].cfg.learning_rate;
+}
+
+void trainer_set_learning_rate(trainer_t *tr, float lr)
+{
+    for (int t = 0; t < tr->n_towers; t++)
+        tr->opts[t].cfg.learning_rate = lr;
+}
+
+int trainer_put_scalar(trainer_t *tr, const char *name, double value, tt_err *err)
+{
+    int i;
+    for (i = 0; i < tr->n_scalars; i++)
+        if (strcmp(tr->scalars[i].name, name) == 0)
+            break;
+    if (i == tr->n_scalars) {
+        if (tr->n_scalars == TRAINER_MAX_SCALARS)
+            return err_set(err, TT_ERR_RUNTIME, "too many scalars (%d)", TRAINER_MAX_SCALARS);
+        snprintf(tr->scalars[i].name, sizeof(tr->scalars[i].name), "%s", name);
+        tr->n_scalars++;
+    }
+    tr->scalars[i].value = value;
+    for (int m = 0; m < tr->n_monitors; m++) {
+        monitor_t *mon = &tr->monitors[m];
+        if (mon->ops->put_scalar && mon->ops->put_scalar(mon, tr, name, value, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
+                     tt_err *err)
+{
+    tower_t *t = &tr->towers[0];
+    if (dataflow_start(df, 0, err) != 0)
+        return -1;
+    double loss_sum = 0.0;
+    long correct = 0, count = 0;
+    const batch_t *b;
+    size_t sample = shape3_size(tr->model.input);
+    while ((b = dataflow_next(df)) != NULL) {
+        /* The eval batch may exceed the tower's: run it in tower-sized chunks. */
+        for (int off = 0; off < b->n; off += t->max_n) {
+            int n = b->n - off < t->max_n ? b->n - off : t->max_n;
+            tower_load_batch(t, n, b->x + (size_t)off * sample, b->y + off);
+            tower_step(t, n, false, false, 0);
+            loss_sum += t->loss_sum;
+            correct += t->correct;
+            count += n;
+        }
+    }
+    if (count == 0)
+        return err_set(err, TT_ERR_USAGE, "inference dataflow is empty");
+    *loss = loss_sum / (double)count;
+    *accuracy = (double)correct / (double)count;
+    return 0;
+}
+
+/* A callback triggers after every every_k_steps-th step when it has one, else at
+ * the end of every every_k_epochs-th epoch. */
+static bool triggers_on_step(const callback_t *cb, int64_t global_step)
+{
+    int k = cb->cfg->every_k_steps;
+    return k > 0 && global_step % k == 0;
+}
+
+static bool triggers_on_epoch(const callback_t *cb, int64_t epoch)
+{
+    int k = cb->cfg->every_k_epochs;
+    return cb->cfg->every_k_steps <= 0 && k > 0 && epoch % k == 0;
+}
+
+typedef int (*hook_fn)(callback_t *cb, trainer_t *tr, tt_err *err);
+typedef enum { HOOK_BEFORE_TRAIN, HOOK_BEFORE_EPOCH, HOOK_AFTER_STEP, HOOK_AFTER_EPOCH,
+               HOOK_AFTER_TRAIN } hook_id;
+
+static hook_fn hook_of(const callback_ops *ops, hook_id h)
+{
+    switch (h) {
+    case HOOK_BEFORE_TRAIN:
+        return ops->before_train;
+    case HOOK_BEFORE_EPOCH:
+        return ops->before_epoch;
+    case HOOK_AFTER_STEP:
+        return ops->after_step;
+    case HOOK_AFTER_EPOCH:
+        return ops->after_epoch;
+    case HOOK_AFTER_TRAIN:
+        return ops->after_train;
+    }
+    return NULL;
+}
+
+/* Calls one hook of every callback, in the job's order. */
+static int trainer_call_hook(trainer_t *tr, hook_id h, tt_err *err)
+{
+    for (int i = 0; i < tr->n_callbacks; i++) {
+        hook_fn fn = hook_of(tr->callbacks[i].ops, h);
+        if (fn != NULL && fn(&tr->callbacks[i], tr, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void trainer_print_table(const trainer_t *tr)
+{
+    const job_t *job = tr->job;
+    log_printf("trainer: %s, %d tower(s) on %s (%d thread(s) each), batch %d per tower, "
+               "global batch %d, %lld steps per epoch\n",
+               trainer_type_name(job->trainer.type), tr->n_towers, tr->backends[0]->name,
+               tr->backends[0]->threads, job->dataflow.batch_size, tr->global_batch,
+               (long long)tr->steps_per_epoch);
+}
+
+static int trainer_run_epoch(trainer_t *tr, tt_err *err)
+{
+    if (trainer_call_hook(tr, HOOK_BEFORE_EPOCH, err) != 0)
+        return -1;
+    tr->epoch_start_time = trainer_now();
+    for (tr->local_step = 0; tr->local_step < tr->steps_per_epoch && !tr->stop_training;) {
+        const batch_t *b = dataflow_next(tr->train_flow);
+        if (b == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+        if (tr->ops->run_step(tr, b, err) != 0)
+            return -1;
+        if (!isfinite(tr->step_loss))
+            return err_set(err, TT_ERR_RUNTIME, "loss became %s at global step %lld",
+                           isnan(tr->step_loss) ? "NaN" : "Inf", (long long)tr->global_step);
+        tr->global_step++;
+        tr->local_step++;
+        tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
+        if (trainer_call_hook(tr, HOOK_AFTER_STEP, err) != 0)
+            return -1;
+        for (int i = 0; i < tr->n_callbacks; i++) {
+            callback_t *cb = &tr->callbacks[i];
+            if (cb->ops->trigger && triggers_on_step(cb, tr->global_step) &&
+                cb->ops->trigger(cb, tr, err) != 0)
+                return -1;
+        }
+    }
+    tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
+    if (trainer_put_scalar(tr, "learning_rate", trainer_get_learning_rate(tr), err) != 0)
+        return -1;
+    for (int i = 0; i < tr->n_callbacks; i++) {
+        callback_t *cb = &tr->callbacks[i];
+        if (cb->ops->trigger && triggers_on_epoch(cb, tr->epoch_num) &&
+            cb->ops->trigger(cb, tr, err) != 0)
+            return -1;
+    }
+    if (trainer_call_hook(tr, HOOK_AFTER_EPOCH, err) != 0)
+        return -1;
+    for (int m = 0; m < tr->n_monitors; m++) {
+        monitor_t *mon = &tr->monitors[m];
+        if (mon->ops->epoch_end &&
+            mon->ops->epoch_end(mon, tr, tr->scalars, tr->n_scalars, err) != 0)
+            return -1;
+    }
+    tr->n_scalars = 0;
+    return 0;
+}
+
+int trainer_train(trainer_t *tr, tt_err *err)
+{
+    model_print_table(&tr->model);
+    trainer_print_table(tr);
+    for (int m = 0; m < tr->n_monitors; m++) {
+        monitor_t *mon = &tr->monitors[m];
+        if (mon->ops->open && mon->ops->open(mon, tr, err) != 0)
+            return -1;
+    }
+    if (dataflow_start(tr->train_flow, tr->global_step, err) != 0)
+        return -1;
+    if (trainer_call_hook(tr, HOOK_BEFORE_TRAIN, err) != 0)
+        return -1;
+    int rc = 0;
+    while (tr->epoch_num <= tr->max_epoch && !tr->stop_training) {
+        if ((rc = trainer_run_epoch(tr, err)) != 0)
+            break;
+        tr->epoch_num++;
+    }
+    if (rc == 0)
+        rc = trainer_call_hook(tr, HOOK_AFTER_TRAIN, err);
+    /* Monitors are closed (flushed) on failure too, so nothing already
+     * recorded is lost. */
+    tt_err close_err = {0};
+    for (int m = 0; m < tr->n_monitors; m++) {
+        monitor_t *mon = &tr->monitors[m];
+        if (mon->ops->close)
+            mon->ops->close(mon, tr, rc == 0 ? err : &close_err);
+    }
+    return rc != 0 || err->code != TT_OK ? -1 : 0;
+}

@@ -1,0 +1,156 @@
+/* trainer.h - the training loop, and the hooks callbacks and monitors react to.
+ *
+ * The trainer owns time (steps and epochs); callbacks and monitors only react to
+ * hooks, as in tensorpack. One step of every trainer is: take the step's batch,
+ * run the tower function on each tower's slice (forward, loss, backward), combine
+ * the gradients as the trainer type says, apply the optimizer. The trainer types
+ * differ only in that step (simple.c, ...); trainer.c runs the loop.
+ */
+#ifndef TT_TRAINER_H
+#define TT_TRAINER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "config/job.h"
+#include "dataflow/dataflow.h"
+#include "model/model.h"
+#include "optim/optimizer.h"
+#include "util/err.h"
+
+typedef struct trainer trainer_t;
+typedef struct callback callback_t;
+typedef struct monitor monitor_t;
+
+/* One named scalar of the current epoch, as the json monitor writes it. */
+#define TRAINER_MAX_SCALARS 64
+typedef struct {
+    char name[64];
+    double value;
+} scalar_t;
+
+/* ---- callbacks (src/callbacks/, one file each) ---- */
+
+typedef struct {
+    const char *type;
+    /* Every hook may be NULL. Hooks return 0 or -1 with err filled.
+     * create reads the settings and opens what the callback needs (datasets)
+     * before anything is written: bad settings fail with exit 2 and no logdir. */
+    int (*create)(callback_t *cb, trainer_t *tr, tt_err *err);
+    int (*before_train)(callback_t *cb, trainer_t *tr, tt_err *err);
+    int (*before_epoch)(callback_t *cb, trainer_t *tr, tt_err *err);
+    int (*after_step)(callback_t *cb, trainer_t *tr, tt_err *err);   /* every step */
+    /* On the callback's schedule: after every every_k_steps-th step, or at the end
+     * of every every_k_epochs-th epoch (the default: every epoch). */
+    int (*trigger)(callback_t *cb, trainer_t *tr, tt_err *err);
+    int (*after_epoch)(callback_t *cb, trainer_t *tr, tt_err *err);  /* every epoch, after triggers */
+    int (*after_train)(callback_t *cb, trainer_t *tr, tt_err *err);
+    void (*destroy)(callback_t *cb);
+} callback_ops;
+
+struct callback {
+    const callback_ops *ops;
+    const plugin_cfg *cfg;
+    void *state;
+};
+
+/* ---- monitors (monitors/, one file each) ---- */
+
+typedef struct {
+    const char *type;
+    /* create: settings only, nothing written; open: the log directory exists. */
+    int (*create)(monitor_t *mon, trainer_t *tr, tt_err *err);
+    int (*open)(monitor_t *mon, trainer_t *tr, tt_err *err);
+    /* A scalar at a global step (per-step scalars and epoch scalars alike). */
+    int (*put_scalar)(monitor_t *mon, trainer_t *tr, const char *name, double value,
+                      tt_err *err);
+    /* The end of an epoch: scalars holds the latest value of every scalar. */
+    int (*epoch_end)(monitor_t *mon, trainer_t *tr, const scalar_t *scalars, int n,
+                     tt_err *err);
+    int (*close)(monitor_t *mon, trainer_t *tr, tt_err *err);
+    void (*destroy)(monitor_t *mon);
+} monitor_ops;
+
+struct monitor {
+    const monitor_ops *ops;
+    const plugin_cfg *cfg;
+    void *state;
+};
+
+/* ---- the trainer ---- */
+
+typedef struct {
+    const char *name;
+    /* One training step over the batch; fills tr->step_loss / step_accuracy. */
+    int (*run_step)(trainer_t *tr, const batch_t *batch, tt_err *err);
+} trainer_ops;
+
+struct trainer {
+    const job_t *job;
+    const trainer_ops *ops;
+    model_t model;
+    int n_towers;
+    backend_t **backends;  /* one per tower */
+    tower_t *towers;
+    optimizer_t *opts;     /* one per tower (replicated) or one (simple) */
+
+    dataset_t *train_set;
+    dataflow_t *train_flow;
+    int global_batch;      /* batch_size x towers x ranks */
+
+    /* time: as tensorpack */
+    int64_t epoch_num;       /* the epoch running now (from starting_epoch) */
+    int64_t global_step;     /* steps done since the start of training */
+    int64_t local_step;      /* steps done in this epoch */
+    int64_t steps_per_epoch;
+    int64_t max_epoch;
+    bool stop_training;      /* set by a callback (early_stop): clean stop */
+
+    /* the last step */
+    double step_loss;
+    double step_accuracy;
+    double epoch_seconds;    /* wall time of the running epoch's steps */
+    double epoch_start_time;
+
+    callback_t *callbacks;
+    int n_callbacks;
+    monitor_t *monitors;
+    int n_monitors;
+    scalar_t scalars[TRAINER_MAX_SCALARS]; /* this epoch's latest values */
+    int n_scalars;
+};
+
+/* Builds everything a run needs (datasets, model, towers, optimizer, callbacks,
+ * monitors) WITHOUT touching the log directory, so bad input fails with nothing
+ * written. */
+int trainer_create(trainer_t *tr, const job_t *job, tt_err *err);
+
+/* Prints the model and trainer tables, then trains from tr->epoch_num /
+ * tr->global_step to max_epoch. The log directory must exist. */
+int trainer_train(trainer_t *tr, tt_err *err);
+
+void trainer_free(trainer_t *tr);
+
+/* Publishes a scalar: recorded for the epoch's entry and sent to every monitor. */
+int trainer_put_scalar(trainer_t *tr, const char *name, double value, tt_err *err);
+
+/* The learning rate in use (tower 0's optimizer) and its setter for all towers. */
+float trainer_get_learning_rate(const trainer_t *tr);
+void trainer_set_learning_rate(trainer_t *tr, float lr);
+
+/* Runs the model in inference mode over an eval dataflow; fills mean loss and
+ * accuracy over all samples. Used by inference_runner. */
+int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
+                     tt_err *err);
+
+extern const trainer_ops trainer_simple_ops;
+
+/* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */
+const callback_ops *callback_ops_find(const char *type);
+const monitor_ops *monitor_ops_find(const char *type);
+
+/* Monotonic seconds. */
+double trainer_now(void);
+
+#endif

@@ -1,0 +1,156 @@
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Test hook: TT_FAULT_WRITE=<n> makes the n-th atomic write (from 1) fail after
+ * writing half its data, as a full disk would. Lets tests check that a failed
+ * write leaves the previous file intact. */
+static int fault_should_fail(void)
+{
+    static int count;
+    const char *s = getenv("TT_FAULT_WRITE");
+    if (s == NULL || *s == '\0')
+        return 0;
+    return ++count == atoi(s);
+}
+
+static int fsync_dir_of(const char *path)
+{
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (slash == NULL) {
+        strcpy(dir, ".");
+    } else {
+        size_t n = (size_t)(slash - path);
+        if (n >= sizeof(dir))
+            return -1;
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+        if (n == 0)
+            strcpy(dir, "/");
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (fd < 0)
+        return -1;
+    int rc = fsync(fd);
+    close(fd);
+    return rc;
+}
+
+int file_write_atomic(const char *path, const void *data, size_t len, tt_err *err)
+{
+    char tmp[4200];
+    int k = snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid());
+    if (k < 0 || (size_t)k >= sizeof(tmp))
+        return err_set(err, TT_ERR_RUNTIME, "%s: path too long", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return err_set(err, TT_ERR_RUNTIME, "%s: %s", tmp, strerror(errno));
+    const char *p = data;
+    size_t left = len;
+    int fail = fault_should_fail();
+    if (fail)
+        left = len / 2;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            int e = errno;
+            close(fd);
+            unlink(tmp);
+            return err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s", path, strerror(e));
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fail) {
+        close(fd);
+        unlink(tmp);
+        return err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s (injected by TT_FAULT_WRITE)",
+                       path, strerror(ENOSPC));
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s", path, strerror(e));
+    }
+    if (rename(tmp, path) != 0) {
+        int e = errno;
+        unlink(tmp);
+        return err_set(err, TT_ERR_RUNTIME, "%s: rename failed: %s", path, strerror(e));
+    }
+    if (fsync_dir_of(path) != 0)
+        return err_set(err, TT_ERR_RUNTIME, "%s: fsync of directory failed: %s", path,
+                       strerror(errno));
+    return 0;
+}
+
+int file_read_all(const char *path, char **data, size_t *len, tt_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
+        return err_set(err, TT_ERR_USAGE, "%s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf != NULL) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap)
+            break;
+        char *bigger = realloc(buf, cap * 2 + 1);
+        if (bigger == NULL) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = bigger;
+        cap *= 2;
+    }
+    int bad = ferror(f);
+    fclose(f);
+    if (buf == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "%s: out of memory", path);
+    if (bad) {
+        free(buf);
+        return err_set(err, TT_ERR_RUNTIME, "%s: read error", path);
+    }
+    buf[n] = '\0';
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+int dir_create(const char *path, tt_err *err)
+{
+    char buf[4096];
+    if (strlen(path) >= sizeof(buf))
+        return err_set(err, TT_ERR_RUNTIME, "%s: path too long", path);
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c = *p;
+            *p = '\0';
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+                return err_set(err, TT_ERR_RUNTIME, "cannot create %s: %s", buf, strerror(errno));
+            *p = c;
+            if (c == '\0')
+                break;
+        }
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return err_set(err, TT_ERR_RUNTIME, "%s: not a directory", path);
+    return 0;
+}
+
+int path_exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}

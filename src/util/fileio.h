@@ -1,0 +1,24 @@
+/* fileio.h - whole-file reads and atomic writes.
+ *
+ * file_write_atomic writes a temporary file in the same directory, fsyncs it,
+ * renames it over the final name and fsyncs the directory: a crash leaves either
+ * the old file or the new one, never a partial file under the final name.
+ */
+#ifndef TT_FILEIO_H
+#define TT_FILEIO_H
+
+#include <stddef.h>
+
+#include "util/err.h"
+
+int file_write_atomic(const char *path, const void *data, size_t len, tt_err *err);
+
+/* Reads a whole file; *data is malloc'd with a terminating NUL after len bytes. */
+int file_read_all(const char *path, char **data, size_t *len, tt_err *err);
+
+/* mkdir -p; errors are TT_ERR_RUNTIME naming the path. */
+int dir_create(const char *path, tt_err *err);
+
+int path_exists(const char *path);
+
+#endif

@@ -1,0 +1,4 @@
+libtowertrain_a_SOURCES += %reldir%/err.c %reldir%/err.h %reldir%/rng.h \
+	%reldir%/log.c %reldir%/log.h %reldir%/fileio.c %reldir%/fileio.h \
+	%reldir%/strutil.c %reldir%/strutil.h %reldir%/threadpool.c %reldir%/threadpool.h \
+	%reldir%/crc32c.c %reldir%/crc32c.h

@@ -1,0 +1,89 @@
+#include "util/log.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Lines printed before the log directory exists (the model table, say) are kept
+ * here and written to log.log when it opens, so the file has everything. */
+static FILE *log_file;
+static bool log_quiet;
+static char *pending;
+static size_t pending_len;
+
+int log_open(const char *path)
+{
+    log_close();
+    log_file = fopen(path, "a");
+    if (log_file == NULL)
+        return -1;
+    if (pending != NULL) {
+        fwrite(pending, 1, pending_len, log_file);
+        free(pending);
+        pending = NULL;
+        pending_len = 0;
+    }
+    fflush(log_file);
+    return 0;
+}
+
+void log_close(void)
+{
+    if (log_file != NULL)
+        fclose(log_file);
+    log_file = NULL;
+}
+
+void log_set_quiet(bool quiet)
+{
+    log_quiet = quiet;
+}
+
+static void keep_pending(const char *s, size_t n)
+{
+    char *p = realloc(pending, pending_len + n);
+    if (p == NULL)
+        return; /* the console still got it */
+    memcpy(p + pending_len, s, n);
+    pending = p;
+    pending_len += n;
+}
+
+void log_printf(const char *fmt, ...)
+{
+    char buf[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    size_t len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
+    if (!log_quiet) {
+        fwrite(buf, 1, len, stdout);
+        fflush(stdout);
+    }
+    if (log_file != NULL) {
+        fwrite(buf, 1, len, log_file);
+        fflush(log_file);
+    } else {
+        keep_pending(buf, len);
+    }
+}
+
+void log_tty(const char *fmt, ...)
+{
+    if (log_quiet)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+bool log_stdout_is_tty(void)
+{
+    return isatty(STDOUT_FILENO) == 1;
+}

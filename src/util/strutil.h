@@ -1,0 +1,23 @@
+/* strutil.h - small string and path helpers. */
+#ifndef TT_STRUTIL_H
+#define TT_STRUTIL_H
+
+#include <stddef.h>
+
+/* The candidate closest to word by edit distance, or NULL when none is close
+ * enough to be a plausible typo (distance <= max(1, strlen(word) / 3)). */
+const char *str_closest(const char *word, const char *const *candidates, int n);
+
+/* Levenshtein distance. */
+int str_edit_distance(const char *a, const char *b);
+
+/* Resolves `rel` against the directory of file `base` (or the current directory
+ * when base is NULL) into an absolute, lexically normalised path in out.
+ * An absolute rel is only normalised. Returns 0, or -1 when it does not fit. */
+int path_resolve(const char *base, const char *rel, char *out, size_t out_len);
+
+/* The file name without directory and without its last extension:
+ * "jobs/fashion_mnist_lenet.cfg" -> "fashion_mnist_lenet". */
+void path_stem(const char *path, char *out, size_t out_len);
+
+#endif

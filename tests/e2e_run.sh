@@ -1,0 +1,89 @@
+#!/bin/sh
+# End-to-end: `towertrain run` and `validate` on the shipped jobs (TAP).
+# Trains LeNet on Fashion-MNIST for 3 epochs (the issue's accuracy target) and
+# checks the log directory, determinism, and the resolved job round trip.
+: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+
+DATA=/usr/share/datasets/fashion-mnist
+if [ ! -f $DATA/train-images-idx3-ubyte.gz ]; then
+  skip "LeNet on Fashion-MNIST" "dataset-fashion-mnist not installed"
+else
+  # peak RSS of the child, measured by the parent (ru_maxrss is in KiB)
+  $PY - "$TOWERTRAIN" "$TT_SRCDIR/jobs/fashion_mnist_lenet.cfg" "$T/lenet" > "$T/lenet.out" 2>&1 <<'PYEOF'
+import resource, subprocess, sys
+rc = subprocess.run([sys.argv[1], "run", sys.argv[2], "--logdir", sys.argv[3]]).returncode
+print("RC", rc)
+print("MAXRSS_KB", resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)
+PYEOF
+  grep -q '^RC 0$' "$T/lenet.out"; ok $? "run jobs/fashion_mnist_lenet.cfg exits 0"
+  acc=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$T/lenet/stats.json" 2>/dev/null)
+  echo "# validation_accuracy after 3 epochs: $acc"
+  $PY -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= 0.87 else 1)' "${acc:-0}" 2>/dev/null
+  ok $? "LeNet validation_accuracy >= 0.87 after 3 epochs (got $acc)"
+  rss=$(sed -n 's/^MAXRSS_KB //p' "$T/lenet.out")
+  echo "# peak RSS: $rss KiB"
+  [ -n "$rss" ] && [ "$rss" -le 153600 ]; ok $? "LeNet job peak RSS <= 150 MB (got ${rss} KiB)"
+  $PY - "$T/lenet/stats.json" <<'PYEOF'
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert [e["epoch_num"] for e in s] == [1, 2, 3], s
+assert [e["global_step"] for e in s] == [468, 936, 1404], s
+for e in s:
+    for k in ("train_loss", "train_accuracy", "learning_rate", "validation_loss",
+              "validation_accuracy", "throughput"):
+        assert k in e, (k, e)
+    assert e["learning_rate"] == 0.05 and e["throughput"] > 0
+assert s[2]["train_loss"] < s[0]["train_loss"]
+PYEOF
+  ok $? "stats.json: 3 epochs, tensorpack keys, steps 468/936/1404, loss falls"
+  grep -q "validation_accuracy" "$T/lenet/log.log" && grep -q "conv0" "$T/lenet/log.log"
+  ok $? "log.log holds the model table and the printed scalars"
+  ls "$T"/lenet/events.out.tfevents.* >/dev/null 2>&1; ok $? "an events file is written"
+  "$TOWERTRAIN" validate "$T/lenet/job.cfg" > "$T/job2.cfg" 2>"$T/err" &&
+    cmp -s "$T/lenet/job.cfg" "$T/job2.cfg"
+  ok $? "job.cfg is a valid job that validates to itself"
+  "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_lenet.cfg" --logdir "$T/lenet" >/dev/null 2>"$T/err"
+  rc=$?; [ $rc = 2 ] && grep -q "already holds a run" "$T/err"
+  ok $? "run refuses a log directory that holds a run (exit $rc)"
+fi
+
+# Determinism: the same job twice gives the same bits (MLP, few steps, fake data)
+cat > "$T/det.cfg" <<CFG
+model = "$TT_SRCDIR/models/mlp.cfg";
+seed = 7;
+dataflow = { source = { type = "fake"; shape = [1, 28, 28]; classes = 10; size = 2048; };
+             augment = ( { type = "random_crop"; size = 28; padding = 2; }, { type = "flip"; } );
+             batch_size = 64; prefetch = { workers = 2; queue = 3; }; };
+optimizer = { type = "adam"; learning_rate = 0.001; weight_decay = 0.01; };
+max_epoch = 2;
+monitors = ( "json" );
+extra_callbacks = ( "moving_average_summary" );
+CFG
+"$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/d1" --quiet &&
+  "$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/d2" --quiet --set dataflow.prefetch.workers=0
+ok $? "two runs of the same job succeed"
+cmp -s "$T/d1/stats.json" "$T/d2/stats.json"
+ok $? "same job, same seed, same stats.json bit for bit (prefetch 2 vs 0 workers)"
+
+# trainer.device = "gpu" without a GPU: SPEC 1's error, exit 2, nothing written
+"$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/gpu" --set 'trainer.device="gpu"' >"$T/out" 2>"$T/err"
+rc=$?
+if [ $rc = 0 ]; then
+  skip "device = gpu without a GPU exits 2" "a GPU is present here"
+else
+  [ $rc = 2 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -q '^towertrain: .*trainer.device = "gpu"' "$T/err" &&
+    [ ! -e "$T/gpu" ]
+  ok $? "device = gpu without a GPU: exit 2, one line, no logdir ($(cat "$T/err"))"
+fi
+
+"$TOWERTRAIN" --version | grep -q "backends: cpu"; ok $? "--version lists the backends"
+"$TOWERTRAIN" --help | grep -q "towertrain run JOB.cfg"; ok $? "--help prints the usage"
+
+echo "1..$n"
+exit $failed
