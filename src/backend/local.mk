@@ -1,0 +1,11 @@
+# The backends: one folder each. The CPU backend is always built; the CUDA
+# backend's kernels when configure finds nvcc (else none.c answers "no GPU").
+libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c \
+	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
+	%reldir%/cpu/dense.c %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c
+if HAVE_CUDA
+libtowertrain_a_SOURCES += %reldir%/cuda/cuda_device.cu
+else
+libtowertrain_a_SOURCES += %reldir%/cuda/none.c
+endif
+EXTRA_DIST += %reldir%/cuda/cuda_device.cu %reldir%/cuda/none.c

@@ -139,7 +139,8 @@ void model_init_params(const model_t *m, uint64_t seed, float *host_block)
         for (int j = 0; j < l->n_params; j++)
             ptrs[j] = host_block + m->param_offset[i * LAYER_MAX_PARAMS + j];
         rng_t rng = rng_make(seed, 0x1417a11ULL, (uint64_t)i);
-        l->ops->init(l, &rng, ptrs);
+        if (l->ops->init != NULL)
+            l->ops->init(l, &rng, ptrs);
     }
 }
 

@@ -1,0 +1,63 @@
+/* cpu.h - private to the CPU backend: its state and the parallel-for helper. */
+#ifndef TT_CPU_H
+#define TT_CPU_H
+
+#include "backend/backend.h"
+#include "util/threadpool.h"
+
+typedef struct {
+    threadpool_t *pool;
+} cpu_impl;
+
+/* Splits [0, n) into `parts` contiguous ranges; range k is [*lo, *hi). */
+static inline void cpu_range(int n, int parts, int k, int *lo, int *hi)
+{
+    *lo = (int)((long)n * k / parts);
+    *hi = (int)((long)n * (k + 1) / parts);
+}
+
+/* Runs fn over `tasks` tasks on the backend's team. */
+static inline void cpu_run(backend_t *be, int tasks, threadpool_fn fn, void *arg)
+{
+    threadpool_run(((cpu_impl *)be->impl)->pool, tasks, fn, arg);
+}
+
+/* Number of tasks to split n independent items into. */
+static inline int cpu_tasks(const backend_t *be, int n)
+{
+    return n < be->threads ? (n > 0 ? n : 1) : be->threads;
+}
+
+/* Operations by file: dense.c, conv.c, pool.c, elementwise.c. */
+void cpu_dense_forward(backend_t *be, int n, int in, int out, const float *x, const float *w,
+                       const float *b, bool relu, float *y);
+void cpu_dense_backward(backend_t *be, int n, int in, int out, const float *x, const float *w,
+                        const float *y, bool relu, float *dy, float *dx, float *dw, float *db);
+size_t cpu_conv_workspace(backend_t *be, const window_desc *d);
+void cpu_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                      const float *b, bool relu, float *y, void *ws);
+void cpu_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                       const float *y, bool relu, float *dy, float *dx, float *dw, float *db,
+                       void *ws);
+void cpu_maxpool_forward(backend_t *be, const window_desc *d, const float *x, float *y,
+                         int32_t *mask);
+void cpu_maxpool_backward(backend_t *be, const window_desc *d, const float *dy,
+                          const int32_t *mask, float *dx);
+void cpu_avgpool_forward(backend_t *be, const window_desc *d, const float *x, float *y);
+void cpu_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, float *dx);
+void cpu_relu_forward(backend_t *be, size_t count, const float *x, float *y);
+void cpu_relu_backward(backend_t *be, size_t count, const float *y, const float *dy, float *dx);
+void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed, const float *x,
+                         float *y, float *mask);
+void cpu_mul(backend_t *be, size_t count, const float *a, const float *b, float *y);
+void cpu_axpy(backend_t *be, size_t count, float alpha, const float *x, float *y);
+void cpu_scale(backend_t *be, size_t count, float alpha, float *x);
+void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
+                      const int32_t *labels, float *dlogits, double *loss_sum, int *correct);
+void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
+                  float weight_decay, bool first_step, float *w, const float *g, float *buf);
+void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,
+                   float weight_decay, int64_t step, float *w, const float *g, float *m,
+                   float *v);
+
+#endif

@@ -1,0 +1,79 @@
+/* cpu_backend.c - the CPU backend: host memory, one thread team per instance
+ * (per tower), and the table of operations implemented in this folder. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/cpu.h"
+
+static void *cpu_alloc(backend_t *be, size_t bytes)
+{
+    size_t rounded = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, rounded ? rounded : 64);
+    if (p != NULL)
+        memset(p, 0, rounded);
+    return p;
+}
+
+static void cpu_free(backend_t *be, void *p)
+{
+    free(p);
+}
+
+static void cpu_memcpy(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (dst != src && bytes > 0)
+        memcpy(dst, src, bytes);
+}
+
+static void cpu_destroy(backend_t *be)
+{
+    if (be == NULL)
+        return;
+    cpu_impl *impl = be->impl;
+    if (impl != NULL)
+        threadpool_destroy(impl->pool);
+    free(impl);
+    free(be);
+}
+
+backend_t *backend_cpu_create(int device, int threads, tt_err *err)
+{
+    backend_t *be = calloc(1, sizeof(*be));
+    cpu_impl *impl = calloc(1, sizeof(*impl));
+    if (be == NULL || impl == NULL || threads < 1 ||
+        (impl->pool = threadpool_create(threads)) == NULL) {
+        free(be);
+        free(impl);
+        err_set(err, TT_ERR_RUNTIME, "cannot create the CPU backend with %d thread(s)", threads);
+        return NULL;
+    }
+    be->name = "cpu";
+    be->device = device;
+    be->threads = threads;
+    be->impl = impl;
+    be->alloc = cpu_alloc;
+    be->free = cpu_free;
+    be->upload = cpu_memcpy;
+    be->download = cpu_memcpy;
+    be->copy = cpu_memcpy;
+    be->dense_forward = cpu_dense_forward;
+    be->dense_backward = cpu_dense_backward;
+    be->conv_workspace = cpu_conv_workspace;
+    be->conv_forward = cpu_conv_forward;
+    be->conv_backward = cpu_conv_backward;
+    be->maxpool_forward = cpu_maxpool_forward;
+    be->maxpool_backward = cpu_maxpool_backward;
+    be->avgpool_forward = cpu_avgpool_forward;
+    be->avgpool_backward = cpu_avgpool_backward;
+    be->relu_forward = cpu_relu_forward;
+    be->relu_backward = cpu_relu_backward;
+    be->dropout_forward = cpu_dropout_forward;
+    be->mul = cpu_mul;
+    be->axpy = cpu_axpy;
+    be->scale = cpu_scale;
+    be->softmax_xent = cpu_softmax_xent;
+    be->sgd_step = cpu_sgd_step;
+    be->adam_step = cpu_adam_step;
+    be->destroy = cpu_destroy;
+    return be;
+}

@@ -1,0 +1,172 @@
+/* elementwise.c - relu, dropout, axpy, the loss and the optimizer updates: loops
+ * over the per-element functions of backend/math.h, in chunks over the team. */
+#include <math.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/math.h"
+
+/* Chunks of at least this many elements: below it threads cost more than
+ * they save. */
+#define MIN_CHUNK 16384
+
+typedef enum { EW_RELU, EW_RELU_BACK, EW_DROPOUT, EW_MUL, EW_AXPY, EW_SCALE, EW_SGD, EW_ADAM } ew_op;
+
+typedef struct {
+    ew_op op;
+    size_t count;
+    const float *a, *b;
+    float *y, *m, *v;
+    float alpha, momentum, weight_decay;
+    bool nesterov, first;
+    uint64_t seed;
+    tt_adam_consts adam;
+} ew_args;
+
+static void ew_task(void *p, int k, int tasks)
+{
+    ew_args *e = p;
+    size_t lo = e->count * (size_t)k / (size_t)tasks, hi = e->count * (size_t)(k + 1) / tasks;
+    switch (e->op) {
+    case EW_RELU:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = tt_relu(e->a[i]);
+        break;
+    case EW_RELU_BACK:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = tt_relu_grad(e->a[i], e->b[i]);
+        break;
+    case EW_DROPOUT:
+        for (size_t i = lo; i < hi; i++) {
+            float f = tt_dropout_factor(e->seed, i, e->alpha);
+            e->m[i] = f;
+            e->y[i] = e->a[i] * f;
+        }
+        break;
+    case EW_MUL:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = e->a[i] * e->b[i];
+        break;
+    case EW_AXPY:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] += e->alpha * e->a[i];
+        break;
+    case EW_SCALE:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] *= e->alpha;
+        break;
+    case EW_SGD:
+        if (e->m != NULL) {
+            for (size_t i = lo; i < hi; i++)
+                e->y[i] = tt_sgd_update(e->y[i], e->a[i], &e->m[i], e->alpha, e->momentum,
+                                        e->nesterov, e->weight_decay, e->first);
+        } else {
+            float unused = 0.0f;
+            for (size_t i = lo; i < hi; i++)
+                e->y[i] = tt_sgd_update(e->y[i], e->a[i], &unused, e->alpha, 0.0f, 0,
+                                        e->weight_decay, e->first);
+        }
+        break;
+    case EW_ADAM:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = tt_adam_update(e->y[i], e->a[i], &e->m[i], &e->v[i], &e->adam);
+        break;
+    }
+}
+
+static void ew_run(backend_t *be, ew_args *e)
+{
+    int tasks = (int)(e->count / MIN_CHUNK);
+    if (tasks > be->threads)
+        tasks = be->threads;
+    if (tasks < 1)
+        tasks = 1;
+    cpu_run(be, tasks, ew_task, e);
+}
+
+void cpu_relu_forward(backend_t *be, size_t count, const float *x, float *y)
+{
+    ew_args e = {.op = EW_RELU, .count = count, .a = x, .y = y};
+    ew_run(be, &e);
+}
+
+void cpu_relu_backward(backend_t *be, size_t count, const float *y, const float *dy, float *dx)
+{
+    ew_args e = {.op = EW_RELU_BACK, .count = count, .a = y, .b = dy, .y = dx};
+    ew_run(be, &e);
+}
+
+void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed, const float *x,
+                         float *y, float *mask)
+{
+    ew_args e = {.op = EW_DROPOUT, .count = count, .a = x, .y = y, .m = mask, .alpha = rate,
+                 .seed = seed};
+    ew_run(be, &e);
+}
+
+void cpu_mul(backend_t *be, size_t count, const float *a, const float *b, float *y)
+{
+    ew_args e = {.op = EW_MUL, .count = count, .a = a, .b = b, .y = y};
+    ew_run(be, &e);
+}
+
+void cpu_axpy(backend_t *be, size_t count, float alpha, const float *x, float *y)
+{
+    ew_args e = {.op = EW_AXPY, .count = count, .a = x, .y = y, .alpha = alpha};
+    ew_run(be, &e);
+}
+
+void cpu_scale(backend_t *be, size_t count, float alpha, float *x)
+{
+    ew_args e = {.op = EW_SCALE, .count = count, .y = x, .alpha = alpha};
+    ew_run(be, &e);
+}
+
+void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
+                  float weight_decay, bool first_step, float *w, const float *g, float *buf)
+{
+    ew_args e = {.op = EW_SGD, .count = count, .a = g, .y = w, .m = momentum != 0.0f ? buf : NULL,
+                 .alpha = lr, .momentum = momentum, .weight_decay = weight_decay,
+                 .nesterov = nesterov, .first = first_step};
+    ew_run(be, &e);
+}
+
+void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,
+                   float weight_decay, int64_t step, float *w, const float *g, float *m,
+                   float *v)
+{
+    ew_args e = {.op = EW_ADAM, .count = count, .a = g, .y = w, .m = m, .v = v,
+                 .adam = tt_adam_make(lr, beta1, beta2, eps, weight_decay, step)};
+    ew_run(be, &e);
+}
+
+/* Row by row, on the calling thread: n x classes is small next to the layers. */
+void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
+                      const int32_t *labels, float *dlogits, double *loss_sum, int *correct)
+{
+    double loss = 0.0;
+    int right = 0;
+    for (int r = 0; r < n; r++) {
+        const float *z = logits + (size_t)r * classes;
+        int arg = 0;
+        for (int j = 1; j < classes; j++)
+            if (z[j] > z[arg])
+                arg = j;
+        float zmax = z[arg];
+        double sum = 0.0;
+        for (int j = 0; j < classes; j++)
+            sum += exp((double)z[j] - zmax);
+        double log_sum = log(sum);
+        int label = labels[r];
+        loss += log_sum - ((double)z[label] - zmax);
+        right += arg == label;
+        if (dlogits != NULL) {
+            float *d = dlogits + (size_t)r * classes;
+            for (int j = 0; j < classes; j++) {
+                double pj = exp((double)z[j] - zmax - log_sum);
+                d[j] = (float)((pj - (j == label ? 1.0 : 0.0)) / n);
+            }
+        }
+    }
+    *loss_sum = loss;
+    *correct = right;
+}

@@ -1,0 +1,63 @@
+/* cifar10.c - the CIFAR-10 binary format: records of 1 label byte and 3072
+ * pixel bytes (3 x 32 x 32, channel-major), several files concatenated. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dataflow/dataset_impl.h"
+
+#define CIFAR_PIXELS 3072
+#define CIFAR_RECORD (1 + CIFAR_PIXELS)
+
+int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
+{
+    size_t total = 0;
+    long sizes[256];
+    if (src->n_files < 1 || src->n_files > 256)
+        return err_set(err, TT_ERR_USAGE, "dataflow.source.files: 1 to 256 files");
+    for (int i = 0; i < src->n_files; i++) {
+        FILE *f = fopen(src->files[i], "rb");
+        if (f == NULL)
+            return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s (CIFAR-10 binary version, "
+                           "data_batch_*.bin from cifar-10-binary.tar.gz)", src->files[i],
+                           strerror(errno));
+        fseek(f, 0, SEEK_END);
+        sizes[i] = ftell(f);
+        fclose(f);
+        if (sizes[i] <= 0 || sizes[i] % CIFAR_RECORD != 0)
+            return err_set(err, TT_ERR_USAGE, "%s: %ld bytes is not a whole number of CIFAR-10 "
+                           "records of %d bytes", src->files[i], sizes[i], CIFAR_RECORD);
+        total += (size_t)sizes[i] / CIFAR_RECORD;
+    }
+    ds->pixels = malloc(total * CIFAR_PIXELS);
+    ds->labels = malloc(total);
+    if (ds->pixels == NULL || ds->labels == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory for %zu CIFAR-10 images", total);
+    size_t k = 0;
+    uint8_t rec[CIFAR_RECORD];
+    for (int i = 0; i < src->n_files; i++) {
+        FILE *f = fopen(src->files[i], "rb");
+        if (f == NULL)
+            return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s", src->files[i],
+                           strerror(errno));
+        for (long r = 0; r < sizes[i] / CIFAR_RECORD; r++, k++) {
+            if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD) {
+                fclose(f);
+                return err_set(err, TT_ERR_USAGE, "%s: truncated", src->files[i]);
+            }
+            if (rec[0] > 9) {
+                fclose(f);
+                return err_set(err, TT_ERR_USAGE, "%s: record %ld has label %d (CIFAR-10 "
+                               "labels are 0-9)", src->files[i], r, rec[0]);
+            }
+            ds->labels[k] = rec[0];
+            memcpy(ds->pixels + k * CIFAR_PIXELS, rec + 1, CIFAR_PIXELS);
+        }
+        fclose(f);
+    }
+    ds->n = total;
+    ds->shape = shape3_make(3, 32, 32);
+    ds->classes = 10;
+    return 0;
+}

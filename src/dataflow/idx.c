@@ -1,0 +1,130 @@
+/* idx.c - the IDX format of MNIST and Fashion-MNIST, raw or gzip-compressed
+ * (zlib's gzread reads both). Images: magic 0x00000803, then N, H, W as
+ * big-endian uint32, then N*H*W bytes. Labels: magic 0x00000801, N, then N bytes. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zlib.h>
+
+#include "dataflow/dataset_impl.h"
+
+/* Reads a whole (possibly gzip-compressed) file into memory. */
+static int read_gz(const char *path, uint8_t **data, size_t *len, tt_err *err)
+{
+    gzFile f = gzopen(path, "rb");
+    if (f == NULL)
+        return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s", path,
+                       errno ? strerror(errno) : "out of memory");
+    gzbuffer(f, 1 << 17);
+    size_t cap = 1 << 20, n = 0;
+    uint8_t *buf = malloc(cap);
+    for (;;) {
+        if (buf == NULL) {
+            gzclose(f);
+            return err_set(err, TT_ERR_RUNTIME, "%s: out of memory", path);
+        }
+        int want = (int)((cap - n) > (1u << 30) ? (1u << 30) : (cap - n));
+        int got = gzread(f, buf + n, (unsigned)want);
+        if (got < 0) {
+            int code;
+            const char *msg = gzerror(f, &code);
+            err_set(err, TT_ERR_USAGE, "%s: corrupt or truncated (%s)", path, msg);
+            free(buf);
+            gzclose(f);
+            return -1;
+        }
+        n += (size_t)got;
+        if (got < want)
+            break;
+        if (n == cap) {
+            uint8_t *bigger = realloc(buf, cap * 2);
+            if (bigger == NULL)
+                free(buf);
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    /* A gzip stream cut short reads as a clean end: gzclose_r reports it. */
+    int rc = gzclose(f);
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+        free(buf);
+        return err_set(err, TT_ERR_USAGE, "%s: corrupt gzip data", path);
+    }
+    if (rc == Z_BUF_ERROR) {
+        free(buf);
+        return err_set(err, TT_ERR_USAGE, "%s: truncated gzip data", path);
+    }
+    *data = buf;
+    *len = n;
+    return 0;
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+int idx_read(const source_cfg *src, struct dataset *ds, tt_err *err)
+{
+    uint8_t *img = NULL, *lab = NULL;
+    size_t img_len = 0, lab_len = 0;
+    if (read_gz(src->images, &img, &img_len, err) != 0)
+        return -1;
+    if (read_gz(src->labels, &lab, &lab_len, err) != 0) {
+        free(img);
+        return -1;
+    }
+    int rc = -1;
+    if (img_len < 16 || be32(img) != 0x00000803) {
+        err_set(err, TT_ERR_USAGE, "%s: not an IDX image file (magic 0x%08x, want 0x00000803)",
+                src->images, img_len >= 4 ? be32(img) : 0);
+        goto out;
+    }
+    if (lab_len < 8 || be32(lab) != 0x00000801) {
+        err_set(err, TT_ERR_USAGE, "%s: not an IDX label file (magic 0x%08x, want 0x00000801)",
+                src->labels, lab_len >= 4 ? be32(lab) : 0);
+        goto out;
+    }
+    uint32_t n = be32(img + 4), h = be32(img + 8), w = be32(img + 12);
+    uint32_t nl = be32(lab + 4);
+    if (n == 0 || h == 0 || w == 0 || h > 65536 || w > 65536) {
+        err_set(err, TT_ERR_USAGE, "%s: bad IDX dimensions %ux%ux%u", src->images, n, h, w);
+        goto out;
+    }
+    if (img_len - 16 < (size_t)n * h * w) {
+        err_set(err, TT_ERR_USAGE, "%s: truncated: header says %u images of %ux%u (%zu bytes) "
+                "but %zu bytes follow", src->images, n, h, w, (size_t)n * h * w, img_len - 16);
+        goto out;
+    }
+    if (lab_len - 8 < nl) {
+        err_set(err, TT_ERR_USAGE, "%s: truncated: header says %u labels but %zu bytes follow",
+                src->labels, nl, lab_len - 8);
+        goto out;
+    }
+    if (nl != n) {
+        err_set(err, TT_ERR_USAGE, "%s has %u labels but %s has %u images", src->labels, nl,
+                src->images, n);
+        goto out;
+    }
+    int max_label = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (lab[8 + i] > max_label)
+            max_label = lab[8 + i];
+    ds->n = n;
+    ds->shape = shape3_make(1, (int)h, (int)w);
+    /* IDX has no class count: ten (MNIST's) unless a label says more */
+    ds->classes = max_label < 10 ? 10 : max_label + 1;
+    memmove(img, img + 16, (size_t)n * h * w);
+    memmove(lab, lab + 8, n);
+    ds->pixels = realloc(img, (size_t)n * h * w);
+    ds->labels = lab;
+    if (ds->pixels == NULL)
+        ds->pixels = img;
+    img = lab = NULL;
+    rc = 0;
+out:
+    free(img);
+    free(lab);
+    return rc;
+}
