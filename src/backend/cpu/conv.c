@@ -3,17 +3,17 @@
  * Forward, per image (images split over the team):
  *   col[C*K*K, P] = im2col(x_i)        P = OH*OW
  *   y_i[F, P]     = w[F, C*K*K] . col  (+ bias, relu)
- * Backward:
- *   phase A, per image: mask dy_i by relu; copy dy_i into dYt[F, N*P] (all
- *     images side by side); im2col(x_i) into COL[C*K*K, N*P]; and
- *     dx_i = col2im(w^T . dy_i).
- *   phase B, split over columns of dw and rows of db: one gemm over the whole
- *     batch, dw[F, C*K*K] = dYt . COL^T, and db[f] = sum of row f of dYt.
- * Every output element is written by exactly one task, so no partial sums
- * are combined and the bits do not depend on the number of threads.
+ * Backward, images split into CONV_GROUPS fixed groups (whatever the number
+ * of threads), per image of group g:
+ *   mask dy_i by relu; col = im2col(x_i);
+ *   dw_g += dy_i . col^T,  db_g += row sums of dy_i;
+ *   dx_i = col2im(w^T . dy_i)
+ * then dw = dw_0 + dw_1 + ... in group order. The columns of one image stay
+ * in L2, and since the groups do not depend on the thread count, neither do
+ * the bits.
  *
- * Workspace (floats): threads * CKK*P (per-task columns), CKK*N*P (COL),
- * F*N*P (dYt).
+ * Workspace (floats): CONV_BUFS column buffers of CKK*P, then CONV_GROUPS
+ * partial dw (F*CKK) and db (F).
  */
 #include <string.h>
 
@@ -21,15 +21,23 @@
 #include "backend/cpu/gemm.h"
 #include "backend/math.h"
 
+#define CONV_GROUPS 4
+
 typedef struct {
     const window_desc *d;
     const float *x, *w, *b, *y;
     float *yo, *dy, *dx, *dw, *db;
     bool relu;
-    float *cols;   /* per-task column buffers */
-    float *COL;    /* [CKK, N*P] */
-    float *dYt;    /* [F, N*P] */
+    float *cols;   /* column buffers, one per task */
+    float *pdw;    /* [CONV_GROUPS, F*CKK] partial weight gradients */
+    float *pdb;    /* [CONV_GROUPS, F] partial bias gradients */
 } conv_args;
+
+/* Column buffers: one per forward task (threads) and per backward group. */
+static int conv_bufs(const backend_t *be)
+{
+    return be->threads > CONV_GROUPS ? be->threads : CONV_GROUPS;
+}
 
 static size_t conv_ckk(const window_desc *d)
 {
@@ -64,9 +72,9 @@ static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
                         int ox1 = d->w + pad - kx < d->ow ? d->w + pad - kx : d->ow;
                         for (int ox = 0; ox < ox0; ox++)
                             out[ox] = 0.0f;
-                        if (ox1 > ox0)
-                            memcpy(out + ox0, in + ox0 - pad + kx,
-                                   (size_t)(ox1 - ox0) * sizeof(float));
+                        const float *src = in - pad + kx;
+                        for (int ox = ox0; ox < ox1; ox++)
+                            out[ox] = src[ox];
                         for (int ox = ox1 > ox0 ? ox1 : ox0; ox < d->ow; ox++)
                             out[ox] = 0.0f;
                     } else {
@@ -98,6 +106,14 @@ static void col2im(const window_desc *d, const float *col, float *dx)
                         continue;
                     float *out = plane + (size_t)iy * d->w;
                     const float *in = row + (size_t)oy * d->ow;
+                    if (S == 1) {
+                        int ox0 = pad - kx > 0 ? pad - kx : 0;
+                        int ox1 = d->w + pad - kx < d->ow ? d->w + pad - kx : d->ow;
+                        float *dst = out - pad + kx;
+                        for (int ox = ox0; ox < ox1; ox++)
+                            dst[ox] += in[ox];
+                        continue;
+                    }
                     for (int ox = 0; ox < d->ow; ox++) {
                         int ix = ox * S - pad + kx;
                         if (ix >= 0 && ix < d->w)
@@ -112,7 +128,7 @@ static void col2im(const window_desc *d, const float *col, float *dx)
 size_t cpu_conv_workspace(backend_t *be, const window_desc *d)
 {
     size_t ckk = conv_ckk(d), p = conv_p(d);
-    return ((size_t)be->threads * ckk * p + ckk * d->n * p + (size_t)d->f * d->n * p) *
+    return ((size_t)conv_bufs(be) * ckk * p + CONV_GROUPS * ((size_t)d->f * ckk + d->f)) *
            sizeof(float);
 }
 
@@ -151,14 +167,17 @@ void cpu_conv_forward(backend_t *be, const window_desc *d, const float *x, const
     cpu_run(be, be->threads, conv_forward_task, &a);
 }
 
-static void conv_backward_images(void *p, int k, int tasks)
+static void conv_backward_group(void *p, int g, int groups)
 {
     conv_args *a = p;
     const window_desc *d = a->d;
-    size_t ckk = conv_ckk(d), P = conv_p(d), NP = (size_t)d->n * P;
-    float *col = a->cols + (size_t)k * ckk * P;
+    size_t ckk = conv_ckk(d), P = conv_p(d);
+    float *col = a->cols + (size_t)g * ckk * P;
+    float *pdw = a->pdw + (size_t)g * d->f * ckk, *pdb = a->pdb + (size_t)g * d->f;
     int lo, hi;
-    cpu_range(d->n, tasks, k, &lo, &hi);
+    cpu_range(d->n, groups, g, &lo, &hi);
+    memset(pdw, 0, (size_t)d->f * ckk * sizeof(float));
+    memset(pdb, 0, (size_t)d->f * sizeof(float));
     for (int i = lo; i < hi; i++) {
         float *dy = a->dy + (size_t)i * d->f * P;
         if (a->relu) {
@@ -166,13 +185,20 @@ static void conv_backward_images(void *p, int k, int tasks)
             for (size_t q = 0; q < (size_t)d->f * P; q++)
                 dy[q] = tt_relu_grad(y[q], dy[q]);
         }
-        if (a->dw != NULL || a->db != NULL) {
-            for (int f = 0; f < d->f; f++)
-                memcpy(a->dYt + (size_t)f * NP + (size_t)i * P, dy + (size_t)f * P,
-                       P * sizeof(float));
+        if (a->dw != NULL) {
+            im2col(d, a->x + (size_t)i * d->c * d->h * d->w, col, P);
+            cpu_sgemm(0, 1, d->f, (int)ckk, (int)P, 1.0f, dy, (int)P, col, (int)P, 1.0f, pdw,
+                      (int)ckk);
         }
-        if (a->dw != NULL)
-            im2col(d, a->x + (size_t)i * d->c * d->h * d->w, a->COL + (size_t)i * P, NP);
+        if (a->db != NULL) {
+            for (int f = 0; f < d->f; f++) {
+                const float *row = dy + (size_t)f * P;
+                float s = 0.0f;
+                for (size_t q = 0; q < P; q++)
+                    s += row[q];
+                pdb[f] += s;
+            }
+        }
         if (a->dx != NULL) {
             cpu_sgemm(1, 0, (int)ckk, (int)P, d->f, 1.0f, a->w, (int)ckk, dy, (int)P, 0.0f, col,
                       (int)P);
@@ -181,26 +207,29 @@ static void conv_backward_images(void *p, int k, int tasks)
     }
 }
 
-static void conv_backward_weights(void *p, int k, int tasks)
+/* dw and db: the group partials summed in group order, split by element. */
+static void conv_reduce_task(void *p, int k, int tasks)
 {
     conv_args *a = p;
     const window_desc *d = a->d;
-    size_t ckk = conv_ckk(d), NP = (size_t)d->n * conv_p(d);
+    int total = d->f * (int)conv_ckk(d);
     int lo, hi;
-    cpu_range((int)ckk, tasks, k, &lo, &hi);
-    if (a->dw != NULL && hi > lo)
-        cpu_sgemm(0, 1, d->f, hi - lo, (int)NP, 1.0f, a->dYt, (int)NP, a->COL + (size_t)lo * NP,
-                  (int)NP, 0.0f, a->dw + lo, (int)ckk);
+    cpu_range(total, tasks, k, &lo, &hi);
+    if (a->dw != NULL)
+        for (int i = lo; i < hi; i++) {
+            float s = a->pdw[i];
+            for (int g = 1; g < CONV_GROUPS; g++)
+                s += a->pdw[(size_t)g * total + i];
+            a->dw[i] = s;
+        }
     cpu_range(d->f, tasks, k, &lo, &hi);
-    if (a->db != NULL) {
+    if (a->db != NULL)
         for (int f = lo; f < hi; f++) {
-            const float *row = a->dYt + (size_t)f * NP;
-            float s = 0.0f;
-            for (size_t q = 0; q < NP; q++)
-                s += row[q];
+            float s = a->pdb[f];
+            for (int g = 1; g < CONV_GROUPS; g++)
+                s += a->pdb[(size_t)g * d->f + f];
             a->db[f] = s;
         }
-    }
 }
 
 void cpu_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
@@ -209,11 +238,11 @@ void cpu_conv_backward(backend_t *be, const window_desc *d, const float *x, cons
 {
     size_t ckk = conv_ckk(d), P = conv_p(d);
     float *cols = ws;
-    float *COL = cols + (size_t)be->threads * ckk * P;
-    float *dYt = COL + ckk * d->n * P;
+    float *pdw = cols + (size_t)conv_bufs(be) * ckk * P;
+    float *pdb = pdw + CONV_GROUPS * (size_t)d->f * ckk;
     conv_args a = {.d = d, .x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db,
-                   .relu = relu, .cols = cols, .COL = COL, .dYt = dYt};
-    cpu_run(be, be->threads, conv_backward_images, &a);
+                   .relu = relu, .cols = cols, .pdw = pdw, .pdb = pdb};
+    cpu_run(be, CONV_GROUPS, conv_backward_group, &a);
     if (dw != NULL || db != NULL)
-        cpu_run(be, be->threads, conv_backward_weights, &a);
+        cpu_run(be, be->threads, conv_reduce_task, &a);
 }

@@ -1,7 +1,6 @@
 /* pool.c - max and average pooling over NCHW planes, PyTorch semantics: max
  * ignores padding (it pads with -inf), average counts padded zeros
  * (count_include_pad = True). Planes (n, c) are split over the team. */
-#include <float.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -14,6 +13,30 @@ typedef struct {
     const int32_t *maskc;
 } pool_args;
 
+/* The max of one window and its index in the plane; the first maximum wins
+ * and a NaN propagates, as in PyTorch. */
+static inline float window_max(const window_desc *d, const float *x, int oy, int ox,
+                               int32_t *arg_out)
+{
+    int y0 = oy * d->stride - d->pad, x0 = ox * d->stride - d->pad;
+    int ky0 = y0 < 0 ? -y0 : 0, kx0 = x0 < 0 ? -x0 : 0;
+    int ky1 = y0 + d->k > d->h ? d->h - y0 : d->k, kx1 = x0 + d->k > d->w ? d->w - x0 : d->k;
+    float best = x[(y0 + ky0) * d->w + x0 + kx0];
+    int32_t arg = (y0 + ky0) * d->w + x0 + kx0;
+    for (int ky = ky0; ky < ky1; ky++) {
+        const float *row = x + (y0 + ky) * d->w + x0;
+        for (int kx = kx0; kx < kx1; kx++) {
+            float v = row[kx];
+            if (v > best || (v != v && best == best)) {
+                best = v;
+                arg = (y0 + ky) * d->w + x0 + kx;
+            }
+        }
+    }
+    *arg_out = arg;
+    return best;
+}
+
 static void maxpool_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
@@ -24,33 +47,39 @@ static void maxpool_forward_task(void *p, int k, int tasks)
         const float *x = a->x + (size_t)pl * d->h * d->w;
         float *y = a->y + (size_t)pl * d->oh * d->ow;
         int32_t *m = a->mask + (size_t)pl * d->oh * d->ow;
-        for (int oy = 0; oy < d->oh; oy++) {
-            for (int ox = 0; ox < d->ow; ox++) {
-                float best = -FLT_MAX;
-                int32_t arg = -1;
-                for (int ky = 0; ky < d->k; ky++) {
-                    int iy = oy * d->stride - d->pad + ky;
-                    if (iy < 0 || iy >= d->h)
-                        continue;
-                    for (int kx = 0; kx < d->k; kx++) {
-                        int ix = ox * d->stride - d->pad + kx;
-                        if (ix < 0 || ix >= d->w)
-                            continue;
-                        float v = x[iy * d->w + ix];
-                        /* first maximum wins; NaN propagates as in PyTorch */
-                        if (arg < 0 || v > best || v != v) {
-                            best = v;
-                            arg = iy * d->w + ix;
-                            if (v != v)
-                                goto done;
-                        }
+        if (d->k == 2 && d->stride == 2 && d->pad == 0) {
+            /* the common 2x2 window, no bounds to check */
+            for (int oy = 0; oy < d->oh; oy++) {
+                const float *r0 = x + (2 * oy) * d->w, *r1 = r0 + d->w;
+                for (int ox = 0; ox < d->ow; ox++) {
+                    int i = 2 * ox;
+                    float best = r0[i];
+                    int32_t arg = 2 * oy * d->w + i;
+                    if (r0[i + 1] > best) {
+                        best = r0[i + 1];
+                        arg = 2 * oy * d->w + i + 1;
                     }
+                    if (r1[i] > best) {
+                        best = r1[i];
+                        arg = (2 * oy + 1) * d->w + i;
+                    }
+                    if (r1[i + 1] > best) {
+                        best = r1[i + 1];
+                        arg = (2 * oy + 1) * d->w + i + 1;
+                    }
+                    /* a NaN in the window: PyTorch propagates it */
+                    if (!(r0[i] == r0[i] && r0[i + 1] == r0[i + 1] && r1[i] == r1[i] &&
+                          r1[i + 1] == r1[i + 1]))
+                        best = window_max(d, x, oy, ox, &arg);
+                    y[oy * d->ow + ox] = best;
+                    m[oy * d->ow + ox] = arg;
                 }
-            done:
-                y[oy * d->ow + ox] = best;
-                m[oy * d->ow + ox] = arg;
             }
+            continue;
         }
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++)
+                y[oy * d->ow + ox] = window_max(d, x, oy, ox, &m[oy * d->ow + ox]);
     }
 }
 
