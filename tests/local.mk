@@ -1,3 +1,5 @@
 # End-to-end tests of the command (module tests sit in each module's local.mk).
 TESTS += tests/e2e_run.sh
 EXTRA_DIST += tests/e2e_run.sh tests/tt_test.h
+TESTS += tests/e2e_bad_data.sh
+EXTRA_DIST += tests/e2e_bad_data.sh

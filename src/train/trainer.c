@@ -192,6 +192,19 @@ void trainer_free(trainer_t *tr)
     memset(tr, 0, sizeof(*tr));
 }
 
+/* The double whose shortest decimal form reads back as f: a learning rate of
+ * 0.05f is reported as 0.05, not 0.0500000007450581. */
+static double float_shortest(float f)
+{
+    char buf[32];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, sizeof(buf), "%.*g", digits, (double)f);
+        if (strtof(buf, NULL) == f)
+            break;
+    }
+    return strtod(buf, NULL);
+}
+
 float trainer_get_learning_rate(const trainer_t *tr)
 {
     return tr->opts[0].cfg.learning_rate;
@@ -335,7 +348,8 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         }
     }
     tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
-    if (trainer_put_scalar(tr, "learning_rate", trainer_get_learning_rate(tr), err) != 0)
+    if (trainer_put_scalar(tr, "learning_rate",
+                           float_shortest(trainer_get_learning_rate(tr)), err) != 0)
         return -1;
     for (int i = 0; i < tr->n_callbacks; i++) {
         callback_t *cb = &tr->callbacks[i];
