@@ -1,39 +1,70 @@
-/* global_avgpool.c - torch.nn.AdaptiveAvgPool2d(1) then flatten: [C,H,W] -> [C],
- * an average pool whose window is the whole (square) plane. */
-#include "layers/pool_common.h"
+/* global_avgpool.c - torch.nn.AdaptiveAvgPool2d(1) then flatten: [C,H,W] -> [C].
+ *
+ * Any H x W (the backend's pools only know square windows), done as a dense
+ * layer over the planes: the batch is [N*C, H*W] rows, the "weight" one row of
+ * 1/(H*W) kept in the workspace, so
+ *   forward  y[N*C, 1]    = x[N*C, HW] . w[1, HW]^T
+ *   backward dx[N*C, HW]  = dy[N*C, 1] . w[1, HW]      (every pixel gets dy/HW)
+ * The workspace is shared by all layers of a tower, so both passes refill it. */
+#include "layers/layer.h"
 
 static int gap_setup(layer_t *l, tt_err *err)
 {
     shape3 in = l->in[0];
-    if (in.h != in.w)
-        return err_set(err, TT_ERR_USAGE, "layer %s: global_avgpool needs a square input "
-                       "(got %dx%d)", l->cfg->name, in.h, in.w);
+    if (in.h < 1 || in.w < 1 || in.c < 1)
+        return err_set(err, TT_ERR_USAGE, "layer %s: global_avgpool needs a non-empty input",
+                       l->cfg->name);
     l->out = shape3_make(in.c, 1, 1);
     return 0;
 }
 
-static window_desc gap_desc(const layer_t *l, int n)
+static size_t gap_plane(const layer_t *l)
 {
-    return pool_desc(l, n, l->in[0].h, 1, 0);
+    return (size_t)l->in[0].h * (size_t)l->in[0].w;
+}
+
+static size_t gap_ws(const layer_t *l, backend_t *be, int max_n)
+{
+    return gap_plane(l) * sizeof(float);
+}
+
+/* Writes the row of 1/HW into the workspace, a stack chunk at a time (no
+ * malloc in the passes; the workspace may be device memory). */
+static float *gap_fill_weights(const layer_t *l, layer_call *c)
+{
+    size_t hw = gap_plane(l);
+    float chunk[256];
+    float inv = 1.0f / (float)hw;
+    for (int i = 0; i < 256; i++)
+        chunk[i] = inv;
+    float *w = c->ws;
+    for (size_t off = 0; off < hw; off += 256) {
+        size_t len = hw - off < 256 ? hw - off : 256;
+        c->be->upload(c->be, w + off, chunk, len * sizeof(float));
+    }
+    return w;
 }
 
 static void gap_forward(const layer_t *l, layer_call *c)
 {
-    window_desc d = gap_desc(l, c->n);
-    c->be->avgpool_forward(c->be, &d, c->x[0], c->y);
+    const float *w = gap_fill_weights(l, c);
+    c->be->dense_forward(c->be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, NULL,
+                         false, c->y);
 }
 
 static void gap_backward(const layer_t *l, layer_call *c)
 {
     if (c->dx[0] == NULL)
         return;
-    window_desc d = gap_desc(l, c->n);
-    c->be->avgpool_backward(c->be, &d, c->dy, c->dx[0]);
+    const float *w = gap_fill_weights(l, c);
+    c->be->dense_backward(c->be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, c->y,
+                          false, c->dy, c->dx[0], NULL, NULL);
 }
 
 const layer_ops layer_global_avgpool_ops = {
     .type = LAYER_GLOBAL_AVGPOOL,
     .setup = gap_setup,
+    .ws_bytes = gap_ws,
     .forward = gap_forward,
     .backward = gap_backward,
 };

@@ -41,22 +41,35 @@ void optimizer_free(optimizer_t *opt)
     memset(opt, 0, sizeof(*opt));
 }
 
-void optimizer_apply(optimizer_t *opt, float *params, const float *grads, int64_t step)
+void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, const float *grads,
+                           size_t lo, size_t hi, int64_t step)
 {
     const optimizer_cfg *c = &opt->cfg;
-    backend_t *be = opt->be;
+    size_t n = hi - lo;
+    float *w = params + lo;
+    const float *g = grads + lo;
     switch (c->type) {
     case OPT_SGD:
     case OPT_MOMENTUM: {
         float momentum = c->type == OPT_MOMENTUM ? c->momentum : 0.0f;
-        be->sgd_step(be, opt->count, c->learning_rate, momentum, c->nesterov, c->weight_decay,
-                     !opt->has_state, params, grads, opt->n_slots ? opt->slots[0] : NULL);
+        be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, c->weight_decay,
+                     !opt->has_state, w, g, opt->n_slots ? opt->slots[0] + lo : NULL);
         break;
     }
     case OPT_ADAM:
-        be->adam_step(be, opt->count, c->learning_rate, c->beta1, c->beta2, c->epsilon,
-                      c->weight_decay, step, params, grads, opt->slots[0], opt->slots[1]);
+        be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, c->weight_decay,
+                      step, w, g, opt->slots[0] + lo, opt->slots[1] + lo);
         break;
     }
+}
+
+void optimizer_mark_stepped(optimizer_t *opt)
+{
     opt->has_state = true;
+}
+
+void optimizer_apply(optimizer_t *opt, float *params, const float *grads, int64_t step)
+{
+    optimizer_apply_range(opt, opt->be, params, grads, 0, opt->count, step);
+    optimizer_mark_stepped(opt);
 }

@@ -35,4 +35,11 @@ void optimizer_free(optimizer_t *opt);
  * (Adam's bias correction: SPEC 5 uses global_step + 1). */
 void optimizer_apply(optimizer_t *opt, float *params, const float *grads, int64_t step);
 
+/* The same update on elements [lo, hi) only, run on backend `be` (the calling
+ * tower's: several towers may update disjoint ranges at once). Call
+ * optimizer_mark_stepped once all ranges of a step are done. */
+void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, const float *grads,
+                           size_t lo, size_t hi, int64_t step);
+void optimizer_mark_stepped(optimizer_t *opt);
+
 #endif

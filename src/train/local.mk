@@ -1,1 +1,6 @@
-libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/simple.c
+libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/towers.c \
+	%reldir%/towers.h %reldir%/simple.c %reldir%/sync_replicated.c \
+	%reldir%/sync_parameter_server.c %reldir%/async.c
+check_PROGRAMS += tests/test_trainers
+tests_test_trainers_SOURCES = tests/test_trainers.c
+TESTS += tests/test_trainers

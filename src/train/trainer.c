@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "util/log.h"
+#include "util/rng.h"
 #include "util/threadpool.h"
 
 double trainer_now(void)
@@ -22,9 +23,14 @@ static const trainer_ops *trainer_ops_for(trainer_type t)
     switch (t) {
     case TRAINER_SIMPLE:
         return &trainer_simple_ops;
-    default:
-        return NULL;
+    case TRAINER_SYNC_REPLICATED:
+        return &trainer_sync_replicated_ops;
+    case TRAINER_SYNC_PARAMETER_SERVER:
+        return &trainer_sync_parameter_server_ops;
+    case TRAINER_ASYNC:
+        return &trainer_async_ops;
     }
+    return NULL;
 }
 
 static const char *trainer_type_name(trainer_type t)
@@ -132,9 +138,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (trainer_check_device(job, err) != 0)
         return -1;
     tr->ops = trainer_ops_for(job->trainer.type);
-    if (tr->ops == NULL)
-        return err_set(err, TT_ERR_USAGE, "trainer.type: '%s' is not implemented in this "
-                       "version", trainer_type_name(job->trainer.type));
+    pthread_mutex_init(&tr->update_lock, NULL);
     tr->n_towers = job->trainer.nr_tower;
     tr->global_batch = job->dataflow.batch_size * tr->n_towers;
 
@@ -151,6 +155,9 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (job->session_init[0] != '\0')
         return err_set(err, TT_ERR_USAGE, "session_init: not supported in this version");
     if (trainer_create_towers(tr, err) != 0)
+        return -1;
+    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
+    if (tr->team == NULL || (tr->ops->setup && tr->ops->setup(tr, err) != 0))
         return -1;
 
     tr->steps_per_epoch = job->steps_per_epoch > 0
@@ -173,6 +180,15 @@ void trainer_free(trainer_t *tr)
             tr->monitors[i].ops->destroy(&tr->monitors[i]);
     free(tr->callbacks);
     free(tr->monitors);
+    tower_team_free(tr->team);
+    allreduce_free(tr->allreduce);
+    if (tr->shared_opt.be)
+        optimizer_free(&tr->shared_opt);
+    if (tr->backends && tr->backends[0]) {
+        tr->backends[0]->free(tr->backends[0], tr->shared_params);
+        tr->backends[0]->free(tr->backends[0], tr->shared_grads);
+    }
+    free(tr->ranges);
     for (int t = 0; t < tr->n_towers; t++) {
         if (tr->opts && tr->opts[t].be)
             optimizer_free(&tr->opts[t]);
@@ -181,6 +197,8 @@ void trainer_free(trainer_t *tr)
         if (tr->backends && tr->backends[t])
             tr->backends[t]->destroy(tr->backends[t]);
     }
+    if (tr->ops != NULL)
+        pthread_mutex_destroy(&tr->update_lock);
     free(tr->opts);
     free(tr->towers);
     free(tr->backends);
@@ -237,10 +255,42 @@ int trainer_put_scalar(trainer_t *tr, const char *name, double value, tt_err *er
     return 0;
 }
 
+void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
+{
+    tower_t *tw = &tr->towers[t];
+    int n = b->n / tr->n_towers;
+    size_t sample = shape3_size(tr->model.input);
+    tower_load_batch(tw, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
+    /* dropout differs per step and per tower, and depends on nothing else */
+    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, (uint64_t)t);
+    tower_step(tw, n, true, true, seed);
+}
+
+void trainer_collect_step(trainer_t *tr, const batch_t *b)
+{
+    double loss = 0.0;
+    long correct = 0;
+    for (int t = 0; t < tr->n_towers; t++) {
+        loss += tr->towers[t].loss_sum;
+        correct += tr->towers[t].correct;
+    }
+    tr->step_loss = loss / b->n;
+    tr->step_accuracy = (double)correct / b->n;
+}
+
+void trainer_sync_tower0(trainer_t *tr)
+{
+    if (tr->shared_params == NULL)
+        return;
+    tower_t *t = &tr->towers[0];
+    t->be->copy(t->be, t->params, tr->shared_params, tr->model.n_floats * sizeof(float));
+}
+
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err)
 {
     tower_t *t = &tr->towers[0];
+    trainer_sync_tower0(tr);
     if (dataflow_start(df, 0, err) != 0)
         return -1;
     double loss_sum = 0.0;
@@ -314,11 +364,13 @@ static int trainer_call_hook(trainer_t *tr, hook_id h, tt_err *err)
 static void trainer_print_table(const trainer_t *tr)
 {
     const job_t *job = tr->job;
-    log_printf("trainer: %s, %d tower(s) on %s (%d thread(s) each), batch %d per tower, "
-               "global batch %d, %lld steps per epoch\n",
-               trainer_type_name(job->trainer.type), tr->n_towers, tr->backends[0]->name,
-               tr->backends[0]->threads, job->dataflow.batch_size, tr->global_batch,
-               (long long)tr->steps_per_epoch);
+    log_printf("%-6s %-8s %-8s %-8s\n", "tower", "device", "threads", "batch");
+    for (int t = 0; t < tr->n_towers; t++)
+        log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name, job->trainer.towers[t],
+                   tr->backends[t]->threads, job->dataflow.batch_size);
+    log_printf("trainer %s: %d tower(s), global batch %d (%d x %d), %lld steps per epoch\n",
+               trainer_type_name(job->trainer.type), tr->n_towers, tr->global_batch,
+               job->dataflow.batch_size, tr->n_towers, (long long)tr->steps_per_epoch);
 }
 
 static int trainer_run_epoch(trainer_t *tr, tt_err *err)

@@ -12,11 +12,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <pthread.h>
+
 #include "backend/backend.h"
+#include "comm/allreduce.h"
 #include "config/job.h"
 #include "dataflow/dataflow.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "train/towers.h"
 #include "util/err.h"
 
 typedef struct trainer trainer_t;
@@ -82,9 +86,19 @@ struct monitor {
 
 typedef struct {
     const char *name;
+    /* Sets up what the type needs beyond the towers (all-reduce, the shared
+     * parameter block); may be NULL. */
+    int (*setup)(trainer_t *tr, tt_err *err);
     /* One training step over the batch; fills tr->step_loss / step_accuracy. */
     int (*run_step)(trainer_t *tr, const batch_t *batch, tt_err *err);
 } trainer_ops;
+
+/* A range of the parameter block and the tower that updates it
+ * (sync_parameter_server's placement). */
+typedef struct {
+    size_t lo, hi;
+    int owner;
+} param_range;
 
 struct trainer {
     const job_t *job;
@@ -93,7 +107,22 @@ struct trainer {
     int n_towers;
     backend_t **backends;  /* one per tower */
     tower_t *towers;
-    optimizer_t *opts;     /* one per tower (replicated) or one (simple) */
+    optimizer_t *opts;     /* one per tower (simple, sync_replicated) */
+    tower_team *team;      /* call_for_each_tower */
+
+    /* sync_replicated */
+    allreduce_t *allreduce;
+    allreduce_algo algo;
+    int packs;             /* gradient_packing: all-reduces per step (1 = off) */
+
+    /* sync_parameter_server and async: the one copy of the parameters */
+    float *shared_params;
+    float *shared_grads;
+    optimizer_t shared_opt;
+    param_range *ranges;
+    int n_ranges;
+    pthread_mutex_t update_lock; /* async: one update at a time */
+    int64_t updates;             /* async: updates applied (Adam's step) */
 
     dataset_t *train_set;
     dataflow_t *train_flow;
@@ -144,7 +173,20 @@ void trainer_set_learning_rate(trainer_t *tr, float lr);
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err);
 
-extern const trainer_ops trainer_simple_ops;
+extern const trainer_ops trainer_simple_ops, trainer_sync_replicated_ops,
+    trainer_sync_parameter_server_ops, trainer_async_ops;
+
+/* Tower t's part of a step: loads its slice of the batch and runs forward and
+ * backward (gradients of its slice's mean loss into its grads). */
+void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b);
+
+/* Sums the towers' losses and accuracies of the step into step_loss and
+ * step_accuracy (over the whole batch). */
+void trainer_collect_step(trainer_t *tr, const batch_t *b);
+
+/* Copies the shared parameters into tower 0 before it is read (evaluation,
+ * checkpoints) under the trainers that keep one shared copy. */
+void trainer_sync_tower0(trainer_t *tr);
 
 /* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */
 const callback_ops *callback_ops_find(const char *type);

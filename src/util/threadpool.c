@@ -59,7 +59,9 @@ static void check_in(threadpool_t *tp)
 static void *worker_main(void *p)
 {
     threadpool_t *tp = p;
-    unsigned seen = atomic_load(&tp->generation);
+    /* generation is 0 when the pool starts: a job posted before this thread
+     * got here must still be seen as new */
+    unsigned seen = 0;
     for (;;) {
         int spins = 0;
         while (atomic_load(&tp->generation) == seen && spins < SPIN_ROUNDS) {

@@ -49,6 +49,18 @@ static size_t conv_p(const window_desc *d)
     return (size_t)d->oh * d->ow;
 }
 
+/* Stride 1: the outputs ox in [*ox0, *ox1) read input column ox - pad + kx
+ * inside the image; the others read padding. Clamped to [0, ow] so tiny,
+ * heavily padded inputs never index outside the row. */
+static inline void unit_stride_span(const window_desc *d, int kx, int *ox0, int *ox1)
+{
+    int lo = d->pad - kx, hi = d->w + d->pad - kx;
+    lo = lo < 0 ? 0 : lo > d->ow ? d->ow : lo;
+    hi = hi < lo ? lo : hi > d->ow ? d->ow : hi;
+    *ox0 = lo;
+    *ox1 = hi;
+}
+
 /* col[row][p] with row = (c*K + ky)*K + kx and a row stride of ld. */
 static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
 {
@@ -68,14 +80,13 @@ static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
                     const float *in = plane + (size_t)iy * d->w;
                     if (S == 1) {
                         /* contiguous middle part, zeros at the padded edges */
-                        int ox0 = pad - kx > 0 ? pad - kx : 0;
-                        int ox1 = d->w + pad - kx < d->ow ? d->w + pad - kx : d->ow;
+                        int ox0, ox1;
+                        unit_stride_span(d, kx, &ox0, &ox1);
                         for (int ox = 0; ox < ox0; ox++)
                             out[ox] = 0.0f;
-                        const float *src = in - pad + kx;
                         for (int ox = ox0; ox < ox1; ox++)
-                            out[ox] = src[ox];
-                        for (int ox = ox1 > ox0 ? ox1 : ox0; ox < d->ow; ox++)
+                            out[ox] = in[ox - pad + kx];
+                        for (int ox = ox1; ox < d->ow; ox++)
                             out[ox] = 0.0f;
                     } else {
                         for (int ox = 0; ox < d->ow; ox++) {
@@ -107,11 +118,10 @@ static void col2im(const window_desc *d, const float *col, float *dx)
                     float *out = plane + (size_t)iy * d->w;
                     const float *in = row + (size_t)oy * d->ow;
                     if (S == 1) {
-                        int ox0 = pad - kx > 0 ? pad - kx : 0;
-                        int ox1 = d->w + pad - kx < d->ow ? d->w + pad - kx : d->ow;
-                        float *dst = out - pad + kx;
+                        int ox0, ox1;
+                        unit_stride_span(d, kx, &ox0, &ox1);
                         for (int ox = ox0; ox < ox1; ox++)
-                            dst[ox] += in[ox];
+                            out[ox - pad + kx] += in[ox];
                         continue;
                     }
                     for (int ox = 0; ox < d->ow; ox++) {

@@ -1,0 +1,212 @@
+/* test_trainers.c - SPEC 6's equivalence: for a model without batchnorm or
+ * dropout, simple with batch B*K, sync_replicated and sync_parameter_server
+ * with K towers of batch B give the same parameters after the same steps (to
+ * float rounding of the reduction order), for every all-reduce algorithm,
+ * gradient packing on and off; replicas stay bitwise identical; async trains a
+ * learnable toy problem. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train/trainer.h"
+#include "tt_test.h"
+#include "util/log.h"
+
+static char dir[256];
+
+static void write_file(const char *name, const char *text)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void put_be32(FILE *f, unsigned v)
+{
+    unsigned char b[4] = {v >> 24, v >> 16 & 255, v >> 8 & 255, v & 255};
+    fwrite(b, 1, 4, f);
+}
+
+/* A learnable toy set: 8x8 images, label = the row of the brightest pixel
+ * (0-7), with noise. */
+static void write_toy_idx(int n)
+{
+    char path[512];
+    snprintf(path, sizeof(path), "%s/toy-images", dir);
+    FILE *fi = fopen(path, "wb");
+    snprintf(path, sizeof(path), "%s/toy-labels", dir);
+    FILE *fl = fopen(path, "wb");
+    put_be32(fi, 0x803);
+    put_be32(fi, (unsigned)n);
+    put_be32(fi, 8);
+    put_be32(fi, 8);
+    put_be32(fl, 0x801);
+    put_be32(fl, (unsigned)n);
+    rng_t rng = rng_make(5, 6, 7);
+    for (int i = 0; i < n; i++) {
+        int label = (int)rng_below(&rng, 8);
+        unsigned char px[64];
+        for (int k = 0; k < 64; k++)
+            px[k] = (unsigned char)rng_below(&rng, 60);
+        for (int x = 0; x < 8; x++)
+            px[label * 8 + x] = (unsigned char)(150 + rng_below(&rng, 100));
+        fwrite(px, 1, 64, fi);
+        unsigned char l = (unsigned char)label;
+        fwrite(&l, 1, 1, fl);
+    }
+    fclose(fi);
+    fclose(fl);
+}
+
+static const char *models[] = {
+    /* an MLP big enough for 4 packs of >= 1024 gradients */
+    "input = [64]; classes = 10; layers = ("
+    " { name = \"fc0\"; type = \"dense\"; units = 64; activation = \"relu\"; },"
+    " { name = \"fc1\"; type = \"dense\"; units = 10; } );",
+    /* a small CNN */
+    "input = [1, 8, 8]; classes = 10; layers = ("
+    " { name = \"conv0\"; type = \"conv2d\"; filters = 8; kernel = 3; padding = 1; activation = \"relu\"; },"
+    " { name = \"pool0\"; type = \"maxpool\"; kernel = 2; },"
+    " { name = \"conv1\"; type = \"conv2d\"; filters = 16; kernel = 3; activation = \"relu\"; },"
+    " { name = \"fc0\"; type = \"dense\"; units = 10; } );",
+};
+
+/* Trains with the given overrides; returns tower t's parameters (malloc'd). */
+static float *train(const char *model, char sets_text[][160], int n_sets, int tower,
+                    size_t *count, double *last_loss)
+{
+    char job_path[512];
+    snprintf(job_path, sizeof(job_path), "%s/job.cfg", dir);
+    char job_text[2048];
+    snprintf(job_text, sizeof(job_text),
+             "model = \"%s\";\n"
+             "seed = 3;\n"
+             "dataflow = { source = { type = \"idx\"; images = \"toy-images\"; labels = \"toy-labels\"; };\n"
+             "  batch_size = 24; prefetch = { workers = 0; queue = 1; }; };\n"
+             "optimizer = { type = \"momentum\"; learning_rate = 0.05; momentum = 0.9; };\n"
+             "max_epoch = 1; steps_per_epoch = 5;\n"
+             "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
+             model);
+    write_file("job.cfg", job_text);
+    job_override sets[16];
+    for (int i = 0; i < n_sets; i++)
+        sets[i].arg = sets_text[i];
+    job_t job;
+    tt_err err = {0};
+    trainer_t tr;
+    if (job_load(job_path, sets, n_sets, &job, &err) != 0 || trainer_create(&tr, &job, &err) != 0 ||
+        trainer_train(&tr, &err) != 0) {
+        tt_diag("training failed: %s", err.msg);
+        return NULL;
+    }
+    trainer_sync_tower0(&tr);
+    *count = tr.model.n_floats;
+    float *p = malloc(*count * sizeof(float));
+    tower_get_params(&tr.towers[tower], p);
+    if (last_loss)
+        *last_loss = tr.step_loss;
+    trainer_free(&tr);
+    job_free(&job);
+    return p;
+}
+
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)a[i] - b[i]);
+        if (d > num)
+            num = d;
+        if (fabs(b[i]) > den)
+            den = fabs(b[i]);
+    }
+    return num / (den > 0 ? den : 1);
+}
+
+int main(void)
+{
+    log_set_quiet(true);
+    snprintf(dir, sizeof(dir), "/tmp/tt_trainers.XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    write_toy_idx(600);
+    write_file("mlp.cfg", models[0]);
+    write_file("cnn.cfg", models[1]);
+    const char *model_files[] = {"mlp.cfg", "cnn.cfg"};
+    const char *algos[] = {"naive", "ring", "hierarchical"};
+
+    for (int m = 0; m < 2; m++) {
+        for (int K = 2; K <= 4; K++) {
+            /* the reference: simple, one tower, batch B*K */
+            char s[8][160];
+            int B = 24 / K * K == 24 ? 24 / K : 6;
+            snprintf(s[0], sizeof(s[0]), "dataflow.batch_size=%d", B * K);
+            size_t n_ref;
+            float *ref = train(model_files[m], s, 1, 0, &n_ref, NULL);
+            if (!tt_ok(ref != NULL, "%s: simple with batch %d trains", model_files[m], B * K))
+                continue;
+            for (int a = 0; a < 3; a++) {
+                for (int pack = 0; pack <= 2; pack += 2) {
+                    snprintf(s[0], sizeof(s[0]), "dataflow.batch_size=%d", B);
+                    snprintf(s[1], sizeof(s[1]), "trainer={type=\"sync_replicated\"; nr_tower=%d; "
+                             "allreduce=\"%s\"; gradient_packing=%d;}", K, algos[a], pack);
+                    size_t n;
+                    float *p0 = train(model_files[m], s, 2, 0, &n, NULL);
+                    float *plast = train(model_files[m], s, 2, K - 1, &n, NULL);
+                    double d = p0 ? rel_diff(p0, ref, n) : 1;
+                    tt_ok(p0 && d < 1e-5, "%s: sync_replicated K=%d %s packing %d equals simple "
+                          "(rel diff %.2g)", model_files[m], K, algos[a], pack, d);
+                    tt_ok(p0 && plast && memcmp(p0, plast, n * sizeof(float)) == 0,
+                          "%s: K=%d %s: replicas 0 and %d bitwise identical", model_files[m], K,
+                          algos[a], K - 1);
+                    free(p0);
+                    free(plast);
+                }
+            }
+            for (int ps = 0; ps < 2; ps++) {
+                snprintf(s[0], sizeof(s[0]), "dataflow.batch_size=%d", B);
+                snprintf(s[1], sizeof(s[1]), "trainer={type=\"sync_parameter_server\"; nr_tower=%d; "
+                         "ps_device=\"%s\";}", K, ps ? "gpu" : "cpu");
+                size_t n;
+                float *p = train(model_files[m], s, 2, 0, &n, NULL);
+                double d = p ? rel_diff(p, ref, n) : 1;
+                tt_ok(p && d < 1e-5, "%s: sync_parameter_server K=%d ps_device %s equals simple "
+                      "(rel diff %.2g)", model_files[m], K, ps ? "gpu" : "cpu", d);
+                free(p);
+            }
+            free(ref);
+        }
+    }
+
+    /* async: learns the toy problem, parameters stay finite */
+    char s[4][160];
+    snprintf(s[0], sizeof(s[0]), "trainer={type=\"async\"; nr_tower=2;}");
+    snprintf(s[1], sizeof(s[1]), "max_epoch=6");
+    snprintf(s[2], sizeof(s[2]), "steps_per_epoch=0");
+    size_t n;
+    double loss_before = 0, loss_after = 0;
+    snprintf(s[3], sizeof(s[3]), "max_epoch=1");
+    char one[4][160];
+    memcpy(one, s, sizeof(one));
+    snprintf(one[1], sizeof(one[1]), "steps_per_epoch=1");
+    float *p1 = train("mlp.cfg", one, 2, 0, &n, &loss_before);
+    float *p = train("mlp.cfg", s, 3, 0, &n, &loss_after);
+    int finite = p != NULL;
+    for (size_t i = 0; p && i < n; i++)
+        finite &= isfinite(p[i]);
+    tt_ok(finite, "async: parameters finite after 6 epochs");
+    tt_ok(p && loss_after < 0.5 * loss_before, "async: loss falls from %.3f (first step) to "
+          "%.3f", loss_before, loss_after);
+    free(p);
+    free(p1);
+
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        tt_diag("could not remove %s", dir);
+    return tt_done();
+}
