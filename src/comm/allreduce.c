@@ -12,7 +12,7 @@
 #define cpu_relax() ((void)0)
 #endif
 
-#define SPIN_ROUNDS 20000
+#define SPIN_ROUNDS 2000
 
 struct allreduce {
     int n;

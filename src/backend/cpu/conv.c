@@ -62,7 +62,7 @@ static inline void unit_stride_span(const window_desc *d, int kx, int *ox0, int 
 }
 
 /* col[row][p] with row = (c*K + ky)*K + kx and a row stride of ld. */
-static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
+CPU_HOT static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
 {
     int K = d->k, S = d->stride, pad = d->pad;
     for (int c = 0; c < d->c; c++) {
@@ -101,7 +101,7 @@ static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
 }
 
 /* dx (zeroed here) += the columns scattered back to their pixels. */
-static void col2im(const window_desc *d, const float *col, float *dx)
+CPU_HOT static void col2im(const window_desc *d, const float *col, float *dx)
 {
     int K = d->k, S = d->stride, pad = d->pad;
     memset(dx, 0, (size_t)d->c * d->h * d->w * sizeof(float));
@@ -142,7 +142,7 @@ size_t cpu_conv_workspace(backend_t *be, const window_desc *d)
            sizeof(float);
 }
 
-static void conv_forward_task(void *p, int k, int tasks)
+CPU_HOT static void conv_forward_task(void *p, int k, int tasks)
 {
     conv_args *a = p;
     const window_desc *d = a->d;
@@ -177,7 +177,7 @@ void cpu_conv_forward(backend_t *be, const window_desc *d, const float *x, const
     cpu_run(be, be->threads, conv_forward_task, &a);
 }
 
-static void conv_backward_group(void *p, int g, int groups)
+CPU_HOT static void conv_backward_group(void *p, int g, int groups)
 {
     conv_args *a = p;
     const window_desc *d = a->d;

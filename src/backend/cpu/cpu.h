@@ -9,6 +9,15 @@ typedef struct {
     threadpool_t *pool;
 } cpu_impl;
 
+/* Hot loops outside sgemm (im2col, pooling) are compiled for several
+ * instruction sets and the best one for the CPU is picked at load time, so
+ * the binary stays portable without -march=native. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CPU_HOT
+#endif
+
 /* Splits [0, n) into `parts` contiguous ranges; range k is [*lo, *hi). */
 static inline void cpu_range(int n, int parts, int k, int *lo, int *hi)
 {

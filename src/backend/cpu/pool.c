@@ -37,7 +37,7 @@ static inline float window_max(const window_desc *d, const float *x, int oy, int
     return best;
 }
 
-static void maxpool_forward_task(void *p, int k, int tasks)
+CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
     const window_desc *d = a->d;
@@ -48,31 +48,28 @@ static void maxpool_forward_task(void *p, int k, int tasks)
         float *y = a->y + (size_t)pl * d->oh * d->ow;
         int32_t *m = a->mask + (size_t)pl * d->oh * d->ow;
         if (d->k == 2 && d->stride == 2 && d->pad == 0) {
-            /* the common 2x2 window, no bounds to check */
+            /* The common 2x2 window, branch-free: selects instead of jumps
+             * (the data decides the comparisons, so branches mispredict).
+             * Strict > keeps the first maximum on ties, as PyTorch. */
             for (int oy = 0; oy < d->oh; oy++) {
                 const float *r0 = x + (2 * oy) * d->w, *r1 = r0 + d->w;
+                int32_t base = 2 * oy * d->w;
                 for (int ox = 0; ox < d->ow; ox++) {
                     int i = 2 * ox;
-                    float best = r0[i];
-                    int32_t arg = 2 * oy * d->w + i;
-                    if (r0[i + 1] > best) {
-                        best = r0[i + 1];
-                        arg = 2 * oy * d->w + i + 1;
-                    }
-                    if (r1[i] > best) {
-                        best = r1[i];
-                        arg = (2 * oy + 1) * d->w + i;
-                    }
-                    if (r1[i + 1] > best) {
-                        best = r1[i + 1];
-                        arg = (2 * oy + 1) * d->w + i + 1;
-                    }
-                    /* a NaN in the window: PyTorch propagates it */
+                    float p0 = r0[i], b = r0[i + 1], c = r1[i], e = r1[i + 1];
+                    float m1 = b > p0 ? b : p0, m2 = e > c ? e : c;
+                    int32_t i1 = b > p0 ? base + i + 1 : base + i;
+                    int32_t i2 = e > c ? base + d->w + i + 1 : base + d->w + i;
+                    y[oy * d->ow + ox] = m2 > m1 ? m2 : m1;
+                    m[oy * d->ow + ox] = m2 > m1 ? i2 : i1;
+                }
+                /* a NaN in a window: PyTorch propagates it; rare, so check the
+                 * row afterwards and redo those windows the general way */
+                for (int ox = 0; ox < d->ow; ox++) {
+                    int i = 2 * ox;
                     if (!(r0[i] == r0[i] && r0[i + 1] == r0[i + 1] && r1[i] == r1[i] &&
                           r1[i + 1] == r1[i + 1]))
-                        best = window_max(d, x, oy, ox, &arg);
-                    y[oy * d->ow + ox] = best;
-                    m[oy * d->ow + ox] = arg;
+                        y[oy * d->ow + ox] = window_max(d, x, oy, ox, &m[oy * d->ow + ox]);
                 }
             }
             continue;
@@ -90,7 +87,7 @@ void cpu_maxpool_forward(backend_t *be, const window_desc *d, const float *x, fl
     cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_forward_task, &a);
 }
 
-static void maxpool_backward_task(void *p, int k, int tasks)
+CPU_HOT static void maxpool_backward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
     const window_desc *d = a->d;
