@@ -71,6 +71,18 @@ ok $? "two runs of the same job succeed"
 cmp -s "$T/d1/stats.json" "$T/d2/stats.json"
 ok $? "same job, same seed, same stats.json bit for bit (prefetch 2 vs 0 workers)"
 
+# Several towers from the command line: the console and log name the global batch
+"$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/towers" --set 'trainer={type="sync_replicated"; towers=[0, 1];}' \
+  --set 'callbacks=("throughput")' --set 'monitors=("json")' > "$T/towers.out" 2>&1
+ok $? "sync_replicated with towers = [0, 1] runs"
+grep -q "global batch 128 (64 x 2)" "$T/towers.out" && grep -q "global batch 128" "$T/towers/log.log"
+ok $? "the console and log.log report the global batch"
+/usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s[-1]["global_step"] == 32 and s[-1]["throughput"] > 0' "$T/towers/stats.json"
+ok $? "stats.json: 16 steps per epoch of the global batch, throughput in samples/s"
+"$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/nccl" --set 'trainer={type="sync_replicated"; nr_tower=2; allreduce="nccl";}' >"$T/out" 2>"$T/err"
+rc=$?; [ $rc = 2 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -q "nccl.*GPU" "$T/err" && [ ! -e "$T/nccl" ]
+ok $? "allreduce = nccl on the CPU: exit 2, one line, no logdir ($(cat "$T/err"))"
+
 # trainer.device = "gpu" without a GPU: SPEC 1's error, exit 2, nothing written
 "$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/gpu" --set 'trainer.device="gpu"' >"$T/out" 2>"$T/err"
 rc=$?
