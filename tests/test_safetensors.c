@@ -1,0 +1,139 @@
+/* test_safetensors.c - the safetensors writer and reader: round trip, an
+ * independent reader (Python's json + struct) agreeing on names, shapes and
+ * values, and corrupt, truncated and failed writes refused or harmless. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "checkpoint/safetensors.h"
+#include "tt_test.h"
+
+static char dir[64], path[128];
+
+static int write_sample(const char *where, float base, tt_err *err)
+{
+    float w[6] = {base, 1.5f, -2.25f, 3e-8f, 1e6f, -0.0f};
+    float b[4] = {0.1f, 0.2f, 0.3f, base};
+    int64_t steps = 1234567890123LL;
+    st_tensor t[3] = {
+        {"fc0.weight", "F32", 2, {2, 3}, w, sizeof(w)},
+        {"fc0.bias", "F32", 1, {4}, b, sizeof(b)},
+        {"bn.num_batches_tracked", "I64", 0, {0}, &steps, sizeof(steps)},
+    };
+    const char *meta[] = {"format", "towertrain/1", "global_step", "42"};
+    return safetensors_write(where, t, 3, meta, 2, err);
+}
+
+static void copy_mutated(const char *to, long cut, long flip_at)
+{
+    FILE *in = fopen(path, "rb"), *out = fopen(to, "wb");
+    fseek(in, 0, SEEK_END);
+    long n = ftell(in);
+    fseek(in, 0, SEEK_SET);
+    char *buf = malloc((size_t)n);
+    if (fread(buf, 1, (size_t)n, in) != (size_t)n)
+        n = 0;
+    if (flip_at >= 0)
+        buf[flip_at < 0 ? n + flip_at : flip_at] ^= 0x10;
+    fwrite(buf, 1, (size_t)(n - cut), out);
+    free(buf);
+    fclose(in);
+    fclose(out);
+}
+
+static void expect_refused(const char *what, const char *file, const char *needle)
+{
+    safetensors_file *f = NULL;
+    tt_err err = {0};
+    int rc = safetensors_read(file, &f, &err);
+    tt_ok(rc != 0 && err.code == TT_ERR_USAGE && strstr(err.msg, needle) != NULL,
+          "%s refused: %s", what, err.msg);
+    safetensors_free(f);
+}
+
+int main(void)
+{
+    snprintf(dir, sizeof(dir), "/tmp/tt_st.XXXXXX");
+    if (mkdtemp(dir) == NULL)
+        return 1;
+    snprintf(path, sizeof(path), "%s/model-42.safetensors", dir);
+    tt_err err = {0};
+    tt_ok(write_sample(path, 0.5f, &err) == 0, "write: %s", err.msg[0] ? err.msg : "ok");
+
+    safetensors_file *f = NULL;
+    tt_ok(safetensors_read(path, &f, &err) == 0, "read back: %s", err.msg[0] ? err.msg : "ok");
+    if (f != NULL) {
+        const st_tensor *w = safetensors_find(f, "fc0.weight");
+        const st_tensor *s = safetensors_find(f, "bn.num_batches_tracked");
+        tt_ok(safetensors_count(f) == 3, "three tensors");
+        tt_ok(w && w->ndim == 2 && w->shape[0] == 2 && w->shape[1] == 3 &&
+                  ((const float *)w->data)[0] == 0.5f && ((const float *)w->data)[4] == 1e6f,
+              "F32 [2, 3] tensor round-trips");
+        tt_ok(s && s->ndim == 0 && strcmp(s->dtype, "I64") == 0 &&
+                  *(const int64_t *)s->data == 1234567890123LL,
+              "I64 scalar round-trips");
+        const char *fmt = safetensors_meta(f, "format"), *crc = safetensors_meta(f, "data_crc32c");
+        tt_ok(fmt && strcmp(fmt, "towertrain/1") == 0, "metadata format");
+        tt_ok(crc && strlen(crc) == 8 && strspn(crc, "0123456789abcdef") == 8,
+              "data_crc32c is 8 lowercase hex digits (%s)", crc ? crc : "none");
+        safetensors_free(f);
+    }
+
+    /* an independent reader: Python's json and struct, no safetensors code */
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "/usr/bin/python3 -c 'import json,struct,sys; b=open(sys.argv[1],\"rb\").read(); "
+             "n=struct.unpack(\"<Q\",b[:8])[0]; h=json.loads(b[8:8+n]); d=b[8+n:]; "
+             "t=h[\"fc0.weight\"]; lo,hi=t[\"data_offsets\"]; v=struct.unpack(\"<6f\",d[lo:hi]); "
+             "assert t[\"shape\"]==[2,3] and t[\"dtype\"]==\"F32\" and v[2]==-2.25, v; "
+             "s=h[\"bn.num_batches_tracked\"]; lo,hi=s[\"data_offsets\"]; "
+             "assert s[\"shape\"]==[] and struct.unpack(\"<q\",d[lo:hi])[0]==1234567890123; "
+             "assert (8+n)%%8==0 and h[\"__metadata__\"][\"global_step\"]==\"42\"' %s", path);
+    if (access("/usr/bin/python3", X_OK) == 0)
+        tt_ok(system(cmd) == 0, "an independent reader (python json + struct) agrees");
+    else
+        tt_skip("independent python reader: /usr/bin/python3 missing");
+
+    char bad[160];
+    snprintf(bad, sizeof(bad), "%s/truncated.safetensors", dir);
+    copy_mutated(bad, 5, -1);
+    expect_refused("a truncated file", bad, "corrupt or truncated");
+    snprintf(bad, sizeof(bad), "%s/flipped-data.safetensors", dir);
+    copy_mutated(bad, 0, 8 + 300);
+    safetensors_file *probe = NULL;
+    tt_err e2 = {0};
+    /* the flip may land in the header padding or the data: either is refused */
+    int rc = safetensors_read(bad, &probe, &e2);
+    tt_ok(rc != 0 && e2.code == TT_ERR_USAGE, "a flipped bit is refused: %s", e2.msg);
+    safetensors_free(probe);
+    snprintf(bad, sizeof(bad), "%s/flipped-header.safetensors", dir);
+    copy_mutated(bad, 0, 9);
+    expect_refused("a flipped header byte", bad, "corrupt or truncated");
+    snprintf(bad, sizeof(bad), "%s/tiny.safetensors", dir);
+    FILE *t = fopen(bad, "wb");
+    fputs("abc", t);
+    fclose(t);
+    expect_refused("a 3-byte file", bad, "shorter than its 8-byte header");
+    snprintf(bad, sizeof(bad), "%s/missing.safetensors", dir);
+    expect_refused("a missing file", bad, "missing.safetensors");
+
+    /* a write that fails half-way leaves the previous file intact */
+    setenv("TT_FAULT_WRITE", "1", 1);
+    tt_err werr = {0};
+    int wrc = write_sample(path, 9.0f, &werr);
+    unsetenv("TT_FAULT_WRITE");
+    tt_ok(wrc != 0 && werr.code == TT_ERR_RUNTIME, "an injected write failure is reported: %s",
+          werr.msg);
+    f = NULL;
+    tt_err rerr = {0};
+    int ok = safetensors_read(path, &f, &rerr) == 0 && f &&
+             ((const float *)safetensors_find(f, "fc0.weight")->data)[0] == 0.5f;
+    tt_ok(ok, "after the failed write the previous file still loads, unchanged");
+    safetensors_free(f);
+
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+    if (system(cmd) != 0)
+        tt_diag("could not remove %s", dir);
+    return tt_done();
+}
