@@ -28,6 +28,39 @@ static int json_create(monitor_t *mon, trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* On resume, stats.json continues: the entries of epochs that will be run
+ * again (from the resumed epoch on) are dropped. A missing file is fine; an
+ * unreadable one is an error, since rewriting it would lose data. */
+static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
+{
+    json_state *s = mon->state;
+    if (tr->global_step == 0)
+        return 0;
+    char *text = NULL;
+    size_t len = 0;
+    tt_err read_err = {0};
+    if (file_read_all(s->path, &text, &len, &read_err) != 0)
+        return 0;
+    cJSON *old = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!cJSON_IsArray(old)) {
+        cJSON_Delete(old);
+        return err_set(err, TT_ERR_USAGE, "%s: not a JSON array; move it away to resume",
+                       s->path);
+    }
+    cJSON *e = old->child;
+    while (e != NULL) {
+        cJSON *next = e->next;
+        cJSON *ep = cJSON_GetObjectItemCaseSensitive(e, "epoch_num");
+        if (!cJSON_IsNumber(ep) || ep->valuedouble >= (double)tr->epoch_num)
+            cJSON_Delete(cJSON_DetachItemViaPointer(old, e));
+        e = next;
+    }
+    cJSON_Delete(s->entries);
+    s->entries = old;
+    return 0;
+}
+
 static int json_write(json_state *s, tt_err *err)
 {
     char *text = cJSON_Print(s->entries);
@@ -75,6 +108,7 @@ static void json_destroy(monitor_t *mon)
 const monitor_ops monitor_json_ops = {
     .type = "json",
     .create = json_create,
+    .open = json_open,
     .epoch_end = json_epoch_end,
     .destroy = json_destroy,
 };

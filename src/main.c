@@ -9,11 +9,15 @@
 #include "config.h"
 #endif
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
+#include "checkpoint/checkpoint.h"
 #include "config/job.h"
 #include "train/trainer.h"
 #include "util/err.h"
@@ -28,7 +32,7 @@
 
 static const char usage[] =
     "usage: towertrain run JOB.cfg [--logdir DIR] [--set KEY=VALUE]... [--quiet]\n"
-    "       towertrain resume LOGDIR|CHECKPOINT.safetensors [--max-epoch N] [--set KEY=VALUE]...\n"
+    "       towertrain resume LOGDIR|CHECKPOINT.safetensors [--max-epoch N] [--set KEY=VALUE]... [--quiet]\n"
     "       towertrain bench [options]\n"
     "       towertrain validate JOB.cfg [--set KEY=VALUE]...\n"
     "       towertrain --help | --version\n"
@@ -148,6 +152,57 @@ static int check_logdir_free(const job_t *job, tt_err *err)
     return 0;
 }
 
+/* SIGINT / SIGTERM: the first asks the trainer to finish its step, write a
+ * checkpoint and stop (exit 130 / 143); a second one exits at once. */
+static void on_stop_signal(int signo)
+{
+    if (trainer_stop_signal != 0)
+        _exit(128 + signo);
+    trainer_stop_signal = signo;
+}
+
+static void install_stop_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_stop_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+}
+
+/* Everything is checked: takes the log directory, writes job.cfg, trains.
+ * Returns the exit status. */
+static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
+{
+    tt_err err = {0};
+    char log_path[4200];
+    snprintf(log_path, sizeof(log_path), "%s/log.log", job->logdir);
+    if (dir_create(job->logdir, &err) != 0 || write_job_file(job, &err) != 0)
+        return fail(&err);
+    if (log_open(log_path) != 0) {
+        err_set(&err, TT_ERR_RUNTIME, "cannot open %s", log_path);
+        return fail(&err);
+    }
+    log_printf("towertrain %s: %s job %s, logdir %s\n", PACKAGE_VERSION, what, job->path,
+               job->logdir);
+    install_stop_signals();
+    int rc = trainer_train(tr, &err);
+    if (rc == TT_STOPPED_BY_SIGNAL) {
+        log_printf("stopped; continue with: towertrain resume %s\n", job->logdir);
+        rc = 128 + (int)trainer_stop_signal;
+    } else if (rc != 0) {
+        log_printf("towertrain: %s\n", err.msg);
+        rc = fail(&err);
+    } else {
+        log_printf("training finished: epoch %lld, global step %lld\n",
+                   (long long)tr->epoch_num - 1, (long long)tr->global_step);
+    }
+    log_close();
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv)
 {
     run_args a;
@@ -160,30 +215,96 @@ static int cmd_run(int argc, char **argv)
     if (job_load(a.job, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
     trainer_t tr = {0};
-    if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0) {
+    if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0)
         rc = fail(&err);
-        if (tr.job != NULL)
-            trainer_free(&tr);
-        job_free(&job);
-        return rc;
+    else
+        rc = train_in_logdir(&job, &tr, "run");
+    if (tr.job != NULL)
+        trainer_free(&tr);
+    job_free(&job);
+    return rc;
+}
+
+/* towertrain resume LOGDIR|CHECKPOINT [--max-epoch N] [--set KEY=VALUE]... [--quiet] */
+static int cmd_resume(int argc, char **argv)
+{
+    const char *target = NULL;
+    job_override sets[MAX_SETS + 2];
+    int n_sets = 0;
+    bool quiet = false;
+    char max_epoch_set[64] = "";
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "--set") == 0 && i + 1 < argc && n_sets < MAX_SETS) {
+            sets[n_sets++].arg = argv[++i];
+        } else if (strcmp(s, "--max-epoch") == 0 && i + 1 < argc) {
+            char *end;
+            long v = strtol(argv[++i], &end, 10);
+            if (*end != '\0' || v < 1)
+                return usage_error("--max-epoch %s: must be an integer >= 1", argv[i]);
+            snprintf(max_epoch_set, sizeof(max_epoch_set), "max_epoch=%ld", v);
+        } else if (strcmp(s, "--quiet") == 0) {
+            quiet = true;
+        } else if (s[0] == '-') {
+            return usage_error("resume: unknown or incomplete option '%s'", s);
+        } else if (target == NULL) {
+            target = s;
+        } else {
+            return usage_error("unexpected argument '%s'", s);
+        }
     }
-    /* Everything checked: from here on the log directory is ours. */
-    char log_path[4200];
-    snprintf(log_path, sizeof(log_path), "%s/log.log", job.logdir);
-    if (dir_create(job.logdir, &err) != 0 || write_job_file(&job, &err) != 0) {
-        rc = fail(&err);
-    } else if (log_open(log_path) != 0) {
-        err_set(&err, TT_ERR_RUNTIME, "cannot open %s", log_path);
-        rc = fail(&err);
+    if (target == NULL)
+        return usage_error("%s: missing the log directory or checkpoint", "resume");
+    log_set_quiet(quiet);
+
+    tt_err err = {0};
+    char logdir[4400], ckpt[4400], job_path[4500], logdir_set[4500];
+    struct stat st;
+    if (stat(target, &st) != 0) {
+        err_set(&err, TT_ERR_USAGE, "resume: %s: no such log directory or checkpoint", target);
+        return fail(&err);
+    }
+    if (realpath(target, ckpt) == NULL) {
+        err_set(&err, TT_ERR_USAGE, "resume: %s: cannot resolve the path", target);
+        return fail(&err);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        snprintf(logdir, sizeof(logdir), "%s", ckpt);
+        if (checkpoint_latest(logdir, ckpt, sizeof(ckpt), &err) != 0)
+            return fail(&err);
     } else {
-        log_printf("towertrain %s: job %s, logdir %s\n", PACKAGE_VERSION, job.path, job.logdir);
-        rc = trainer_train(&tr, &err) == 0 ? 0 : fail(&err);
-        if (rc == 0)
-            log_printf("training finished: epoch %lld, global step %lld\n",
-                       (long long)tr.epoch_num - 1, (long long)tr.global_step);
+        snprintf(logdir, sizeof(logdir), "%s", ckpt);
+        *strrchr(logdir, '/') = '\0';
     }
-    log_close();
-    trainer_free(&tr);
+    if (strchr(logdir, '"') || strchr(logdir, '\\')) {
+        err_set(&err, TT_ERR_USAGE, "resume: %s: quotes and backslashes are not supported", logdir);
+        return fail(&err);
+    }
+    /* the log directory is where the run is now, even if it was moved */
+    snprintf(logdir_set, sizeof(logdir_set), "logdir=\"%s\"", logdir);
+    sets[n_sets++].arg = logdir_set;
+    if (max_epoch_set[0])
+        sets[n_sets++].arg = max_epoch_set;
+    snprintf(job_path, sizeof(job_path), "%s/job.cfg", logdir);
+
+    job_t job;
+    if (job_load_resolved(job_path, sets, n_sets, &job, &err) != 0)
+        return fail(&err);
+    trainer_t tr = {0};
+    int rc;
+    if (trainer_create(&tr, &job, &err) != 0 || checkpoint_restore(&tr, ckpt, &err) != 0) {
+        rc = fail(&err);
+    } else if (tr.epoch_num > tr.max_epoch) {
+        printf("towertrain: %s is already at epoch %lld of max_epoch %lld; nothing to do "
+               "(raise it with --max-epoch)\n", ckpt, (long long)tr.epoch_num - 1,
+               (long long)tr.max_epoch);
+        rc = 0;
+    } else {
+        log_set_quiet(quiet);
+        rc = train_in_logdir(&job, &tr, "resume");
+    }
+    if (tr.job != NULL)
+        trainer_free(&tr);
     job_free(&job);
     return rc;
 }
@@ -207,7 +328,9 @@ int main(int argc, char **argv)
         return cmd_run(argc - 2, argv + 2);
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(argc - 2, argv + 2);
-    if (strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)
+    if (strcmp(cmd, "resume") == 0)
+        return cmd_resume(argc - 2, argv + 2);
+    if (strcmp(cmd, "bench") == 0)
         return usage_error("%s: not available in this version yet", cmd);
     return usage_error("unknown command '%s'", cmd);
 }

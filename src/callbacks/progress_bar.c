@@ -40,7 +40,9 @@ static int bar_after_step(callback_t *cb, trainer_t *tr, tt_err *err)
         return 0;
     s->last_draw = now;
     double frac = (double)tr->local_step / (double)tr->steps_per_epoch;
-    double rate = tr->epoch_seconds > 0 ? tr->local_step / tr->epoch_seconds : 0.0;
+    double rate = tr->epoch_seconds > 0
+                      ? (tr->local_step - tr->epoch_first_step) / tr->epoch_seconds
+                      : 0.0;
     char eta[32];
     format_duration(rate > 0 ? (tr->steps_per_epoch - tr->local_step) / rate : 0.0, eta,
                     sizeof(eta));
@@ -60,7 +62,9 @@ static int bar_after_epoch(callback_t *cb, trainer_t *tr, tt_err *err)
     bar_state *s = cb->state;
     if (s->tty)
         log_tty("\r\033[K");
-    double rate = tr->epoch_seconds > 0 ? tr->local_step / tr->epoch_seconds : 0.0;
+    double rate = tr->epoch_seconds > 0
+                      ? (tr->local_step - tr->epoch_first_step) / tr->epoch_seconds
+                      : 0.0;
     char took[32];
     format_duration(tr->epoch_seconds, took, sizeof(took));
     log_printf("epoch %lld: %lld/%lld steps in %s (%.1f it/s, %.0f samples/s)\n",

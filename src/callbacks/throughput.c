@@ -4,9 +4,10 @@
 
 static int throughput_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
 {
-    if (tr->epoch_seconds <= 0.0 || tr->local_step == 0)
+    int64_t steps = tr->local_step - tr->epoch_first_step;
+    if (tr->epoch_seconds <= 0.0 || steps <= 0)
         return 0;
-    double samples = (double)tr->local_step * tr->global_batch;
+    double samples = (double)steps * tr->global_batch;
     return trainer_put_scalar(tr, "throughput", samples / tr->epoch_seconds, err);
 }
 

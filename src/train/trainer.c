@@ -7,9 +7,12 @@
 #include <string.h>
 #include <time.h>
 
+#include "checkpoint/checkpoint.h"
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/threadpool.h"
+
+volatile sig_atomic_t trainer_stop_signal;
 
 double trainer_now(void)
 {
@@ -152,9 +155,10 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
                        "classes = %d", dataset_classes(tr->train_set), job->model.classes);
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
-    if (job->session_init[0] != '\0')
-        return err_set(err, TT_ERR_USAGE, "session_init: not supported in this version");
     if (trainer_create_towers(tr, err) != 0)
+        return -1;
+    /* session_init before the shared copy is taken: every tower starts there */
+    if (job->session_init[0] != '\0' && checkpoint_load_params(tr, job->session_init, err) != 0)
         return -1;
     tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
     if (tr->team == NULL || (tr->ops->setup && tr->ops->setup(tr, err) != 0))
@@ -378,7 +382,10 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
     if (trainer_call_hook(tr, HOOK_BEFORE_EPOCH, err) != 0)
         return -1;
     tr->epoch_start_time = trainer_now();
-    for (tr->local_step = 0; tr->local_step < tr->steps_per_epoch && !tr->stop_training;) {
+    tr->epoch_first_step = tr->local_step; /* > 0 when resumed mid-epoch */
+    while (tr->local_step < tr->steps_per_epoch && !tr->stop_training) {
+        if (trainer_stop_signal != 0)
+            return TT_STOPPED_BY_SIGNAL;
         const batch_t *b = dataflow_next(tr->train_flow);
         if (b == NULL)
             return err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
@@ -418,6 +425,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             return -1;
     }
     tr->n_scalars = 0;
+    tr->local_step = 0;
     return 0;
 }
 
@@ -440,6 +448,16 @@ int trainer_train(trainer_t *tr, tt_err *err)
             break;
         tr->epoch_num++;
     }
+    if (rc == TT_STOPPED_BY_SIGNAL) {
+        /* the step in flight is done: keep what was trained */
+        char name[256];
+        log_printf("\nstopped by signal %d at global step %lld: writing a checkpoint\n",
+                   (int)trainer_stop_signal, (long long)tr->global_step);
+        if (checkpoint_save(tr, name, sizeof(name), err) != 0)
+            rc = -1;
+        else
+            log_printf("saved %s\n", name);
+    }
     if (rc == 0)
         rc = trainer_call_hook(tr, HOOK_AFTER_TRAIN, err);
     /* Monitors are closed (flushed) on failure too, so nothing already
@@ -450,5 +468,7 @@ int trainer_train(trainer_t *tr, tt_err *err)
         if (mon->ops->close)
             mon->ops->close(mon, tr, rc == 0 ? err : &close_err);
     }
+    if (rc == TT_STOPPED_BY_SIGNAL && err->code == TT_OK)
+        return TT_STOPPED_BY_SIGNAL;
     return rc != 0 || err->code != TT_OK ? -1 : 0;
 }

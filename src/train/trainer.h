@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include <pthread.h>
+#include <signal.h>
 
 #include "backend/backend.h"
 #include "comm/allreduce.h"
@@ -135,6 +136,7 @@ struct trainer {
     int64_t steps_per_epoch;
     int64_t max_epoch;
     bool stop_training;      /* set by a callback (early_stop): clean stop */
+    int64_t epoch_first_step; /* local_step when this run entered the epoch */
 
     /* the last step */
     double step_loss;
@@ -191,6 +193,11 @@ void trainer_sync_tower0(trainer_t *tr);
 /* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */
 const callback_ops *callback_ops_find(const char *type);
 const monitor_ops *monitor_ops_find(const char *type);
+
+/* Set by the SIGINT / SIGTERM handler (main.c): the trainer finishes the step,
+ * writes a checkpoint, flushes the monitors and returns TT_STOPPED_BY_SIGNAL. */
+extern volatile sig_atomic_t trainer_stop_signal;
+#define TT_STOPPED_BY_SIGNAL (-2)
 
 /* Monotonic seconds. */
 double trainer_now(void);

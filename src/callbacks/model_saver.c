@@ -1,0 +1,86 @@
+/* model_saver.c - tensorpack's ModelSaver: writes model-<global_step>.safetensors
+ * and the `checkpoint` pointer on its schedule (every epoch by default), and
+ * keeps the newest max_to_keep files (0 keeps all). */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <libconfig.h>
+
+#include "checkpoint/checkpoint.h"
+#include "util/log.h"
+
+typedef struct {
+    int max_to_keep;
+} saver_state;
+
+static int saver_create(callback_t *cb, trainer_t *tr, tt_err *err)
+{
+    saver_state *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    s->max_to_keep = 10;
+    if (cb->cfg->settings != NULL)
+        config_setting_lookup_int(cb->cfg->settings, "max_to_keep", &s->max_to_keep);
+    cb->state = s;
+    return 0;
+}
+
+static int compare_steps(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Removes the oldest model-<step>.safetensors beyond max_to_keep. */
+static void saver_prune(const trainer_t *tr, int keep)
+{
+    DIR *d = opendir(tr->job->logdir);
+    if (d == NULL || keep <= 0) {
+        if (d)
+            closedir(d);
+        return;
+    }
+    long long steps[4096];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < 4096) {
+        long long step;
+        char tail[32];
+        if (sscanf(e->d_name, "model-%lld.%31s", &step, tail) == 2 &&
+            strcmp(tail, "safetensors") == 0)
+            steps[n++] = step;
+    }
+    closedir(d);
+    qsort(steps, (size_t)n, sizeof(steps[0]), compare_steps);
+    for (int i = 0; i < n - keep; i++) {
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/model-%lld.safetensors", tr->job->logdir, steps[i]);
+        unlink(path);
+    }
+}
+
+static int saver_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
+{
+    saver_state *s = cb->state;
+    char name[256];
+    if (checkpoint_save(tr, name, sizeof(name), err) != 0)
+        return -1;
+    log_printf("model_saver: saved %s\n", name);
+    saver_prune(tr, s->max_to_keep);
+    return 0;
+}
+
+static void saver_destroy(callback_t *cb)
+{
+    free(cb->state);
+}
+
+const callback_ops callback_model_saver_ops = {
+    .type = "model_saver",
+    .create = saver_create,
+    .trigger = saver_trigger,
+    .destroy = saver_destroy,
+};
