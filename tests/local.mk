@@ -3,3 +3,5 @@ TESTS += tests/e2e_run.sh
 EXTRA_DIST += tests/e2e_run.sh tests/tt_test.h
 TESTS += tests/e2e_bad_data.sh
 EXTRA_DIST += tests/e2e_bad_data.sh
+TESTS += tests/e2e_checkpoint.sh
+EXTRA_DIST += tests/e2e_checkpoint.sh

@@ -175,11 +175,16 @@ static int read_tensors(trainer_t *tr, const safetensors_file *f, const char *pa
         if (!known)
             list_add(unexpected, sizeof(unexpected), name);
     }
-    if (missing[0] || wrong[0] || unexpected[0])
-        return err_set(err, TT_ERR_USAGE, "%s does not match the model:%s%s%s%s%s%s", path,
-                       missing[0] ? " missing " : "", missing, wrong[0] ? "; wrong shape " : "",
-                       wrong, unexpected[0] ? "; unexpected " : "", unexpected);
-    return 0;
+    if (!missing[0] && !wrong[0] && !unexpected[0])
+        return 0;
+    char what[1700] = "";
+    const char *labels[3] = {"missing ", "wrong shape ", "unexpected "};
+    const char *lists[3] = {missing, wrong, unexpected};
+    for (int i = 0; i < 3; i++)
+        if (lists[i][0])
+            snprintf(what + strlen(what), sizeof(what) - strlen(what), "%s%s%s",
+                     what[0] ? "; " : "", labels[i], lists[i]);
+    return err_set(err, TT_ERR_USAGE, "%s does not match the model: %s", path, what);
 }
 
 static void upload_params(trainer_t *tr, const float *host)

@@ -1,0 +1,112 @@
+#!/bin/sh
+# End-to-end: checkpoints, resume and graceful stop (SPEC 7, 1) (TAP).
+# A resumed run must end with the same tensors, bit for bit, as one that was
+# never stopped: after a clean stop, SIGINT, or SIGKILL.
+: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+
+# same_tensors A B: every tensor of two safetensors files bitwise equal (python reader)
+same_tensors() {
+  $PY - "$1" "$2" <<'PYEOF'
+import json, struct, sys
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n])
+    d = b[8 + n:]
+    return {k: d[v["data_offsets"][0]:v["data_offsets"][1]] for k, v in h.items() if k != "__metadata__"}, h["__metadata__"]
+a, ma = load(sys.argv[1]); b, mb = load(sys.argv[2])
+ok = a.keys() == b.keys() and all(a[k] == b[k] for k in a) and len(a) > 0
+ok = ok and ma["global_step"] == mb["global_step"] and ma["epoch_num"] == mb["epoch_num"]
+sys.exit(0 if ok else 1)
+PYEOF
+}
+meta() { $PY -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(b[8:8+n])["__metadata__"][sys.argv[2]])' "$1" "$2"; }
+
+DATA=/usr/share/datasets/fashion-mnist
+cat > "$T/job.cfg" <<CFG
+model = "$TT_SRCDIR/models/lenet.cfg";
+dataflow = { source = { type = "fake"; shape = [1, 28, 28]; classes = 10; size = 6400; };
+             augment = ( { type = "random_crop"; size = 28; padding = 2; }, { type = "flip"; } );
+             batch_size = 64; prefetch = { workers = 2; queue = 4; }; };
+optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; nesterov = true; weight_decay = 0.0001; };
+max_epoch = 3;
+callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
+monitors = ( "json" );
+CFG
+FINAL=model-300.safetensors
+
+for trainer in simple replicated; do
+  if [ $trainer = simple ]; then set -- ; else set -- --set 'trainer={type="sync_replicated"; nr_tower=2;}' --set dataflow.batch_size=32; fi
+  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$trainer-a" --quiet "$@"
+  ok $? "$trainer: (a) 3 epochs"
+  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$trainer-b" --quiet --set max_epoch=1 "$@" &&
+    "$TOWERTRAIN" resume "$T/$trainer-b" --max-epoch 3 --quiet
+  ok $? "$trainer: (b) 1 epoch, then resume --max-epoch 3"
+  same_tensors "$T/$trainer-a/$FINAL" "$T/$trainer-b/$FINAL"
+  ok $? "$trainer: (b) final checkpoint bitwise equal to (a)"
+done
+$PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert [e["epoch_num"] for e in s] == [1, 2, 3], s' "$T/simple-b/stats.json"
+ok $? "stats.json continues across resume (epochs 1, 2, 3 once each)"
+
+# (c) SIGKILL in the middle of epoch 2, then resume
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/kill" --quiet &
+pid=$!
+i=0; while ! grep -qs model-100 "$T/kill/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
+kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
+from=$(head -1 "$T/kill/checkpoint" 2>/dev/null)
+[ "$from" = model-100.safetensors ] && [ ! -e "$T/kill/model-200.safetensors" ]
+ok $? "(c) SIGKILL landed in epoch 2 (latest checkpoint $from)"
+"$TOWERTRAIN" resume "$T/kill" --quiet
+ok $? "(c) resume after SIGKILL"
+same_tensors "$T/simple-a/$FINAL" "$T/kill/$FINAL"
+ok $? "(c) final checkpoint bitwise equal to (a)"
+
+# (d) SIGINT mid-epoch: exit 130, a checkpoint at the step reached, resume reaches (a)
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/int" --quiet &
+pid=$!
+i=0; while [ ! -f "$T/int/model-100.safetensors" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
+sleep 0.4
+kill -INT $pid; wait $pid; rc=$?
+ok $([ $rc = 130 ]; echo $?) "(d) SIGINT: exit status 130 (got $rc)"
+last=$(head -1 "$T/int/checkpoint")
+step=$(meta "$T/int/$last" global_step); local=$(meta "$T/int/$last" local_step)
+[ "$last" = "model-$step.safetensors" ] && [ "$step" -gt 100 ] && [ "$local" = $((step - 100)) ]
+ok $? "(d) the checkpoint holds the steps done: $last, global_step $step, local_step $local"
+"$TOWERTRAIN" resume "$T/int" --quiet && same_tensors "$T/simple-a/$FINAL" "$T/int/$FINAL"
+ok $? "(d) resume after SIGINT: final checkpoint bitwise equal to (a)"
+
+# (e) truncated and bit-flipped checkpoints are refused with exit 2, nothing overwritten
+cp -r "$T/simple-b" "$T/corrupt"
+f="$T/corrupt/$FINAL"
+head -c $(($(wc -c < "$f") - 100)) "$f" > "$T/trunc.safetensors"; cp "$T/trunc.safetensors" "$f"
+before=$(ls -l --time-style=+%s.%N "$T/corrupt" | md5sum)
+"$TOWERTRAIN" resume "$T/corrupt" --max-epoch 4 >"$T/out" 2>"$T/err"; rc=$?
+[ $rc = 2 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -q "corrupt or truncated" "$T/err" &&
+  [ "$(ls -l --time-style=+%s.%N "$T/corrupt" | md5sum)" = "$before" ]
+ok $? "(e) a truncated checkpoint: exit 2, one line, nothing written ($(cat "$T/err"))"
+cp "$T/simple-b/$FINAL" "$f"
+$PY -c 'import sys; p=sys.argv[1]; b=bytearray(open(p,"rb").read()); b[-1000] ^= 4; open(p,"wb").write(b)' "$f"
+"$TOWERTRAIN" resume "$T/corrupt" --max-epoch 4 >"$T/out" 2>"$T/err"; rc=$?
+[ $rc = 2 ] && grep -q "CRC-32C" "$T/err"
+ok $? "(e) a flipped bit in the data: exit 2 ($(cat "$T/err"))"
+
+# (f) a checkpoint write that fails leaves the previous checkpoint loadable, exit 1
+cp -r "$T/simple-b" "$T/full"
+TT_FAULT_WRITE=3 "$TOWERTRAIN" resume "$T/full" --max-epoch 4 --quiet >"$T/out" 2>"$T/err"; rc=$?
+[ $rc = 1 ] && grep -q "write failed" "$T/err" && [ "$(head -1 "$T/full/checkpoint")" = "$FINAL" ] &&
+  same_tensors "$T/simple-b/$FINAL" "$T/full/$FINAL" && [ -z "$(ls "$T/full" | grep tmp)" ]
+ok $? "(f) failed checkpoint write: exit 1, previous checkpoint and pointer intact, no temp file ($(cat "$T/err"))"
+
+# session_init: starts from a checkpoint's parameters; a mismatched one is refused
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/init" --quiet --set max_epoch=1 --set "session_init=\"$T/simple-a/$FINAL\"" --set 'optimizer.learning_rate=0.0000001'
+ok $? "session_init from a checkpoint trains"
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/init-bad" --set "model=\"$TT_SRCDIR/models/mlp.cfg\"" \
+  --set "session_init=\"$T/simple-a/$FINAL\"" >"$T/out" 2>"$T/err"; rc=$?
+[ $rc = 2 ] && grep -q "does not match the model: wrong shape fc0.weight" "$T/err" && grep -q "; unexpected conv0.weight" "$T/err" && [ ! -e "$T/init-bad" ]
+ok $? "session_init of another model: exit 2 listing missing and unexpected tensors"
+
+echo "1..$n"
+exit $failed
