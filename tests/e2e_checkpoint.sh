@@ -28,7 +28,7 @@ meta() { $PY -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=stru
 DATA=/usr/share/datasets/fashion-mnist
 cat > "$T/job.cfg" <<CFG
 model = "$TT_SRCDIR/models/lenet.cfg";
-dataflow = { source = { type = "fake"; shape = [1, 28, 28]; classes = 10; size = 6400; };
+dataflow = { source = { type = "fake"; shape = [1, 28, 28]; classes = 10; size = 12800; };
              augment = ( { type = "random_crop"; size = 28; padding = 2; }, { type = "flip"; } );
              batch_size = 64; prefetch = { workers = 2; queue = 4; }; };
 optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; nesterov = true; weight_decay = 0.0001; };
@@ -36,7 +36,7 @@ max_epoch = 3;
 callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
 monitors = ( "json" );
 CFG
-FINAL=model-300.safetensors
+FINAL=model-600.safetensors
 
 for trainer in simple replicated; do
   if [ $trainer = simple ]; then set -- ; else set -- --set 'trainer={type="sync_replicated"; nr_tower=2;}' --set dataflow.batch_size=32; fi
@@ -54,10 +54,10 @@ ok $? "stats.json continues across resume (epochs 1, 2, 3 once each)"
 # (c) SIGKILL in the middle of epoch 2, then resume
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/kill" --quiet &
 pid=$!
-i=0; while ! grep -qs model-100 "$T/kill/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
+i=0; while ! grep -qs model-200 "$T/kill/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 from=$(head -1 "$T/kill/checkpoint" 2>/dev/null)
-[ "$from" = model-100.safetensors ] && [ ! -e "$T/kill/model-200.safetensors" ]
+[ "$from" = model-200.safetensors ] && [ ! -e "$T/kill/model-400.safetensors" ]
 ok $? "(c) SIGKILL landed in epoch 2 (latest checkpoint $from)"
 "$TOWERTRAIN" resume "$T/kill" --quiet
 ok $? "(c) resume after SIGKILL"
@@ -67,13 +67,12 @@ ok $? "(c) final checkpoint bitwise equal to (a)"
 # (d) SIGINT mid-epoch: exit 130, a checkpoint at the step reached, resume reaches (a)
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/int" --quiet &
 pid=$!
-i=0; while [ ! -f "$T/int/model-100.safetensors" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-sleep 0.4
+i=0; while ! grep -qs model-200 "$T/int/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
 kill -INT $pid; wait $pid; rc=$?
 ok $([ $rc = 130 ]; echo $?) "(d) SIGINT: exit status 130 (got $rc)"
 last=$(head -1 "$T/int/checkpoint")
 step=$(meta "$T/int/$last" global_step); local=$(meta "$T/int/$last" local_step)
-[ "$last" = "model-$step.safetensors" ] && [ "$step" -gt 100 ] && [ "$local" = $((step - 100)) ]
+[ "$last" = "model-$step.safetensors" ] && [ "$step" -gt 200 ] && [ "$local" = $((step - 200)) ]
 ok $? "(d) the checkpoint holds the steps done: $last, global_step $step, local_step $local"
 "$TOWERTRAIN" resume "$T/int" --quiet && same_tensors "$T/simple-a/$FINAL" "$T/int/$FINAL"
 ok $? "(d) resume after SIGINT: final checkpoint bitwise equal to (a)"
