@@ -5,3 +5,5 @@ TESTS += tests/e2e_bad_data.sh
 EXTRA_DIST += tests/e2e_bad_data.sh
 TESTS += tests/e2e_checkpoint.sh
 EXTRA_DIST += tests/e2e_checkpoint.sh
+TESTS += tests/e2e_torch.sh
+EXTRA_DIST += tests/e2e_torch.sh

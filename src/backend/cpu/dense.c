@@ -1,8 +1,26 @@
 /* dense.c - y[n,out] = x[n,in] w[out,in]^T + b, and its backward, split over
- * the team by independent output blocks (no partial sums to combine). */
+ * the team by independent output blocks (no partial sums to combine).
+ *
+ * The blocks are fixed chunks of DENSE_CHUNK rows, never "one per thread": a
+ * BLAS may pick another kernel (another summation order) for another M, so
+ * only identical gemm calls whatever the thread count give identical bits. */
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/gemm.h"
 #include "backend/math.h"
+
+#define DENSE_CHUNK 32
+
+static int dense_chunks(int rows)
+{
+    return (rows + DENSE_CHUNK - 1) / DENSE_CHUNK;
+}
+
+/* Rows [*lo, *hi) of chunk k. */
+static void dense_chunk(int rows, int k, int *lo, int *hi)
+{
+    *lo = k * DENSE_CHUNK;
+    *hi = *lo + DENSE_CHUNK < rows ? *lo + DENSE_CHUNK : rows;
+}
 
 typedef struct {
     int n, in, out;
@@ -16,7 +34,7 @@ static void dense_forward_task(void *p, int k, int tasks)
 {
     dense_args *a = p;
     int lo, hi;
-    cpu_range(a->n, tasks, k, &lo, &hi);
+    dense_chunk(a->n, k, &lo, &hi);
     if (hi <= lo)
         return;
     float *y = a->yo + (size_t)lo * a->out;
@@ -37,7 +55,7 @@ void cpu_dense_forward(backend_t *be, int n, int in, int out, const float *x, co
                        const float *b, bool relu, float *y)
 {
     dense_args a = {.n = n, .in = in, .out = out, .x = x, .w = w, .b = b, .yo = y, .relu = relu};
-    cpu_run(be, cpu_tasks(be, n), dense_forward_task, &a);
+    cpu_run(be, dense_chunks(n), dense_forward_task, &a);
 }
 
 static void dense_mask_task(void *p, int k, int tasks)
@@ -50,29 +68,32 @@ static void dense_mask_task(void *p, int k, int tasks)
         a->dy[i] = tt_relu_grad(a->y[i], a->dy[i]);
 }
 
-/* Task k computes rows of dw and db for outputs [lo, hi) and rows of dx for
- * samples [lo2, hi2): each element is written by exactly one task. */
+/* Tasks [0, out chunks) compute rows of dw and db for a chunk of outputs,
+ * the others rows of dx for a chunk of samples: each element is written by
+ * exactly one task, and db sums its column in sample order. */
 static void dense_backward_task(void *p, int k, int tasks)
 {
     dense_args *a = p;
-    int lo, hi;
-    cpu_range(a->out, tasks, k, &lo, &hi);
-    if (hi > lo && a->dw != NULL)
-        cpu_sgemm(1, 0, hi - lo, a->in, a->n, 1.0f, a->dy + lo, a->out, a->x, a->in, 0.0f,
-                  a->dw + (size_t)lo * a->in, a->in);
-    if (hi > lo && a->db != NULL) {
-        for (int j = lo; j < hi; j++)
-            a->db[j] = 0.0f;
-        for (int r = 0; r < a->n; r++) {
-            const float *row = a->dy + (size_t)r * a->out;
+    int lo, hi, wchunks = a->dw != NULL || a->db != NULL ? dense_chunks(a->out) : 0;
+    if (k < wchunks) {
+        dense_chunk(a->out, k, &lo, &hi);
+        if (a->dw != NULL)
+            cpu_sgemm(1, 0, hi - lo, a->in, a->n, 1.0f, a->dy + lo, a->out, a->x, a->in, 0.0f,
+                      a->dw + (size_t)lo * a->in, a->in);
+        if (a->db != NULL) {
             for (int j = lo; j < hi; j++)
-                a->db[j] += row[j];
+                a->db[j] = 0.0f;
+            for (int r = 0; r < a->n; r++) {
+                const float *row = a->dy + (size_t)r * a->out;
+                for (int j = lo; j < hi; j++)
+                    a->db[j] += row[j];
+            }
         }
+        return;
     }
-    cpu_range(a->n, tasks, k, &lo, &hi);
-    if (hi > lo && a->dx != NULL)
-        cpu_sgemm(0, 0, hi - lo, a->in, a->out, 1.0f, a->dy + (size_t)lo * a->out, a->out, a->w,
-                  a->in, 0.0f, a->dx + (size_t)lo * a->in, a->in);
+    dense_chunk(a->n, k - wchunks, &lo, &hi);
+    cpu_sgemm(0, 0, hi - lo, a->in, a->out, 1.0f, a->dy + (size_t)lo * a->out, a->out, a->w,
+              a->in, 0.0f, a->dx + (size_t)lo * a->in, a->in);
 }
 
 void cpu_dense_backward(backend_t *be, int n, int in, int out, const float *x, const float *w,
@@ -82,5 +103,7 @@ void cpu_dense_backward(backend_t *be, int n, int in, int out, const float *x, c
                     .dy = dy, .dx = dx, .dw = dw, .db = db, .relu = relu};
     if (relu)
         cpu_run(be, cpu_tasks(be, n), dense_mask_task, &a);
-    cpu_run(be, be->threads, dense_backward_task, &a);
+    int tasks = (dw != NULL || db != NULL ? dense_chunks(out) : 0) +
+                (dx != NULL ? dense_chunks(n) : 0);
+    cpu_run(be, tasks, dense_backward_task, &a);
 }

@@ -9,7 +9,9 @@
  * they save. */
 #define MIN_CHUNK 16384
 
-typedef enum { EW_RELU, EW_RELU_BACK, EW_DROPOUT, EW_MUL, EW_AXPY, EW_SCALE, EW_SGD, EW_ADAM } ew_op;
+typedef enum {
+    EW_RELU, EW_RELU_BACK, EW_DROPOUT, EW_MUL, EW_AXPY, EW_SCALE, EW_SGD, EW_ADAM
+} ew_op;
 
 typedef struct {
     ew_op op;
