@@ -107,5 +107,41 @@ ok $? "session_init from a checkpoint trains"
 [ $rc = 2 ] && grep -q "does not match the model: wrong shape fc0.weight" "$T/err" && grep -q "; unexpected conv0.weight" "$T/err" && [ ! -e "$T/init-bad" ]
 ok $? "session_init of another model: exit 2 listing missing and unexpected tensors"
 
+# min_saver / max_saver write the model at the best value of a scalar
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/best" --quiet --set max_epoch=2 \
+  --set 'callbacks=( "moving_average_summary", { type = "min_saver"; monitor = "train_loss"; }, { type = "max_saver"; monitor = "train_accuracy"; } )' \
+  --set 'extra_callbacks=( )'
+[ -f "$T/best/min-train_loss.safetensors" ] && [ -f "$T/best/max-train_accuracy.safetensors" ] &&
+  [ "$(meta "$T/best/min-train_loss.safetensors" epoch_num)" -ge 1 ]
+ok $? "min_saver and max_saver write min-train_loss and max-train_accuracy"
+
+# SIGTERM: exit 143 after a checkpoint
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/term" --quiet &
+pid=$!
+i=0; while ! grep -qs model-200 "$T/term/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
+kill -TERM $pid; wait $pid; rc=$?
+[ $rc = 143 ] && [ "$(head -1 "$T/term/checkpoint")" != model-200.safetensors ] && grep -q "stopped by signal 15" "$T/term/log.log"
+ok $? "SIGTERM: exit 143 with a checkpoint at the step reached (got $rc, $(head -1 "$T/term/checkpoint"))"
+
+# a loss that becomes NaN/Inf: exit 1 naming the step, no non-finite checkpoint
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/nan" --set 'optimizer={type="sgd"; learning_rate=1e30;}' \
+  --set 'callbacks=( { type = "model_saver"; every_k_steps = 1; max_to_keep = 0; } )' >"$T/out" 2>"$T/err"; rc=$?
+[ $rc = 1 ] && [ "$(wc -l < "$T/err")" = 1 ] && grep -Eq "(loss became (NaN|Inf) at global step|is not finite at global step) [0-9]+" "$T/err"
+ok $? "diverging loss: exit 1 and one line naming the step ($(cat "$T/err"))"
+good=1
+for f in "$T"/nan/model-*.safetensors; do
+  [ -e "$f" ] || continue
+  $PY - "$f" <<'PYEOF' || good=0
+import json, math, struct, sys
+b = open(sys.argv[1], "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+for k, v in h.items():
+    if k != "__metadata__":
+        lo, hi = v["data_offsets"]
+        assert all(math.isfinite(x) for x in struct.unpack("<%df" % ((hi - lo) // 4), d[lo:hi])), k
+PYEOF
+done
+[ $good = 1 ]
+ok $? "every checkpoint written before the divergence holds finite values only"
+
 echo "1..$n"
 exit $failed

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,6 +61,17 @@ int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err)
     for (size_t s = 0; s < n_slots; s++)
         opt->be->download(opt->be, host + m->n_floats + s * m->n_trainable, opt->slots[s],
                           m->n_trainable * sizeof(float));
+    /* a diverged model is never saved: it would overwrite a good checkpoint */
+    for (int i = 0; i < m->n_params; i++) {
+        const param_entry *p = &m->params[i];
+        for (size_t j = 0; j < p->count; j++) {
+            if (!isfinite(host[p->offset + j])) {
+                err_set(err, TT_ERR_RUNTIME, "not writing %s: %s is not finite at global step "
+                        "%" PRId64, path, p->name, tr->global_step);
+                goto out;
+            }
+        }
+    }
     int k = 0;
     for (int i = 0; i < m->n_params; i++, k++) {
         const param_entry *p = &m->params[i];
