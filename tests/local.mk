@@ -7,3 +7,5 @@ TESTS += tests/e2e_checkpoint.sh
 EXTRA_DIST += tests/e2e_checkpoint.sh
 TESTS += tests/e2e_torch.sh
 EXTRA_DIST += tests/e2e_torch.sh
+TESTS += tests/e2e_callbacks.sh
+EXTRA_DIST += tests/e2e_callbacks.sh

@@ -1,0 +1,75 @@
+#!/bin/sh
+# End-to-end: the callbacks of SPEC 9 on a small fast job (TAP).
+: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+# stats KEY: the per-epoch values of KEY in a log directory's stats.json, as a python list
+stats() { $PY -c 'import json,sys; print([round(e.get(sys.argv[2], -1), 7) for e in json.load(open(sys.argv[1]))])' "$1/stats.json" "$2"; }
+
+cat > "$T/job.cfg" <<CFG
+model = "$TT_SRCDIR/models/mlp.cfg";
+dataflow = { source = { type = "fake"; shape = [784]; classes = 10; size = 1000; }; batch_size = 10; };
+optimizer = { type = "momentum"; learning_rate = 0.5; };
+max_epoch = 4;
+extra_callbacks = ( );
+monitors = ( "json" );
+CFG
+run() { dir=$1; shift; "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$dir" --quiet "$@"; }
+
+run none --set 'callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.1), (2, 0.01), (3, 0.001) ); } )'
+got=$(stats "$T/none" learning_rate)
+[ "$got" = "[0.1, 0.1, 0.01, 0.001]" ]
+ok $? "scheduled_hyperparam: (ep, v) sets v after epoch ep: $got"
+
+run linear --set 'callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.1), (4, 0.02) ); interp = "linear"; } )'
+got=$(stats "$T/linear" learning_rate)
+[ "$got" = "[0.1, 0.08, 0.06, 0.04]" ]
+ok $? "scheduled_hyperparam: interp linear: $got"
+
+run steps --set 'callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.2), (150, 0.05), (250, 0.01) ); step_based = true; } )'
+got=$(stats "$T/steps" learning_rate)
+[ "$got" = "[0.2, 0.05, 0.01, 0.01]" ]
+ok $? "scheduled_hyperparam: step_based (100 steps per epoch; the rate at each epoch end): $got"
+
+run resumed --set max_epoch=2 --set 'callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.1), (2, 0.01), (3, 0.001) ); }, "model_saver" )' &&
+  "$TOWERTRAIN" resume "$T/resumed" --max-epoch 4 --quiet
+got=$(stats "$T/resumed" learning_rate)
+[ "$got" = "[0.1, 0.1, 0.01, 0.001]" ]
+ok $? "scheduled_hyperparam: a resumed run picks the schedule up where it was: $got"
+
+run early --set 'callbacks=( { type = "early_stop"; monitor = "learning_rate"; patience = 1; } )'
+rc=$?
+got=$(stats "$T/early" epoch_num)
+[ $rc = 0 ] && [ "$got" = "[1, 2]" ] && grep -q "early_stop: learning_rate has not improved" "$T/early/log.log"
+ok $? "early_stop: a statistic that stalls stops after patience epochs, exit 0 (epochs $got)"
+
+run smp --set max_epoch=5 --set 'callbacks=( { type = "stat_monitor_param"; monitor = "learning_rate"; last_k = 2; factor = 0.5; } )'
+got=$(stats "$T/smp" learning_rate)
+[ "$got" = "[0.5, 0.5, 0.5, 0.25, 0.25]" ]
+ok $? "stat_monitor_param: halves the rate once the statistic stalls for last_k epochs: $got"
+
+run ksteps --set max_epoch=2 --set 'callbacks=( { type = "model_saver"; every_k_steps = 30; max_to_keep = 0; } )'
+got=$(cd "$T/ksteps" && ls model-*.safetensors | sed 's/model-//; s/.safetensors//' | sort -n | tr '\n' ' ')
+[ "$got" = "30 60 90 120 150 180 " ]
+ok $? "every_k_steps = 30 honoured: checkpoints at steps $got"
+
+run kepochs --set 'callbacks=( { type = "model_saver"; every_k_epochs = 2; max_to_keep = 0; } )'
+got=$(cd "$T/kepochs" && ls model-*.safetensors | sed 's/model-//; s/.safetensors//' | sort -n | tr '\n' ' ')
+[ "$got" = "200 400 " ]
+ok $? "every_k_epochs = 2 honoured: checkpoints at steps $got"
+
+run keep --set 'callbacks=( { type = "model_saver"; max_to_keep = 2; } )'
+got=$(cd "$T/keep" && ls model-*.safetensors | tr '\n' ' ')
+[ "$got" = "model-300.safetensors model-400.safetensors " ] && [ "$(head -1 "$T/keep/checkpoint")" = model-400.safetensors ]
+ok $? "max_to_keep = 2 keeps the newest two: $got"
+
+run misc --set max_epoch=2 --set 'callbacks=( "peak_memory", "estimated_time_left" )'
+$PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_memory_mb"] < 2000 for e in s), s' "$T/misc/stats.json" &&
+  grep -q "estimated time left: 0:00:0" "$T/misc/log.log"
+ok $? "peak_memory reports RSS in MiB; estimated_time_left prints the time left"
+
+echo "1..$n"
+exit $failed
