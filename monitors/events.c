@@ -23,6 +23,7 @@
 
 #include "train/trainer.h"
 #include "util/crc32c.h"
+#include "util/fileio.h"
 
 typedef struct {
     FILE *file;
@@ -148,8 +149,13 @@ static int events_open(monitor_t *mon, trainer_t *tr, tt_err *err)
     events_state *s = mon->state;
     char host[256] = "localhost";
     gethostname(host, sizeof(host) - 1);
-    snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s", tr->job->logdir,
-             (long long)time(NULL), host);
+    long long now = (long long)time(NULL);
+    snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s", tr->job->logdir, now,
+             host);
+    /* a resume in the same second must not overwrite the earlier file */
+    for (int k = 1; path_exists(s->path) && k < 1000; k++)
+        snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s.%d", tr->job->logdir,
+                 now, host, k);
     s->file = fopen(s->path, "wb");
     if (s->file == NULL)
         return err_set(err, TT_ERR_RUNTIME, "cannot create %s", s->path);

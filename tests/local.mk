@@ -9,3 +9,5 @@ TESTS += tests/e2e_torch.sh
 EXTRA_DIST += tests/e2e_torch.sh
 TESTS += tests/e2e_callbacks.sh
 EXTRA_DIST += tests/e2e_callbacks.sh
+TESTS += tests/e2e_events.sh
+EXTRA_DIST += tests/e2e_events.sh
