@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "checkpoint/checkpoint.h"
 #include "config/job.h"
+#include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"
 #include "util/fileio.h"
@@ -35,6 +36,7 @@ static const char usage[] =
     "       towertrain resume LOGDIR|CHECKPOINT.safetensors [--max-epoch N] [--set KEY=VALUE]... [--quiet]\n"
     "       towertrain bench [options]\n"
     "       towertrain validate JOB.cfg [--set KEY=VALUE]...\n"
+    "       towertrain plot LOGDIR [-o FILE.svg]\n"
     "       towertrain --help | --version\n"
     "See towertrain(1) and towertrain.cfg(5).\n";
 
@@ -309,6 +311,34 @@ static int cmd_resume(int argc, char **argv)
     return rc;
 }
 
+/* towertrain plot LOGDIR [-o FILE.svg] */
+static int cmd_plot(int argc, char **argv)
+{
+    const char *logdir = NULL, *out = NULL;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
+            out = argv[++i];
+        else if (argv[i][0] == '-')
+            return usage_error("plot: unknown or incomplete option '%s'", argv[i]);
+        else if (logdir == NULL)
+            logdir = argv[i];
+        else
+            return usage_error("unexpected argument '%s'", argv[i]);
+    }
+    if (logdir == NULL)
+        return usage_error("%s: missing the log directory", "plot");
+    char stats[4200], svg[4200];
+    snprintf(stats, sizeof(stats), "%s/stats.json", logdir);
+    snprintf(svg, sizeof(svg), "%s", out ? out : "");
+    if (out == NULL)
+        snprintf(svg, sizeof(svg), "%s/stats.svg", logdir);
+    tt_err err = {0};
+    if (plot_stats_svg(stats, svg, &err) != 0)
+        return fail(&err);
+    printf("wrote %s\n", svg);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -330,6 +360,8 @@ int main(int argc, char **argv)
         return cmd_validate(argc - 2, argv + 2);
     if (strcmp(cmd, "resume") == 0)
         return cmd_resume(argc - 2, argv + 2);
+    if (strcmp(cmd, "plot") == 0)
+        return cmd_plot(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0)
         return usage_error("%s: not available in this version yet", cmd);
     return usage_error("unknown command '%s'", cmd);

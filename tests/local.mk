@@ -11,3 +11,5 @@ TESTS += tests/e2e_callbacks.sh
 EXTRA_DIST += tests/e2e_callbacks.sh
 TESTS += tests/e2e_events.sh
 EXTRA_DIST += tests/e2e_events.sh
+TESTS += tests/e2e_plot.sh
+EXTRA_DIST += tests/e2e_plot.sh

@@ -1,0 +1,1 @@
+libtowertrain_a_SOURCES += %reldir%/plot.c %reldir%/plot.h
