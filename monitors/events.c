@@ -8,9 +8,13 @@
  *   Event   { double wall_time = 1; int64 step = 2; string file_version = 3;
  *             Summary summary = 5; }
  *   Summary { repeated Value value = 1; }
- *   Value   { string tag = 1; float simple_value = 2; }
+ *   Value   { string tag = 1; float simple_value = 2; HistogramProto histo = 5; }
+ *   HistogramProto { double min = 1, max = 2, num = 3, sum = 4, sum_squares = 5;
+ *                    repeated double bucket_limit = 6 [packed], bucket = 7 [packed]; }
  * Per-step scalars are written every `every_k_steps` steps (default 10); at each
  * epoch end every scalar of the epoch is written and the file is flushed.
+ * With histograms = true, each epoch end also writes a histogram of every
+ * parameter tensor (HISTO_BUCKETS equal-width buckets over its range).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,12 +33,15 @@ typedef struct {
     FILE *file;
     char path[4400];
     int every_k_steps;
+    int histograms;
 } events_state;
+
+#define HISTO_BUCKETS 30
 
 /* ---- a tiny protobuf encoder: bytes appended to a fixed buffer ---- */
 
 typedef struct {
-    unsigned char data[512];
+    unsigned char data[2048];
     size_t len;
 } pbuf;
 
@@ -139,6 +146,9 @@ static int events_create(monitor_t *mon, trainer_t *tr, tt_err *err)
     if (mon->cfg->settings != NULL)
         config_setting_lookup_int((const config_setting_t *)mon->cfg->settings, "every_k_steps",
                                   &s->every_k_steps);
+    if (mon->cfg->settings != NULL)
+        config_setting_lookup_bool((const config_setting_t *)mon->cfg->settings, "histograms",
+                                   &s->histograms);
     if (s->every_k_steps < 1)
         s->every_k_steps = 10;
     return 0;
@@ -178,6 +188,81 @@ static int events_put_scalar(monitor_t *mon, trainer_t *tr, const char *name, do
     return write_scalar(s, name, value, tr->global_step, err);
 }
 
+static void pb_double(pbuf *b, int field, double v)
+{
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof(bits));
+    pb_varint(b, (uint64_t)field << 3 | 1);
+    pb_fixed(b, bits, 8);
+}
+
+static void pb_packed_doubles(pbuf *b, int field, const double *v, int n)
+{
+    pb_varint(b, (uint64_t)field << 3 | 2);
+    pb_varint(b, (uint64_t)n * 8);
+    for (int i = 0; i < n; i++) {
+        uint64_t bits;
+        memcpy(&bits, &v[i], sizeof(bits));
+        pb_fixed(b, bits, 8);
+    }
+}
+
+/* A histogram of x as TensorBoard's HistogramProto: equal-width buckets over
+ * [min, max], bucket_limit the right edge of each. */
+static int write_histogram(events_state *s, const char *tag, const float *x, size_t n,
+                           int64_t step, tt_err *err)
+{
+    double lo = x[0], hi = x[0], sum = 0, sum2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        lo = x[i] < lo ? x[i] : lo;
+        hi = x[i] > hi ? x[i] : hi;
+        sum += x[i];
+        sum2 += (double)x[i] * x[i];
+    }
+    double limit[HISTO_BUCKETS], count[HISTO_BUCKETS] = {0};
+    double width = hi > lo ? (hi - lo) / HISTO_BUCKETS : 1.0;
+    for (int k = 0; k < HISTO_BUCKETS; k++)
+        limit[k] = lo + width * (k + 1);
+    for (size_t i = 0; i < n; i++) {
+        int k = (int)((x[i] - lo) / width);
+        count[k < HISTO_BUCKETS ? k : HISTO_BUCKETS - 1] += 1;
+    }
+    pbuf h = {{0}, 0};
+    pb_double(&h, 1, lo);
+    pb_double(&h, 2, hi);
+    pb_double(&h, 3, (double)n);
+    pb_double(&h, 4, sum);
+    pb_double(&h, 5, sum2);
+    pb_packed_doubles(&h, 6, limit, HISTO_BUCKETS);
+    pb_packed_doubles(&h, 7, count, HISTO_BUCKETS);
+    pbuf v = {{0}, 0};
+    pb_bytes(&v, 1, tag, strlen(tag) < 200 ? strlen(tag) : 200);
+    pb_bytes(&v, 5, h.data, h.len);
+    pbuf summary = {{0}, 0};
+    pb_bytes(&summary, 1, v.data, v.len);
+    pbuf ev = {{0}, 0};
+    pb_event_header(&ev, step);
+    pb_bytes(&ev, 5, summary.data, summary.len);
+    return write_record(s, &ev, err);
+}
+
+static int write_param_histograms(events_state *s, trainer_t *tr, tt_err *err)
+{
+    const model_t *m = &tr->model;
+    float *host = malloc((m->n_floats ? m->n_floats : 1) * sizeof(float));
+    if (host == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    trainer_sync_tower0(tr);
+    tower_get_params(&tr->towers[0], host);
+    int rc = 0;
+    for (int i = 0; i < m->n_params && rc == 0; i++)
+        if (m->params[i].count > 0)
+            rc = write_histogram(s, m->params[i].name, host + m->params[i].offset,
+                                 m->params[i].count, tr->global_step, err);
+    free(host);
+    return rc;
+}
+
 static int events_epoch_end(monitor_t *mon, trainer_t *tr, const scalar_t *scalars, int n,
                             tt_err *err)
 {
@@ -185,6 +270,8 @@ static int events_epoch_end(monitor_t *mon, trainer_t *tr, const scalar_t *scala
     for (int i = 0; i < n; i++)
         if (write_scalar(s, scalars[i].name, scalars[i].value, tr->global_step, err) != 0)
             return -1;
+    if (s->histograms && write_param_histograms(s, tr, err) != 0)
+        return -1;
     return fflush(s->file) == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
 }
 

@@ -14,10 +14,11 @@ max_epoch = 3;
 callbacks = ( "throughput", "model_saver" );
 monitors = ( { type = "events"; every_k_steps = 5; }, "json" );
 CFG
-"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/log" --quiet --set max_epoch=2 &&
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/log" --quiet --set max_epoch=2 \
+  --set 'monitors=( { type = "events"; every_k_steps = 5; histograms = true; }, "json" )' &&
   "$TOWERTRAIN" resume "$T/log" --max-epoch 3 --quiet
 rc=$?
-$PY - "$T/log" $rc <<'PYEOF'
+$PY - "$T/log" $rc histograms <<'PYEOF'
 import glob, json, struct, sys
 logdir, rc = sys.argv[1], int(sys.argv[2])
 n = 0
@@ -55,7 +56,7 @@ def fields(b):
     return out
 files = sorted(glob.glob(logdir + "/events.out.tfevents.*"))
 ok(len(files) == 2, "a resumed run writes a new event file (%d files)" % len(files))
-scalars, crc_ok, first_ok = {}, True, True
+scalars, histos, crc_ok, first_ok = {}, {}, True, True
 for path in files:
     data = open(path, "rb").read()
     i, k = 0, 0
@@ -72,7 +73,13 @@ for path in files:
         for s in summ:
             for f, val in fields(s):
                 vf = dict(fields(val))
-                scalars.setdefault(vf[1].decode(), {})[ev[2]] = struct.unpack("<f", vf[2])[0]
+                if 2 in vf:
+                    scalars.setdefault(vf[1].decode(), {})[ev[2]] = struct.unpack("<f", vf[2])[0]
+                if 5 in vf:
+                    h = fields(vf[5])
+                    d = lambda k: struct.unpack("<d", dict(h)[k])[0]
+                    counts = struct.unpack("<%dd" % (len(dict(h)[7]) // 8), dict(h)[7])
+                    histos.setdefault(vf[1].decode(), []).append((d(1), d(2), d(3), sum(counts)))
         k += 1
 ok(crc_ok, "every length and data CRC-32C is valid (masked, as TFRecord)")
 ok(first_ok, "the first record of each file is file_version brain.Event:2 with a wall_time")
@@ -86,6 +93,12 @@ ok(same and [e["global_step"] for e in stats] == [20, 40, 60],
 steps = sorted(scalars["train_loss"])
 ok(steps == [5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60],
    "per-step scalars every 5 steps, continuing across the resume: %s" % steps)
+if len(sys.argv) > 3:
+    want = {"fc0.weight": 200704, "fc0.bias": 256, "fc2.weight": 2560}
+    good = all(k in histos and len(histos[k]) == 3 and
+               all(lo <= hi and num == want[k] and cnt == num for lo, hi, num, cnt in histos[k])
+               for k in want)
+    ok(good, "histograms = true: a histogram of every parameter each epoch, counts adding up")
 try:
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     acc = EventAccumulator(files[0]); acc.Reload()
