@@ -71,5 +71,18 @@ $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_
   grep -q "estimated time left: 0:00:0" "$T/misc/log.log"
 ok $? "peak_memory reports RSS in MiB; estimated_time_left prints the time left"
 
+# the shipped job that uses every callback and monitor
+if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
+  "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_callbacks.cfg" --logdir "$T/all" --quiet \
+    --set max_epoch=2 --set dataflow.limit=10240
+  rc=$?
+  [ $rc = 0 ] && [ -f "$T/all/min-validation_loss.safetensors" ] && [ -f "$T/all/max-validation_accuracy.safetensors" ] &&
+    ls "$T"/all/events.out.tfevents.* >/dev/null 2>&1 &&
+    $PY -c 'import json,sys; e=json.load(open(sys.argv[1]))[-1]; assert {"validation_accuracy","throughput","peak_memory_mb","train_loss"} <= set(e)' "$T/all/stats.json"
+  ok $? "jobs/fashion_mnist_callbacks.cfg (every callback and monitor) runs"
+else
+  n=$((n + 1)); echo "ok $n - jobs/fashion_mnist_callbacks.cfg # SKIP dataset-fashion-mnist not installed"
+fi
+
 echo "1..$n"
 exit $failed
