@@ -10,6 +10,7 @@
 #include "checkpoint/checkpoint.h"
 #include "util/log.h"
 #include "util/rng.h"
+#include "util/strutil.h"
 #include "util/threadpool.h"
 
 volatile sig_atomic_t trainer_stop_signal;
@@ -238,8 +239,11 @@ void trainer_set_learning_rate(trainer_t *tr, float lr)
         tr->opts[t].cfg.learning_rate = lr;
 }
 
-int trainer_put_scalar(trainer_t *tr, const char *name, double value, tt_err *err)
+int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err *err)
 {
+    char name[64];
+    snprintf(name, sizeof(name), "%s", raw_name);
+    str_clean_tag(name);
     int i;
     for (i = 0; i < tr->n_scalars; i++)
         if (strcmp(tr->scalars[i].name, name) == 0)

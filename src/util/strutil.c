@@ -124,3 +124,26 @@ void path_stem(const char *path, char *out, size_t out_len)
     memcpy(out, s, n);
     out[n] = '\0';
 }
+
+void str_clean_tag(char *tag)
+{
+    char *out = tag;
+    for (const char *p = tag; *p;) {
+        /* at the start of a component: skip "tower<digits>/" */
+        if ((p == tag || p[-1] == '/') && strncmp(p, "tower", 5) == 0 && p[5] >= '0' &&
+            p[5] <= '9') {
+            const char *q = p + 5;
+            while (*q >= '0' && *q <= '9')
+                q++;
+            if (*q == '/') {
+                p = q + 1;
+                continue;
+            }
+        }
+        *out++ = *p++;
+    }
+    *out = '\0';
+    size_t n = strlen(tag);
+    if (n >= 2 && strcmp(tag + n - 2, ":0") == 0)
+        tag[n - 2] = '\0';
+}

@@ -20,4 +20,8 @@ int path_resolve(const char *base, const char *rel, char *out, size_t out_len);
  * "jobs/fashion_mnist_lenet.cfg" -> "fashion_mnist_lenet". */
 void path_stem(const char *path, char *out, size_t out_len);
 
+/* A summary tag as tensorpack cleans it: every "tower<N>/" prefix and a
+ * trailing ":0" removed ("tower1/loss:0" -> "loss"). In place. */
+void str_clean_tag(char *tag);
+
 #endif
