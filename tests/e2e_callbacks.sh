@@ -71,6 +71,19 @@ $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_
   grep -q "estimated time left: 0:00:0" "$T/misc/log.log"
 ok $? "peak_memory reports RSS in MiB; estimated_time_left prints the time left"
 
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/print" --set max_epoch=1 --set 'callbacks=( "throughput", "peak_memory" )' \
+  --set 'monitors=( { type = "scalar_printer"; whitelist = [ "throughput", "learning_rate" ]; blacklist = [ "learning_rate" ]; } )' > "$T/print.out"
+grep -q "^throughput: " "$T/print.out" && ! grep -q "^learning_rate: " "$T/print.out" && ! grep -q "^peak_memory_mb: " "$T/print.out"
+ok $? "scalar_printer: whitelist keeps only the names listed, blacklist drops names"
+
+# moving_average_summary publishes train_loss / train_accuracy; its decay matters
+run noema --set max_epoch=1 --set 'extra_callbacks=( )'
+run ema50 --set max_epoch=1 --set 'extra_callbacks=( { type = "moving_average_summary"; decay = 0.5; } )'
+run ema99 --set max_epoch=1 --set 'extra_callbacks=( { type = "moving_average_summary"; decay = 0.99; } )'
+[ "$(stats "$T/noema" train_loss)" = "[-1]" ] && [ "$(stats "$T/ema50" train_loss)" != "[-1]" ] &&
+  [ "$(stats "$T/ema50" train_loss)" != "$(stats "$T/ema99" train_loss)" ]
+ok $? "moving_average_summary: train_loss only with it, and its decay changes the average"
+
 # the shipped job that uses every callback and monitor
 if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_callbacks.cfg" --logdir "$T/all" --quiet \
