@@ -113,6 +113,17 @@ static int write_record(events_state *s, const pbuf *b, tt_err *err)
     return 0;
 }
 
+/* One Summary.Value (tag and payload already encoded) as an Event record. */
+static int write_value(events_state *s, const pbuf *value, int64_t step, tt_err *err)
+{
+    pbuf summary = {{0}, 0};
+    pb_bytes(&summary, 1, value->data, value->len);
+    pbuf ev = {{0}, 0};
+    pb_event_header(&ev, step);
+    pb_bytes(&ev, 5, summary.data, summary.len);
+    return write_record(s, &ev, err);
+}
+
 static int write_scalar(events_state *s, const char *tag, double value, int64_t step,
                         tt_err *err)
 {
@@ -126,14 +137,7 @@ static int write_scalar(events_state *s, const char *tag, double value, int64_t 
     memcpy(&fbits, &f, sizeof(fbits));
     pb_varint(&v, 2 << 3 | 5);
     pb_fixed(&v, fbits, 4);
-
-    pbuf summary = {{0}, 0};
-    pb_bytes(&summary, 1, v.data, v.len);
-
-    pbuf ev = {{0}, 0};
-    pb_event_header(&ev, step);
-    pb_bytes(&ev, 5, summary.data, summary.len);
-    return write_record(s, &ev, err);
+    return write_value(s, &v, step, err);
 }
 
 static int events_create(monitor_t *mon, trainer_t *tr, tt_err *err)
@@ -238,12 +242,7 @@ static int write_histogram(events_state *s, const char *tag, const float *x, siz
     pbuf v = {{0}, 0};
     pb_bytes(&v, 1, tag, strlen(tag) < 200 ? strlen(tag) : 200);
     pb_bytes(&v, 5, h.data, h.len);
-    pbuf summary = {{0}, 0};
-    pb_bytes(&summary, 1, v.data, v.len);
-    pbuf ev = {{0}, 0};
-    pb_event_header(&ev, step);
-    pb_bytes(&ev, 5, summary.data, summary.len);
-    return write_record(s, &ev, err);
+    return write_value(s, &v, step, err);
 }
 
 static int write_param_histograms(events_state *s, trainer_t *tr, tt_err *err)

@@ -183,7 +183,8 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->act = calloc((size_t)m->n_layers, sizeof(float *));
     t->dact = calloc((size_t)m->n_layers, sizeof(float *));
     t->state = calloc((size_t)m->n_layers, sizeof(void *));
-    if (!t->act || !t->dact || !t->state)
+    t->grad_written = calloc((size_t)m->n_layers, sizeof(bool));
+    if (!t->act || !t->dact || !t->state || !t->grad_written)
         goto oom;
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
     t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
@@ -241,6 +242,7 @@ void tower_free(tower_t *t)
     free(t->act);
     free(t->dact);
     free(t->state);
+    free(t->grad_written);
     memset(t, 0, sizeof(*t));
 }
 
@@ -272,6 +274,27 @@ static void bind_params(tower_t *t, int i, layer_call *c)
     }
 }
 
+/* The call of layer i on this tower: inputs, output, buffers, parameters. */
+static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64_t seed)
+{
+    const layer_t *l = &t->model->layers[i];
+    layer_call c;
+    memset(&c, 0, sizeof(c));
+    c.be = t->be;
+    c.n = n;
+    c.training = training;
+    c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
+    for (int k = 0; k < l->n_in; k++) {
+        int src = layer_input(l->cfg, i, k);
+        c.x[k] = src < 0 ? t->input : t->act[src];
+    }
+    c.y = t->act[i];
+    c.ws = t->ws;
+    c.state = t->state[i];
+    bind_params(t, i, &c);
+    return c;
+}
+
 const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed)
 {
     const model_t *m = t->model;
@@ -279,22 +302,8 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     int last = m->n_layers - 1;
 
     for (int i = 0; i < m->n_layers; i++) {
-        const layer_t *l = &m->layers[i];
-        layer_call c;
-        memset(&c, 0, sizeof(c));
-        c.be = be;
-        c.n = n;
-        c.training = training;
-        c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
-        for (int k = 0; k < l->n_in; k++) {
-            int src = layer_input(l->cfg, i, k);
-            c.x[k] = src < 0 ? t->input : t->act[src];
-        }
-        c.y = t->act[i];
-        c.ws = t->ws;
-        c.state = t->state[i];
-        bind_params(t, i, &c);
-        l->ops->forward(l, &c);
+        layer_call c = layer_call_for(t, i, n, training, seed);
+        m->layers[i].ops->forward(&m->layers[i], &c);
     }
 
     t->loss_sum = 0.0;
@@ -307,25 +316,16 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     /* Reverse order. An output read by several layers gets the sum of their
      * gradients: the first consumer met (the latest layer) overwrites, the
      * others add through the scratch buffer. */
-    bool written[1024] = {false};
-    bool *done = m->n_layers <= 1024 ? written : calloc((size_t)m->n_layers, sizeof(bool));
+    bool *done = t->grad_written;
+    memset(done, 0, (size_t)m->n_layers * sizeof(bool));
     done[last] = true;
     for (int i = last; i >= 0; i--) {
         const layer_t *l = &m->layers[i];
-        layer_call c;
-        memset(&c, 0, sizeof(c));
-        c.be = be;
-        c.n = n;
-        c.training = true;
-        c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
-        c.y = t->act[i];
+        layer_call c = layer_call_for(t, i, n, true, seed);
         c.dy = t->dact[i];
-        c.ws = t->ws;
-        c.state = t->state[i];
         int accumulate[LAYER_MAX_INPUTS] = {0};
         for (int k = 0; k < l->n_in; k++) {
             int src = layer_input(l->cfg, i, k);
-            c.x[k] = src < 0 ? t->input : t->act[src];
             if (src < 0) {
                 c.dx[k] = NULL; /* no gradient for the data */
             } else if (!done[src]) {
@@ -336,7 +336,6 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
                 accumulate[k] = 1;
             }
         }
-        bind_params(t, i, &c);
         /* Several inputs accumulating at once would share the scratch buffer:
          * run them one at a time (only `add` has several inputs). */
         int n_acc = 0;
@@ -366,7 +365,5 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
             }
         }
     }
-    if (done != written)
-        free(done);
     return t->act[last];
 }

@@ -70,6 +70,7 @@ typedef struct {
     float *dlogits_scratch; /* accumulation scratch for multi-consumer outputs */
     void **state;      /* per layer state (masks) */
     void *ws;          /* shared workspace, the largest any layer needs */
+    bool *grad_written; /* per layer, during backward: dact already holds a gradient */
     double loss_sum;   /* of the last forward with loss */
     int correct;
 } tower_t;
