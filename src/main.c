@@ -18,6 +18,7 @@
 
 #include "backend/backend.h"
 #include "checkpoint/checkpoint.h"
+#include "bench/bench.h"
 #include "config/job.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
@@ -362,7 +363,15 @@ int main(int argc, char **argv)
         return cmd_resume(argc - 2, argv + 2);
     if (strcmp(cmd, "plot") == 0)
         return cmd_plot(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench") == 0)
-        return usage_error("%s: not available in this version yet", cmd);
+    if (strcmp(cmd, "bench") == 0) {
+        bench_opts o;
+        tt_err err = {0};
+        if (bench_parse(argc - 2, argv + 2, &o, &err) != 0)
+            return fail(&err);
+        long wrong = bench_run(&o, &err);
+        if (wrong < 0)
+            return fail(&err);
+        return wrong == 0 ? 0 : 1;
+    }
     return usage_error("unknown command '%s'", cmd);
 }

@@ -13,3 +13,5 @@ TESTS += tests/e2e_events.sh
 EXTRA_DIST += tests/e2e_events.sh
 TESTS += tests/e2e_plot.sh
 EXTRA_DIST += tests/e2e_plot.sh
+TESTS += tests/e2e_bench.sh
+EXTRA_DIST += tests/e2e_bench.sh

@@ -1,0 +1,287 @@
+/* bench.c - float32 sum all-reduce across CPU towers (threads), printed as
+ * nccl-tests' all_reduce_perf prints it:
+ *   size (B), count, type, redop, then for out-of-place and in-place:
+ *   time (us), algbw (GB/s) = size / time, busbw (GB/s) = algbw * 2(n-1)/n,
+ *   #wrong; and "# Avg bus bandwidth" at the end.
+ * Out-of-place copies the send buffer into the receive buffer and reduces
+ * that (our collective works in place); the copy is timed with it. The time
+ * is the median of the timed iterations, after the warm-up ones. */
+#include "bench/bench.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cJSON.h>
+
+#include "comm/allreduce.h"
+#include "train/towers.h"
+#include "util/fileio.h"
+#include "util/threadpool.h"
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    double mult = 1;
+    if (*end == 'K' || *end == 'k')
+        mult = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mult = 1024.0 * 1024.0, end++;
+    else if (*end == 'G' || *end == 'g')
+        mult = 1024.0 * 1024.0 * 1024.0, end++;
+    if (end == s || *end != '\0' || errno != 0 || v < 1 || v * mult > 64.0 * (1ull << 30))
+        return -1;
+    *out = (size_t)(v * mult);
+    return 0;
+}
+
+static int parse_int(const char *s, int lo, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end != '\0' || v < lo || v > 1000000)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
+{
+    memset(o, 0, sizeof(*o));
+    o->towers = threadpool_cpu_count() > 1 ? threadpool_cpu_count() : 2;
+    snprintf(o->algo, sizeof(o->algo), "ring");
+    o->min_bytes = 8;
+    o->max_bytes = 128u << 20;
+    o->factor = 2;
+    o->iters = 20;
+    o->warmup = 5;
+    o->check = true;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int bad = 0, c;
+        if (v == NULL)
+            return err_set(err, TT_ERR_USAGE, "bench: %s needs a value", a);
+        if (strcmp(a, "--device") == 0) {
+            if (strcmp(v, "gpu") == 0)
+                return err_set(err, TT_ERR_USAGE, "bench: --device gpu needs the CUDA backend's "
+                               "collectives, not in this version");
+            bad = strcmp(v, "cpu") != 0;
+        } else if (strcmp(a, "--towers") == 0) {
+            bad = parse_int(v, 1, &o->towers) || o->towers > 64;
+        } else if (strcmp(a, "--algo") == 0) {
+            bad = strcmp(v, "all") != 0 && allreduce_algo_parse(v) < 0;
+            if (strcmp(v, "nccl") == 0 || strcmp(v, "mpi") == 0)
+                return err_set(err, TT_ERR_USAGE, "bench: --algo %s is not built in this "
+                               "version (CPU towers: ring, naive, hierarchical, all)", v);
+            snprintf(o->algo, sizeof(o->algo), "%s", v);
+        } else if (strcmp(a, "-b") == 0) {
+            bad = parse_size(v, &o->min_bytes);
+        } else if (strcmp(a, "-e") == 0) {
+            bad = parse_size(v, &o->max_bytes);
+        } else if (strcmp(a, "-f") == 0) {
+            bad = parse_int(v, 2, &o->factor);
+        } else if (strcmp(a, "-n") == 0) {
+            bad = parse_int(v, 1, &o->iters);
+        } else if (strcmp(a, "-w") == 0) {
+            bad = parse_int(v, 0, &o->warmup);
+        } else if (strcmp(a, "-c") == 0) {
+            bad = parse_int(v, 0, &c) || c > 1;
+            o->check = !bad && c == 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json_path = v;
+        } else {
+            return err_set(err, TT_ERR_USAGE, "bench: unknown option '%s'", a);
+        }
+        if (bad)
+            return err_set(err, TT_ERR_USAGE, "bench: %s %s: invalid value", a, v);
+        i++;
+    }
+    if (o->min_bytes > o->max_bytes)
+        return err_set(err, TT_ERR_USAGE, "bench: -b %zu is larger than -e %zu", o->min_bytes,
+                       o->max_bytes);
+    return 0;
+}
+
+typedef struct {
+    allreduce_t *ar;
+    allreduce_algo algo;
+    size_t count;
+    float **send, **recv;
+    bool in_place;
+    int iters, warmup;
+    double *us; /* tower 0's timings */
+} bench_job;
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+/* Tower t's value at element i: small integers, so the float sum is exact and
+ * the check can be exact too. */
+static float bench_value(int t, size_t i)
+{
+    return (float)((int)((i * 7 + (size_t)t * 3) % 17) - 8);
+}
+
+static void bench_tower(const tower_context *ctx, void *p)
+{
+    bench_job *j = p;
+    int t = ctx->index;
+    for (int it = 0; it < j->warmup + j->iters; it++) {
+        for (size_t i = 0; i < j->count; i++)
+            j->send[t][i] = bench_value(t, i);
+        allreduce_barrier(j->ar);
+        double t0 = now_us();
+        float *buf = j->in_place ? j->send[t] : j->recv[t];
+        if (!j->in_place)
+            memcpy(buf, j->send[t], j->count * sizeof(float));
+        allreduce_run(j->ar, t, buf, j->count, j->algo, false);
+        allreduce_barrier(j->ar); /* the collective is done when the slowest is */
+        if (t == 0 && it >= j->warmup)
+            j->us[it - j->warmup] = now_us() - t0;
+    }
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static long count_wrong(const bench_job *j, int towers)
+{
+    long wrong = 0;
+    for (int t = 0; t < towers; t++) {
+        const float *buf = j->in_place ? j->send[t] : j->recv[t];
+        for (size_t i = 0; i < j->count; i++) {
+            float want = 0;
+            for (int u = 0; u < towers; u++)
+                want += bench_value(u, i);
+            wrong += buf[i] != want;
+        }
+    }
+    return wrong;
+}
+
+long bench_run(const bench_opts *o, tt_err *err)
+{
+    int n = o->towers;
+    allreduce_algo algos[3];
+    int n_algos = 0;
+    if (strcmp(o->algo, "all") == 0) {
+        algos[n_algos++] = ALLREDUCE_NAIVE;
+        algos[n_algos++] = ALLREDUCE_RING;
+        algos[n_algos++] = ALLREDUCE_HIERARCHICAL;
+    } else {
+        algos[n_algos++] = (allreduce_algo)allreduce_algo_parse(o->algo);
+    }
+    size_t max_count = o->max_bytes / sizeof(float);
+    if (max_count < 1)
+        max_count = 1;
+    bench_job j;
+    memset(&j, 0, sizeof(j));
+    j.send = calloc((size_t)n, sizeof(float *));
+    j.recv = calloc((size_t)n, sizeof(float *));
+    j.us = calloc((size_t)o->iters, sizeof(double));
+    j.ar = allreduce_create(n, err);
+    tower_team *team = tower_team_create(n, NULL, err);
+    long total_wrong = 0;
+    cJSON *json = cJSON_CreateArray();
+    if (!j.send || !j.recv || !j.us || !j.ar || !team || !json) {
+        total_wrong = -1;
+        err_set(err, TT_ERR_RUNTIME, "out of memory");
+        goto out;
+    }
+    for (int t = 0; t < n; t++) {
+        j.send[t] = malloc(max_count * sizeof(float));
+        j.recv[t] = malloc(max_count * sizeof(float));
+        if (!j.send[t] || !j.recv[t]) {
+            total_wrong = -1;
+            err_set(err, TT_ERR_RUNTIME, "out of memory for %d x 2 buffers of %zu bytes", n,
+                    o->max_bytes);
+            goto out;
+        }
+    }
+    j.iters = o->iters;
+    j.warmup = o->warmup;
+    double bw_sum = 0;
+    int bw_n = 0;
+    for (int a = 0; a < n_algos; a++) {
+        j.algo = algos[a];
+        printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n", n,
+               allreduce_algo_name(j.algo));
+        printf("#                                       out-of-place                       "
+               "in-place\n");
+        printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
+               "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
+        printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
+               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+        for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
+            size_t count = bytes / sizeof(float);
+            if (count == 0)
+                count = 1;
+            size_t size = count * sizeof(float);
+            j.count = count;
+            printf("  %10zu %12zu %6s %6s", size, count, "float", "sum");
+            cJSON *row = cJSON_CreateObject();
+            cJSON_AddStringToObject(row, "algo", allreduce_algo_name(j.algo));
+            cJSON_AddNumberToObject(row, "size", (double)size);
+            cJSON_AddNumberToObject(row, "count", (double)count);
+            for (int place = 0; place < 2; place++) {
+                j.in_place = place == 1;
+                tower_team_run(team, false, bench_tower, &j);
+                qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
+                double us = j.us[o->iters / 2];
+                double algbw = (double)size / us * 1e-3; /* bytes/us -> GB/s */
+                double busbw = algbw * 2.0 * (n - 1) / n;
+                long wrong = o->check ? count_wrong(&j, n) : 0;
+                total_wrong += wrong;
+                char wrong_text[24] = "N/A";
+                if (o->check)
+                    snprintf(wrong_text, sizeof(wrong_text), "%ld", wrong);
+                printf(" %9.1f %8.2f %8.2f %6s", us, algbw, busbw, wrong_text);
+                bw_sum += busbw;
+                bw_n++;
+                cJSON *r = cJSON_AddObjectToObject(row, place ? "in_place" : "out_of_place");
+                cJSON_AddNumberToObject(r, "time_us", us);
+                cJSON_AddNumberToObject(r, "algbw", algbw);
+                cJSON_AddNumberToObject(r, "busbw", busbw);
+                if (o->check)
+                    cJSON_AddNumberToObject(r, "wrong", (double)wrong);
+            }
+            printf("\n");
+            cJSON_AddItemToArray(json, row);
+            if (bytes > o->max_bytes / (size_t)o->factor)
+                break;
+            bytes *= (size_t)o->factor;
+        }
+    }
+    printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "ERROR" : "OK");
+    printf("# Avg bus bandwidth    : %g \n", bw_n ? bw_sum / bw_n : 0.0);
+    if (o->json_path != NULL) {
+        char *text = cJSON_Print(json);
+        if (text == NULL || file_write_atomic(o->json_path, text, strlen(text), err) != 0)
+            total_wrong = -1;
+        free(text);
+    }
+out:
+    cJSON_Delete(json);
+    tower_team_free(team);
+    allreduce_free(j.ar);
+    for (int t = 0; t < n && j.send; t++) {
+        free(j.send[t]);
+        if (j.recv)
+            free(j.recv[t]);
+    }
+    free(j.send);
+    free(j.recv);
+    free(j.us);
+    return total_wrong;
+}

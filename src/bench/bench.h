@@ -1,0 +1,28 @@
+/* bench.h - `towertrain bench`: all-reduce throughput measured and printed the
+ * way nccl-tests' all_reduce_perf does (SPEC 8). */
+#ifndef TT_BENCH_H
+#define TT_BENCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/err.h"
+
+typedef struct {
+    int towers;            /* --towers, default: the number of cores */
+    char algo[16];         /* ring | naive | hierarchical | all (CPU towers) */
+    size_t min_bytes, max_bytes;
+    int factor;            /* -f */
+    int iters, warmup;     /* -n, -w */
+    bool check;            /* -c */
+    const char *json_path; /* --json FILE or NULL */
+} bench_opts;
+
+/* Parses the bench options (argv after "bench"); TT_ERR_USAGE on bad ones. */
+int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err);
+
+/* Runs the benchmark, prints the table; returns the number of wrong elements
+ * seen (0 when correct) or -1 on error. */
+long bench_run(const bench_opts *o, tt_err *err);
+
+#endif

@@ -1,0 +1,1 @@
+libtowertrain_a_SOURCES += %reldir%/bench.c %reldir%/bench.h

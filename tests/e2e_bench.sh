@@ -1,0 +1,46 @@
+#!/bin/sh
+# End-to-end: `towertrain bench` prints nccl-tests' all_reduce_perf table with
+# consistent arithmetic and no wrong element (TAP).
+: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+"$TOWERTRAIN" bench --towers 3 --algo all -b 1K -e 1M -f 4 -n 5 -w 1 --json "$T/b.json" > "$T/out"
+rc=$?
+$PY - "$T/out" "$T/b.json" $rc <<'PYEOF'
+import json, sys
+out, js, rc = open(sys.argv[1]).read().splitlines(), sys.argv[2], int(sys.argv[3])
+n = 0
+def ok(c, w):
+    global n; n += 1; print(("ok %d - %s" if c else "not ok %d - %s") % (n, w))
+ok(rc == 0, "bench exits 0")
+rows = [l.split() for l in out if l.strip() and not l.startswith("#")]
+ok(len(rows) == 3 * 6, "6 sizes (1K..1M by 4) for each of 3 algorithms: %d rows" % len(rows))
+sizes = [int(r[0]) for r in rows[:6]]
+ok(sizes == [1024, 4096, 16384, 65536, 262144, 1048576], "sizes %s" % sizes)
+good = all(int(r[1]) * 4 == int(r[0]) and r[2] == "float" and r[3] == "sum" for r in rows)
+ok(good, "count = size / 4, type float, redop sum")
+arith = True
+for r in rows:
+    for t, alg, bus in ((4, 5, 6), (8, 9, 10)):
+        time, algbw, busbw = float(r[t]), float(r[alg]), float(r[bus])
+        arith &= abs(algbw - int(r[0]) / time / 1e3) <= 0.011 + 0.01 * algbw
+        arith &= abs(busbw - algbw * 2 * 2 / 3) <= 0.011 + 0.01 * busbw
+ok(arith, "algbw = size / time and busbw = algbw * 2(n-1)/n (n = 3)")
+ok(all(r[7] == "0" and r[11] == "0" for r in rows), "#wrong is 0 everywhere, out-of-place and in-place")
+ok(any(l.startswith("# Avg bus bandwidth") for l in out), "ends with # Avg bus bandwidth")
+j = json.load(open(js))
+ok(len(j) == 18 and all(e["in_place"]["wrong"] == 0 for e in j), "--json holds every row")
+
+PYEOF
+n=8
+for bad in "--algo nccl" "-b 0" "-f 1" "-c 2" "--towers 0" "-e 1X" "--bogus 1"; do
+  n=$((n + 1))
+  "$TOWERTRAIN" bench $bad > "$T/o" 2> "$T/e"; rc=$?
+  if [ $rc = 2 ] && [ "$(wc -l < "$T/e")" = 1 ] && grep -q "^towertrain: bench: " "$T/e"; then
+    echo "ok $n - bench $bad: exit 2, one line ($(cat "$T/e"))"
+  else
+    echo "not ok $n - bench $bad: exit 2, one line (got $rc: $(cat "$T/e"))"
+  fi
+done
+echo "1..$n"
