@@ -735,10 +735,6 @@ static void test_errors(void)
     tt_ok(case_setup(&t, &err) != 0 && err.code == TT_ERR_USAGE,
           "dropout rate 1: usage error (%s)", err.msg);
     err_clear(&err);
-    case_make(&t, LAYER_BATCHNORM, 1, 3, 8, 8, &err);
-    tt_ok(layer_ops_for(LAYER_BATCHNORM) == NULL && layer_ops_for(LAYER_ADD) == NULL &&
-              case_setup(&t, &err) != 0 && err.code == TT_ERR_USAGE,
-          "batchnorm and add are not implemented: usage error (%s)", err.msg);
 }
 
 int main(void)

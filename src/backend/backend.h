@@ -76,6 +76,22 @@ struct backend {
     void (*avgpool_forward)(backend_t *be, const window_desc *d, const float *x, float *y);
     void (*avgpool_backward)(backend_t *be, const window_desc *d, const float *dy, float *dx);
 
+    /* ---- batchnorm over an NCHW batch, per channel, as torch.nn.BatchNorm2d:
+     *      training normalises with the batch statistics (biased variance),
+     *      keeps mean and 1/sqrt(var + eps) per channel in save_mean /
+     *      save_invstd, and updates the running statistics (momentum is the
+     *      weight of the new statistic; running_var takes the unbiased
+     *      variance); inference normalises with the running statistics.
+     *      hw = H*W (1 for flat inputs). ---- */
+    void (*batchnorm_forward)(backend_t *be, int n, int c, int hw, const float *x,
+                              const float *gamma, const float *beta, float *running_mean,
+                              float *running_var, float momentum, float eps, bool training,
+                              float *y, float *save_mean, float *save_invstd);
+    void (*batchnorm_backward)(backend_t *be, int n, int c, int hw, const float *x,
+                               const float *gamma, const float *save_mean,
+                               const float *save_invstd, const float *dy, float *dx,
+                               float *dgamma, float *dbeta);
+
     /* ---- element-wise over count elements ---- */
     void (*relu_forward)(backend_t *be, size_t count, const float *x, float *y);
     void (*relu_backward)(backend_t *be, size_t count, const float *y, const float *dy,

@@ -2,7 +2,8 @@
 # backend's kernels when configure finds nvcc (else none.c answers "no GPU").
 libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
-	%reldir%/cpu/dense.c %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c
+	%reldir%/cpu/dense.c %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
+	%reldir%/cpu/batchnorm.c
 if HAVE_CUDA
 libtowertrain_a_SOURCES += %reldir%/cuda/cuda_device.cu
 else

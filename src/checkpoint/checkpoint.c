@@ -17,6 +17,19 @@ static optimizer_t *saved_optimizer(trainer_t *tr)
     return tr->shared_opt.be != NULL ? &tr->shared_opt : &tr->opts[0];
 }
 
+static bool is_int64(const trainer_t *tr, const param_entry *p)
+{
+    return tr->model.layers[p->layer].params[p->spec].is_int64;
+}
+
+/* An I64 value from tensor data that need not be 8-byte aligned. */
+static int64_t read_i64(const void *data)
+{
+    int64_t v;
+    memcpy(&v, data, sizeof(v));
+    return v;
+}
+
 static void spec_shape(const trainer_t *tr, const param_entry *p, st_tensor *t)
 {
     const param_spec *s = &tr->model.layers[p->layer].params[p->spec];
@@ -40,17 +53,19 @@ int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err)
     const model_t *m = &tr->model;
     optimizer_t *opt = saved_optimizer(tr);
     trainer_sync_tower0(tr);
+    trainer_sync_batchnorm(tr);
     tower_t *t0 = &tr->towers[0];
     size_t n_slots = (size_t)opt->n_slots;
     float *host = malloc((m->n_floats + n_slots * m->n_trainable + 1) * sizeof(float));
     int n_tensors = m->n_params * (1 + (int)n_slots);
     st_tensor *ts = calloc((size_t)n_tensors + 1, sizeof(st_tensor));
     char (*names)[TT_NAME_MAX + 64] = calloc((size_t)n_tensors + 1, sizeof(*names));
+    int64_t *ints = calloc((size_t)m->n_params + 1, sizeof(int64_t)); /* I64 tensors */
     char *job_text = NULL;
     size_t job_len = 0;
     FILE *mem = open_memstream(&job_text, &job_len);
     int rc = -1;
-    if (host == NULL || ts == NULL || names == NULL || mem == NULL) {
+    if (host == NULL || ts == NULL || names == NULL || ints == NULL || mem == NULL) {
         err_set(err, TT_ERR_RUNTIME, "out of memory writing %s", path);
         goto out;
     }
@@ -76,6 +91,10 @@ int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err)
     for (int i = 0; i < m->n_params; i++, k++) {
         const param_entry *p = &m->params[i];
         ts[k] = (st_tensor){p->name, "F32", 0, {0}, host + p->offset, p->count * sizeof(float)};
+        if (is_int64(tr, p)) {
+            ints[i] = (int64_t)host[p->offset]; /* num_batches_tracked, exact below 2^24 */
+            ts[k] = (st_tensor){p->name, "I64", 0, {0}, &ints[i], sizeof(int64_t)};
+        }
         spec_shape(tr, p, &ts[k]);
     }
     for (size_t s = 0; s < n_slots; s++) {
@@ -105,6 +124,7 @@ out:
     if (mem != NULL)
         fclose(mem);
     free(job_text);
+    free(ints);
     free(host);
     free(ts);
     free(names);
@@ -141,7 +161,7 @@ static bool shape_matches(const trainer_t *tr, const param_entry *p, const st_te
 {
     st_tensor want = {0};
     spec_shape(tr, p, &want);
-    if (strcmp(t->dtype, "F32") != 0 || t->ndim != want.ndim)
+    if (strcmp(t->dtype, is_int64(tr, p) ? "I64" : "F32") != 0 || t->ndim != want.ndim)
         return false;
     for (int d = 0; d < want.ndim; d++)
         if (t->shape[d] != want.shape[d])
@@ -163,6 +183,8 @@ static int read_tensors(trainer_t *tr, const safetensors_file *f, const char *pa
             list_add(missing, sizeof(missing), p->name);
         else if (!shape_matches(tr, p, t))
             list_add(wrong, sizeof(wrong), p->name);
+        else if (is_int64(tr, p))
+            host[p->offset] = (float)read_i64(t->data);
         else
             memcpy(host + p->offset, t->data, t->bytes);
         for (int s = 0; slots != NULL && p->trainable && s < opt->n_slots; s++) {

@@ -24,8 +24,12 @@ const layer_ops *layer_ops_for(layer_type t)
         return &layer_dropout_ops;
     case LAYER_FLATTEN:
         return &layer_flatten_ops;
+    case LAYER_BATCHNORM:
+        return &layer_batchnorm_ops;
+    case LAYER_ADD:
+        return &layer_add_ops;
     default:
-        return NULL; /* batchnorm, add: not in this version */
+        return NULL;
     }
 }
 

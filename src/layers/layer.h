@@ -89,6 +89,6 @@ void init_uniform(rng_t *rng, float *p, size_t count, float bound);
 
 extern const layer_ops layer_dense_ops, layer_conv2d_ops, layer_maxpool_ops,
     layer_avgpool_ops, layer_global_avgpool_ops, layer_relu_ops, layer_dropout_ops,
-    layer_flatten_ops;
+    layer_flatten_ops, layer_batchnorm_ops, layer_add_ops;
 
 #endif

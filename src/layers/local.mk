@@ -1,8 +1,12 @@
 libtowertrain_a_SOURCES += %reldir%/layer.h %reldir%/layer.c %reldir%/pool_common.h \
 	%reldir%/dense.c %reldir%/conv2d.c %reldir%/maxpool.c %reldir%/avgpool.c \
-	%reldir%/global_avgpool.c %reldir%/relu.c %reldir%/dropout.c %reldir%/flatten.c
+	%reldir%/global_avgpool.c %reldir%/relu.c %reldir%/dropout.c %reldir%/flatten.c \
+	%reldir%/batchnorm.c %reldir%/add.c
 
 # Every layer against a float64 reference and finite differences.
 check_PROGRAMS += tests/test_layers
 tests_test_layers_SOURCES = tests/test_layers.c
 TESTS += tests/test_layers
+check_PROGRAMS += tests/test_batchnorm_add
+tests_test_batchnorm_add_SOURCES = tests/test_batchnorm_add.c
+TESTS += tests/test_batchnorm_add

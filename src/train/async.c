@@ -25,7 +25,7 @@ static void async_tower(const tower_context *ctx, void *p)
     trainer_t *tr = ((void **)p)[0];
     const batch_t *b = ((void **)p)[1];
     tower_t *tw = &tr->towers[ctx->index];
-    size_t bytes = tr->model.n_floats * sizeof(float);
+    size_t bytes = tr->model.n_trainable * sizeof(float); /* batchnorm stats stay local */
 
     pthread_mutex_lock(&tr->update_lock);
     tw->be->copy(tw->be, tw->params, tr->shared_params, bytes);

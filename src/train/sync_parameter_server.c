@@ -79,7 +79,8 @@ static void ps_tower_compute(const tower_context *ctx, void *p)
     trainer_t *tr = a->tr;
     tower_t *tw = &tr->towers[ctx->index];
     /* read the parameters from the server */
-    tw->be->copy(tw->be, tw->params, tr->shared_params, tr->model.n_floats * sizeof(float));
+    /* batchnorm statistics stay tower-local: only trainable parameters are read */
+    tw->be->copy(tw->be, tw->params, tr->shared_params, tr->model.n_trainable * sizeof(float));
     trainer_tower_compute(tr, ctx->index, a->b);
 }
 

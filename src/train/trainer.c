@@ -291,7 +291,33 @@ void trainer_sync_tower0(trainer_t *tr)
     if (tr->shared_params == NULL)
         return;
     tower_t *t = &tr->towers[0];
-    t->be->copy(t->be, t->params, tr->shared_params, tr->model.n_floats * sizeof(float));
+    t->be->copy(t->be, t->params, tr->shared_params, tr->model.n_trainable * sizeof(float));
+}
+
+void trainer_sync_batchnorm(trainer_t *tr)
+{
+    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
+    if (tr->n_towers < 2 || n == 0)
+        return;
+    float *sum = calloc(n, sizeof(float)), *one = malloc(n * sizeof(float));
+    if (sum == NULL || one == NULL) {
+        free(sum);
+        free(one);
+        return; /* the statistics stay tower-local; nothing is lost */
+    }
+    for (int t = 0; t < tr->n_towers; t++) {
+        tower_t *tw = &tr->towers[t];
+        tw->be->download(tw->be, one, tw->params + lo, n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            sum[i] += one[i];
+    }
+    for (size_t i = 0; i < n; i++)
+        sum[i] /= (float)tr->n_towers;
+    for (int t = 0; t < tr->n_towers; t++)
+        tr->towers[t].be->upload(tr->towers[t].be, tr->towers[t].params + lo, sum,
+                                 n * sizeof(float));
+    free(sum);
+    free(one);
 }
 
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
@@ -411,6 +437,8 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         }
     }
     tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
+    /* tower-local batchnorm statistics become one, before validation and saving */
+    trainer_sync_batchnorm(tr);
     if (trainer_put_scalar(tr, "learning_rate",
                            float_shortest(trainer_get_learning_rate(tr)), err) != 0)
         return -1;

@@ -190,6 +190,11 @@ void trainer_collect_step(trainer_t *tr, const batch_t *b);
  * checkpoints) under the trainers that keep one shared copy. */
 void trainer_sync_tower0(trainer_t *tr);
 
+/* Averages the towers' batchnorm running statistics (and every other
+ * non-trainable tensor) in tower order and gives every tower the result
+ * (SPEC 6: at every epoch end and before every checkpoint). */
+void trainer_sync_batchnorm(trainer_t *tr);
+
 /* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */
 const callback_ops *callback_ops_find(const char *type);
 const monitor_ops *monitor_ops_find(const char *type);

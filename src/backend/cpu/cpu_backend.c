@@ -65,6 +65,8 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->maxpool_backward = cpu_maxpool_backward;
     be->avgpool_forward = cpu_avgpool_forward;
     be->avgpool_backward = cpu_avgpool_backward;
+    be->batchnorm_forward = cpu_batchnorm_forward;
+    be->batchnorm_backward = cpu_batchnorm_backward;
     be->relu_forward = cpu_relu_forward;
     be->relu_backward = cpu_relu_backward;
     be->dropout_forward = cpu_dropout_forward;

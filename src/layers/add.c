@@ -1,0 +1,40 @@
+/* add.c - the sum of two or more inputs of the same shape (a residual
+ * connection); the gradient goes to every input unchanged. */
+#include "layers/layer.h"
+
+static int add_setup(layer_t *l, tt_err *err)
+{
+    if (l->n_in < 2)
+        return err_set(err, TT_ERR_USAGE, "layer %s: add needs at least two inputs",
+                       l->cfg->name);
+    for (int k = 1; k < l->n_in; k++)
+        if (l->in[k].c != l->in[0].c || l->in[k].h != l->in[0].h || l->in[k].w != l->in[0].w)
+            return err_set(err, TT_ERR_USAGE, "layer %s: inputs of different shapes "
+                           "[%d, %d, %d] and [%d, %d, %d]", l->cfg->name, l->in[0].c,
+                           l->in[0].h, l->in[0].w, l->in[k].c, l->in[k].h, l->in[k].w);
+    l->out = l->in[0];
+    return 0;
+}
+
+static void add_forward(const layer_t *l, layer_call *c)
+{
+    size_t count = (size_t)c->n * shape3_size(l->out);
+    c->be->copy(c->be, c->y, c->x[0], count * sizeof(float));
+    for (int k = 1; k < l->n_in; k++)
+        c->be->axpy(c->be, count, 1.0f, c->x[k], c->y);
+}
+
+static void add_backward(const layer_t *l, layer_call *c)
+{
+    size_t count = (size_t)c->n * shape3_size(l->out);
+    for (int k = 0; k < l->n_in; k++)
+        if (c->dx[k] != NULL)
+            c->be->copy(c->be, c->dx[k], c->dy, count * sizeof(float));
+}
+
+const layer_ops layer_add_ops = {
+    .type = LAYER_ADD,
+    .setup = add_setup,
+    .forward = add_forward,
+    .backward = add_backward,
+};
