@@ -143,5 +143,24 @@ done
 [ $good = 1 ]
 ok $? "every checkpoint written before the divergence holds finite values only"
 
+# a second signal exits at once, without waiting for the step or writing a checkpoint
+cat > "$T/slow.cfg" <<CFG
+model = "$TT_SRCDIR/models/resnet20.cfg";
+dataflow = { source = { type = "fake"; shape = [3, 32, 32]; classes = 10; size = 2048; }; batch_size = 512; };
+optimizer = { type = "sgd"; learning_rate = 0.01; };
+trainer = { threads_per_tower = 1; };
+max_epoch = 1;
+monitors = ( "json" );
+CFG
+"$TOWERTRAIN" run "$T/slow.cfg" --logdir "$T/twice" --quiet &
+pid=$!
+i=0; while ! grep -qs "^trainer" "$T/twice/log.log" && [ $i -lt 600 ]; do sleep 0.02; i=$((i + 1)); done
+sleep 0.2
+start=$(date +%s%N)
+kill -INT $pid; sleep 0.05; kill -INT $pid; wait $pid; rc=$?
+ms=$((($(date +%s%N) - start) / 1000000))
+[ $rc = 130 ] && [ $ms -lt 1000 ] && [ ! -e "$T/twice/checkpoint" ]
+ok $? "a second SIGINT exits at once: exit 130 after ${ms} ms, no checkpoint written"
+
 echo "1..$n"
 exit $failed

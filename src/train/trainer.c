@@ -429,6 +429,10 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
         if (trainer_call_hook(tr, HOOK_AFTER_STEP, err) != 0)
             return -1;
+        /* per step too, so event files show schedules within an epoch */
+        if (trainer_put_scalar(tr, "learning_rate",
+                               float_shortest(trainer_get_learning_rate(tr)), err) != 0)
+            return -1;
         for (int i = 0; i < tr->n_callbacks; i++) {
             callback_t *cb = &tr->callbacks[i];
             if (cb->ops->trigger && triggers_on_step(cb, tr->global_step) &&
