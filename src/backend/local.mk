@@ -3,7 +3,11 @@
 libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
 	%reldir%/cpu/dense.c %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
-	%reldir%/cpu/batchnorm.c
+	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h
+if HAVE_DNNL
+libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c
+endif
+EXTRA_DIST += %reldir%/cpu/conv_dnnl.c
 if HAVE_CUDA
 libtowertrain_a_SOURCES += %reldir%/cuda/cuda_device.cu
 else

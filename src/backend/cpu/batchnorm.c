@@ -1,8 +1,56 @@
 /* batchnorm.c - per-channel batch normalisation (torch.nn.BatchNorm2d), split
- * over the team by channel; sums run in double, in a fixed order. */
+ * over the team by channel. Sums run in a fixed order: each image's row of a
+ * channel is summed in LANES float lanes (so the loop vectorises), the lanes
+ * are added in order into a double, and the rows in image order. */
 #include <math.h>
 
 #include "backend/cpu/cpu.h"
+
+#define LANES 16
+
+/* sum of x[q] - shift over a row, and of (x[q] - shift)^2 when sq */
+static inline double row_sum(const float *x, int len, float shift, bool sq)
+{
+    float acc[LANES] = {0};
+    int q = 0;
+    for (; q + LANES <= len; q += LANES)
+        for (int l = 0; l < LANES; l++) {
+            float v = x[q + l] - shift;
+            acc[l] += sq ? v * v : v;
+        }
+    double s = 0;
+    for (int l = 0; l < LANES; l++)
+        s += acc[l];
+    for (; q < len; q++) {
+        float v = x[q] - shift;
+        s += sq ? v * v : v;
+    }
+    return s;
+}
+
+/* sum of dy[q] and of dy[q] * (x[q] - mean) over a row */
+static inline void row_sums_dy(const float *dy, const float *x, int len, float mean,
+                               double *sdy, double *sdyx)
+{
+    float a[LANES] = {0}, b[LANES] = {0};
+    int q = 0;
+    for (; q + LANES <= len; q += LANES)
+        for (int l = 0; l < LANES; l++) {
+            a[l] += dy[q + l];
+            b[l] += dy[q + l] * (x[q + l] - mean);
+        }
+    double s = 0, t = 0;
+    for (int l = 0; l < LANES; l++) {
+        s += a[l];
+        t += b[l];
+    }
+    for (; q < len; q++) {
+        s += dy[q];
+        t += (double)dy[q] * (x[q] - mean);
+    }
+    *sdy += s;
+    *sdyx += t;
+}
 
 typedef struct {
     int n, c, hw;
@@ -12,7 +60,7 @@ typedef struct {
     bool training;
 } bn_args;
 
-static void bn_forward_task(void *p, int k, int tasks)
+CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
 {
     bn_args *a = p;
     int lo, hi;
@@ -21,18 +69,13 @@ static void bn_forward_task(void *p, int k, int tasks)
     for (int ch = lo; ch < hi; ch++) {
         double mean, var;
         if (a->training) {
+            /* two passes: the mean, then squares about the (float) mean */
             double s = 0, s2 = 0;
-            for (int i = 0; i < a->n; i++) {
-                const float *x = a->x + ((size_t)i * a->c + ch) * a->hw;
-                for (int q = 0; q < a->hw; q++)
-                    s += x[q];
-            }
+            for (int i = 0; i < a->n; i++)
+                s += row_sum(a->x + ((size_t)i * a->c + ch) * a->hw, a->hw, 0.0f, false);
             mean = s / (double)m;
-            for (int i = 0; i < a->n; i++) {
-                const float *x = a->x + ((size_t)i * a->c + ch) * a->hw;
-                for (int q = 0; q < a->hw; q++)
-                    s2 += (x[q] - mean) * (x[q] - mean);
-            }
+            for (int i = 0; i < a->n; i++)
+                s2 += row_sum(a->x + ((size_t)i * a->c + ch) * a->hw, a->hw, (float)mean, true);
             var = s2 / (double)m;
             double unbiased = m > 1 ? s2 / (double)(m - 1) : var;
             a->running_mean[ch] = (float)((1.0 - a->momentum) * a->running_mean[ch] +
@@ -44,16 +87,18 @@ static void bn_forward_task(void *p, int k, int tasks)
             var = a->running_var[ch];
         }
         float invstd = (float)(1.0 / sqrt(var + a->eps));
-        float fm = (float)mean, g = a->gamma[ch], b = a->beta[ch];
+        float fm = (float)mean;
         if (a->training) {
             a->save_mean[ch] = fm;
             a->save_invstd[ch] = invstd;
         }
+        /* y = (x - mean) * invstd * gamma + beta as one multiply-add */
+        float scale = invstd * a->gamma[ch], shift = a->beta[ch] - fm * scale;
         for (int i = 0; i < a->n; i++) {
             const float *x = a->x + ((size_t)i * a->c + ch) * a->hw;
             float *y = a->y + ((size_t)i * a->c + ch) * a->hw;
             for (int q = 0; q < a->hw; q++)
-                y[q] = (x[q] - fm) * invstd * g + b;
+                y[q] = x[q] * scale + shift;
         }
     }
 }
@@ -71,7 +116,7 @@ void cpu_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x, 
 }
 
 /* dx = gamma * invstd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat)) */
-static void bn_backward_task(void *p, int k, int tasks)
+CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
 {
     bn_args *a = p;
     int lo, hi;
@@ -82,25 +127,26 @@ static void bn_backward_task(void *p, int k, int tasks)
         double sdy = 0, sdyx = 0;
         for (int i = 0; i < a->n; i++) {
             size_t off = ((size_t)i * a->c + ch) * a->hw;
-            for (int q = 0; q < a->hw; q++) {
-                sdy += a->dyc[off + q];
-                sdyx += (double)a->dyc[off + q] * (a->x[off + q] - mean) * invstd;
-            }
+            row_sums_dy(a->dyc + off, a->x + off, a->hw, mean, &sdy, &sdyx);
         }
+        sdyx *= invstd;
         if (a->dgamma)
             a->dgamma[ch] = (float)sdyx;
         if (a->dbeta)
             a->dbeta[ch] = (float)sdy;
         if (a->dx == NULL)
             continue;
-        float scale = (float)(a->gamma[ch] * invstd / m);
-        float fsdy = (float)sdy, fsdyx = (float)sdyx, fm = (float)m;
+        /* dx = scale * (M dy - sdy - (x - mean) invstd sdyx), as
+         * dx = A dy + B x + C with per-channel A, B, C */
+        double scale = a->gamma[ch] * invstd / m;
+        float A = (float)(scale * m), B = (float)(-scale * invstd * sdyx);
+        float C = (float)(scale * (invstd * sdyx * mean - sdy));
         for (int i = 0; i < a->n; i++) {
             size_t off = ((size_t)i * a->c + ch) * a->hw;
-            for (int q = 0; q < a->hw; q++) {
-                float xhat = (a->x[off + q] - mean) * invstd;
-                a->dx[off + q] = scale * (fm * a->dyc[off + q] - fsdy - xhat * fsdyx);
-            }
+            const float *dy = a->dyc + off, *x = a->x + off;
+            float *dx = a->dx + off;
+            for (int q = 0; q < a->hw; q++)
+                dx[q] = A * dy[q] + B * x[q] + C;
         }
     }
 }

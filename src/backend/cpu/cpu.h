@@ -7,6 +7,7 @@
 
 typedef struct {
     threadpool_t *pool;
+    void *conv; /* conv_dnnl.c's primitive cache; NULL until the first conv */
 } cpu_impl;
 
 /* Hot loops outside sgemm (im2col, pooling) are compiled for several

@@ -1,9 +1,16 @@
 /* cpu_backend.c - the CPU backend: host memory, one thread team per instance
  * (per tower), and the table of operations implemented in this folder. */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#ifdef HAVE_DNNL
+#include "backend/cpu/conv_dnnl.h"
+#endif
 
 static void *cpu_alloc(backend_t *be, size_t bytes)
 {
@@ -30,8 +37,12 @@ static void cpu_destroy(backend_t *be)
     if (be == NULL)
         return;
     cpu_impl *impl = be->impl;
-    if (impl != NULL)
+    if (impl != NULL) {
         threadpool_destroy(impl->pool);
+#ifdef HAVE_DNNL
+        cpu_conv_dnnl_free(impl->conv);
+#endif
+    }
     free(impl);
     free(be);
 }
@@ -58,9 +69,15 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->copy = cpu_memcpy;
     be->dense_forward = cpu_dense_forward;
     be->dense_backward = cpu_dense_backward;
+#ifdef HAVE_DNNL
+    be->conv_workspace = cpu_conv_dnnl_workspace;
+    be->conv_forward = cpu_conv_dnnl_forward;
+    be->conv_backward = cpu_conv_dnnl_backward;
+#else
     be->conv_workspace = cpu_conv_workspace;
     be->conv_forward = cpu_conv_forward;
     be->conv_backward = cpu_conv_backward;
+#endif
     be->maxpool_forward = cpu_maxpool_forward;
     be->maxpool_backward = cpu_maxpool_backward;
     be->avgpool_forward = cpu_avgpool_forward;

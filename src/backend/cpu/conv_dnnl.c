@@ -1,0 +1,622 @@
+/* conv_dnnl.c - 2-D convolution through oneDNN's convolution primitives.
+ *
+ * Why: on our shapes (ResNet-20: 16-64 channels, 8-32 pixels square) oneDNN's
+ * direct JIT kernels on its blocked layouts (nChw16c and friends) run 3-7x
+ * faster than im2col + sgemm (conv.c), measured in bench/sgemm's neighbour
+ * /tmp experiments and in bench/compare_pytorch. The rest of towertrain keeps
+ * plain NCHW, so every call reorders at its boundary: x and dy into the
+ * kernel's layout, y and dx back. Those reorders are one pass over the tensor
+ * each, small beside the convolution.
+ *
+ * Threads: as everywhere in the CPU backend, our one thread pool splits the
+ * work and oneDNN runs single-threaded inside a task (no second pool spinning
+ * against ours). The batch is cut into CONV_GROUPS fixed groups whatever the
+ * thread count; each group runs forward, backward-data and backward-weights on
+ * its images, and the groups' weight gradients are summed in group order. So
+ * the bits do not depend on the number of threads, as with conv.c.
+ *
+ * Primitives are built once per shape (layer shape x images per group) and
+ * cached per backend instance; a step only sets data handles and executes.
+ * Scratchpads are ours (user mode), one per group, so a primitive may run on
+ * any pool thread. Shapes oneDNN cannot do fall back to conv.c.
+ *
+ * Workspace per group: the blocked src, dst/ddst, a second ddst when the two
+ * backward kernels want different layouts, dsrc, weights, blocked diff
+ * weights, and the plain partial dw and db the reduction reads.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <dnnl.h>
+#include <omp.h>
+
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/conv_dnnl.h"
+#include "backend/math.h"
+
+#define CONV_GROUPS 4
+#define ALIGN(b) (((b) + 63) & ~(size_t)63)
+
+/* The blocked tensors of one group, in workspace order. */
+enum { B_SRC, B_DST, B_DDST2, B_DSRC, B_WEI, B_DWEI, N_BUFS };
+
+/* The primitives of one shape, by index. */
+enum {
+    P_FWD, P_BWD_DATA, P_BWD_WEIGHTS,
+    /* reorders plain -> blocked (NULL when the layouts are equal) */
+    P_R_SRC, P_R_WEI, P_R_DDST, P_R_DDST_BW, P_R_WEI_BD, P_R_SRC_BW,
+    /* reorders blocked -> plain */
+    P_R_DST, P_R_DSRC, P_R_DWEI,
+    N_PRIMS
+};
+
+/* The memory objects a group binds to buffers; one role, one layout. */
+enum {
+    M_X, M_SRC_B, M_W, M_WEI_B, M_DST_B, M_Y, M_BIAS, M_DY, M_DDST_B, M_WEI_BD, M_DSRC_B, M_DX,
+    M_SRC_BW, M_DDST_BW, M_DWEI_B, M_DW, M_DB,
+    M_SCRATCH, /* + primitive index */
+    N_MEMS = M_SCRATCH + N_PRIMS
+};
+
+typedef struct {
+    /* key */
+    window_desc d; /* d.n = images per group */
+    bool relu, bias;
+    bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
+
+    dnnl_primitive_t prim[N_PRIMS];
+    dnnl_memory_desc_t src_u, wei_u, dst_u, bias_md;
+    dnnl_memory_desc_t src_b, wei_b, dst_b, ddst_b, dsrc_b, wei_bd_b, src_bw_b, ddst_bw_b,
+        dwei_b;
+    dnnl_memory_desc_t scratch_md[N_PRIMS];
+    const dnnl_memory_desc_t *md[N_MEMS]; /* the layout of each role */
+    size_t buf_bytes[N_BUFS];
+    size_t group_bytes; /* all buffers of one group, 64-byte aligned each */
+    size_t scratch_bytes;
+    void *scratch[CONV_GROUPS];            /* user scratchpads, owned */
+    dnnl_memory_t mem[CONV_GROUPS][N_MEMS]; /* created on first use */
+} conv_prim;
+
+/* One backend instance's cache: primitives by shape, a stream per group. */
+typedef struct {
+    conv_prim **prims;
+    int n_prims, cap;
+    dnnl_stream_t streams[CONV_GROUPS];
+} conv_dnnl;
+
+static dnnl_engine_t engine;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+
+static void engine_create(void)
+{
+    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
+        engine = NULL;
+}
+
+/* oneDNN threads with OpenMP; inside our tasks it must use one thread. The
+ * setting is per calling thread. */
+static void single_thread(void)
+{
+    static _Thread_local bool single;
+    if (!single) {
+        omp_set_num_threads(1);
+        single = true;
+    }
+}
+
+static bool same_desc(const window_desc *a, const window_desc *b)
+{
+    return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->f == b->f &&
+           a->k == b->k && a->stride == b->stride && a->pad == b->pad;
+}
+
+/* ---- building a conv_prim ---- */
+
+static dnnl_primitive_attr_t user_scratchpad_attr(bool relu)
+{
+    dnnl_primitive_attr_t attr;
+    if (dnnl_primitive_attr_create(&attr) != dnnl_success)
+        return NULL;
+    dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user);
+    if (relu) {
+        dnnl_post_ops_t po;
+        if (dnnl_post_ops_create(&po) != dnnl_success) {
+            dnnl_primitive_attr_destroy(attr);
+            return NULL;
+        }
+        bool ok = dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
+                      dnnl_success &&
+                  dnnl_primitive_attr_set_post_ops(attr, po) == dnnl_success;
+        dnnl_post_ops_destroy(po);
+        if (!ok) {
+            dnnl_primitive_attr_destroy(attr);
+            return NULL;
+        }
+    }
+    return attr;
+}
+
+/* Creates primitive i from pd, keeps its scratchpad layout, destroys pd. */
+static bool prim_create(conv_prim *p, int i, dnnl_primitive_desc_t pd)
+{
+    p->scratch_md[i] = *dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t s = dnnl_memory_desc_get_size(&p->scratch_md[i]);
+    if (s > p->scratch_bytes)
+        p->scratch_bytes = s;
+    bool ok = dnnl_primitive_create(&p->prim[i], pd) == dnnl_success;
+    dnnl_primitive_desc_destroy(pd);
+    return ok;
+}
+
+/* Reorder primitive i from one layout to another; none when they are equal. */
+static bool reorder_create(conv_prim *p, int i, const dnnl_memory_desc_t *from,
+                           const dnnl_memory_desc_t *to)
+{
+    if (dnnl_memory_desc_equal(from, to))
+        return true;
+    dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
+    dnnl_primitive_desc_t pd;
+    bool ok = attr != NULL &&
+              dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr) ==
+                  dnnl_success;
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    return ok && prim_create(p, i, pd);
+}
+
+/* A convolution primitive descriptor: kind 0 forward, 1 backward data,
+ * 2 backward weights (the backward ones hinted by the forward one). */
+static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitive_attr_t attr,
+                                     const_dnnl_primitive_desc_t hint)
+{
+    const window_desc *d = &p->d;
+    dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
+                dst_dims = {d->n, d->f, d->oh, d->ow};
+    dnnl_dims_t strides = {d->stride, d->stride}, pad_l = {d->pad, d->pad};
+    /* right padding such that the output size is PyTorch's floor division */
+    dnnl_dims_t pad_r = {(d->oh - 1) * d->stride + d->k - d->h - d->pad,
+                         (d->ow - 1) * d->stride + d->k - d->w - d->pad};
+    dnnl_memory_desc_t src, wei, dst;
+    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32, dnnl_format_tag_any);
+    const dnnl_memory_desc_t *bias = p->bias ? &p->bias_md : NULL;
+    dnnl_convolution_desc_t cd;
+    dnnl_status_t st;
+    if (kind == 0)
+        st = dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training,
+                                                dnnl_convolution_direct, &src, &wei, bias, &dst,
+                                                strides, pad_l, pad_r);
+    else if (kind == 1)
+        st = dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &src, &wei,
+                                                      &dst, strides, pad_l, pad_r);
+    else
+        st = dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &src,
+                                                         &wei, bias, &dst, strides, pad_l, pad_r);
+    dnnl_primitive_desc_t pd;
+    if (st != dnnl_success || dnnl_primitive_desc_create(&pd, &cd, attr, engine, hint) !=
+                                  dnnl_success)
+        return NULL;
+    return pd;
+}
+
+static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_query_t q)
+{
+    return dnnl_primitive_desc_query_md(pd, q, 0);
+}
+
+static bool prim_build(conv_prim *p)
+{
+    const window_desc *d = &p->d;
+    dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
+                dst_dims = {d->n, d->f, d->oh, d->ow}, bias_dims = {d->f};
+    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&p->wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw);
+    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bias_dims, dnnl_f32, dnnl_x);
+
+    dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
+    dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
+    dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
+    bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd(p, 0, fattr, NULL)) != NULL &&
+              (bdpd = conv_pd(p, 1, attr, fpd)) != NULL &&
+              (bwpd = conv_pd(p, 2, attr, fpd)) != NULL;
+    if (ok) {
+        p->src_b = *md_of(fpd, dnnl_query_src_md);
+        p->wei_b = *md_of(fpd, dnnl_query_weights_md);
+        p->dst_b = *md_of(fpd, dnnl_query_dst_md);
+        p->dsrc_b = *md_of(bdpd, dnnl_query_diff_src_md);
+        p->wei_bd_b = *md_of(bdpd, dnnl_query_weights_md);
+        p->ddst_b = *md_of(bdpd, dnnl_query_diff_dst_md);
+        p->src_bw_b = *md_of(bwpd, dnnl_query_src_md);
+        p->dwei_b = *md_of(bwpd, dnnl_query_diff_weights_md);
+        p->ddst_bw_b = *md_of(bwpd, dnnl_query_diff_dst_md);
+        ok = prim_create(p, P_BWD_DATA, bdpd) & prim_create(p, P_BWD_WEIGHTS, bwpd) &
+             prim_create(p, P_FWD, fpd);
+        bdpd = bwpd = fpd = NULL; /* prim_create destroyed them */
+    }
+    if (fpd != NULL)
+        dnnl_primitive_desc_destroy(fpd);
+    if (bdpd != NULL)
+        dnnl_primitive_desc_destroy(bdpd);
+    if (bwpd != NULL)
+        dnnl_primitive_desc_destroy(bwpd);
+    if (fattr != NULL)
+        dnnl_primitive_attr_destroy(fattr);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    if (!ok)
+        return false;
+
+    ok = reorder_create(p, P_R_SRC, &p->src_u, &p->src_b) &&
+         reorder_create(p, P_R_WEI, &p->wei_u, &p->wei_b) &&
+         reorder_create(p, P_R_DST, &p->dst_b, &p->dst_u) &&
+         reorder_create(p, P_R_DDST, &p->dst_u, &p->ddst_b) &&
+         reorder_create(p, P_R_DDST_BW, &p->dst_u, &p->ddst_bw_b) &&
+         reorder_create(p, P_R_WEI_BD, &p->wei_u, &p->wei_bd_b) &&
+         reorder_create(p, P_R_SRC_BW, &p->src_u, &p->src_bw_b) &&
+         reorder_create(p, P_R_DSRC, &p->dsrc_b, &p->src_u) &&
+         reorder_create(p, P_R_DWEI, &p->dwei_b, &p->wei_u);
+    if (!ok)
+        return false;
+
+    const dnnl_memory_desc_t *md[M_SCRATCH] = {
+        [M_X] = &p->src_u,        [M_SRC_B] = &p->src_b,   [M_W] = &p->wei_u,
+        [M_WEI_B] = &p->wei_b,    [M_DST_B] = &p->dst_b,   [M_Y] = &p->dst_u,
+        [M_BIAS] = &p->bias_md,   [M_DY] = &p->dst_u,      [M_DDST_B] = &p->ddst_b,
+        [M_WEI_BD] = &p->wei_bd_b, [M_DSRC_B] = &p->dsrc_b, [M_DX] = &p->src_u,
+        [M_SRC_BW] = &p->src_bw_b, [M_DDST_BW] = &p->ddst_bw_b, [M_DWEI_B] = &p->dwei_b,
+        [M_DW] = &p->wei_u,       [M_DB] = &p->bias_md};
+    for (int i = 0; i < M_SCRATCH; i++)
+        p->md[i] = md[i];
+    for (int i = 0; i < N_PRIMS; i++)
+        p->md[M_SCRATCH + i] = &p->scratch_md[i];
+
+    size_t src = dnnl_memory_desc_get_size(&p->src_b);
+    size_t srcbw = dnnl_memory_desc_get_size(&p->src_bw_b);
+    size_t dst = dnnl_memory_desc_get_size(&p->dst_b);
+    size_t ddst = dnnl_memory_desc_get_size(&p->ddst_b);
+    size_t wei = dnnl_memory_desc_get_size(&p->wei_b);
+    size_t weibd = dnnl_memory_desc_get_size(&p->wei_bd_b);
+    p->buf_bytes[B_SRC] = ALIGN(src > srcbw ? src : srcbw);
+    p->buf_bytes[B_DST] = ALIGN(dst > ddst ? dst : ddst);
+    p->buf_bytes[B_DDST2] = ALIGN(dnnl_memory_desc_get_size(&p->ddst_bw_b));
+    p->buf_bytes[B_DSRC] = ALIGN(dnnl_memory_desc_get_size(&p->dsrc_b));
+    p->buf_bytes[B_WEI] = ALIGN(wei > weibd ? wei : weibd);
+    p->buf_bytes[B_DWEI] = ALIGN(dnnl_memory_desc_get_size(&p->dwei_b));
+    p->group_bytes = 0;
+    for (int i = 0; i < N_BUFS; i++)
+        p->group_bytes += p->buf_bytes[i];
+    p->scratch_bytes = ALIGN(p->scratch_bytes);
+    for (int g = 0; g < CONV_GROUPS && p->scratch_bytes > 0; g++)
+        if ((p->scratch[g] = aligned_alloc(64, p->scratch_bytes)) == NULL)
+            return false;
+    return true;
+}
+
+static void prim_free(conv_prim *p)
+{
+    for (int i = 0; i < N_PRIMS; i++)
+        if (p->prim[i] != NULL)
+            dnnl_primitive_destroy(p->prim[i]);
+    for (int g = 0; g < CONV_GROUPS; g++) {
+        for (int i = 0; i < N_MEMS; i++)
+            if (p->mem[g][i] != NULL)
+                dnnl_memory_destroy(p->mem[g][i]);
+        free(p->scratch[g]);
+    }
+}
+
+/* The cached primitives for d (d->n images per group); built on first use.
+ * Called from the tower's own thread only, before the tasks start. */
+static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool bias)
+{
+    cpu_impl *impl = be->impl;
+    conv_dnnl *cd = impl->conv;
+    if (cd == NULL) {
+        pthread_once(&engine_once, engine_create);
+        if (engine == NULL || (cd = calloc(1, sizeof(*cd))) == NULL)
+            return NULL;
+        for (int g = 0; g < CONV_GROUPS; g++)
+            if (dnnl_stream_create(&cd->streams[g], engine, dnnl_stream_default_flags) !=
+                dnnl_success) {
+                free(cd);
+                return NULL;
+            }
+        impl->conv = cd;
+    }
+    for (int i = 0; i < cd->n_prims; i++) {
+        conv_prim *p = cd->prims[i];
+        if (same_desc(&p->d, d) && p->relu == relu && p->bias == bias)
+            return p;
+    }
+    if (cd->n_prims == cd->cap) {
+        int cap = cd->cap ? 2 * cd->cap : 16;
+        conv_prim **np = realloc(cd->prims, (size_t)cap * sizeof(*np));
+        if (np == NULL)
+            return NULL;
+        cd->prims = np;
+        cd->cap = cap;
+    }
+    conv_prim *p = calloc(1, sizeof(*p));
+    if (p == NULL)
+        return NULL;
+    cd->prims[cd->n_prims++] = p;
+    p->d = *d;
+    p->relu = relu;
+    p->bias = bias;
+    single_thread();
+    p->ok = prim_build(p);
+    return p;
+}
+
+void cpu_conv_dnnl_free(void *conv)
+{
+    conv_dnnl *cd = conv;
+    if (cd == NULL)
+        return;
+    for (int i = 0; i < cd->n_prims; i++) {
+        prim_free(cd->prims[i]);
+        free(cd->prims[i]);
+    }
+    for (int g = 0; g < CONV_GROUPS; g++)
+        dnnl_stream_destroy(cd->streams[g]);
+    free(cd->prims);
+    free(cd);
+}
+
+/* ---- running ---- */
+
+typedef struct {
+    const window_desc *d;
+    conv_prim *prim[2]; /* [0]: floor(n / G) images per group, [1]: ceil */
+    dnnl_stream_t *streams;
+    const float *x, *w, *b, *y;
+    float *yo, *dy, *dx, *dw, *db;
+    bool relu;
+    char *ws;
+    size_t group_bytes; /* workspace stride between groups */
+    float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
+} dnnl_args;
+
+/* Group g's memory object for a role, pointing at ptr. Created once, so the
+ * steady-state step allocates nothing. */
+static dnnl_memory_t mem_at(conv_prim *p, int g, int role, const void *ptr)
+{
+    dnnl_memory_t *m = &p->mem[g][role];
+    if (*m == NULL)
+        dnnl_memory_create(m, p->md[role], engine, (void *)ptr);
+    else
+        dnnl_memory_set_data_handle(*m, (void *)ptr);
+    return *m;
+}
+
+/* Runs primitive i with (argument, role, pointer) triples and the group's
+ * scratchpad. */
+typedef struct {
+    int arg, role;
+    const void *ptr;
+} bind;
+
+static void exec(conv_prim *p, int g, dnnl_stream_t s, int i, int n, const bind *b)
+{
+    dnnl_exec_arg_t args[6];
+    for (int k = 0; k < n; k++) {
+        args[k].arg = b[k].arg;
+        args[k].memory = mem_at(p, g, b[k].role, b[k].ptr);
+    }
+    args[n].arg = DNNL_ARG_SCRATCHPAD;
+    args[n].memory = mem_at(p, g, M_SCRATCH + i, p->scratch[g]);
+    dnnl_primitive_execute(p->prim[i], s, n + 1, args);
+}
+
+/* Reorder primitive i from (role, ptr) into (role, buf); returns where the
+ * data now is: buf, or ptr itself when the layouts are equal. */
+static const void *reorder(conv_prim *p, int g, dnnl_stream_t s, int i, int from_role,
+                           const void *from, int to_role, void *buf)
+{
+    if (p->prim[i] == NULL)
+        return from;
+    bind b[2] = {{DNNL_ARG_FROM, from_role, from}, {DNNL_ARG_TO, to_role, buf}};
+    exec(p, g, s, i, 2, b);
+    return buf;
+}
+
+static conv_prim *group_prim(const dnnl_args *a, int lo, int hi)
+{
+    return hi - lo == a->prim[0]->d.n ? a->prim[0] : a->prim[1];
+}
+
+static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
+{
+    char *base = a->ws + (size_t)g * a->group_bytes;
+    for (int i = 0; i < which; i++)
+        base += p->buf_bytes[i];
+    return base;
+}
+
+static void dnnl_forward_group(void *arg, int g, int groups)
+{
+    dnnl_args *a = arg;
+    const window_desc *d = a->d;
+    int lo, hi;
+    cpu_range(d->n, groups, g, &lo, &hi);
+    if (lo == hi)
+        return;
+    single_thread();
+    conv_prim *p = group_prim(a, lo, hi);
+    dnnl_stream_t s = a->streams[g];
+    const float *x = a->x + (size_t)lo * d->c * d->h * d->w;
+    float *y = a->yo + (size_t)lo * d->f * d->oh * d->ow;
+    const void *src = reorder(p, g, s, P_R_SRC, M_X, x, M_SRC_B, group_buf(a, p, g, B_SRC));
+    const void *wei = reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B, group_buf(a, p, g, B_WEI));
+    void *dst = p->prim[P_R_DST] != NULL ? (void *)group_buf(a, p, g, B_DST) : (void *)y;
+    bind b[4] = {{DNNL_ARG_SRC, M_SRC_B, src}, {DNNL_ARG_WEIGHTS, M_WEI_B, wei},
+                 {DNNL_ARG_DST, M_DST_B, dst}, {DNNL_ARG_BIAS, M_BIAS, a->b}};
+    exec(p, g, s, P_FWD, p->bias ? 4 : 3, b);
+    reorder(p, g, s, P_R_DST, M_DST_B, dst, M_Y, y);
+}
+
+static void dnnl_backward_group(void *arg, int g, int groups)
+{
+    dnnl_args *a = arg;
+    const window_desc *d = a->d;
+    int lo, hi;
+    cpu_range(d->n, groups, g, &lo, &hi);
+    if (lo == hi)
+        return;
+    single_thread();
+    conv_prim *p = group_prim(a, lo, hi);
+    dnnl_stream_t s = a->streams[g];
+    size_t out = (size_t)d->f * d->oh * d->ow, in = (size_t)d->c * d->h * d->w;
+    float *dy = a->dy + (size_t)lo * out;
+    if (a->relu) {
+        const float *y = a->y + (size_t)lo * out;
+        for (size_t q = 0; q < (size_t)(hi - lo) * out; q++)
+            dy[q] = tt_relu_grad(y[q], dy[q]);
+    }
+    const void *ddst = reorder(p, g, s, P_R_DDST, M_DY, dy, M_DDST_B, group_buf(a, p, g, B_DST));
+    if (a->dx != NULL) {
+        float *dx = a->dx + (size_t)lo * in;
+        const void *wei =
+            reorder(p, g, s, P_R_WEI_BD, M_W, a->w, M_WEI_BD, group_buf(a, p, g, B_WEI));
+        void *dsrc = p->prim[P_R_DSRC] != NULL ? (void *)group_buf(a, p, g, B_DSRC) : (void *)dx;
+        bind b[3] = {{DNNL_ARG_DIFF_DST, M_DDST_B, ddst}, {DNNL_ARG_WEIGHTS, M_WEI_BD, wei},
+                     {DNNL_ARG_DIFF_SRC, M_DSRC_B, dsrc}};
+        exec(p, g, s, P_BWD_DATA, 3, b);
+        reorder(p, g, s, P_R_DSRC, M_DSRC_B, dsrc, M_DX, dx);
+    }
+    if (a->dw != NULL) {
+        const float *x = a->x + (size_t)lo * in;
+        const void *src =
+            reorder(p, g, s, P_R_SRC_BW, M_X, x, M_SRC_BW, group_buf(a, p, g, B_SRC));
+        const void *ddst_bw = dnnl_memory_desc_equal(&p->ddst_bw_b, &p->ddst_b)
+                                  ? ddst
+                                  : reorder(p, g, s, P_R_DDST_BW, M_DY, dy, M_DDST_BW,
+                                            group_buf(a, p, g, B_DDST2));
+        size_t ckk = (size_t)d->c * d->k * d->k;
+        float *pdw = a->pdw + (size_t)g * d->f * ckk, *pdb = a->pdb + (size_t)g * d->f;
+        void *dwei = p->prim[P_R_DWEI] != NULL ? (void *)group_buf(a, p, g, B_DWEI) : (void *)pdw;
+        bind b[4] = {{DNNL_ARG_SRC, M_SRC_BW, src}, {DNNL_ARG_DIFF_DST, M_DDST_BW, ddst_bw},
+                     {DNNL_ARG_DIFF_WEIGHTS, M_DWEI_B, dwei}, {DNNL_ARG_DIFF_BIAS, M_DB, pdb}};
+        exec(p, g, s, P_BWD_WEIGHTS, p->bias ? 4 : 3, b);
+        reorder(p, g, s, P_R_DWEI, M_DWEI_B, dwei, M_DW, pdw);
+    }
+}
+
+/* Whether group g of a call over n images has any (cpu_range puts the empty
+ * groups first when n < CONV_GROUPS). */
+static bool group_used(int n, int g)
+{
+    int lo, hi;
+    cpu_range(n, CONV_GROUPS, g, &lo, &hi);
+    return hi > lo;
+}
+
+/* dw and db: the group partials summed in group order, split by element.
+ * Groups without images wrote no partials and are left out. */
+static void dnnl_reduce_task(void *arg, int k, int tasks)
+{
+    dnnl_args *a = arg;
+    const window_desc *d = a->d;
+    int total = d->f * d->c * d->k * d->k;
+    int first = 0;
+    while (!group_used(d->n, first))
+        first++;
+    int lo, hi;
+    cpu_range(total, tasks, k, &lo, &hi);
+    for (int i = lo; i < hi; i++) {
+        float s = a->pdw[(size_t)first * total + i];
+        for (int g = first + 1; g < CONV_GROUPS; g++)
+            s += a->pdw[(size_t)g * total + i];
+        a->dw[i] = s;
+    }
+    cpu_range(d->f, tasks, k, &lo, &hi);
+    if (a->db != NULL)
+        for (int f = lo; f < hi; f++) {
+            float s = a->pdb[(size_t)first * d->f + f];
+            for (int g = first + 1; g < CONV_GROUPS; g++)
+                s += a->pdb[(size_t)g * d->f + f];
+            a->db[f] = s;
+        }
+}
+
+/* The primitives for a call over d->n images: groups hold floor or ceil of
+ * n / G images (one each when n < G). False when oneDNN cannot do the shape. */
+static bool prims_for_call(backend_t *be, const window_desc *d, bool relu, bool bias,
+                           conv_prim **prim)
+{
+    int sizes[2] = {d->n / CONV_GROUPS, (d->n + CONV_GROUPS - 1) / CONV_GROUPS};
+    for (int i = 0; i < 2; i++) {
+        window_desc g = *d;
+        g.n = sizes[i] > 0 ? sizes[i] : 1;
+        prim[i] = prims_get(be, &g, relu, bias);
+        if (prim[i] == NULL || !prim[i]->ok)
+            return false;
+    }
+    return true;
+}
+
+static size_t partial_dw_bytes(const window_desc *d)
+{
+    return ALIGN(CONV_GROUPS * (size_t)d->f * d->c * d->k * d->k * sizeof(float));
+}
+
+size_t cpu_conv_dnnl_workspace(backend_t *be, const window_desc *d)
+{
+    size_t fallback = cpu_conv_workspace(be, d);
+    conv_prim *prim[2];
+    /* relu and bias do not change the buffer sizes; build the common case */
+    if (!prims_for_call(be, d, false, false, prim))
+        return fallback;
+    size_t bytes = CONV_GROUPS * prim[1]->group_bytes + partial_dw_bytes(d) +
+                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float));
+    return bytes > fallback ? bytes : fallback;
+}
+
+static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias, void *ws,
+                      dnnl_args *a)
+{
+    if (!prims_for_call(be, d, relu, bias, a->prim))
+        return false;
+    a->d = d;
+    a->relu = relu;
+    a->streams = ((conv_dnnl *)((cpu_impl *)be->impl)->conv)->streams;
+    a->ws = ws;
+    a->group_bytes = a->prim[1]->group_bytes;
+    a->pdw = (float *)(a->ws + CONV_GROUPS * a->group_bytes);
+    a->pdb = (float *)((char *)a->pdw + partial_dw_bytes(d));
+    return true;
+}
+
+void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                           const float *b, bool relu, float *y, void *ws)
+{
+    dnnl_args a = {.x = x, .w = w, .b = b, .yo = y};
+    if (!args_init(be, d, relu, b != NULL, ws, &a)) {
+        cpu_conv_forward(be, d, x, w, b, relu, y, ws);
+        return;
+    }
+    cpu_run(be, CONV_GROUPS, dnnl_forward_group, &a);
+}
+
+void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
+                            const float *w, const float *y, bool relu, float *dy, float *dx,
+                            float *dw, float *db, void *ws)
+{
+    dnnl_args a = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db};
+    /* the bias gradient comes out of the backward-weights primitive, so a
+     * call for db without dw (never made by conv2d) takes conv.c */
+    if ((dw == NULL && db != NULL) || !args_init(be, d, relu, db != NULL, ws, &a)) {
+        cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
+        return;
+    }
+    cpu_run(be, CONV_GROUPS, dnnl_backward_group, &a);
+    if (dw != NULL)
+        cpu_run(be, be->threads, dnnl_reduce_task, &a);
+}
