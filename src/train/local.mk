@@ -4,3 +4,6 @@ libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/towers
 check_PROGRAMS += tests/test_trainers
 tests_test_trainers_SOURCES = tests/test_trainers.c
 TESTS += tests/test_trainers
+check_PROGRAMS += tests/test_no_alloc
+tests_test_no_alloc_SOURCES = tests/test_no_alloc.c
+TESTS += tests/test_no_alloc
