@@ -51,26 +51,31 @@ CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
             /* The common 2x2 window, branch-free: selects instead of jumps
              * (the data decides the comparisons, so branches mispredict).
              * Strict > keeps the first maximum on ties, as PyTorch. */
+            /* sizes in locals and restrict rows: the int32 mask stores may
+             * otherwise alias d->w, which stops vectorisation */
+            const int w = d->w, ow = d->ow;
             for (int oy = 0; oy < d->oh; oy++) {
-                const float *r0 = x + (2 * oy) * d->w, *r1 = r0 + d->w;
-                int32_t base = 2 * oy * d->w;
-                for (int ox = 0; ox < d->ow; ox++) {
+                const float *restrict r0 = x + (2 * oy) * w, *restrict r1 = r0 + w;
+                float *restrict yr = y + oy * ow;
+                int32_t *restrict mr = m + oy * ow;
+                const int32_t base = 2 * oy * w;
+                int nan = 0;
+                for (int ox = 0; ox < ow; ox++) {
                     int i = 2 * ox;
                     float p0 = r0[i], b = r0[i + 1], c = r1[i], e = r1[i + 1];
                     float m1 = b > p0 ? b : p0, m2 = e > c ? e : c;
                     int32_t i1 = b > p0 ? base + i + 1 : base + i;
-                    int32_t i2 = e > c ? base + d->w + i + 1 : base + d->w + i;
-                    y[oy * d->ow + ox] = m2 > m1 ? m2 : m1;
-                    m[oy * d->ow + ox] = m2 > m1 ? i2 : i1;
+                    int32_t i2 = e > c ? base + w + i + 1 : base + w + i;
+                    yr[ox] = m2 > m1 ? m2 : m1;
+                    mr[ox] = m2 > m1 ? i2 : i1;
+                    /* bitwise, not &&: no branch */
+                    nan |= (p0 != p0) | (b != b) | (c != c) | (e != e);
                 }
-                /* a NaN in a window: PyTorch propagates it; rare, so check the
-                 * row afterwards and redo those windows the general way */
-                for (int ox = 0; ox < d->ow; ox++) {
-                    int i = 2 * ox;
-                    if (!(r0[i] == r0[i] && r0[i + 1] == r0[i + 1] && r1[i] == r1[i] &&
-                          r1[i + 1] == r1[i + 1]))
-                        y[oy * d->ow + ox] = window_max(d, x, oy, ox, &m[oy * d->ow + ox]);
-                }
+                /* a NaN in a window: PyTorch propagates it; rare, so redo
+                 * that row's windows the general way */
+                if (nan)
+                    for (int ox = 0; ox < ow; ox++)
+                        yr[ox] = window_max(d, x, oy, ox, &mr[ox]);
             }
             continue;
         }
