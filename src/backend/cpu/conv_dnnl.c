@@ -427,9 +427,15 @@ static const void *reorder(conv_prim *p, int g, dnnl_stream_t s, int i, int from
     return buf;
 }
 
-static conv_prim *group_prim(const dnnl_args *a, int lo, int hi)
+/* Group g's images [*lo, *hi) and the primitives for that many; NULL when
+ * the group has none. */
+static conv_prim *group_begin(const dnnl_args *a, int g, int groups, int *lo, int *hi)
 {
-    return hi - lo == a->prim[0]->d.n ? a->prim[0] : a->prim[1];
+    cpu_range(a->d->n, groups, g, lo, hi);
+    if (*lo == *hi)
+        return NULL;
+    single_thread();
+    return *hi - *lo == a->prim[0]->d.n ? a->prim[0] : a->prim[1];
 }
 
 static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
@@ -445,11 +451,9 @@ static void dnnl_forward_group(void *arg, int g, int groups)
     dnnl_args *a = arg;
     const window_desc *d = a->d;
     int lo, hi;
-    cpu_range(d->n, groups, g, &lo, &hi);
-    if (lo == hi)
+    conv_prim *p = group_begin(a, g, groups, &lo, &hi);
+    if (p == NULL)
         return;
-    single_thread();
-    conv_prim *p = group_prim(a, lo, hi);
     dnnl_stream_t s = a->streams[g];
     const float *x = a->x + (size_t)lo * d->c * d->h * d->w;
     float *y = a->yo + (size_t)lo * d->f * d->oh * d->ow;
@@ -467,11 +471,9 @@ static void dnnl_backward_group(void *arg, int g, int groups)
     dnnl_args *a = arg;
     const window_desc *d = a->d;
     int lo, hi;
-    cpu_range(d->n, groups, g, &lo, &hi);
-    if (lo == hi)
+    conv_prim *p = group_begin(a, g, groups, &lo, &hi);
+    if (p == NULL)
         return;
-    single_thread();
-    conv_prim *p = group_prim(a, lo, hi);
     dnnl_stream_t s = a->streams[g];
     size_t out = (size_t)d->f * d->oh * d->ow, in = (size_t)d->c * d->h * d->w;
     float *dy = a->dy + (size_t)lo * out;
