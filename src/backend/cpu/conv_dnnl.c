@@ -29,6 +29,7 @@
 #endif
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -384,20 +385,32 @@ typedef struct {
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
 } dnnl_args;
 
+/* oneDNN failing on a primitive it built and accepted is a broken library or
+ * memory corruption: nothing sensible can continue, and a wrong gradient must
+ * not be trained on silently. */
+static void check(dnnl_status_t st, const char *what)
+{
+    if (st != dnnl_success) {
+        fprintf(stderr, "towertrain: internal error: oneDNN %s failed (status %d)\n", what,
+                (int)st);
+        abort();
+    }
+}
+
 /* Group g's memory object for a role, pointing at ptr. Created once, so the
  * steady-state step allocates nothing. */
 static dnnl_memory_t mem_at(conv_prim *p, int g, int role, const void *ptr)
 {
     dnnl_memory_t *m = &p->mem[g][role];
     if (*m == NULL)
-        dnnl_memory_create(m, p->md[role], engine, (void *)ptr);
+        check(dnnl_memory_create(m, p->md[role], engine, (void *)ptr), "memory_create");
     else
-        dnnl_memory_set_data_handle(*m, (void *)ptr);
+        check(dnnl_memory_set_data_handle(*m, (void *)ptr), "set_data_handle");
     return *m;
 }
 
-/* Runs primitive i with (argument, role, pointer) triples and the group's
- * scratchpad. */
+/* Runs primitive i with (argument, role, pointer) triples, plus the group's
+ * scratchpad when the primitive wants one. */
 typedef struct {
     int arg, role;
     const void *ptr;
@@ -410,9 +423,12 @@ static void exec(conv_prim *p, int g, dnnl_stream_t s, int i, int n, const bind 
         args[k].arg = b[k].arg;
         args[k].memory = mem_at(p, g, b[k].role, b[k].ptr);
     }
-    args[n].arg = DNNL_ARG_SCRATCHPAD;
-    args[n].memory = mem_at(p, g, M_SCRATCH + i, p->scratch[g]);
-    dnnl_primitive_execute(p->prim[i], s, n + 1, args);
+    if (dnnl_memory_desc_get_size(&p->scratch_md[i]) > 0) {
+        args[n].arg = DNNL_ARG_SCRATCHPAD;
+        args[n].memory = mem_at(p, g, M_SCRATCH + i, p->scratch[g]);
+        n++;
+    }
+    check(dnnl_primitive_execute(p->prim[i], s, n, args), "primitive_execute");
 }
 
 /* Reorder primitive i from (role, ptr) into (role, buf); returns where the
@@ -585,6 +601,12 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
                       dnnl_args *a)
 {
     if (!prims_for_call(be, d, relu, bias, a->prim))
+        return false;
+    /* the workspace was sized with the plain variant (no relu, no bias); a
+     * variant wanting more than that (never seen) takes conv.c instead */
+    conv_prim *plain[2];
+    if ((relu || bias) && (!prims_for_call(be, d, false, false, plain) ||
+                           a->prim[1]->group_bytes > plain[1]->group_bytes))
         return false;
     a->d = d;
     a->relu = relu;
