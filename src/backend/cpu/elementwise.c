@@ -24,7 +24,7 @@ typedef struct {
     tt_adam_consts adam;
 } ew_args;
 
-static void ew_task(void *p, int k, int tasks)
+CPU_HOT static void ew_task(void *p, int k, int tasks)
 {
     ew_args *e = p;
     size_t lo = e->count * (size_t)k / (size_t)tasks, hi = e->count * (size_t)(k + 1) / tasks;
