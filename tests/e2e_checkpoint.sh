@@ -68,6 +68,7 @@ ok $? "(c) final checkpoint bitwise equal to (a)"
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/int" --quiet &
 pid=$!
 i=0; while ! grep -qs model-200 "$T/int/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
+sleep 0.1 # into epoch 2 (an epoch takes ~0.5 s here), not at its first step
 kill -INT $pid; wait $pid; rc=$?
 ok $([ $rc = 130 ]; echo $?) "(d) SIGINT: exit status 130 (got $rc)"
 last=$(head -1 "$T/int/checkpoint")

@@ -82,15 +82,16 @@ struct backend {
      *      save_invstd, and updates the running statistics (momentum is the
      *      weight of the new statistic; running_var takes the unbiased
      *      variance); inference normalises with the running statistics.
-     *      hw = H*W (1 for flat inputs). ---- */
+     *      hw = H*W (1 for flat inputs). With relu, y = relu(batchnorm(x)) and
+     *      backward masks dy (in place) by the forward output y first. ---- */
     void (*batchnorm_forward)(backend_t *be, int n, int c, int hw, const float *x,
                               const float *gamma, const float *beta, float *running_mean,
                               float *running_var, float momentum, float eps, bool training,
-                              float *y, float *save_mean, float *save_invstd);
+                              bool relu, float *y, float *save_mean, float *save_invstd);
     void (*batchnorm_backward)(backend_t *be, int n, int c, int hw, const float *x,
                                const float *gamma, const float *save_mean,
-                               const float *save_invstd, const float *dy, float *dx,
-                               float *dgamma, float *dbeta);
+                               const float *save_invstd, const float *y, bool relu, float *dy,
+                               float *dx, float *dgamma, float *dbeta);
 
     /* ---- element-wise over count elements ---- */
     void (*relu_forward)(backend_t *be, size_t count, const float *x, float *y);

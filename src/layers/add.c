@@ -1,5 +1,6 @@
 /* add.c - the sum of two or more inputs of the same shape (a residual
- * connection); the gradient goes to every input unchanged. */
+ * connection); the gradient goes to every input unchanged (masked first when
+ * a following relu is fused into the add). */
 #include "layers/layer.h"
 
 static int add_setup(layer_t *l, tt_err *err)
@@ -22,14 +23,21 @@ static void add_forward(const layer_t *l, layer_call *c)
     c->be->copy(c->be, c->y, c->x[0], count * sizeof(float));
     for (int k = 1; k < l->n_in; k++)
         c->be->axpy(c->be, count, 1.0f, c->x[k], c->y);
+    if (l->relu_out)
+        c->be->relu_forward(c->be, count, c->y, c->y);
 }
 
 static void add_backward(const layer_t *l, layer_call *c)
 {
     size_t count = (size_t)c->n * shape3_size(l->out);
-    for (int k = 0; k < l->n_in; k++)
-        if (c->dx[k] != NULL)
+    for (int k = 0; k < l->n_in; k++) {
+        if (c->dx[k] == NULL)
+            continue;
+        if (l->relu_out)
+            c->be->relu_backward(c->be, count, c->y, c->dy, c->dx[k]);
+        else
             c->be->copy(c->be, c->dx[k], c->dy, count * sizeof(float));
+    }
 }
 
 const layer_ops layer_add_ops = {

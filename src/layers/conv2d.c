@@ -51,13 +51,13 @@ static void conv_forward(const layer_t *l, layer_call *c)
 {
     window_desc d = conv_desc(l, c->n);
     c->be->conv_forward(c->be, &d, c->x[0], c->params[0], l->cfg->bias ? c->params[1] : NULL,
-                        l->cfg->relu, c->y, c->ws);
+                        l->relu_out, c->y, c->ws);
 }
 
 static void conv_backward(const layer_t *l, layer_call *c)
 {
     window_desc d = conv_desc(l, c->n);
-    c->be->conv_backward(c->be, &d, c->x[0], c->params[0], c->y, l->cfg->relu, c->dy, c->dx[0],
+    c->be->conv_backward(c->be, &d, c->x[0], c->params[0], c->y, l->relu_out, c->dy, c->dx[0],
                          c->grads[0], l->cfg->bias ? c->grads[1] : NULL, c->ws);
 }
 

@@ -31,13 +31,13 @@ static void dense_init(const layer_t *l, rng_t *rng, float *const *p)
 static void dense_forward(const layer_t *l, layer_call *c)
 {
     c->be->dense_forward(c->be, c->n, (int)shape3_size(l->in[0]), l->out.c, c->x[0], c->params[0],
-                         l->cfg->bias ? c->params[1] : NULL, l->cfg->relu, c->y);
+                         l->cfg->bias ? c->params[1] : NULL, l->relu_out, c->y);
 }
 
 static void dense_backward(const layer_t *l, layer_call *c)
 {
     c->be->dense_backward(c->be, c->n, (int)shape3_size(l->in[0]), l->out.c, c->x[0],
-                          c->params[0], c->y, l->cfg->relu, c->dy, c->dx[0], c->grads[0],
+                          c->params[0], c->y, l->relu_out, c->dy, c->dx[0], c->grads[0],
                           l->cfg->bias ? c->grads[1] : NULL);
 }
 

@@ -37,6 +37,7 @@ int layer_setup(layer_t *l, const layer_cfg *cfg, const shape3 *in, int n_in, tt
 {
     memset(l, 0, sizeof(*l));
     l->cfg = cfg;
+    l->relu_out = cfg->relu; /* model_build may fuse a following relu layer too */
     l->ops = layer_ops_for(cfg->type);
     if (l->ops == NULL)
         return err_set(err, TT_ERR_USAGE, "layer %s: type %s is not implemented in this version",

@@ -73,6 +73,11 @@ struct layer {
     shape3 out;
     param_spec params[LAYER_MAX_PARAMS];
     int n_params;
+    /* Set by model_build. relu_out: the layer applies relu to its own output
+     * (its activation = "relu", or a relu layer fused into it); relu_fused: a
+     * relu layer whose work its input layer does, sharing that layer's
+     * buffers. */
+    bool relu_out, relu_fused;
 };
 
 /* The ops of a layer type (NULL when not implemented). */

@@ -1,1 +1,4 @@
 libtowertrain_a_SOURCES += %reldir%/model.c %reldir%/model.h
+check_PROGRAMS += tests/test_fusion
+tests_test_fusion_SOURCES = tests/test_fusion.c
+TESTS += tests/test_fusion

@@ -26,6 +26,29 @@ static const char *model_file_name(const model_cfg *cfg)
     return cfg->path[0] ? cfg->path : "model";
 }
 
+/* A relu layer whose input is read by it alone, and made by a layer that can
+ * apply relu to its own output, is fused into that layer: the producer writes
+ * relu'd values and masks the gradient itself, and the relu layer shares its
+ * buffers, costing no pass over memory. (dense and conv2d fuse in the same
+ * loop; batchnorm and add with one more pass over data still in cache.) The
+ * graph, parameter names and results stay those of the model file. */
+static void fuse_relus(model_t *m)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        layer_t *l = &m->layers[i];
+        if (l->cfg->type != LAYER_RELU)
+            continue;
+        int src = layer_input(l->cfg, i, 0);
+        if (src < 0 || m->consumers[src] != 1 || m->layers[src].relu_out)
+            continue;
+        layer_type t = m->layers[src].cfg->type;
+        if (t == LAYER_DENSE || t == LAYER_CONV2D || t == LAYER_BATCHNORM || t == LAYER_ADD) {
+            m->layers[src].relu_out = true;
+            l->relu_fused = true;
+        }
+    }
+}
+
 int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
 {
     memset(m, 0, sizeof(*m));
@@ -77,6 +100,7 @@ int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
             return -1;
         }
     }
+    fuse_relus(m);
     shape3 out = m->layers[m->n_layers - 1].out;
     if (shape3_size(out) != (size_t)cfg->classes) {
         model_free(m);
@@ -165,8 +189,8 @@ void model_print_table(const model_t *m)
             snprintf(shape, sizeof(shape), "[%d, %d, %d]", l->out.c, l->out.h, l->out.w);
         size_t n = layer_param_count(l);
         total += n;
-        log_printf("%-16s %-15s %-16s %12zu\n", l->cfg->name, layer_type_name(l->cfg->type),
-                   shape, n);
+        log_printf("%-16s %-15s %-16s %12zu\n", l->cfg->name,
+                   l->relu_fused ? "relu (fused)" : layer_type_name(l->cfg->type), shape, n);
     }
     log_printf("%-16s %-15s %-16s %12zu\n", "total", "", "", total);
 }
@@ -196,6 +220,14 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         size_t out = n * shape3_size(l->out) * sizeof(float);
+        if (m->consumers[i] > 1 && out > scratch)
+            scratch = out;
+        if (l->relu_fused) { /* its input layer's buffers, which hold relu'd values */
+            int src = layer_input(l->cfg, i, 0);
+            t->act[i] = t->act[src];
+            t->dact[i] = t->dact[src];
+            continue;
+        }
         t->act[i] = be->alloc(be, out);
         t->dact[i] = be->alloc(be, out);
         if (!t->act[i] || !t->dact[i])
@@ -206,8 +238,6 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         size_t w = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n) : 0;
         if (w > ws)
             ws = w;
-        if (m->consumers[i] > 1 && out > scratch)
-            scratch = out;
     }
     if (ws > 0 && (t->ws = be->alloc(be, ws)) == NULL)
         goto oom;
@@ -226,6 +256,8 @@ void tower_free(tower_t *t)
         return;
     const model_t *m = t->model;
     for (int i = 0; m && i < m->n_layers; i++) {
+        if (m->layers[i].relu_fused)
+            continue; /* shares its input layer's buffers */
         if (t->act)
             be->free(be, t->act[i]);
         if (t->dact)
@@ -302,6 +334,8 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     int last = m->n_layers - 1;
 
     for (int i = 0; i < m->n_layers; i++) {
+        if (m->layers[i].relu_fused)
+            continue; /* done by its input layer */
         layer_call c = layer_call_for(t, i, n, training, seed);
         m->layers[i].ops->forward(&m->layers[i], &c);
     }
@@ -321,6 +355,12 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     done[last] = true;
     for (int i = last; i >= 0; i--) {
         const layer_t *l = &m->layers[i];
+        if (l->relu_fused) {
+            /* its gradient already sits in the input layer's dact (shared),
+             * and that layer masks it */
+            done[layer_input(l->cfg, i, 0)] = true;
+            continue;
+        }
         layer_call c = layer_call_for(t, i, n, true, seed);
         c.dy = t->dact[i];
         int accumulate[LAYER_MAX_INPUTS] = {0};

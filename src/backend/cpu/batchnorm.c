@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/math.h"
 
 #define LANES 16
 
@@ -54,10 +55,10 @@ static inline void row_sums_dy(const float *dy, const float *x, int len, float m
 
 typedef struct {
     int n, c, hw;
-    const float *x, *gamma, *beta, *mean_in, *invstd_in, *dyc;
-    float *running_mean, *running_var, *y, *save_mean, *save_invstd, *dx, *dgamma, *dbeta;
+    const float *x, *gamma, *beta, *mean_in, *invstd_in, *yc;
+    float *running_mean, *running_var, *y, *save_mean, *save_invstd, *dy, *dx, *dgamma, *dbeta;
     float momentum, eps;
-    bool training;
+    bool training, relu;
 } bn_args;
 
 CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
@@ -97,21 +98,25 @@ CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
         for (int i = 0; i < a->n; i++) {
             const float *x = a->x + ((size_t)i * a->c + ch) * a->hw;
             float *y = a->y + ((size_t)i * a->c + ch) * a->hw;
-            for (int q = 0; q < a->hw; q++)
-                y[q] = x[q] * scale + shift;
+            if (a->relu)
+                for (int q = 0; q < a->hw; q++)
+                    y[q] = tt_relu(x[q] * scale + shift);
+            else
+                for (int q = 0; q < a->hw; q++)
+                    y[q] = x[q] * scale + shift;
         }
     }
 }
 
 void cpu_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x, const float *gamma,
                            const float *beta, float *running_mean, float *running_var,
-                           float momentum, float eps, bool training, float *y, float *save_mean,
-                           float *save_invstd)
+                           float momentum, float eps, bool training, bool relu, float *y,
+                           float *save_mean, float *save_invstd)
 {
     bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .gamma = gamma, .beta = beta,
                  .running_mean = running_mean, .running_var = running_var, .y = y,
                  .save_mean = save_mean, .save_invstd = save_invstd, .momentum = momentum,
-                 .eps = eps, .training = training};
+                 .eps = eps, .training = training, .relu = relu};
     cpu_run(be, cpu_tasks(be, c), bn_forward_task, &a);
 }
 
@@ -124,10 +129,16 @@ CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
     double m = (double)a->n * a->hw;
     for (int ch = lo; ch < hi; ch++) {
         float mean = a->mean_in[ch], invstd = a->invstd_in[ch];
+        if (a->relu) /* the fused relu's backward, channel by channel (stays in cache) */
+            for (int i = 0; i < a->n; i++) {
+                size_t off = ((size_t)i * a->c + ch) * a->hw;
+                for (int q = 0; q < a->hw; q++)
+                    a->dy[off + q] = tt_relu_grad(a->yc[off + q], a->dy[off + q]);
+            }
         double sdy = 0, sdyx = 0;
         for (int i = 0; i < a->n; i++) {
             size_t off = ((size_t)i * a->c + ch) * a->hw;
-            row_sums_dy(a->dyc + off, a->x + off, a->hw, mean, &sdy, &sdyx);
+            row_sums_dy(a->dy + off, a->x + off, a->hw, mean, &sdy, &sdyx);
         }
         sdyx *= invstd;
         if (a->dgamma)
@@ -143,7 +154,7 @@ CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
         float C = (float)(scale * (invstd * sdyx * mean - sdy));
         for (int i = 0; i < a->n; i++) {
             size_t off = ((size_t)i * a->c + ch) * a->hw;
-            const float *dy = a->dyc + off, *x = a->x + off;
+            const float *dy = a->dy + off, *x = a->x + off;
             float *dx = a->dx + off;
             for (int q = 0; q < a->hw; q++)
                 dx[q] = A * dy[q] + B * x[q] + C;
@@ -153,10 +164,11 @@ CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
 
 void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
                             const float *gamma, const float *save_mean, const float *save_invstd,
-                            const float *dy, float *dx, float *dgamma, float *dbeta)
+                            const float *y, bool relu, float *dy, float *dx, float *dgamma,
+                            float *dbeta)
 {
     bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .gamma = gamma, .mean_in = save_mean,
-                 .invstd_in = save_invstd, .dyc = dy, .dx = dx, .dgamma = dgamma,
-                 .dbeta = dbeta};
+                 .invstd_in = save_invstd, .yc = y, .relu = relu, .dy = dy, .dx = dx,
+                 .dgamma = dgamma, .dbeta = dbeta};
     cpu_run(be, cpu_tasks(be, c), bn_backward_task, &a);
 }
