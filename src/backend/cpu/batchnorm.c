@@ -29,16 +29,21 @@ static inline double row_sum(const float *x, int len, float shift, bool sq)
     return s;
 }
 
-/* sum of dy[q] and of dy[q] * (x[q] - mean) over a row */
-static inline void row_sums_dy(const float *dy, const float *x, int len, float mean,
+/* sum of dy[q] and of dy[q] * (x[q] - mean) over a row; with y (a fused
+ * relu), dy is first masked in place where the forward output y is not
+ * positive, in the same pass */
+static inline void row_sums_dy(float *dy, const float *x, const float *y, int len, float mean,
                                double *sdy, double *sdyx)
 {
     float a[LANES] = {0}, b[LANES] = {0};
     int q = 0;
     for (; q + LANES <= len; q += LANES)
         for (int l = 0; l < LANES; l++) {
-            a[l] += dy[q + l];
-            b[l] += dy[q + l] * (x[q + l] - mean);
+            float g = dy[q + l];
+            if (y != NULL)
+                dy[q + l] = g = tt_relu_grad(y[q + l], g);
+            a[l] += g;
+            b[l] += g * (x[q + l] - mean);
         }
     double s = 0, t = 0;
     for (int l = 0; l < LANES; l++) {
@@ -46,8 +51,11 @@ static inline void row_sums_dy(const float *dy, const float *x, int len, float m
         t += b[l];
     }
     for (; q < len; q++) {
-        s += dy[q];
-        t += (double)dy[q] * (x[q] - mean);
+        float g = dy[q];
+        if (y != NULL)
+            dy[q] = g = tt_relu_grad(y[q], g);
+        s += g;
+        t += (double)g * (x[q] - mean);
     }
     *sdy += s;
     *sdyx += t;
@@ -129,16 +137,11 @@ CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
     double m = (double)a->n * a->hw;
     for (int ch = lo; ch < hi; ch++) {
         float mean = a->mean_in[ch], invstd = a->invstd_in[ch];
-        if (a->relu) /* the fused relu's backward, channel by channel (stays in cache) */
-            for (int i = 0; i < a->n; i++) {
-                size_t off = ((size_t)i * a->c + ch) * a->hw;
-                for (int q = 0; q < a->hw; q++)
-                    a->dy[off + q] = tt_relu_grad(a->yc[off + q], a->dy[off + q]);
-            }
         double sdy = 0, sdyx = 0;
         for (int i = 0; i < a->n; i++) {
             size_t off = ((size_t)i * a->c + ch) * a->hw;
-            row_sums_dy(a->dy + off, a->x + off, a->hw, mean, &sdy, &sdyx);
+            row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw, mean,
+                        &sdy, &sdyx);
         }
         sdyx *= invstd;
         if (a->dgamma)
