@@ -104,6 +104,8 @@ struct backend {
     void (*mul)(backend_t *be, size_t count, const float *a, const float *b, float *y);
     /* y += alpha * x */
     void (*axpy)(backend_t *be, size_t count, float alpha, const float *x, float *y);
+    /* y = a + b, then relu if asked: one pass (y may be a or b) */
+    void (*add)(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
     void (*scale)(backend_t *be, size_t count, float alpha, float *x);
 
     /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits.

@@ -19,11 +19,13 @@ static int add_setup(layer_t *l, tt_err *err)
 
 static void add_forward(const layer_t *l, layer_call *c)
 {
+    /* inputs summed in order: x0 + x1 (+ relu when it is the last) in one
+     * pass, then any further inputs */
     size_t count = (size_t)c->n * shape3_size(l->out);
-    c->be->copy(c->be, c->y, c->x[0], count * sizeof(float));
-    for (int k = 1; k < l->n_in; k++)
+    c->be->add(c->be, count, c->x[0], c->x[1], l->relu_out && l->n_in == 2, c->y);
+    for (int k = 2; k < l->n_in; k++)
         c->be->axpy(c->be, count, 1.0f, c->x[k], c->y);
-    if (l->relu_out)
+    if (l->relu_out && l->n_in > 2)
         c->be->relu_forward(c->be, count, c->y, c->y);
 }
 

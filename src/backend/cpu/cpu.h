@@ -69,6 +69,7 @@ void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed,
                          float *y, float *mask);
 void cpu_mul(backend_t *be, size_t count, const float *a, const float *b, float *y);
 void cpu_axpy(backend_t *be, size_t count, float alpha, const float *x, float *y);
+void cpu_add(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
 void cpu_scale(backend_t *be, size_t count, float alpha, float *x);
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
                       const int32_t *labels, float *dlogits, double *loss_sum, int *correct);

@@ -89,6 +89,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->dropout_forward = cpu_dropout_forward;
     be->mul = cpu_mul;
     be->axpy = cpu_axpy;
+    be->add = cpu_add;
     be->scale = cpu_scale;
     be->softmax_xent = cpu_softmax_xent;
     be->sgd_step = cpu_sgd_step;

@@ -10,7 +10,8 @@
 #define MIN_CHUNK 16384
 
 typedef enum {
-    EW_RELU, EW_RELU_BACK, EW_DROPOUT, EW_MUL, EW_AXPY, EW_SCALE, EW_SGD, EW_ADAM
+    EW_RELU, EW_RELU_BACK, EW_DROPOUT, EW_MUL, EW_AXPY, EW_ADD, EW_ADD_RELU, EW_SCALE, EW_SGD,
+    EW_ADAM
 } ew_op;
 
 typedef struct {
@@ -51,6 +52,14 @@ CPU_HOT static void ew_task(void *p, int k, int tasks)
     case EW_AXPY:
         for (size_t i = lo; i < hi; i++)
             e->y[i] += e->alpha * e->a[i];
+        break;
+    case EW_ADD:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = e->a[i] + e->b[i];
+        break;
+    case EW_ADD_RELU:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = tt_relu(e->a[i] + e->b[i]);
         break;
     case EW_SCALE:
         for (size_t i = lo; i < hi; i++)
@@ -108,6 +117,12 @@ void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed,
 void cpu_mul(backend_t *be, size_t count, const float *a, const float *b, float *y)
 {
     ew_args e = {.op = EW_MUL, .count = count, .a = a, .b = b, .y = y};
+    ew_run(be, &e);
+}
+
+void cpu_add(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y)
+{
+    ew_args e = {.op = relu ? EW_ADD_RELU : EW_ADD, .count = count, .a = a, .b = b, .y = y};
     ew_run(be, &e);
 }
 
