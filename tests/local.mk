@@ -15,3 +15,7 @@ TESTS += tests/e2e_plot.sh
 EXTRA_DIST += tests/e2e_plot.sh
 TESTS += tests/e2e_bench.sh
 EXTRA_DIST += tests/e2e_bench.sh
+TESTS += tests/e2e_resnet.sh
+EXTRA_DIST += tests/e2e_resnet.sh
+check_PROGRAMS += tests/tt_logits
+tests_tt_logits_SOURCES = tests/tt_logits.c

@@ -9,6 +9,7 @@
 
 #define CIFAR_PIXELS 3072
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
+#define CIFAR_URL "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 
 int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
 {
@@ -18,9 +19,12 @@ int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "dataflow.source.files: 1 to 256 files");
     for (int i = 0; i < src->n_files; i++) {
         FILE *f = fopen(src->files[i], "rb");
+        if (f == NULL && errno == ENOENT)
+            return err_set(err, TT_ERR_USAGE, "%s: no such file: get the CIFAR-10 binary version "
+                           "from %s and unpack it so that this path exists", src->files[i],
+                           CIFAR_URL);
         if (f == NULL)
-            return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s (CIFAR-10 binary version, "
-                           "data_batch_*.bin from cifar-10-binary.tar.gz)", src->files[i],
+            return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s", src->files[i],
                            strerror(errno));
         fseek(f, 0, SEEK_END);
         sizes[i] = ftell(f);

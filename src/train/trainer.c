@@ -320,6 +320,32 @@ void trainer_sync_batchnorm(trainer_t *tr)
     free(one);
 }
 
+/* Test hook: with TT_DUMP_TOWERS=<dir>, every epoch end writes each tower's
+ * non-trainable block (batchnorm statistics, as float32) to
+ * <dir>/step-<global step>-tower-<t>.bin, so a test can see through the
+ * binary that the towers agree. Best effort: a failure only warns. */
+static void dump_tower_statistics(trainer_t *tr)
+{
+    const char *dir = getenv("TT_DUMP_TOWERS");
+    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
+    if (dir == NULL || *dir == '\0' || n == 0)
+        return;
+    float *one = malloc(n * sizeof(float));
+    for (int t = 0; one != NULL && t < tr->n_towers; t++) {
+        tower_t *tw = &tr->towers[t];
+        tw->be->download(tw->be, one, tw->params + lo, n * sizeof(float));
+        char path[4096];
+        snprintf(path, sizeof(path), "%s/step-%lld-tower-%d.bin", dir,
+                 (long long)tr->global_step, t);
+        FILE *f = fopen(path, "wb");
+        if (f == NULL || fwrite(one, sizeof(float), n, f) != n)
+            log_printf("warning: TT_DUMP_TOWERS: cannot write %s\n", path);
+        if (f != NULL)
+            fclose(f);
+    }
+    free(one);
+}
+
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err)
 {
@@ -443,6 +469,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
     tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
     /* tower-local batchnorm statistics become one, before validation and saving */
     trainer_sync_batchnorm(tr);
+    dump_tower_statistics(tr);
     if (trainer_put_scalar(tr, "learning_rate",
                            float_shortest(trainer_get_learning_rate(tr)), err) != 0)
         return -1;
