@@ -4,6 +4,10 @@
  * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
  * failures (SPEC 1). Nothing is written to the log directory before the job,
  * the data and the model have all been checked.
+ *
+ * Under mpirun every rank runs this same program; rank 0 alone takes the log
+ * directory and prints, and an error on any rank ends every rank (MPI_Abort)
+ * with that rank's message, so a job never hangs on a rank that is gone.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -19,6 +23,7 @@
 #include "backend/backend.h"
 #include "checkpoint/checkpoint.h"
 #include "bench/bench.h"
+#include "comm/dist.h"
 #include "config/job.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
@@ -144,6 +149,8 @@ static int write_job_file(const job_t *job, tt_err *err)
 /* A log directory that already holds a run is never overwritten. */
 static int check_logdir_free(const job_t *job, tt_err *err)
 {
+    if (dist_rank() != 0)
+        return 0; /* rank 0's to take */
     static const char *const files[] = {"job.cfg", "stats.json", "checkpoint"};
     for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
         char path[4200];
@@ -182,14 +189,18 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
     tt_err err = {0};
     char log_path[4200];
     snprintf(log_path, sizeof(log_path), "%s/log.log", job->logdir);
-    if (dir_create(job->logdir, &err) != 0 || write_job_file(job, &err) != 0)
+    bool writer = dist_rank() == 0;
+    if (writer && (dir_create(job->logdir, &err) != 0 || write_job_file(job, &err) != 0))
         return fail(&err);
-    if (log_open(log_path) != 0) {
+    if (writer && log_open(log_path) != 0) {
         err_set(&err, TT_ERR_RUNTIME, "cannot open %s", log_path);
         return fail(&err);
     }
     log_printf("towertrain %s: %s job %s, logdir %s\n", PACKAGE_VERSION, what, job->path,
                job->logdir);
+    if (dist_size() > 1)
+        log_printf("%d MPI ranks x %d tower(s): global batch %d\n", dist_size(), tr->n_towers,
+                   tr->global_batch);
     install_stop_signals();
     int rc = trainer_train(tr, &err);
     if (rc == TT_STOPPED_BY_SIGNAL) {
@@ -340,6 +351,45 @@ static int cmd_plot(int argc, char **argv)
     return 0;
 }
 
+static int cmd_bench(int argc, char **argv)
+{
+    bench_opts o;
+    tt_err err = {0};
+    if (bench_parse(argc, argv, &o, &err) != 0)
+        return fail(&err);
+    long wrong = bench_run(&o, &err);
+    if (wrong < 0)
+        return fail(&err);
+    return wrong == 0 ? 0 : 1;
+}
+
+/* run, resume and bench: the commands that may span MPI ranks. Ranks other
+ * than 0 print only their errors. */
+static int distributed(const char *cmd, int argc, char **argv)
+{
+    tt_err err = {0};
+    if (dist_init(&argc, &argv, &err) != 0)
+        return fail(&err);
+    if (dist_rank() != 0 && freopen("/dev/null", "w", stdout) == NULL)
+        log_set_quiet(true);
+    if (strcmp(cmd, "run") == 0)
+        return cmd_run(argc, argv);
+    if (strcmp(cmd, "resume") == 0)
+        return cmd_resume(argc, argv);
+    return cmd_bench(argc, argv);
+}
+
+/* An error on one rank ends all of them; a success (or a stop every rank
+ * agreed on) leaves MPI cleanly. */
+static int finish(int rc)
+{
+    bool stopped = rc == 128 + SIGINT || rc == 128 + SIGTERM;
+    if (rc != 0 && !stopped && dist_size() > 1)
+        dist_abort(rc);
+    dist_finalize();
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -352,26 +402,15 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("towertrain %s (backends: %s)\n", PACKAGE_VERSION, backend_list_built());
+        printf("towertrain %s (backends: %s%s)\n", PACKAGE_VERSION, backend_list_built(),
+               dist_built() ? " mpi" : "");
         return 0;
     }
-    if (strcmp(cmd, "run") == 0)
-        return cmd_run(argc - 2, argv + 2);
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)
+        return finish(distributed(cmd, argc - 2, argv + 2));
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(argc - 2, argv + 2);
-    if (strcmp(cmd, "resume") == 0)
-        return cmd_resume(argc - 2, argv + 2);
     if (strcmp(cmd, "plot") == 0)
         return cmd_plot(argc - 2, argv + 2);
-    if (strcmp(cmd, "bench") == 0) {
-        bench_opts o;
-        tt_err err = {0};
-        if (bench_parse(argc - 2, argv + 2, &o, &err) != 0)
-            return fail(&err);
-        long wrong = bench_run(&o, &err);
-        if (wrong < 0)
-            return fail(&err);
-        return wrong == 0 ? 0 : 1;
-    }
     return usage_error("unknown command '%s'", cmd);
 }

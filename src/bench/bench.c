@@ -5,7 +5,12 @@
  *   #wrong; and "# Avg bus bandwidth" at the end.
  * Out-of-place copies the send buffer into the receive buffer and reduces
  * that (our collective works in place); the copy is timed with it. The time
- * is the median of the timed iterations, after the warm-up ones. */
+ * is the median of the timed iterations, after the warm-up ones.
+ *
+ * Under mpirun the towers of each rank reduce over shared memory, tower 0 of
+ * every rank joins one MPI_Allreduce, and the result goes back to the towers
+ * (as training does); n = towers x ranks. --algo mpi with one tower per rank
+ * is MPI_Allreduce alone (out-of-place too). Rank 0 prints. */
 #include "bench/bench.h"
 
 #include <errno.h>
@@ -17,6 +22,7 @@
 #include <cJSON.h>
 
 #include "comm/allreduce.h"
+#include "comm/dist.h"
 #include "train/towers.h"
 #include "util/fileio.h"
 #include "util/threadpool.h"
@@ -52,7 +58,9 @@ static int parse_int(const char *s, int lo, int *out)
 int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
 {
     memset(o, 0, sizeof(*o));
-    o->towers = threadpool_cpu_count() > 1 ? threadpool_cpu_count() : 2;
+    /* the cores, shared by the ranks on this machine */
+    int cores = threadpool_cpu_count() / dist_local_size();
+    o->towers = dist_size() > 1 ? (cores > 1 ? cores : 1) : (cores > 1 ? cores : 2);
     snprintf(o->algo, sizeof(o->algo), "ring");
     o->min_bytes = 8;
     o->max_bytes = 128u << 20;
@@ -73,10 +81,14 @@ int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
         } else if (strcmp(a, "--towers") == 0) {
             bad = parse_int(v, 1, &o->towers) || o->towers > 64;
         } else if (strcmp(a, "--algo") == 0) {
-            bad = strcmp(v, "all") != 0 && allreduce_algo_parse(v) < 0;
-            if (strcmp(v, "nccl") == 0 || strcmp(v, "mpi") == 0)
+            bool mpi = strcmp(v, "mpi") == 0;
+            bad = strcmp(v, "all") != 0 && !mpi && allreduce_algo_parse(v) < 0;
+            if (strcmp(v, "nccl") == 0 || (mpi && !dist_built()))
                 return err_set(err, TT_ERR_USAGE, "bench: --algo %s is not built in this "
                                "version (CPU towers: ring, naive, hierarchical, all)", v);
+            if (mpi && dist_size() < 2)
+                return err_set(err, TT_ERR_USAGE, "bench: --algo mpi runs across MPI ranks: "
+                               "start it with mpirun -np N (N >= 2)");
             snprintf(o->algo, sizeof(o->algo), "%s", v);
         } else if (strcmp(a, "-b") == 0) {
             bad = parse_size(v, &o->min_bytes);
@@ -109,6 +121,8 @@ int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
 typedef struct {
     allreduce_t *ar;
     allreduce_algo algo;
+    bool mpi_only;  /* --algo mpi, one tower per rank: MPI_Allreduce itself */
+    int towers, rank, ranks;
     size_t count;
     float **send, **recv;
     bool in_place;
@@ -133,16 +147,31 @@ static float bench_value(int t, size_t i)
 static void bench_tower(const tower_context *ctx, void *p)
 {
     bench_job *j = p;
-    int t = ctx->index;
+    int t = ctx->index, g = j->rank * j->towers + t; /* g: among all ranks' towers */
     for (int it = 0; it < j->warmup + j->iters; it++) {
         for (size_t i = 0; i < j->count; i++)
-            j->send[t][i] = bench_value(t, i);
+            j->send[t][i] = bench_value(g, i);
+        allreduce_barrier(j->ar);
+        if (t == 0)
+            dist_barrier(); /* the ranks start together */
         allreduce_barrier(j->ar);
         double t0 = now_us();
         float *buf = j->in_place ? j->send[t] : j->recv[t];
-        if (!j->in_place)
-            memcpy(buf, j->send[t], j->count * sizeof(float));
-        allreduce_run(j->ar, t, buf, j->count, j->algo, false);
+        if (j->mpi_only) {
+            if (j->in_place)
+                dist_sum_floats(buf, j->count);
+            else
+                dist_sum_floats_to(j->send[t], buf, j->count);
+        } else {
+            if (!j->in_place)
+                memcpy(buf, j->send[t], j->count * sizeof(float));
+            allreduce_run(j->ar, t, buf, j->count, j->algo, false);
+            if (j->ranks > 1) {
+                if (t == 0)
+                    dist_sum_floats(buf, j->count);
+                allreduce_broadcast(j->ar, t, buf, j->count, 0);
+            }
+        }
         allreduce_barrier(j->ar); /* the collective is done when the slowest is */
         if (t == 0 && it >= j->warmup)
             j->us[it - j->warmup] = now_us() - t0;
@@ -155,27 +184,32 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-static long count_wrong(const bench_job *j, int towers)
+/* Wrong elements in every buffer of every rank (a collective under MPI). */
+static long count_wrong(const bench_job *j)
 {
-    long wrong = 0;
-    for (int t = 0; t < towers; t++) {
+    double wrong = 0;
+    for (int t = 0; t < j->towers; t++) {
         const float *buf = j->in_place ? j->send[t] : j->recv[t];
         for (size_t i = 0; i < j->count; i++) {
             float want = 0;
-            for (int u = 0; u < towers; u++)
+            for (int u = 0; u < j->towers * j->ranks; u++)
                 want += bench_value(u, i);
             wrong += buf[i] != want;
         }
     }
-    return wrong;
+    dist_sum_doubles(&wrong, 1);
+    return (long)wrong;
 }
 
 long bench_run(const bench_opts *o, tt_err *err)
 {
-    int n = o->towers;
+    int n = o->towers, ranks = dist_size();
     allreduce_algo algos[3];
     int n_algos = 0;
-    if (strcmp(o->algo, "all") == 0) {
+    bool mpi = strcmp(o->algo, "mpi") == 0;
+    if (mpi) {
+        algos[n_algos++] = ALLREDUCE_RING; /* within a rank, when it has several towers */
+    } else if (strcmp(o->algo, "all") == 0) {
         algos[n_algos++] = ALLREDUCE_NAIVE;
         algos[n_algos++] = ALLREDUCE_RING;
         algos[n_algos++] = ALLREDUCE_HIERARCHICAL;
@@ -211,12 +245,22 @@ long bench_run(const bench_opts *o, tt_err *err)
     }
     j.iters = o->iters;
     j.warmup = o->warmup;
+    j.towers = n;
+    j.rank = dist_rank();
+    j.ranks = ranks;
+    j.mpi_only = mpi && n == 1;
     double bw_sum = 0;
     int bw_n = 0;
     for (int a = 0; a < n_algos; a++) {
         j.algo = algos[a];
-        printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n", n,
-               allreduce_algo_name(j.algo));
+        if (ranks > 1)
+            printf("# towertrain bench: float sum all-reduce, %d MPI ranks x %d CPU tower(s), "
+                   "algo %s\n", ranks, n, j.mpi_only ? "mpi (MPI_Allreduce)"
+                   : mpi ? "mpi (ring within a rank, MPI_Allreduce across)"
+                   : allreduce_algo_name(j.algo));
+        else
+            printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n",
+                   n, allreduce_algo_name(j.algo));
         printf("#                                       out-of-place                       "
                "in-place\n");
         printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
@@ -231,7 +275,9 @@ long bench_run(const bench_opts *o, tt_err *err)
             j.count = count;
             printf("  %10zu %12zu %6s %6s", size, count, "float", "sum");
             cJSON *row = cJSON_CreateObject();
-            cJSON_AddStringToObject(row, "algo", allreduce_algo_name(j.algo));
+            cJSON_AddStringToObject(row, "algo", mpi ? "mpi" : allreduce_algo_name(j.algo));
+            cJSON_AddNumberToObject(row, "ranks", ranks);
+            cJSON_AddNumberToObject(row, "towers", n);
             cJSON_AddNumberToObject(row, "size", (double)size);
             cJSON_AddNumberToObject(row, "count", (double)count);
             for (int place = 0; place < 2; place++) {
@@ -240,8 +286,9 @@ long bench_run(const bench_opts *o, tt_err *err)
                 qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
                 double us = j.us[o->iters / 2];
                 double algbw = (double)size / us * 1e-3; /* bytes/us -> GB/s */
-                double busbw = algbw * 2.0 * (n - 1) / n;
-                long wrong = o->check ? count_wrong(&j, n) : 0;
+                int all = n * ranks;
+                double busbw = algbw * 2.0 * (all - 1) / all;
+                long wrong = o->check ? count_wrong(&j) : 0;
                 total_wrong += wrong;
                 char wrong_text[24] = "N/A";
                 if (o->check)
@@ -265,7 +312,7 @@ long bench_run(const bench_opts *o, tt_err *err)
     }
     printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "ERROR" : "OK");
     printf("# Avg bus bandwidth    : %g \n", bw_n ? bw_sum / bw_n : 0.0);
-    if (o->json_path != NULL) {
+    if (o->json_path != NULL && dist_rank() == 0) {
         char *text = cJSON_Print(json);
         if (text == NULL || file_write_atomic(o->json_path, text, strlen(text), err) != 0)
             total_wrong = -1;

@@ -69,7 +69,8 @@ static int saver_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
     if (checkpoint_save(tr, name, sizeof(name), err) != 0)
         return -1;
     log_printf("model_saver: saved %s\n", name);
-    saver_prune(tr, s->max_to_keep);
+    if (tr->rank == 0)
+        saver_prune(tr, s->max_to_keep);
     return 0;
 }
 

@@ -53,7 +53,9 @@ int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err)
     const model_t *m = &tr->model;
     optimizer_t *opt = saved_optimizer(tr);
     trainer_sync_tower0(tr);
-    trainer_sync_batchnorm(tr);
+    trainer_sync_batchnorm(tr); /* collective under MPI: every rank comes here */
+    if (tr->rank != 0)
+        return 0; /* rank 0 writes; the replicas are the same everywhere */
     tower_t *t0 = &tr->towers[0];
     size_t n_slots = (size_t)opt->n_slots;
     float *host = malloc((m->n_floats + n_slots * m->n_trainable + 1) * sizeof(float));
@@ -139,11 +141,14 @@ int checkpoint_save(trainer_t *tr, char *name, size_t name_len, tt_err *err)
     snprintf(pointer, sizeof(pointer), "%s/checkpoint", tr->job->logdir);
     if (checkpoint_save_as(tr, path, err) != 0)
         return -1;
-    size_t len = strlen(line);
-    line[len] = '\n';
-    if (file_write_atomic(pointer, line, len + 1, err) != 0)
-        return -1;
-    line[len] = '\0';
+    if (tr->rank == 0) { /* under MPI rank 0 alone writes the log directory */
+        size_t len = strlen(line);
+        line[len] = '\n';
+        int rc = file_write_atomic(pointer, line, len + 1, err);
+        line[len] = '\0';
+        if (rc != 0)
+            return -1;
+    }
     if (name != NULL)
         snprintf(name, name_len, "%s", line);
     return 0;

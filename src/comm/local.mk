@@ -1,4 +1,10 @@
-libtowertrain_a_SOURCES += %reldir%/allreduce.c %reldir%/allreduce.h
+libtowertrain_a_SOURCES += %reldir%/allreduce.c %reldir%/allreduce.h %reldir%/dist.h
+if HAVE_MPI
+libtowertrain_a_SOURCES += %reldir%/dist_mpi.c
+else
+libtowertrain_a_SOURCES += %reldir%/dist_none.c
+endif
+EXTRA_DIST += %reldir%/dist_mpi.c %reldir%/dist_none.c
 check_PROGRAMS += tests/test_allreduce
 tests_test_allreduce_SOURCES = tests/test_allreduce.c
 TESTS += tests/test_allreduce

@@ -2,10 +2,15 @@
  * MirroredStrategy): every tower holds a replica of the parameters and of the
  * optimizer state; each step every tower computes the gradients of its slice,
  * the gradients are all-reduced (averaged), and every tower applies the same
- * update, so the replicas stay bitwise identical. */
+ * update, so the replicas stay bitwise identical.
+ *
+ * Under mpirun the towers of each process first average among themselves
+ * over shared memory, then tower 0 of every rank joins one MPI all-reduce
+ * per pack, and the towers copy its result back: Horovod's hierarchy. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/dist.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
@@ -46,6 +51,21 @@ typedef struct {
     const batch_t *b;
 } step_arg;
 
+/* Tower t's part of averaging one pack of gradients over every tower of
+ * every rank. */
+static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
+{
+    allreduce_run(tr->allreduce, t, grads, count, tr->algo, true);
+    if (tr->n_ranks == 1)
+        return;
+    if (t == 0) {
+        dist_sum_floats(grads, count);
+        for (size_t i = 0; i < count; i++)
+            grads[i] /= (float)tr->n_ranks;
+    }
+    allreduce_broadcast(tr->allreduce, t, grads, count, 0);
+}
+
 static void replicated_tower(const tower_context *ctx, void *p)
 {
     step_arg *a = p;
@@ -57,7 +77,7 @@ static void replicated_tower(const tower_context *ctx, void *p)
     for (int k = 0; k < tr->packs; k++) {
         size_t lo = count * (size_t)k / (size_t)tr->packs;
         size_t hi = count * (size_t)(k + 1) / (size_t)tr->packs;
-        allreduce_run(tr->allreduce, t, tw->grads + lo, hi - lo, tr->algo, true);
+        average_pack(tr, t, tw->grads + lo, hi - lo);
     }
     optimizer_apply(&tr->opts[t], tw->params, tw->grads, tr->global_step + 1);
 }

@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "checkpoint/checkpoint.h"
+#include "comm/dist.h"
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/strutil.h"
@@ -72,8 +73,8 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
     const job_t *job = tr->job;
     int n = tr->n_towers;
     int threads = job->trainer.threads_per_tower;
-    if (threads <= 0) {
-        threads = threadpool_cpu_count() / n;
+    if (threads <= 0) { /* the cores shared by the towers of every rank on this machine */
+        threads = threadpool_cpu_count() / (n * dist_local_size());
         if (threads < 1)
             threads = 1;
     }
@@ -86,6 +87,9 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
     if (host == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     model_init_params(&tr->model, job->seed, host);
+    /* the same on every rank already (a pure function of the seed); rank 0's
+     * all the same, as SPEC 6 says */
+    dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
         tr->backends[t] = backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
@@ -121,7 +125,8 @@ static int trainer_create_plugins(trainer_t *tr, tt_err *err)
         if (ops->create && ops->create(cb, tr, err) != 0)
             return -1;
     }
-    for (int i = 0; i < job->n_monitors; i++) {
+    /* monitors only record; under MPI rank 0 alone has them */
+    for (int i = 0; i < job->n_monitors && tr->rank == 0; i++) {
         const monitor_ops *ops = monitor_ops_find(job->monitors[i].type);
         if (ops == NULL)
             return err_set(err, TT_ERR_USAGE, "monitor '%s' is not implemented in this version",
@@ -144,12 +149,20 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->ops = trainer_ops_for(job->trainer.type);
     pthread_mutex_init(&tr->update_lock, NULL);
     tr->n_towers = job->trainer.nr_tower;
-    tr->global_batch = job->dataflow.batch_size * tr->n_towers;
+    tr->rank = dist_rank();
+    tr->n_ranks = dist_size();
+    if (tr->n_ranks > 1 && job->trainer.type != TRAINER_SYNC_REPLICATED)
+        return err_set(err, TT_ERR_USAGE, "trainer.type: only sync_replicated runs across MPI "
+                       "ranks (this job has %d)", tr->n_ranks);
+    tr->local_batch = job->dataflow.batch_size * tr->n_towers;
+    tr->global_batch = tr->local_batch * tr->n_ranks;
 
     if (dataset_open(&job->dataflow.source, job->dataflow.limit, &tr->train_set, err) != 0)
         return -1;
+    /* rank r reads slices r*towers .. of every global batch (SPEC 3) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
-                        tr->global_batch, 0, tr->global_batch, &tr->train_flow, err) != 0)
+                        tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
+                        &tr->train_flow, err) != 0)
         return -1;
     if (dataset_classes(tr->train_set) > job->model.classes)
         return err_set(err, TT_ERR_USAGE, "the data has %d classes but the model has "
@@ -276,14 +289,20 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
 
 void trainer_collect_step(trainer_t *tr, const batch_t *b)
 {
-    double loss = 0.0;
-    long correct = 0;
+    double sums[3] = {0.0, 0.0, (double)b->n}; /* loss, correct, samples */
     for (int t = 0; t < tr->n_towers; t++) {
-        loss += tr->towers[t].loss_sum;
-        correct += tr->towers[t].correct;
+        sums[0] += tr->towers[t].loss_sum;
+        sums[1] += tr->towers[t].correct;
     }
-    tr->step_loss = loss / b->n;
-    tr->step_accuracy = (double)correct / b->n;
+    if (tr->n_ranks > 1) {
+        dist_sum_doubles(sums, 3);
+        /* a signal reaches one rank or all; every rank stops at the same step */
+        tr->stop_agreed = dist_max_int((int)trainer_stop_signal);
+        if (tr->stop_agreed != 0)
+            trainer_stop_signal = tr->stop_agreed; /* the exit status says which */
+    }
+    tr->step_loss = sums[0] / sums[2];
+    tr->step_accuracy = sums[1] / sums[2];
 }
 
 void trainer_sync_tower0(trainer_t *tr)
@@ -297,7 +316,7 @@ void trainer_sync_tower0(trainer_t *tr)
 void trainer_sync_batchnorm(trainer_t *tr)
 {
     size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
-    if (tr->n_towers < 2 || n == 0)
+    if (tr->n_towers * tr->n_ranks < 2 || n == 0)
         return;
     float *sum = calloc(n, sizeof(float)), *one = malloc(n * sizeof(float));
     if (sum == NULL || one == NULL) {
@@ -313,6 +332,11 @@ void trainer_sync_batchnorm(trainer_t *tr)
     }
     for (size_t i = 0; i < n; i++)
         sum[i] /= (float)tr->n_towers;
+    if (tr->n_ranks > 1) {
+        dist_sum_floats(sum, n);
+        for (size_t i = 0; i < n; i++)
+            sum[i] /= (float)tr->n_ranks;
+    }
     for (int t = 0; t < tr->n_towers; t++)
         tr->towers[t].be->upload(tr->towers[t].be, tr->towers[t].params + lo, sum,
                                  n * sizeof(float));
@@ -353,25 +377,28 @@ int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accura
     trainer_sync_tower0(tr);
     if (dataflow_start(df, 0, err) != 0)
         return -1;
-    double loss_sum = 0.0;
-    long correct = 0, count = 0;
+    double sums[3] = {0.0, 0.0, 0.0}; /* loss, correct, samples */
     const batch_t *b;
     size_t sample = shape3_size(tr->model.input);
-    while ((b = dataflow_next(df)) != NULL) {
+    /* under MPI the ranks take turns: batch i is rank (i mod ranks)'s */
+    for (int64_t i = 0; (b = dataflow_next(df)) != NULL; i++) {
+        if (i % tr->n_ranks != tr->rank)
+            continue;
         /* The eval batch may exceed the tower's: run it in tower-sized chunks. */
         for (int off = 0; off < b->n; off += t->max_n) {
             int n = b->n - off < t->max_n ? b->n - off : t->max_n;
             tower_load_batch(t, n, b->x + (size_t)off * sample, b->y + off);
             tower_step(t, n, false, false, 0);
-            loss_sum += t->loss_sum;
-            correct += t->correct;
-            count += n;
+            sums[0] += t->loss_sum;
+            sums[1] += t->correct;
+            sums[2] += n;
         }
     }
-    if (count == 0)
+    dist_sum_doubles(sums, 3);
+    if (sums[2] == 0)
         return err_set(err, TT_ERR_USAGE, "inference dataflow is empty");
-    *loss = loss_sum / (double)count;
-    *accuracy = (double)correct / (double)count;
+    *loss = sums[0] / sums[2];
+    *accuracy = sums[1] / sums[2];
     return 0;
 }
 
@@ -428,9 +455,15 @@ static void trainer_print_table(const trainer_t *tr)
     for (int t = 0; t < tr->n_towers; t++)
         log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name, job->trainer.towers[t],
                    tr->backends[t]->threads, job->dataflow.batch_size);
-    log_printf("trainer %s: %d tower(s), global batch %d (%d x %d), %lld steps per epoch\n",
-               trainer_type_name(job->trainer.type), tr->n_towers, tr->global_batch,
-               job->dataflow.batch_size, tr->n_towers, (long long)tr->steps_per_epoch);
+    if (tr->n_ranks > 1)
+        log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "
+                   "%lld steps per epoch\n", trainer_type_name(job->trainer.type), tr->n_ranks,
+                   tr->n_towers, tr->global_batch, job->dataflow.batch_size, tr->n_towers,
+                   tr->n_ranks, (long long)tr->steps_per_epoch);
+    else
+        log_printf("trainer %s: %d tower(s), global batch %d (%d x %d), %lld steps per epoch\n",
+                   trainer_type_name(job->trainer.type), tr->n_towers, tr->global_batch,
+                   job->dataflow.batch_size, tr->n_towers, (long long)tr->steps_per_epoch);
 }
 
 static int trainer_run_epoch(trainer_t *tr, tt_err *err)
@@ -440,7 +473,8 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
     tr->epoch_start_time = trainer_now();
     tr->epoch_first_step = tr->local_step; /* > 0 when resumed mid-epoch */
     while (tr->local_step < tr->steps_per_epoch && !tr->stop_training) {
-        if (trainer_stop_signal != 0)
+        /* under MPI only a stop the ranks agreed on, or some would wait forever */
+        if ((tr->n_ranks > 1 ? tr->stop_agreed : trainer_stop_signal) != 0)
             return TT_STOPPED_BY_SIGNAL;
         const batch_t *b = dataflow_next(tr->train_flow);
         if (b == NULL)

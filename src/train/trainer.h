@@ -128,6 +128,12 @@ struct trainer {
     dataset_t *train_set;
     dataflow_t *train_flow;
     int global_batch;      /* batch_size x towers x ranks */
+    int local_batch;       /* batch_size x towers: this rank's part */
+
+    /* MPI (src/comm/dist.h): this process among the job's; rank 0 alone
+     * writes the log directory. One rank without mpirun. */
+    int rank, n_ranks;
+    int stop_agreed;       /* the stop signal all ranks saw in the last step, or 0 */
 
     /* time: as tensorpack */
     int64_t epoch_num;       /* the epoch running now (from starting_epoch) */
@@ -183,7 +189,8 @@ extern const trainer_ops trainer_simple_ops, trainer_sync_replicated_ops,
 void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b);
 
 /* Sums the towers' losses and accuracies of the step into step_loss and
- * step_accuracy (over the whole batch). */
+ * step_accuracy (over the whole global batch, every rank's towers); under MPI
+ * the ranks also agree here on whether a stop signal arrived anywhere. */
 void trainer_collect_step(trainer_t *tr, const batch_t *b);
 
 /* Copies the shared parameters into tower 0 before it is read (evaluation,
@@ -191,8 +198,8 @@ void trainer_collect_step(trainer_t *tr, const batch_t *b);
 void trainer_sync_tower0(trainer_t *tr);
 
 /* Averages the towers' batchnorm running statistics (and every other
- * non-trainable tensor) in tower order and gives every tower the result
- * (SPEC 6: at every epoch end and before every checkpoint). */
+ * non-trainable tensor) in tower order, then over the ranks, and gives every
+ * tower the result (SPEC 6: at every epoch end and before every checkpoint). */
 void trainer_sync_batchnorm(trainer_t *tr);
 
 /* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */

@@ -1,0 +1,44 @@
+/* dist.h - the processes of one job: MPI ranks under mpirun, else one.
+ *
+ * Everything towertrain does across processes goes through these calls, so no
+ * other file knows about MPI. Built without MPI (configure --without-mpi) or
+ * started without mpirun, there is one rank, the collectives return at once
+ * and MPI is never initialised.
+ *
+ * Threads: MPI runs at MPI_THREAD_SERIALIZED. Collectives are called by the
+ * main thread or by tower 0's thread while the main thread waits for the
+ * towers, never by two threads at once.
+ */
+#ifndef TT_DIST_H
+#define TT_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/err.h"
+
+/* Joins the job when launched by mpirun (MPI_Init_thread); else one rank. */
+int dist_init(int *argc, char ***argv, tt_err *err);
+void dist_finalize(void);
+
+int dist_rank(void);
+int dist_size(void);
+/* Ranks on this machine (they share its cores). */
+int dist_local_size(void);
+
+/* Whether this binary was built with MPI ("mpi" in --version). */
+bool dist_built(void);
+
+/* Ends every rank of the job with this exit status (MPI_Abort); a plain exit
+ * with one rank. The caller has printed why. */
+_Noreturn void dist_abort(int code);
+
+/* Collectives: every rank calls them in the same order with the same count. */
+void dist_sum_floats(float *buf, size_t count);                    /* in place */
+void dist_sum_floats_to(const float *in, float *out, size_t count); /* out of place */
+void dist_sum_doubles(double *buf, int count);
+int dist_max_int(int v);
+void dist_broadcast(void *buf, size_t bytes, int root);
+void dist_barrier(void);
+
+#endif
