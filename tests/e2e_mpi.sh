@@ -1,0 +1,146 @@
+#!/bin/sh
+# End-to-end: training and bench across MPI ranks (SPEC 6 Distributed, 8) (TAP).
+# Runs mpirun --allow-run-as-root --oversubscribe -np 2 on this machine; skips
+# visibly when the binary was built without MPI or mpirun is missing.
+: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
+PY=/usr/bin/python3
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+if ! "$TOWERTRAIN" --version | grep -q mpi || ! command -v mpirun >/dev/null; then
+  echo "ok 1 - training across MPI ranks # SKIP built without MPI or no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+  echo "1..1"; exit 0
+fi
+MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+DATA=/usr/share/datasets/fashion-mnist
+
+# same MODEL_A MODEL_B TOL: every tensor within TOL (max |a-b| / max |a|)
+same() {
+  $PY - "$1" "$2" "$3" <<'PYEOF'
+import json, struct, sys
+import numpy as np
+def load(p):
+    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
+    return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4" if v["dtype"] == "F32" else "<i8")
+            for k, v in h.items() if k != "__metadata__"}
+a, b = load(sys.argv[1]), load(sys.argv[2])
+tol = float(sys.argv[3])
+worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k])) / max(1e-30, float(np.max(np.abs(a[k])))))
+            for k in a) if a.keys() == b.keys() and a else 1.0
+print("%.2g" % worst)
+sys.exit(0 if worst <= tol else 1)
+PYEOF
+}
+
+cat > "$T/job.cfg" <<CFG
+model = "$TT_SRCDIR/models/mlp.cfg";
+dataflow = { source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz";
+                        labels = "$DATA/train-labels-idx1-ubyte.gz"; };
+             augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+             limit = 2560; batch_size = 32; };
+optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
+trainer = { type = "sync_replicated"; nr_tower = 1; threads_per_tower = 1; };
+max_epoch = 2;
+callbacks = ( { type = "inference_runner";
+                dataflow = { source = { type = "idx"; images = "$DATA/t10k-images-idx3-ubyte.gz";
+                                        labels = "$DATA/t10k-labels-idx1-ubyte.gz"; };
+                             augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+                             limit = 1000; batch_size = 100; }; },
+              "model_saver" );
+monitors = ( "json" );
+CFG
+FINAL=model-80.safetensors
+
+# the reference: simple with the global batch of 64
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/simple" --quiet \
+  --set 'trainer={ type = "simple"; }' --set dataflow.batch_size=64
+ok $? "reference: simple trainer, batch 64"
+
+# (1) 2 ranks x 1 tower and 2 ranks x 2 towers
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/r2t1" >"$T/out21" 2>&1
+rc=$?
+d=$(same "$T/simple/$FINAL" "$T/r2t1/$FINAL" 1e-5); s=$?
+ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 ranks x 1 tower equal simple with the global batch (max rel diff $d)"
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/r2t2" --quiet \
+  --set trainer.nr_tower=2 --set dataflow.batch_size=16
+rc=$?
+d=$(same "$T/simple/$FINAL" "$T/r2t2/$FINAL" 1e-5); s=$?
+ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 ranks x 2 towers equal simple with the global batch (max rel diff $d)"
+
+# (2) validation is split over the ranks and reduced: the same figures
+$PY -c 'import json,sys
+a = json.load(open(sys.argv[1]))[-1]; b = json.load(open(sys.argv[2]))[-1]
+assert abs(a["validation_loss"] - b["validation_loss"]) < 1e-4 * a["validation_loss"], (a, b)
+assert abs(a["validation_accuracy"] - b["validation_accuracy"]) <= 0.002, (a, b)
+assert abs(a["train_loss"] - b["train_loss"]) < 1e-4 * a["train_loss"], (a, b)' \
+  "$T/simple/stats.json" "$T/r2t1/stats.json"
+ok $? "validation over 2 ranks and the global train_loss match the single process"
+
+# (3) one rank prints; rank 0 alone writes the log directory
+[ "$(grep -c 'training finished' "$T/out21")" = 1 ]
+ok $? "one 'training finished' line for 2 ranks (rank 0 prints)"
+mkdir -p "$T/w0" "$T/w1"
+$MPIRUN -np 1 --wdir "$T/w0" "$TOWERTRAIN" run "$T/job.cfg" --logdir log --quiet --set max_epoch=1 : \
+        -np 1 --wdir "$T/w1" "$TOWERTRAIN" run "$T/job.cfg" --logdir log --quiet --set max_epoch=1
+rc=$?
+[ $rc = 0 ] && [ -f "$T/w0/log/stats.json" ] && [ -f "$T/w0/log/model-40.safetensors" ] && [ ! -e "$T/w1/log" ]
+ok $? "rank 0 wrote its log directory, rank 1 (another working directory) wrote nothing"
+
+# (4) resume under mpirun from rank 0's checkpoint equals the uninterrupted run
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/res" --quiet --set max_epoch=1 &&
+  $MPIRUN -np 2 "$TOWERTRAIN" resume "$T/res" --max-epoch 2 --quiet
+rc=$?
+d=$(same "$T/r2t1/$FINAL" "$T/res/$FINAL" 0); s=$?
+ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "resume under mpirun: bitwise equal to the uninterrupted 2-rank run (max diff $d)"
+
+# (5) a rank failing on bad data ends the whole job, quickly, with its message
+head -c 5000 /dev/urandom | gzip > "$T/bad-images.gz"
+sed "s#$DATA/train-images-idx3-ubyte.gz#$T/bad-images.gz#" "$T/job.cfg" > "$T/bad.cfg"
+start=$(date +%s)
+timeout 60 $MPIRUN -np 1 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/f" --quiet : \
+                   -np 1 "$TOWERTRAIN" run "$T/bad.cfg" --logdir "$T/f" --quiet >"$T/out" 2>&1
+rc=$?
+took=$(($(date +%s) - start))
+[ $rc != 0 ] && [ $rc != 124 ] && [ $took -lt 30 ] && grep -q "bad-images.gz: not an IDX" "$T/out"
+ok $? "rank 1 on bad data: the job exits $rc after ${took}s with rank 1's message"
+
+# (6) the other trainers refuse to span ranks
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/ps" --quiet \
+  --set 'trainer={ type = "sync_parameter_server"; }' >"$T/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "only sync_replicated runs across MPI ranks" "$T/out" && [ ! -e "$T/ps" ]
+ok $? "sync_parameter_server under mpirun: exit 2 with a clear line (got $rc)"
+
+# (7) bench across ranks: columns and arithmetic with n = towers x ranks
+check_bench() { # FILE N
+  $PY - "$1" "$2" <<'PYEOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
+n = int(sys.argv[2])
+assert rows, "no rows"
+for r in rows:
+    size, count = int(r[0]), int(r[1])
+    assert r[2] == "float" and r[3] == "sum" and size == 4 * count, r
+    for t, alg, bus, wrong in (r[4:8], r[8:12]):
+        assert wrong == "0", r
+        # time is printed to 0.1 us and algbw to 0.01 GB/s: allow both roundings
+        t = float(t)
+        lo, hi = size / (t + 0.05) * 1e-3, size / max(t - 0.05, 1e-3) * 1e-3
+        assert lo - 0.006 <= float(alg) <= hi + 0.006, r
+        assert abs(float(bus) - float(alg) * 2 * (n - 1) / n) <= 0.011, r
+PYEOF
+}
+$MPIRUN -np 2 "$TOWERTRAIN" bench --algo mpi --towers 1 -b 8 -e 4M -f 8 -n 5 -w 1 >"$T/b1" 2>&1 &&
+  check_bench "$T/b1" 2 && grep -q "2 MPI ranks x 1 CPU tower(s), algo mpi (MPI_Allreduce)" "$T/b1"
+ok $? "bench --algo mpi, 2 ranks x 1 tower: #wrong 0, busbw = algbw x 2(n-1)/n with n = 2"
+$MPIRUN -np 2 "$TOWERTRAIN" bench --algo mpi --towers 2 -b 1K -e 1M -f 32 -n 5 -w 1 >"$T/b2" 2>&1 &&
+  check_bench "$T/b2" 4
+ok $? "bench --algo mpi, 2 ranks x 2 towers: #wrong 0, n = 4"
+"$TOWERTRAIN" bench --algo mpi >"$T/out" 2>&1
+rc=$?
+[ $rc = 2 ] && grep -q "start it with mpirun" "$T/out"
+ok $? "bench --algo mpi without mpirun: exit 2, says to use mpirun"
+
+echo "1..$n"
+exit $failed
