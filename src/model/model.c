@@ -404,6 +404,8 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
                 }
             }
         }
+        if (t->grad_ready != NULL && l->n_params > 0 && l->params[0].trainable)
+            t->grad_ready(t->grad_ready_arg, m->param_offset[i * LAYER_MAX_PARAMS]);
     }
     return t->act[last];
 }

@@ -73,6 +73,13 @@ typedef struct {
     bool *grad_written; /* per layer, during backward: dact already holds a gradient */
     double loss_sum;   /* of the last forward with loss */
     int correct;
+    /* Called during backward each time a layer's gradients are final, with
+     * the lowest offset of the gradient block now final: [lo, n_trainable)
+     * will not change again in this step (layers run last to first and own
+     * contiguous ranges). NULL: not called. Lets a trainer start all-reducing
+     * gradients while backward goes on. */
+    void (*grad_ready)(void *arg, size_t lo);
+    void *grad_ready_arg;
 } tower_t;
 
 /* The tower function: builds one replica on `be`. The parameter block is zero;

@@ -6,7 +6,14 @@
  *
  * Under mpirun the towers of each process first average among themselves
  * over shared memory, then tower 0 of every rank joins one MPI all-reduce
- * per pack, and the towers copy its result back: Horovod's hierarchy. */
+ * per pack, and the towers copy its result back: Horovod's hierarchy.
+ *
+ * With gradient_packing, a pack is averaged as soon as backward has made
+ * every gradient in it final (the tower's grad_ready hook), while the
+ * earlier layers' backward is still to run, as PyTorch DDP's buckets: the
+ * last layers' packs go first. Every tower meets the packs in the same
+ * order, and a pack's sum does not depend on when it runs, so the bits are
+ * those of averaging after the whole backward. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +23,60 @@
 
 /* gradient_packing below this many elements per pack does not pay. */
 #define MIN_PACK 1024
+
+typedef struct {
+    trainer_t *tr;
+    const batch_t *b;
+} step_arg;
+
+struct pack_cursor {
+    trainer_t *tr;
+    int t;
+    int pending; /* packs [0, pending) are not averaged yet in this step */
+};
+
+static void pack_range(const trainer_t *tr, int k, size_t *lo, size_t *hi)
+{
+    size_t count = tr->model.n_trainable;
+    *lo = count * (size_t)k / (size_t)tr->packs;
+    *hi = count * (size_t)(k + 1) / (size_t)tr->packs;
+}
+
+/* Tower t's part of averaging one pack of gradients over every tower of
+ * every rank. */
+static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
+{
+    allreduce_run(tr->allreduce, t, grads, count, tr->algo, true);
+    if (tr->n_ranks == 1)
+        return;
+    if (t == 0) {
+        dist_sum_floats(grads, count);
+        for (size_t i = 0; i < count; i++)
+            grads[i] /= (float)tr->n_ranks;
+    }
+    allreduce_broadcast(tr->allreduce, t, grads, count, 0);
+}
+
+/* Averages, last first, the pending packs that lie wholly in
+ * [lo, n_trainable): every pending pack when lo is 0. */
+static void average_ready_packs(struct pack_cursor *c, size_t lo)
+{
+    tower_t *tw = &c->tr->towers[c->t];
+    while (c->pending > 0) {
+        size_t plo, phi;
+        pack_range(c->tr, c->pending - 1, &plo, &phi);
+        if (plo < lo)
+            break;
+        average_pack(c->tr, c->t, tw->grads + plo, phi - plo);
+        c->pending--;
+    }
+}
+
+/* tower_t.grad_ready: called by backward as layers finish. */
+static void pack_ready(void *arg, size_t lo)
+{
+    average_ready_packs(arg, lo);
+}
 
 static int replicated_setup(trainer_t *tr, tt_err *err)
 {
@@ -43,28 +104,20 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
         else
             tr->packs = tc->gradient_packing;
     }
+    tr->cursors = calloc((size_t)tr->n_towers, sizeof(*tr->cursors));
+    if (tr->cursors == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    for (int t = 0; t < tr->n_towers; t++) {
+        tr->cursors[t] = (struct pack_cursor){tr, t, 0};
+        if (tr->packs > 1) { /* one pack is ready only when backward is done */
+            tr->towers[t].grad_ready = pack_ready;
+            tr->towers[t].grad_ready_arg = &tr->cursors[t];
+        }
+    }
     return 0;
 }
 
-typedef struct {
-    trainer_t *tr;
-    const batch_t *b;
-} step_arg;
 
-/* Tower t's part of averaging one pack of gradients over every tower of
- * every rank. */
-static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
-{
-    allreduce_run(tr->allreduce, t, grads, count, tr->algo, true);
-    if (tr->n_ranks == 1)
-        return;
-    if (t == 0) {
-        dist_sum_floats(grads, count);
-        for (size_t i = 0; i < count; i++)
-            grads[i] /= (float)tr->n_ranks;
-    }
-    allreduce_broadcast(tr->allreduce, t, grads, count, 0);
-}
 
 static void replicated_tower(const tower_context *ctx, void *p)
 {
@@ -72,13 +125,10 @@ static void replicated_tower(const tower_context *ctx, void *p)
     trainer_t *tr = a->tr;
     int t = ctx->index;
     tower_t *tw = &tr->towers[t];
-    trainer_tower_compute(tr, t, a->b);
-    size_t count = tr->model.n_trainable;
-    for (int k = 0; k < tr->packs; k++) {
-        size_t lo = count * (size_t)k / (size_t)tr->packs;
-        size_t hi = count * (size_t)(k + 1) / (size_t)tr->packs;
-        average_pack(tr, t, tw->grads + lo, hi - lo);
-    }
+    struct pack_cursor *c = &tr->cursors[t];
+    c->pending = tr->packs;
+    trainer_tower_compute(tr, t, a->b); /* averages packs as they are ready */
+    average_ready_packs(c, 0);          /* and the rest */
     optimizer_apply(&tr->opts[t], tw->params, tw->grads, tr->global_step + 1);
 }
 

@@ -200,6 +200,7 @@ void trainer_free(trainer_t *tr)
     free(tr->monitors);
     tower_team_free(tr->team);
     allreduce_free(tr->allreduce);
+    free(tr->cursors);
     if (tr->shared_opt.be)
         optimizer_free(&tr->shared_opt);
     if (tr->backends && tr->backends[0]) {

@@ -115,6 +115,7 @@ struct trainer {
     allreduce_t *allreduce;
     allreduce_algo algo;
     int packs;             /* gradient_packing: all-reduces per step (1 = off) */
+    struct pack_cursor *cursors; /* per tower: packs not yet averaged this step */
 
     /* sync_parameter_server and async: the one copy of the parameters */
     float *shared_params;
