@@ -17,14 +17,11 @@ DATA=/usr/share/datasets/fashion-mnist
 
 # same MODEL_A MODEL_B TOL: every tensor within TOL (max |a-b| / max |a|)
 same() {
-  $PY - "$1" "$2" "$3" <<'PYEOF'
-import json, struct, sys
+  PYTHONPATH="$TT_SRCDIR/tests" $PY - "$1" "$2" "$3" <<'PYEOF'
+import sys
 import numpy as np
-def load(p):
-    b = open(p, "rb").read(); n = struct.unpack("<Q", b[:8])[0]; h = json.loads(b[8:8 + n]); d = b[8 + n:]
-    return {k: np.frombuffer(d[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4" if v["dtype"] == "F32" else "<i8")
-            for k, v in h.items() if k != "__metadata__"}
-a, b = load(sys.argv[1]), load(sys.argv[2])
+from tt_safetensors import load
+a, b = load(sys.argv[1], optimizer=True)[0], load(sys.argv[2], optimizer=True)[0]
 tol = float(sys.argv[3])
 worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k])) / max(1e-30, float(np.max(np.abs(a[k])))))
             for k in a) if a.keys() == b.keys() and a else 1.0

@@ -107,21 +107,14 @@ import sys, numpy as np
 np.random.default_rng(5).standard_normal((8, 3, 32, 32)).astype("<f4").tofile(sys.argv[1])
 PYEOF
   "$TT_BUILDDIR/tests/tt_logits" "$T/logits.cfg" "$ckpt" "$T/x.f32" 8 "$T/ours.f32" &&
-  $PY - "$TT_SRCDIR/models/resnet20.cfg" "$ckpt" "$T/x.f32" "$T/ours.f32" >"$T/torch" 2>&1 <<'PYEOF'
-import json, re, struct, sys, warnings
+  PYTHONPATH="$TT_SRCDIR/tests" $PY - "$TT_SRCDIR/models/resnet20.cfg" "$ckpt" "$T/x.f32" \
+      "$T/ours.f32" >"$T/torch" 2>&1 <<'PYEOF'
+import re, sys, warnings
 warnings.filterwarnings("ignore")
 import numpy as np, torch, torch.nn as nn
+from tt_safetensors import load
 model_file, ckpt, xfile, ours = sys.argv[1:5]
-b = open(ckpt, "rb").read()
-hl = struct.unpack("<Q", b[:8])[0]
-head = json.loads(b[8:8 + hl]); data = b[8 + hl:]
-state = {}
-for k, v in head.items():
-    if k == "__metadata__" or k.startswith("optimizer."):
-        continue
-    lo, hi = v["data_offsets"]
-    dt = "<i8" if v["dtype"] == "I64" else "<f4"
-    state[k] = torch.from_numpy(np.frombuffer(data[lo:hi], dtype=dt).copy().reshape(v["shape"]))
+state = {k: torch.from_numpy(v.copy()) for k, v in load(ckpt)[0].items()}
 # The model file's graph as torch modules of the same names.
 text = re.sub(r"#.*", "", open(model_file).read())
 layers = []

@@ -20,4 +20,4 @@ EXTRA_DIST += tests/e2e_resnet.sh
 check_PROGRAMS += tests/tt_logits
 tests_tt_logits_SOURCES = tests/tt_logits.c
 TESTS += tests/e2e_mpi.sh
-EXTRA_DIST += tests/e2e_mpi.sh
+EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py
