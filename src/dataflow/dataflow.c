@@ -151,8 +151,8 @@ int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
                        local_count, global_batch);
     if (mode == DATAFLOW_TRAIN && n < (size_t)global_batch)
         return err_set(err, TT_ERR_USAGE, "dataflow: %zu samples%s are fewer than one global "
-                       "batch of %d (batch_size x towers x ranks)", n, cfg->limit > 0 ? " (limit)" : "",
-                       global_batch);
+                       "batch of %d (batch_size x towers x ranks)", n,
+                       cfg->limit > 0 ? " (limit)" : "", global_batch);
     dataflow_t *df = calloc(1, sizeof(*df));
     if (df == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
