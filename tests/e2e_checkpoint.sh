@@ -23,6 +23,16 @@ ok = ok and ma["global_step"] == mb["global_step"] and ma["epoch_num"] == mb["ep
 sys.exit(0 if ok else 1)
 PYEOF
 }
+# into_epoch2 LOGDIR: returns once the run is a few steps into epoch 2: after
+# epoch 1's checkpoint and its stats.json (the last file an epoch end writes;
+# the fsyncs can take a while), then 50 ms of steps (an epoch is ~0.3-0.5 s).
+into_epoch2() {
+  i=0
+  while ! { grep -qs model-200 "$1/checkpoint" && [ -f "$1/stats.json" ]; } && [ $i -lt 1500 ]; do
+    sleep 0.02; i=$((i + 1))
+  done
+  sleep 0.05
+}
 meta() { $PY -c 'import json,struct,sys; b=open(sys.argv[1],"rb").read(); n=struct.unpack("<Q",b[:8])[0]; print(json.loads(b[8:8+n])["__metadata__"][sys.argv[2]])' "$1" "$2"; }
 
 DATA=/usr/share/datasets/fashion-mnist
@@ -54,7 +64,7 @@ ok $? "stats.json continues across resume (epochs 1, 2, 3 once each)"
 # (c) SIGKILL in the middle of epoch 2, then resume
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/kill" --quiet &
 pid=$!
-i=0; while ! grep -qs model-200 "$T/kill/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
+into_epoch2 "$T/kill"
 kill -9 $pid 2>/dev/null; wait $pid 2>/dev/null
 from=$(head -1 "$T/kill/checkpoint" 2>/dev/null)
 [ "$from" = model-200.safetensors ] && [ ! -e "$T/kill/model-400.safetensors" ]
@@ -67,8 +77,7 @@ ok $? "(c) final checkpoint bitwise equal to (a)"
 # (d) SIGINT mid-epoch: exit 130, a checkpoint at the step reached, resume reaches (a)
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/int" --quiet &
 pid=$!
-i=0; while ! grep -qs model-200 "$T/int/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
-sleep 0.1 # into epoch 2 (an epoch takes ~0.5 s here), not at its first step
+into_epoch2 "$T/int"
 kill -INT $pid; wait $pid; rc=$?
 ok $([ $rc = 130 ]; echo $?) "(d) SIGINT: exit status 130 (got $rc)"
 last=$(head -1 "$T/int/checkpoint")
@@ -119,7 +128,7 @@ ok $? "min_saver and max_saver write min-train_loss and max-train_accuracy"
 # SIGTERM: exit 143 after a checkpoint
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/term" --quiet &
 pid=$!
-i=0; while ! grep -qs model-200 "$T/term/checkpoint" && [ $i -lt 1200 ]; do sleep 0.02; i=$((i + 1)); done
+into_epoch2 "$T/term"
 kill -TERM $pid; wait $pid; rc=$?
 [ $rc = 143 ] && [ "$(head -1 "$T/term/checkpoint")" != model-200.safetensors ] && grep -q "stopped by signal 15" "$T/term/log.log"
 ok $? "SIGTERM: exit 143 with a checkpoint at the step reached (got $rc, $(head -1 "$T/term/checkpoint"))"
