@@ -23,8 +23,6 @@ static int place_even(trainer_t *tr)
         tr->ranges[t].hi = count * (size_t)(t + 1) / (size_t)tr->n_towers;
         tr->ranges[t].owner = t;
     }
-    log_printf("parameter server: %zu parameters on the host (cpu); averaging and updates "
-               "shared by %d towers\n", count, tr->n_towers);
     return 0;
 }
 
@@ -45,10 +43,27 @@ static int place_least_loaded(trainer_t *tr)
         r->lo = p->offset;
         r->hi = p->offset + p->count;
         r->owner = best;
-        log_printf("parameter server: %-24s %9zu elements on tower %d (device %d)\n", p->name,
-                   p->count, best, tr->job->trainer.towers[best]);
     }
     return 0;
+}
+
+/* The placement, logged with the trainer table. */
+static void ps_describe(const trainer_t *tr)
+{
+    if (strcmp(tr->job->trainer.ps_device, "gpu") != 0) {
+        log_printf("parameter server: %zu parameters on the host (cpu); averaging and updates "
+                   "shared by %d towers\n", tr->model.n_trainable, tr->n_towers);
+        return;
+    }
+    for (int i = 0; i < tr->n_ranges; i++) {
+        const param_range *r = &tr->ranges[i];
+        const param_entry *p = NULL;
+        for (int j = 0; j < tr->model.n_params && p == NULL; j++)
+            if (tr->model.params[j].offset == r->lo && tr->model.params[j].trainable)
+                p = &tr->model.params[j];
+        log_printf("parameter server: %-24s %9zu elements on tower %d (device %d)\n",
+                   p ? p->name : "?", r->hi - r->lo, r->owner, tr->job->trainer.towers[r->owner]);
+    }
 }
 
 static int ps_setup(trainer_t *tr, tt_err *err)
@@ -119,4 +134,5 @@ const trainer_ops trainer_sync_parameter_server_ops = {
     .name = "sync_parameter_server",
     .setup = ps_setup,
     .run_step = ps_run_step,
+    .describe = ps_describe,
 };

@@ -29,6 +29,17 @@ typedef struct {
     const batch_t *b;
 } step_arg;
 
+static void replicated_describe(const trainer_t *tr)
+{
+    const trainer_cfg *tc = &tr->job->trainer;
+    if (tr->algo_auto)
+        log_printf("allreduce: auto chose %s for %d towers and %zu gradients\n",
+                   allreduce_algo_name(tr->algo), tr->n_towers, tr->model.n_trainable);
+    if (tc->gradient_packing > 0 && tr->packs == 1)
+        log_printf("gradient_packing: %d packs would hold under %d gradients each; "
+                   "packing skipped\n", tc->gradient_packing, MIN_PACK);
+}
+
 struct pack_cursor {
     trainer_t *tr;
     int t;
@@ -87,8 +98,7 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
         return -1;
     if (strcmp(tc->allreduce, "auto") == 0) {
         tr->algo = allreduce_choose(tr->n_towers, count * sizeof(float));
-        log_printf("allreduce: auto chose %s for %d towers and %zu gradients\n",
-                   allreduce_algo_name(tr->algo), tr->n_towers, count);
+        tr->algo_auto = true;
     } else {
         int a = allreduce_algo_parse(tc->allreduce);
         if (a < 0)
@@ -98,10 +108,7 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
     }
     tr->packs = 1;
     if (tc->gradient_packing > 0) {
-        if (count / (size_t)tc->gradient_packing < MIN_PACK)
-            log_printf("gradient_packing: %d packs would hold under %d gradients each; "
-                       "packing skipped\n", tc->gradient_packing, MIN_PACK);
-        else
+        if (count / (size_t)tc->gradient_packing >= MIN_PACK)
             tr->packs = tc->gradient_packing;
     }
     tr->cursors = calloc((size_t)tr->n_towers, sizeof(*tr->cursors));
@@ -144,4 +151,5 @@ const trainer_ops trainer_sync_replicated_ops = {
     .name = "sync_replicated",
     .setup = replicated_setup,
     .run_step = replicated_run_step,
+    .describe = replicated_describe,
 };

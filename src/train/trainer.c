@@ -452,6 +452,8 @@ static int trainer_call_hook(trainer_t *tr, hook_id h, tt_err *err)
 static void trainer_print_table(const trainer_t *tr)
 {
     const job_t *job = tr->job;
+    if (tr->ops->describe != NULL)
+        tr->ops->describe(tr);
     log_printf("%-6s %-8s %-8s %-8s\n", "tower", "device", "threads", "batch");
     for (int t = 0; t < tr->n_towers; t++)
         log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name, job->trainer.towers[t],

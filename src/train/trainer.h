@@ -92,6 +92,9 @@ typedef struct {
     int (*setup)(trainer_t *tr, tt_err *err);
     /* One training step over the batch; fills tr->step_loss / step_accuracy. */
     int (*run_step)(trainer_t *tr, const batch_t *batch, tt_err *err);
+    /* Logs what setup chose (all-reduce, placement) with the trainer table,
+     * once nothing can fail before training; may be NULL. */
+    void (*describe)(const trainer_t *tr);
 } trainer_ops;
 
 /* A range of the parameter block and the tower that updates it
@@ -115,6 +118,7 @@ struct trainer {
     allreduce_t *allreduce;
     allreduce_algo algo;
     int packs;             /* gradient_packing: all-reduces per step (1 = off) */
+    bool algo_auto;        /* allreduce = "auto" chose algo */
     struct pack_cursor *cursors; /* per tower: packs not yet averaged this step */
 
     /* sync_parameter_server and async: the one copy of the parameters */
