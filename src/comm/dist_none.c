@@ -5,8 +5,16 @@
 
 #include "comm/dist.h"
 
+/* Started by mpirun with several processes, a binary without MPI would run
+ * them as independent jobs writing one log directory: refuse instead. */
 int dist_init(int *argc, char ***argv, tt_err *err)
 {
+    const char *n = getenv("OMPI_COMM_WORLD_SIZE");
+    if (n == NULL)
+        n = getenv("PMI_SIZE");
+    if (n != NULL && atoi(n) > 1)
+        return err_set(err, TT_ERR_USAGE, "started by mpirun with %s processes, but this "
+                       "towertrain was built without MPI (configure found no Open MPI)", n);
     return 0;
 }
 
