@@ -169,7 +169,9 @@ sleep 0.2
 start=$(date +%s%N)
 kill -INT $pid; sleep 0.05; kill -INT $pid; wait $pid; rc=$?
 ms=$((($(date +%s%N) - start) / 1000000))
-[ $rc = 130 ] && [ $ms -lt 1000 ] && [ ! -e "$T/twice/checkpoint" ]
+# no checkpoint is what tells "at once" from "after the step"; the time only
+# catches a hang (loose: a loaded CI machine once took 1.5 s to deliver)
+[ $rc = 130 ] && [ $ms -lt 3000 ] && [ ! -e "$T/twice/checkpoint" ]
 ok $? "a second SIGINT exits at once: exit 130 after ${ms} ms, no checkpoint written"
 
 echo "1..$n"
