@@ -65,6 +65,25 @@ rc=$?
 d=$(same "$T/simple/$FINAL" "$T/r2t2/$FINAL" 1e-5); s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 ranks x 2 towers equal simple with the global batch (max rel diff $d)"
 
+# (1b) dropout draws its masks by the tower's global index: 2 ranks x 1 tower
+# equal one process of 2 towers (the same masks for the same slices)
+cat > "$T/mlp_dropout.cfg" <<CFG
+input = [784];
+classes = 10;
+layers = ( { name = "fc0"; type = "dense"; units = 256; activation = "relu"; },
+           { name = "drop"; type = "dropout"; rate = 0.5; },
+           { name = "fc1"; type = "dense"; units = 10; } );
+loss = "softmax_cross_entropy";
+CFG
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/drop_t2" --quiet \
+  --set "model=\"$T/mlp_dropout.cfg\"" --set trainer.nr_tower=2
+rc1=$?
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/drop_r2" --quiet \
+  --set "model=\"$T/mlp_dropout.cfg\""
+rc=$?
+d=$(same "$T/drop_t2/$FINAL" "$T/drop_r2/$FINAL" 1e-5); s=$?
+ok $([ $rc1 = 0 ] && [ $rc = 0 ] && [ $s = 0 ]; echo $?) "with dropout, 2 ranks x 1 tower equal 1 process x 2 towers (max rel diff $d)"
+
 # (2) validation is split over the ranks and reduced: the same figures
 $PY -c 'import json,sys
 a = json.load(open(sys.argv[1]))[-1]; b = json.load(open(sys.argv[2]))[-1]

@@ -283,8 +283,11 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     int n = b->n / tr->n_towers;
     size_t sample = shape3_size(tr->model.input);
     tower_load_batch(tw, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
-    /* dropout differs per step and per tower, and depends on nothing else */
-    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, (uint64_t)t);
+    /* dropout differs per step and per tower, and depends on nothing else:
+     * the tower's global index, so K towers spread over ranks draw the masks
+     * K towers in one process draw */
+    uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
+    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, tower);
     tower_step(tw, n, true, true, seed);
 }
 
