@@ -1,7 +1,8 @@
 /* test_backend_cpu.c - the CPU backend's memory, element-wise operations and
  * loss against float64 references written here: softmax cross-entropy (also
  * with logits of 1e3, where a naive exp overflows), argmax ties, relu,
- * dropout statistics and determinism, mul/axpy/scale; threads 1 vs 2 bits. */
+ * dropout statistics and determinism, mul/axpy/scale; threads 1 vs 2 bits;
+ * 2x2 max pooling's fast path (ties, NaN, rows of 1 to 33 windows). */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -330,10 +331,75 @@ static void test_elementwise(void)
     be2->destroy(be2);
 }
 
+/* Max pooling with the 2x2, stride 2 window (LeNet's and the vectorised
+ * path): values from {0, 1, 2} make ties common, so the index shows whether
+ * the first maximum wins; NaNs in some windows must propagate with the first
+ * NaN's index (PyTorch). Rows of 1 to 33 windows cover the masked short rows
+ * and the 16-wide steps. The reference is the window scanned in order. */
+static void test_maxpool_2x2(void)
+{
+    backend_t *be = make(2);
+    if (be == NULL)
+        return;
+    const int widths[] = {2, 6, 10, 28, 30, 32, 34, 40, 66, 67};
+    int bad_y = 0, bad_m = 0, checked = 0, nans = 0;
+    for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++) {
+        window_desc d = {.n = 2, .c = 3, .h = 9, .w = widths[wi], .k = 2, .stride = 2, .pad = 0};
+        d.f = d.c;
+        d.oh = window_out_size(d.h, 2, 2, 0);
+        d.ow = window_out_size(d.w, 2, 2, 0);
+        size_t in = (size_t)d.n * d.c * d.h * d.w, out = (size_t)d.n * d.c * d.oh * d.ow;
+        float *x = malloc(in * sizeof(float)), *y = malloc(out * sizeof(float));
+        int32_t *m = malloc(out * sizeof(int32_t));
+        float *dx = be->alloc(be, in * sizeof(float)), *dy = be->alloc(be, out * sizeof(float));
+        int32_t *dm = be->alloc(be, out * sizeof(int32_t));
+        for (size_t i = 0; i < in; i++)
+            x[i] = (float)(int)test_uniform(0.0, 3.0);
+        for (size_t i = 0; i < (size_t)d.h * d.w; i += 37) /* first plane only: */
+            x[i] = NAN; /* the other rows stay on the fast path */
+        be->upload(be, dx, x, in * sizeof(float));
+        be->maxpool_forward(be, &d, dx, dy, dm);
+        be->download(be, y, dy, out * sizeof(float));
+        be->download(be, m, dm, out * sizeof(int32_t));
+        for (int pl = 0; pl < d.n * d.c; pl++)
+            for (int oy = 0; oy < d.oh; oy++)
+                for (int ox = 0; ox < d.ow; ox++) {
+                    const float *px = x + (size_t)pl * d.h * d.w;
+                    int arg = 2 * oy * d.w + 2 * ox;
+                    for (int ky = 0; ky < 2; ky++)
+                        for (int kx = 0; kx < 2; kx++) {
+                            int i = (2 * oy + ky) * d.w + 2 * ox + kx;
+                            if (isnan(px[arg]))
+                                continue;
+                            if (isnan(px[i]) || px[i] > px[arg])
+                                arg = i;
+                        }
+                    size_t o = ((size_t)pl * d.oh + oy) * d.ow + ox;
+                    float want = px[arg], got = y[o];
+                    nans += isnan(want);
+                    bad_y += !(got == want || (isnan(got) && isnan(want)));
+                    bad_m += m[o] != arg;
+                    checked++;
+                }
+        free(x);
+        free(y);
+        free(m);
+        be->free(be, dx);
+        be->free(be, dy);
+        be->free(be, dm);
+    }
+    tt_ok(bad_y == 0 && nans > 0, "maxpool 2x2: %d of %d maxima wrong (%d NaN windows)", bad_y,
+          checked, nans);
+    tt_ok(bad_m == 0, "maxpool 2x2: %d of %d indices wrong (ties: first maximum; NaN: first NaN)",
+          bad_m, checked);
+    be->destroy(be);
+}
+
 int main(void)
 {
     test_create_and_memory();
     test_softmax_xent();
     test_elementwise();
+    test_maxpool_2x2();
     return tt_done();
 }

@@ -15,6 +15,8 @@ typedef struct {
  * the binary stays portable without -march=native. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
 #define CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
+/* and a few loops have hand-written AVX-512 kernels, chosen at run time */
+#define CPU_AVX512_KERNELS 1
 #else
 #define CPU_HOT
 #endif

@@ -5,6 +5,10 @@
 
 #include "backend/cpu/cpu.h"
 
+#ifdef CPU_AVX512_KERNELS
+#include <immintrin.h>
+#endif
+
 typedef struct {
     const window_desc *d;
     const float *x, *dyc;
@@ -37,6 +41,67 @@ static inline float window_max(const window_desc *d, const float *x, int oy, int
     return best;
 }
 
+/* One output row of the 2x2, stride 2 window: the row pair r0, r1 gives ow
+ * maxima and their plane indices (base is r0's). Strict > keeps the first
+ * maximum on ties, as PyTorch. Returns nonzero when a window holds a NaN:
+ * the caller redoes the row the general way (PyTorch propagates it). */
+CPU_HOT static int maxpool2x2_row(const float *restrict r0, const float *restrict r1,
+                          float *restrict yr, int32_t *restrict mr, int ow, int32_t base, int w)
+{
+    int nan = 0;
+    for (int ox = 0; ox < ow; ox++) {
+        int i = 2 * ox;
+        float p0 = r0[i], b = r0[i + 1], c = r1[i], e = r1[i + 1];
+        float m1 = b > p0 ? b : p0, m2 = e > c ? e : c;
+        int32_t i1 = b > p0 ? base + i + 1 : base + i;
+        int32_t i2 = e > c ? base + w + i + 1 : base + w + i;
+        yr[ox] = m2 > m1 ? m2 : m1;
+        mr[ox] = m2 > m1 ? i2 : i1;
+        nan |= (p0 != p0) | (b != b) | (c != c) | (e != e); /* bitwise: no branch */
+    }
+    return nan;
+}
+
+#ifdef CPU_AVX512_KERNELS
+/* The same row, 16 windows per step. The compiler cannot vectorise the
+ * scalar loop for LeNet's rows (ow = 14 and 5 are shorter than a vector),
+ * and that loop took a tenth of a LeNet step; here masked loads and stores
+ * cover the short rows, a permute splits even and odd columns, and the same
+ * strict > comparisons (ordered, false for NaN) pick the same bits. */
+__attribute__((target("avx512f"))) static int
+maxpool2x2_row_avx512(const float *r0, const float *r1, float *yr, int32_t *mr, int ow,
+                      int32_t base, int w)
+{
+    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
+                                           28, 30);
+    const __m512i odd = _mm512_add_epi32(even, _mm512_set1_epi32(1));
+    const __m512i one = _mm512_set1_epi32(1), down = _mm512_set1_epi32(w);
+    __mmask16 nan = 0;
+    for (int ox = 0; ox < ow; ox += 16) {
+        int n = ow - ox < 16 ? ow - ox : 16; /* windows in this step */
+        __mmask16 out = (__mmask16)((1u << n) - 1);
+        __mmask16 lo = n >= 8 ? 0xffff : (__mmask16)((1u << 2 * n) - 1);
+        __mmask16 hi = n > 8 ? (__mmask16)((1u << (2 * n - 16)) - 1) : 0;
+        const float *a = r0 + 2 * ox, *c = r1 + 2 * ox;
+        __m512 a0 = _mm512_maskz_loadu_ps(lo, a), a1 = _mm512_maskz_loadu_ps(hi, a + 16);
+        __m512 c0 = _mm512_maskz_loadu_ps(lo, c), c1 = _mm512_maskz_loadu_ps(hi, c + 16);
+        __m512 p = _mm512_permutex2var_ps(a0, even, a1), b = _mm512_permutex2var_ps(a0, odd, a1);
+        __m512 q = _mm512_permutex2var_ps(c0, even, c1), e = _mm512_permutex2var_ps(c0, odd, c1);
+        __m512i i0 = _mm512_add_epi32(_mm512_set1_epi32(base + 2 * ox), even);
+        __mmask16 k1 = _mm512_cmp_ps_mask(b, p, _CMP_GT_OQ);
+        __mmask16 k2 = _mm512_cmp_ps_mask(e, q, _CMP_GT_OQ);
+        __m512 m1 = _mm512_mask_blend_ps(k1, p, b), m2 = _mm512_mask_blend_ps(k2, q, e);
+        __m512i i1 = _mm512_mask_add_epi32(i0, k1, i0, one);
+        __m512i i2 = _mm512_add_epi32(_mm512_mask_add_epi32(i0, k2, i0, one), down);
+        __mmask16 k3 = _mm512_cmp_ps_mask(m2, m1, _CMP_GT_OQ);
+        _mm512_mask_storeu_ps(yr + ox, out, _mm512_mask_blend_ps(k3, m1, m2));
+        _mm512_mask_storeu_epi32(mr + ox, out, _mm512_mask_blend_epi32(k3, i1, i2));
+        nan |= out & (_mm512_cmp_ps_mask(p, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(q, e, _CMP_UNORD_Q));
+    }
+    return nan != 0;
+}
+#endif
+
 CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
@@ -49,33 +114,18 @@ CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
         int32_t *m = a->mask + (size_t)pl * d->oh * d->ow;
         if (d->k == 2 && d->stride == 2 && d->pad == 0) {
             /* The common 2x2 window, branch-free: selects instead of jumps
-             * (the data decides the comparisons, so branches mispredict).
-             * Strict > keeps the first maximum on ties, as PyTorch. */
-            /* sizes in locals and restrict rows: the int32 mask stores may
-             * otherwise alias d->w, which stops vectorisation */
-            const int w = d->w, ow = d->ow;
+             * (the data decides the comparisons, so branches mispredict). */
+            int (*row)(const float *, const float *, float *, int32_t *, int, int32_t, int) =
+                maxpool2x2_row;
+#ifdef CPU_AVX512_KERNELS
+            if (__builtin_cpu_supports("avx512f"))
+                row = maxpool2x2_row_avx512;
+#endif
             for (int oy = 0; oy < d->oh; oy++) {
-                const float *restrict r0 = x + (2 * oy) * w, *restrict r1 = r0 + w;
-                float *restrict yr = y + oy * ow;
-                int32_t *restrict mr = m + oy * ow;
-                const int32_t base = 2 * oy * w;
-                int nan = 0;
-                for (int ox = 0; ox < ow; ox++) {
-                    int i = 2 * ox;
-                    float p0 = r0[i], b = r0[i + 1], c = r1[i], e = r1[i + 1];
-                    float m1 = b > p0 ? b : p0, m2 = e > c ? e : c;
-                    int32_t i1 = b > p0 ? base + i + 1 : base + i;
-                    int32_t i2 = e > c ? base + w + i + 1 : base + w + i;
-                    yr[ox] = m2 > m1 ? m2 : m1;
-                    mr[ox] = m2 > m1 ? i2 : i1;
-                    /* bitwise, not &&: no branch */
-                    nan |= (p0 != p0) | (b != b) | (c != c) | (e != e);
-                }
-                /* a NaN in a window: PyTorch propagates it; rare, so redo
-                 * that row's windows the general way */
-                if (nan)
-                    for (int ox = 0; ox < ow; ox++)
-                        yr[ox] = window_max(d, x, oy, ox, &mr[ox]);
+                const float *r0 = x + (2 * oy) * d->w;
+                if (row(r0, r0 + d->w, y + oy * d->ow, m + oy * d->ow, d->ow, 2 * oy * d->w, d->w))
+                    for (int ox = 0; ox < d->ow; ox++)
+                        y[oy * d->ow + ox] = window_max(d, x, oy, ox, &m[oy * d->ow + ox]);
             }
             continue;
         }
