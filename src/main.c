@@ -46,15 +46,24 @@ static const char usage[] =
     "       towertrain --help | --version\n"
     "See towertrain(1) and towertrain.cfg(5).\n";
 
+/* Under mpirun every rank's stderr reaches one terminal: say whose it is. */
+static void print_error_prefix(void)
+{
+    fprintf(stderr, "towertrain: ");
+    if (dist_size() > 1)
+        fprintf(stderr, "rank %d: ", dist_rank());
+}
+
 static int fail(const tt_err *err)
 {
-    fprintf(stderr, "towertrain: %s\n", err->msg);
+    print_error_prefix();
+    fprintf(stderr, "%s\n", err->msg);
     return err->code == TT_OK ? 1 : err->code;
 }
 
 static int usage_error(const char *fmt, const char *arg)
 {
-    fprintf(stderr, "towertrain: ");
+    print_error_prefix();
     fprintf(stderr, fmt, arg);
     fprintf(stderr, " (see towertrain --help)\n");
     return TT_ERR_USAGE;

@@ -118,8 +118,8 @@ timeout 60 $MPIRUN -np 1 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/f" --quiet 
                    -np 1 "$TOWERTRAIN" run "$T/bad.cfg" --logdir "$T/f" --quiet >"$T/out" 2>&1
 rc=$?
 took=$(($(date +%s) - start))
-[ $rc != 0 ] && [ $rc != 124 ] && [ $took -lt 30 ] && grep -q "bad-images.gz: not an IDX" "$T/out"
-ok $? "rank 1 on bad data: the job exits $rc after ${took}s with rank 1's message"
+[ $rc != 0 ] && [ $rc != 124 ] && [ $took -lt 30 ] && grep -q "^towertrain: rank 1: .*bad-images.gz: not an IDX" "$T/out"
+ok $? "rank 1 on bad data: the job exits $rc after ${took}s with rank 1's message, prefixed 'rank 1:'"
 
 # (6) the other trainers refuse to span ranks
 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/ps" --quiet \
