@@ -81,8 +81,8 @@ void allreduce_barrier(allreduce_t *ar)
  * all-reduce to a third of the copy bandwidth. dst may be one of the
  * sources. */
 #define SUM_BLOCK 2048
-static void sum_range(float *dst, float *const *srcs, int nsrc, size_t lo, size_t hi,
-                      float divisor)
+void allreduce_sum_range(float *dst, float *const *srcs, int nsrc, size_t lo, size_t hi,
+                         float divisor)
 {
     float acc[SUM_BLOCK];
     for (size_t b = lo; b < hi; b += SUM_BLOCK) {
@@ -119,7 +119,7 @@ static void chunk_of(size_t count, int parts, int k, size_t *lo, size_t *hi)
 static void run_naive(allreduce_t *ar, int rank, size_t count, float divisor)
 {
     if (rank == 0)
-        sum_range(ar->bufs[0], ar->bufs, ar->n, 0, count, divisor);
+        allreduce_sum_range(ar->bufs[0], ar->bufs, ar->n, 0, count, divisor);
     allreduce_barrier(ar);
     if (rank != 0)
         memcpy(ar->bufs[rank], ar->bufs[0], count * sizeof(float));
@@ -130,7 +130,7 @@ static void run_ring(allreduce_t *ar, int rank, size_t count, float divisor)
     size_t lo, hi;
     /* reduce-scatter: this tower owns chunk `rank` */
     chunk_of(count, ar->n, rank, &lo, &hi);
-    sum_range(ar->bufs[rank], ar->bufs, ar->n, lo, hi, divisor);
+    allreduce_sum_range(ar->bufs[rank], ar->bufs, ar->n, lo, hi, divisor);
     allreduce_barrier(ar);
     /* all-gather: copy every other tower's reduced chunk */
     for (int k = 1; k < ar->n; k++) {
@@ -150,7 +150,7 @@ static void run_hierarchical(allreduce_t *ar, int rank, size_t count, float divi
     int root = rank < h ? 0 : h;
     int group_n = rank < h ? h : n - h;
     if (rank == root)
-        sum_range(ar->bufs[root], ar->bufs + root, group_n, 0, count, 1.0f);
+        allreduce_sum_range(ar->bufs[root], ar->bufs + root, group_n, 0, count, 1.0f);
     allreduce_barrier(ar);
     if (rank == 0 || rank == h) {
         size_t lo, hi;

@@ -44,6 +44,12 @@ allreduce_algo allreduce_choose(int n, size_t bytes);
 int allreduce_algo_parse(const char *name);
 const char *allreduce_algo_name(allreduce_algo a);
 
+/* dst[i] = (srcs[0][i] + ... + srcs[nsrc-1][i]) / divisor over [lo, hi), summed
+ * in source order: the reduction the algorithms use, for reducers outside them
+ * (sync_parameter_server's averaging). dst may be one of the sources. */
+void allreduce_sum_range(float *dst, float *const *srcs, int nsrc, size_t lo, size_t hi,
+                         float divisor);
+
 /* A reusable barrier among the n participants. */
 void allreduce_barrier(allreduce_t *ar);
 

@@ -105,16 +105,14 @@ static void ps_tower_update(const tower_context *ctx, void *p)
     step_arg *a = p;
     trainer_t *tr = a->tr;
     int n = tr->n_towers;
+    float *grads[TT_MAX_TOWERS];
+    for (int t = 0; t < n; t++)
+        grads[t] = tr->towers[t].grads;
     for (int r = 0; r < tr->n_ranges; r++) {
         const param_range *pr = &tr->ranges[r];
         if (pr->owner != ctx->index)
             continue;
-        for (size_t i = pr->lo; i < pr->hi; i++) {
-            float s = tr->towers[0].grads[i];
-            for (int t = 1; t < n; t++)
-                s += tr->towers[t].grads[i];
-            tr->shared_grads[i] = s / (float)n;
-        }
+        allreduce_sum_range(tr->shared_grads, grads, n, pr->lo, pr->hi, (float)n);
         optimizer_apply_range(&tr->shared_opt, tr->towers[ctx->index].be, tr->shared_params,
                               tr->shared_grads, pr->lo, pr->hi, tr->global_step + 1);
     }
