@@ -61,12 +61,15 @@ static int fail(const tt_err *err)
     return err->code == TT_OK ? 1 : err->code;
 }
 
+/* fmt has one %s: arg, a command-line word, escaped by err_set as every
+ * message is. */
 static int usage_error(const char *fmt, const char *arg)
 {
-    print_error_prefix();
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, " (see towertrain --help)\n");
-    return TT_ERR_USAGE;
+    char text[512];
+    snprintf(text, sizeof(text), fmt, arg);
+    tt_err err = {0};
+    err_set(&err, TT_ERR_USAGE, "%s (see towertrain --help)", text);
+    return fail(&err);
 }
 
 /* Options shared by run and validate. */

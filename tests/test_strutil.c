@@ -1,4 +1,5 @@
-/* test_strutil.c - did-you-mean, path resolution and tag cleaning. */
+/* test_strutil.c - did-you-mean, path resolution, tag cleaning and the escaping
+ * of bytes from users' files in messages. */
 #include <string.h>
 
 #include "tt_test.h"
@@ -10,6 +11,14 @@ static void clean(const char *in, const char *want)
     strcpy(buf, in);
     str_clean_tag(buf);
     tt_ok(strcmp(buf, want) == 0, "clean tag '%s' -> '%s' (got '%s')", in, want, buf);
+}
+
+static void escape(const char *in, size_t n, const char *want)
+{
+    char out[256];
+    size_t len = str_escape(in, out, n);
+    tt_ok(strcmp(out, want) == 0 && len == strlen(want), "escape (room %zu) -> '%s' (got '%s')",
+          n, want, out);
 }
 
 int main(void)
@@ -36,5 +45,33 @@ int main(void)
     clean("towering/x", "towering/x");
     clean("train_loss", "train_loss");
     clean("a:01", "a:01");
+
+    /* printable ASCII and well-formed UTF-8 stay; the rest is \xNN */
+    escape("plain path/x.cfg", 256, "plain path/x.cfg");
+    escape("caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80", 256,
+           "caf\xc3\xa9 \xe6\x97\xa5 \xf0\x9f\x98\x80");
+    escape("a\nb\rc\td", 256, "a\\x0ab\\x0dc\\x09d");
+    escape("\x1b[31mred\x1b]0;title\x07", 256, "\\x1b[31mred\\x1b]0;title\\x07");
+    escape("del\x7f", 256, "del\\x7f");
+    escape("c1 \xc2\x9b csi", 256, "c1 \\xc2\\x9b csi");        /* U+009B: a terminal's CSI */
+    escape("nbsp\xc2\xa0", 256, "nbsp\xc2\xa0");                /* U+00A0 is printable */
+    escape("\xff\xfe latin1 \xe9t\xe9", 256, "\\xff\\xfe latin1 \\xe9t\\xe9");
+    escape("overlong \xc0\xaf \xe0\x80\xaf", 256, "overlong \\xc0\\xaf \\xe0\\x80\\xaf");
+    escape("surrogate \xed\xa0\x80", 256, "surrogate \\xed\\xa0\\x80");
+    escape("above U+10FFFF \xf4\x90\x80\x80", 256,
+           "above U+10FFFF \\xf4\\x90\\x80\\x80");
+    escape("cut \xe6\x97", 256, "cut \\xe6\\x97");               /* truncated at the end */
+    escape("back\\slash", 256, "back\\slash");                   /* stays: idempotent */
+    escape("x\\x1b", 256, "x\\x1b");
+    /* nothing cut in half: what does not fit is left out */
+    escape("ab\x1b", 5, "ab");
+    escape("ab\x1b", 7, "ab\\x1b");
+    escape("a\xe6\x97\xa5", 4, "a");
+    escape("a\xe6\x97\xa5", 5, "a\xe6\x97\xa5");
+    escape("anything", 1, "");
+    char twice[64], once[64];
+    str_escape("\x1b\xff\n", once, sizeof(once));
+    str_escape(once, twice, sizeof(twice));
+    tt_ok(strcmp(once, twice) == 0, "escaping escaped text changes nothing (%s)", twice);
     return tt_done();
 }

@@ -16,7 +16,8 @@ enum {
 
 typedef struct {
     int code;       /* TT_OK, TT_ERR_RUNTIME or TT_ERR_USAGE */
-    char msg[1024]; /* one line, without the "towertrain: " prefix */
+    char msg[1024]; /* one line, without the "towertrain: " prefix; bytes that are
+                       not printable text are escaped as \xNN (str_escape) */
 } tt_err;
 
 /* Records the error (the first one wins) and returns -1, so callers can write

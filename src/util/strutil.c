@@ -147,3 +147,51 @@ void str_clean_tag(char *tag)
     if (n >= 2 && strcmp(tag + n - 2, ":0") == 0)
         tag[n - 2] = '\0';
 }
+
+/* Length of the well-formed UTF-8 character at p (2-4), or 0 (RFC 3629:
+ * no overlong forms, no surrogates, nothing above U+10FFFF). C1 controls
+ * (U+0080-U+009F) count as not printable: some terminals obey them. */
+static int utf8_char_len(const unsigned char *p)
+{
+    unsigned char c = p[0];
+    if (c >= 0xc2 && c <= 0xdf)
+        return (p[1] & 0xc0) == 0x80 && !(c == 0xc2 && p[1] < 0xa0) ? 2 : 0;
+    if (c >= 0xe0 && c <= 0xef) {
+        unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
+        return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
+    }
+    if (c >= 0xf0 && c <= 0xf4) {
+        unsigned char lo = c == 0xf0 ? 0x90 : 0x80, hi = c == 0xf4 ? 0x8f : 0xbf;
+        return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80 ? 4
+                                                                                         : 0;
+    }
+    return 0;
+}
+
+size_t str_escape(const char *src, char *out, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)src;
+    size_t len = 0;
+    while (*p != '\0') {
+        /* the continuation bytes checked stop at a NUL: it is never 10xxxxxx */
+        int k = *p >= 0x20 && *p < 0x7f ? 1 : utf8_char_len(p);
+        if (k > 0) {
+            if (len + (size_t)k >= n)
+                break;
+            memcpy(out + len, p, (size_t)k);
+            len += (size_t)k;
+            p += k;
+            continue;
+        }
+        if (len + 4 >= n)
+            break;
+        out[len++] = '\\';
+        out[len++] = 'x';
+        out[len++] = hex[*p >> 4];
+        out[len++] = hex[*p & 15];
+        p++;
+    }
+    out[len] = '\0';
+    return len;
+}

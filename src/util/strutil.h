@@ -20,6 +20,14 @@ int path_resolve(const char *base, const char *rel, char *out, size_t out_len);
  * "jobs/fashion_mnist_lenet.cfg" -> "fashion_mnist_lenet". */
 void path_stem(const char *path, char *out, size_t out_len);
 
+/* Copies src into out (n bytes, always NUL-terminated, n >= 1) so that it is
+ * safe to print as one line of an error: every byte that is not printable
+ * ASCII or part of a well-formed UTF-8 character (C1 controls U+0080-U+009F
+ * included) is written as \xNN. Nothing is cut in half: an escape or a
+ * character that does not fit is left out. Escaping escaped text changes
+ * nothing (a backslash stays as it is). Returns the length written. */
+size_t str_escape(const char *src, char *out, size_t n);
+
 /* A summary tag as tensorpack cleans it: every "tower<N>/" prefix and a
  * trailing ":0" removed ("tower1/loss:0" -> "loss"). In place. */
 void str_clean_tag(char *tag);
