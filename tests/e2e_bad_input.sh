@@ -89,5 +89,22 @@ check "--set of a bad optimizer" "unknown optimizer 'adm' (did you mean 'adam'?)
 check "missing job file" "no_such_job.cfg" "$tmp/logdir_s6" \
     "$TOWERTRAIN" run "$tmp/no_such_job.cfg" --logdir "$tmp/logdir_s6"
 
+
+# Bytes from the user that reach a message are escaped: one line, no control
+# codes (an ESC would let a file name drive the terminal).
+esc=$(printf '\033')
+weird="$tmp/$(printf 'x\033]0;owned\007\ny\377.cfg')"
+check "a job path with control bytes and a newline" \
+    'cannot read '"$tmp"'/x\x1b]0;owned\x07\x0ay\xff.cfg: No such file or directory' \
+    "$tmp/logdir_s7" "$TOWERTRAIN" run "$weird" --logdir "$tmp/logdir_s7"
+n=$((n + 1))
+if grep -q "$esc" "$tmp/err"; then
+    echo "not ok $n - no ESC byte reaches stderr"; failed=$((failed + 1))
+else
+    echo "ok $n - no ESC byte reaches stderr"
+fi
+check "an unknown option with control bytes" "unknown option '--x\x1b[2J'" "$tmp/logdir_s8" \
+    "$TOWERTRAIN" run "$tmp/good.cfg" "$(printf -- '--x\033[2J')"
+
 echo "1..$n"
 [ "$failed" -eq 0 ]

@@ -403,17 +403,22 @@ static const bad_case bad_cases[] = {
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; }\n", NULL,
       "m.cfg:5: syntax error" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 5; },\n { name = \"a\"; type = \"dense\"; units = 10; } );\n",
-      NULL, "m.cfg:5: layers[1]: duplicate layer name 'a' (also layers[0])" },
+      NULL, "m.cfg:5: layers[1].name: duplicate layer name 'a' (also layers[0])" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"x0\"; type = \"dense\"; units = 10; },\n { name = \"b\"; type = \"relu\"; input = \"x\"; },\n { name = \"x\"; type = \"dense\"; units = 10; } );\n",
-      NULL, "m.cfg:5: layers[1] (b): input 'x' is not an earlier layer (did you mean 'x0'?)" },
+      NULL, "m.cfg:5: layers[1].input (b): 'x' is not an earlier layer (did you mean 'x0'?)" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; },\n { name = \"b\"; type = \"convolution\"; } );\n",
       NULL, "m.cfg:5: layers[1].type: unknown layer type 'convolution'" },
-    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"c\"; type = \"conv2d\"; filters = 4; kernel = 29; },\n { name = \"d\"; type = \"dense\"; units = 10; } );\n",
-      NULL, "m.cfg:4: layers[0] (c): kernel 29 is larger than the input [1, 28, 28] with padding 0" },
+    /* errors name the line of the offending key, not of its layer */
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"c\"; type = \"conv2d\"; filters = 4;\n   kernel = 29; },\n { name = \"d\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:5: layers[0].kernel (c): 29 is larger than the input [1, 28, 28] with padding 0" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"c\"; type = \"conv2d\"; filters = 4; kernel = 0; } );\n",
       NULL, "m.cfg:4: layers[0].kernel: must be >= 1 (got 0)" },
-    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 12; } );\n",
-      NULL, "m.cfg:4: layers[0] (a): the last layer's output [12] has 12 values, but classes = 10" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\";\n   units = 12; } );\n",
+      NULL, "m.cfg:5: layers[0].units (a): the last layer's output [12] has 12 values, but classes = 10" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"conv2d\"; kernel = 28;\n   filters = 12; } );\n",
+      NULL, "m.cfg:5: layers[0].filters (a): the last layer's output [12, 1, 1] has 12 values, but classes = 10" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; },\n { name = \"b\"; type = \"dense\"; units = 12; },\n { name = \"s\"; type = \"add\";\n   inputs = [\"a\", \"b\"]; } );\n",
+      NULL, "m.cfg:7: layers[2].inputs (s): inputs have different shapes [10] and [12]" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; },\n { name = \"d\"; type = \"dropout\"; rate = 1.0; } );\n",
       NULL, "m.cfg:5: layers[1].rate: must be < 1 (got 1)" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"conv2d\"; filters = 10; kernel = 3;\n  units = 4; } );\n",
@@ -421,13 +426,59 @@ static const bad_case bad_cases[] = {
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"maxpool\"; kernel = 2; padding = 2; } );\n",
       NULL, "m.cfg:4: layers[0].padding: must be <= kernel / 2 = 1 (got 2)" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"flatten\"; },\n { name = \"b\"; type = \"conv2d\"; filters = 1; kernel = 1; } );\n",
-      NULL, "m.cfg:5: layers[1] (b): conv2d needs an image input [C, H, W] (got [784])" },
+      NULL, "m.cfg:5: layers[1].type (b): conv2d needs an image input [C, H, W] (got [784])" },
     { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; },\n { name = \"b\"; type = \"dense\"; units = 10; },\n { name = \"s\"; type = \"add\"; inputs = [\"a\", \"b\", \"zzz\"]; } );\n",
-      NULL, "m.cfg:6: layers[2] (s): input 'zzz' is not an earlier layer" },
+      NULL, "m.cfg:6: layers[2].inputs[2] (s): 'zzz' is not an earlier layer" },
     { DF MF OPT, "input = [1, 28];\nclasses = 10;\nlayers = ( { name = \"a\"; type = \"dense\"; units = 10; } );\n",
       NULL, "m.cfg:1: input: must be [C, H, W] or [N] (got 2 elements)" },
     { DF MF OPT, "inputs = [1, 28, 28];\nclasses = 10;\nlayers = ( { name = \"a\"; type = \"dense\"; units = 10; } );\n",
       NULL, "m.cfg:1: unknown key 'inputs' (did you mean 'input'?)" },
+    /* absurd values are refused before any arithmetic, naming file:line:key;
+     * libconfig 1.5 alone would read 1000000000000 as -727379968 and
+     * 4294967306 as 10 */
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"c\"; type = \"conv2d\"; filters = 4; kernel = 3;\n   padding = 0x7fffffff; },\n { name = \"d\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:5: layers[0].padding: must be <= 65536 (got 2147483647)" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\";\n   units = 1000000000000; } );\n",
+      NULL, "m.cfg:5: layers[0].units: must be <= 16777216 (got 1000000000000)" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\";\n   units = 4294967306; } );\n",
+      NULL, "m.cfg:5: layers[0].units: must be <= 16777216 (got 4294967306)" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = -2147483649;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:2: classes: must be >= 1 (got -2147483649)" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 99999999999999999999;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:2: syntax error: an integer beyond 64 bits" },
+    { "dataflow = { source = { type = \"fake\"; }; batch_size = 2147483648; };\n" MODEL_INLINE OPT,
+      NULL, NULL, "bad.cfg:1: dataflow.batch_size: must be <= 16777216 (got 2147483648)" },
+    { DF MODEL_INLINE OPT, NULL, "dataflow.batch_size=2147483648",
+      "--set dataflow.batch_size=2147483648: must be <= 16777216 (got 2147483648)" },
+    { "dataflow = { source = { type = \"fake\"; }; batch_size = 1000000; };\n" MODEL_INLINE OPT,
+      NULL, NULL, "bad.cfg:1: dataflow.batch_size: 1000000 samples of the model input (3072 "
+      "values each) are 3072000000 values, more than 2147483647" },
+    { DF MODEL_INLINE OPT "callbacks = ( { type = \"inference_runner\"; dataflow = {\n source = { type = \"fake\"; };\n batch_size = 700000; }; } );\n",
+      NULL, NULL, "bad.cfg:7: callbacks[0].dataflow.batch_size: 700000 samples of the model "
+      "input (3072 values each) are 2150400000 values, more than 2147483647" },
+    { DF MF OPT, "input = [3, 32, 32];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\";\n   units = 16777216; } );\n",
+      NULL, "m.cfg:5: layers[0].units (a): the weight [16777216, 3072] has 51539607552 elements, more than 2147483647" },
+    { DF MF OPT, "input = [1, 1, 1];\nclasses = 10;\nlayers = (\n { name = \"c\"; type = \"conv2d\"; filters = 1; kernel = 1;\n   padding = 65536; },\n { name = \"d\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:5: layers[0].padding (c): the output [1, 131073, 131073] has 17180131329 elements, more than 2147483647" },
+    { DF MF OPT, "input = [65536,\n 65536, 1];\nclasses = 10;\nlayers = (\n { name = \"a\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:1: input: 4294967296 elements per sample, more than 2147483647" },
+    { "dataflow = { source = { type = \"fake\"; }; batch_size = 32; prefetch = { queue = 2147483647; }; };\n" MODEL_INLINE OPT,
+      NULL, NULL, "bad.cfg:1: dataflow.prefetch.queue: must be <= 1024 (got 2147483647)" },
+    { DF MODEL_INLINE "optimizer = { learning_rate = 1e39; };\n", NULL, NULL,
+      "bad.cfg:4: optimizer.learning_rate: must be <= 3.4028234663852886e+38 (got 1e+39)" },
+    { DF MODEL_INLINE OPT "callbacks = ( { type = \"scheduled_hyperparam\";\n schedule = ( (0, 0.1),\n (5, 1e999) ); } );\n",
+      NULL, NULL, "bad.cfg:7: callbacks[0].schedule[1]: the value must be a finite float (got inf)" },
+    { DF MODEL_INLINE OPT "max_epoch = 100000000000000L;\n", NULL, NULL,
+      "bad.cfg:5: max_epoch: must be <= 1073741824 (got 100000000000000)" },
+    { DF MODEL_INLINE OPT "seed = 1;\n@include \"/dev/stdin\"\n", NULL, NULL,
+      "bad.cfg:6: syntax error: @include is not supported" },
+    /* bytes from the file are escaped in messages: one line, no control codes */
+    { DF "model = \"m\x1b]0;owned\x07\nx\xff.cfg\";\n" OPT, NULL, NULL,
+      "bad.cfg:2: model: cannot read m\\x1b]0;owned\\x07\\x0ax\\xff.cfg: No such file or directory" },
+    { DF MF OPT, "input = [1, 28, 28];\nclasses = 10;\nlayers = (\n { name = \"a\\x1b[2J\xc3\xa9\"; type = \"dense\"; units = 5; },\n { name = \"a\x1b[2J\xc3\xa9\"; type = \"dense\"; units = 10; } );\n",
+      NULL, "m.cfg:5: layers[1].name: duplicate layer name 'a\\x1b[2J\xc3\xa9' (also layers[0])" },
+    { DF MODEL_INLINE OPT "trainer = { type = \"sync_replicated\"; allreduce = \"r\x9b" "1m\"; };\n", NULL,
+      NULL, "bad.cfg:5: trainer.allreduce: unknown value 'r\\x9b1m' (expected auto, ring, naive, hierarchical or nccl)" },
     /* inline model: key paths start with model. */
     { DF "model = { input = [4]; classes = 2; layers = (\n { name = \"a\"; type = \"dense\"; units = 0; } ); };\n" OPT,
       NULL, NULL, "bad.cfg:3: model.layers[0].units: must be >= 1 (got 0)" },
@@ -466,6 +517,25 @@ static void test_bad(void)
         if (rc == 0)
             job_free(&job);
     }
+}
+
+/* libconfig stops reading at a NUL byte: the rest of the file would be
+ * ignored, here a syntax error. */
+static void test_nul(void)
+{
+    static const char text[] = DF MODEL_INLINE OPT "seed = 1; # a NUL: \0 then\nseed = = 2;\n";
+    FILE *f = fopen("bad.cfg", "wb");
+    if (f == NULL || fwrite(text, 1, sizeof(text) - 1, f) != sizeof(text) - 1 || fclose(f) != 0) {
+        perror("bad.cfg");
+        exit(99);
+    }
+    job_t job;
+    tt_err err = { 0 };
+    int rc = job_load("bad.cfg", NULL, 0, &job, &err);
+    tt_ok(rc == -1 && strcmp(err.msg, "bad.cfg:5: syntax error: a NUL byte (not a text file)") == 0,
+          "a NUL byte is refused (%s)", err.msg);
+    if (rc == 0)
+        job_free(&job);
 }
 
 static void test_model_load(void)
@@ -513,6 +583,7 @@ int main(void)
     test_sets();
     test_model_load();
     test_bad();
+    test_nul();
     /* leave nothing behind */
     const char *files[] = { "jobs/lenet.cfg", "models/lenet.cfg", "minimal.cfg",
                             "resolved.cfg", "bad.cfg", "m.cfg", "res.cfg" };

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "config/job.h"
-#include "config/schema.h"
+#include "config/schema_tables.h"
 #include "util/strutil.h"
 
 /* ---- --set KEY=VALUE ---- */
@@ -344,7 +344,15 @@ static int job_load_any(const char *path, const job_override *sets, int n_sets, 
     config_set_auto_convert(cfg, CONFIG_TRUE);
     job->tree = cfg;
 
-    vctx c = { .file = path, .real_path = path, .base = job->path, .sets = sets,
+    /* messages quote the --set arguments as given */
+    const char **args = calloc((size_t)n_sets + 1, sizeof(*args));
+    if (args == NULL) {
+        job_free(job);
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    }
+    for (int i = 0; i < n_sets; i++)
+        args[i] = sets[i].arg;
+    vctx c = { .file = path, .real_path = path, .base = job->path, .sets = args,
                .n_sets = n_sets, .cfg = cfg, .err = err, .model = &job->model };
     if (schema_read_file(cfg, path, path, err) != 0)
         goto fail;
@@ -361,8 +369,10 @@ static int job_load_any(const char *path, const job_override *sets, int n_sets, 
         err_set(err, TT_ERR_RUNTIME, "out of memory");
         goto fail;
     }
+    free(args);
     return 0;
 fail:
+    free(args);
     job_free(job);
     return -1;
 }

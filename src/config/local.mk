@@ -1,7 +1,8 @@
 # config: job and model files (SPEC 1-6, 9, 10), one schema (schema_tables.c)
 # drives validation, defaults, did-you-mean and man/towertrain.cfg.5.
 libtowertrain_a_SOURCES += %reldir%/job.h %reldir%/job.c %reldir%/schema.h \
-	%reldir%/schema.c %reldir%/schema_tables.c %reldir%/model_cfg.c %reldir%/cfg_write.c
+	%reldir%/schema.c %reldir%/schema_tables.h %reldir%/schema_tables.c \
+	%reldir%/model_cfg.h %reldir%/model_check.h %reldir%/model_cfg.c %reldir%/cfg_write.c
 
 check_PROGRAMS += tests/test_config
 tests_test_config_SOURCES = tests/test_config.c
@@ -31,6 +32,7 @@ EXTRA_DIST += tests/e2e_bad_input.sh \
 	tests/bad/model_unknown_layer_type.cfg \
 	tests/bad/normalize_std_zero.cfg \
 	tests/bad/nr_tower_zero.cfg \
+	tests/bad/padding_overflow.cfg \
 	tests/bad/pool_padding.cfg \
 	tests/bad/ps_device_replicated.cfg \
 	tests/bad/schedule_not_ascending.cfg \
@@ -43,4 +45,5 @@ EXTRA_DIST += tests/e2e_bad_input.sh \
 	tests/bad/unknown_layer_type.cfg \
 	tests/bad/unknown_monitor.cfg \
 	tests/bad/unknown_nested_key.cfg \
+	tests/bad/units_wrap.cfg \
 	tests/bad/wrong_type.cfg

@@ -5,6 +5,7 @@
 #include "config/schema.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -17,6 +18,8 @@
 #include "util/strutil.h"
 
 #define PATH_LEN 256
+/* Schedule points are epochs or global steps: exact as doubles. */
+#define TT_SCHEDULE_MAX 9007199254740992.0
 #define MAX_CANDIDATES 64
 
 /* ---- messages ---- */
@@ -51,7 +54,7 @@ int schema_error(vctx *c, const config_setting_t *s, const char *key, const char
 
     int set = s ? schema_set_of(s) : 0;
     if (set > 0 && set <= c->n_sets) {
-        snprintf(loc, sizeof(loc), "--set %s", c->sets[set - 1].arg);
+        snprintf(loc, sizeof(loc), "--set %s", c->sets[set - 1]);
         /* The set's own node: its argument already names the key. */
         if ((intptr_t)config_setting_get_hook(s) == set)
             key = NULL;
@@ -123,14 +126,13 @@ static void suggest(char *out, size_t n, const char *word, const char *const *ca
 /* " ('json' is a monitor: list it in monitors)" when a plug-in is in the wrong list. */
 static void plugin_hint(char *out, size_t n, const group_spec *spec, const char *name)
 {
-    const group_spec *other = spec == &callback_spec ? &monitor_spec
-                              : spec == &monitor_spec ? &callback_spec : NULL;
+    const group_spec *other = spec->sibling;
     if (other == NULL)
         return;
     for (const variant_spec *v = other->variants; v->name != NULL; v++)
         if (strcmp(v->name, name) == 0) {
             snprintf(out, n, " ('%s' is a %s: list it in %s)", name, other->what,
-                     other == &monitor_spec ? "monitors" : "callbacks");
+                     spec->sibling_list);
             return;
         }
 }
@@ -174,6 +176,9 @@ config_setting_t *schema_copy(config_setting_t *parent, const char *name,
     return d;
 }
 
+static int read_text(config_t *cfg, const char *text, size_t len, const char *display,
+                     tt_err *err);
+
 config_setting_t *schema_add_value(config_setting_t *parent, const char *name,
                                    const char *value)
 {
@@ -185,7 +190,8 @@ config_setting_t *schema_add_value(config_setting_t *parent, const char *name,
     config_t tmp;
     config_init(&tmp);
     config_setting_t *out = NULL;
-    if (config_read_string(&tmp, text)) {
+    tt_err ignored = { 0 };
+    if (read_text(&tmp, text, strlen(text), "--set", &ignored) == 0) {
         config_setting_t *v = config_lookup(&tmp, "v");
         if (v != NULL) {
             if (config_setting_get_member(parent, name) != NULL)
@@ -209,26 +215,193 @@ void schema_display_path(const char *abs, char *out, size_t n)
         snprintf(out, n, "%s", abs);
 }
 
+/* ---- reading libconfig text ---- */
+
+/* libconfig 1.5 reads an integer literal into an int whatever its size:
+ * 2147483648 becomes -2147483648 and 4294967306 becomes 10, silently. So the
+ * text is scanned first (comments, strings and names skipped as libconfig's
+ * scanner does): an integer literal beyond 32 bits gets the L suffix that
+ * makes libconfig read it as 64 bits, where the range checks see its true
+ * value; one beyond 64 bits, which libconfig would clamp, is an error. So is
+ * a NUL byte (libconfig would stop reading there) and @include, which would
+ * read a file named relative to the current directory, outside these checks
+ * (and /dev/stdin would hang). Returns the new text (malloc'd), or NULL with
+ * *line and why set. */
+static char *scan_text(const char *text, size_t len, int *line, const char **why)
+{
+    char *out = malloc(len * 2 + 1); /* at most one L per two bytes */
+    if (out == NULL) {
+        *line = 0;
+        *why = "out of memory";
+        return NULL;
+    }
+    size_t o = 0, i = 0;
+    int ln = 1;
+    bool line_start = true;
+#define FAIL(msg) do { *line = ln; *why = (msg); free(out); return NULL; } while (0)
+    while (i < len) {
+        char ch = text[i];
+        if (ch == '\0')
+            FAIL("a NUL byte (not a text file)");
+        if (ch == '\n') {
+            ln++;
+            line_start = true;
+            out[o++] = text[i++];
+            continue;
+        }
+        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f') {
+            out[o++] = text[i++];
+            continue;
+        }
+        bool at_start = line_start;
+        line_start = false;
+        size_t from = i;
+        if (ch == '@' && at_start) {
+            FAIL("@include is not supported");
+        } else if (ch == '#' || (ch == '/' && i + 1 < len && text[i + 1] == '/')) {
+            while (i < len && text[i] != '\n' && text[i] != '\0')
+                i++;
+        } else if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
+            for (i += 2; i < len && !(text[i] == '*' && i + 1 < len && text[i + 1] == '/'); i++) {
+                if (text[i] == '\0')
+                    FAIL("a NUL byte (not a text file)");
+                if (text[i] == '\n')
+                    ln++;
+            }
+            i = i < len ? i + 2 : len;
+        } else if (ch == '"') {
+            for (i++; i < len && text[i] != '"'; i++) {
+                if (text[i] == '\0')
+                    FAIL("a NUL byte (not a text file)");
+                if (text[i] == '\n')
+                    ln++;
+                if (text[i] == '\\' && i + 1 < len && text[i + 1] != '\0')
+                    i++;
+            }
+            i = i < len ? i + 1 : len;
+        } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '*') {
+            while (i < len && ((text[i] >= 'a' && text[i] <= 'z') ||
+                               (text[i] >= 'A' && text[i] <= 'Z') ||
+                               (text[i] >= '0' && text[i] <= '9') || text[i] == '-' ||
+                               text[i] == '_' || text[i] == '*'))
+                i++;
+        } else if ((ch >= '0' && ch <= '9') ||
+                   ((ch == '-' || ch == '+' || ch == '.') && i + 1 < len &&
+                    ((text[i + 1] >= '0' && text[i + 1] <= '9') || text[i + 1] == '.'))) {
+            /* a number: integer, hex integer or float, as libconfig's scanner */
+            bool neg = ch == '-', is_float = false, hex = false;
+            if (ch == '-' || ch == '+')
+                i++;
+            size_t digits = i;
+            if (text[i] == '0' && i + 1 < len && (text[i + 1] == 'x' || text[i + 1] == 'X')) {
+                hex = true;
+                i += 2;
+                digits = i;
+                while (i < len && ((text[i] >= '0' && text[i] <= '9') ||
+                                   (text[i] >= 'a' && text[i] <= 'f') ||
+                                   (text[i] >= 'A' && text[i] <= 'F')))
+                    i++;
+            } else {
+                while (i < len && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) {
+                    is_float |= text[i] == '.';
+                    i++;
+                }
+                if (i < len && (text[i] == 'e' || text[i] == 'E')) {
+                    is_float = true;
+                    i++;
+                    if (i < len && (text[i] == '-' || text[i] == '+'))
+                        i++;
+                    while (i < len && text[i] >= '0' && text[i] <= '9')
+                        i++;
+                }
+            }
+            size_t end = i;
+            bool suffix = i < len && text[i] == 'L';
+            if (!is_float && end > digits) {
+                /* the magnitude, saturated above 2^64 */
+                unsigned __int128 v = 0;
+                for (size_t k = digits; k < end; k++) {
+                    int d = text[k] <= '9' ? text[k] - '0' : (text[k] | 0x20) - 'a' + 10;
+                    v = v * (hex ? 16 : 10) + (unsigned)d;
+                    if (v > ((unsigned __int128)1 << 64))
+                        v = (unsigned __int128)1 << 64;
+                }
+                if (v > (neg ? (unsigned __int128)1 << 63 : ((unsigned __int128)1 << 63) - 1))
+                    FAIL("an integer beyond 64 bits");
+                bool fits32 = v <= (neg ? 2147483648u : 2147483647u);
+                memcpy(out + o, text + from, end - from);
+                o += end - from;
+                if (!fits32 && !suffix)
+                    out[o++] = 'L';
+                continue;
+            }
+        } else {
+            i++;
+        }
+        memcpy(out + o, text + from, i - from);
+        o += i - from;
+    }
+#undef FAIL
+    out[o] = '\0';
+    return out;
+}
+
+/* Parses libconfig text after scan_text; errors name `display`. */
+static int read_text(config_t *cfg, const char *text, size_t len, const char *display,
+                     tt_err *err)
+{
+    int line = 0;
+    const char *why = NULL;
+    char *scanned = scan_text(text, len, &line, &why);
+    if (scanned == NULL)
+        return line > 0 ? err_set(err, TT_ERR_USAGE, "%s:%d: syntax error: %s", display, line, why)
+                        : err_set(err, TT_ERR_RUNTIME, "%s: %s", display, why);
+    int ok = config_read_string(cfg, scanned);
+    free(scanned);
+    if (ok)
+        return 0;
+    const char *msg = config_error_text(cfg);
+    if (msg == NULL || strcmp(msg, "syntax error") == 0)
+        return err_set(err, TT_ERR_USAGE, "%s:%d: syntax error", display, config_error_line(cfg));
+    return err_set(err, TT_ERR_USAGE, "%s:%d: syntax error: %s", display, config_error_line(cfg),
+                   msg);
+}
+
+/* Job and model files are small: a larger file is a mistake (a data file
+ * named as a job), not something to read into memory. */
+#define MAX_CONFIG_BYTES (16 << 20)
+
 int schema_read_file(config_t *cfg, const char *path, const char *display, tt_err *err)
 {
-    struct stat st;
-    if (stat(path, &st) != 0)
+    FILE *f = fopen(path, "rb");
+    if (f == NULL)
         return err_set(err, TT_ERR_USAGE, "cannot read %s: %s", display, strerror(errno));
-    if (S_ISDIR(st.st_mode))
-        return err_set(err, TT_ERR_USAGE, "cannot read %s: Is a directory", display);
-    if (config_read_file(cfg, path))
-        return 0;
-    if (config_error_type(cfg) == CONFIG_ERR_FILE_IO)
+    struct stat st;
+    int e = fstat(fileno(f), &st) != 0 ? errno : 0;
+    if (e != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
         return err_set(err, TT_ERR_USAGE, "cannot read %s: %s", display,
-                       errno ? strerror(errno) : "I/O error");
-    const char *file = config_error_file(cfg);
-    if (file == NULL || strcmp(file, path) == 0)
-        file = display;
-    const char *text = config_error_text(cfg);
-    if (text == NULL || strcmp(text, "syntax error") == 0)
-        return err_set(err, TT_ERR_USAGE, "%s:%d: syntax error", file, config_error_line(cfg));
-    return err_set(err, TT_ERR_USAGE, "%s:%d: syntax error: %s", file, config_error_line(cfg),
-                   text);
+                       e != 0                 ? strerror(e)
+                       : S_ISDIR(st.st_mode) ? "Is a directory"
+                                             : "not a regular file");
+    }
+    if (st.st_size > MAX_CONFIG_BYTES) {
+        fclose(f);
+        return err_set(err, TT_ERR_USAGE, "cannot read %s: %lld bytes, more than the %d of a "
+                       "job or model file", display, (long long)st.st_size, MAX_CONFIG_BYTES);
+    }
+    char *text = malloc((size_t)st.st_size + 1);
+    size_t len = text ? fread(text, 1, (size_t)st.st_size + 1, f) : 0;
+    int bad = text == NULL ? ENOMEM : ferror(f) ? EIO : 0;
+    fclose(f);
+    if (bad != 0 || len > (size_t)st.st_size) {
+        free(text);
+        return err_set(err, TT_ERR_USAGE, "cannot read %s: %s", display,
+                       bad ? strerror(bad) : "it grew while being read");
+    }
+    int rc = read_text(cfg, text, len, display, err);
+    free(text);
+    return rc;
 }
 
 int schema_resolve_path(vctx *c, config_setting_t *s, int elem, const char *key)
@@ -251,30 +424,64 @@ int schema_resolve_path(vctx *c, config_setting_t *s, int elem, const char *key)
 
 /* ---- checking one value ---- */
 
-static int check_range(vctx *c, const config_setting_t *s, const key_spec *k, const char *key,
-                       double v)
+/* A bound or a value for messages: integers exactly, other numbers in the
+ * shortest form that reads back the same. */
+static void number_text(double v, char *out, size_t n)
 {
-    char got[64];
-    if (config_setting_type(s) == CONFIG_TYPE_FLOAT)
-        snprintf(got, sizeof(got), "%.17g", v);
+    if (v == floor(v) && fabs(v) < 1e17) {
+        snprintf(out, n, "%.0f", v);
+        return;
+    }
+    for (int p = 1; p <= 17; p++) {
+        snprintf(out, n, "%.*g", p, v);
+        if (strtod(out, NULL) == v)
+            return;
+    }
+}
+
+/* Checks a number against the key's bounds and the bounds of the C type it
+ * is stored in (KEY_INT: int; KEY_FLOAT: float), so that every later
+ * conversion and computation is defined. Integers are compared exactly. */
+static int check_range(vctx *c, const config_setting_t *s, const key_spec *k, const char *key,
+                       key_kind kind)
+{
+    bound_kind lo_kind = k->lo_kind, hi_kind = k->hi_kind;
+    double lo = k->lo, hi = k->hi;
+    if (kind == KEY_INT) {
+        if (lo_kind == BOUND_NONE || lo < INT32_MIN)
+            lo_kind = BOUND_INCL, lo = INT32_MIN;
+        if (hi_kind == BOUND_NONE || hi > INT32_MAX)
+            hi_kind = BOUND_INCL, hi = INT32_MAX;
+    } else if (kind == KEY_FLOAT) {
+        if (lo_kind == BOUND_NONE)
+            lo_kind = BOUND_INCL, lo = -FLT_MAX;
+        if (hi_kind == BOUND_NONE)
+            hi_kind = BOUND_INCL, hi = FLT_MAX;
+    }
+    char got[64], bound[64];
+    bool integer = config_setting_type(s) != CONFIG_TYPE_FLOAT;
+    long long iv = integer ? config_setting_get_int64(s) : 0;
+    double v = integer ? (double)iv : config_setting_get_float(s);
+    if (integer)
+        snprintf(got, sizeof(got), "%lld", iv);
     else
-        snprintf(got, sizeof(got), "%.0f", v);
-    /* shortest form that reads back the same, for readable messages */
-    if (config_setting_type(s) == CONFIG_TYPE_FLOAT)
-        for (int p = 1; p <= 17; p++) {
-            snprintf(got, sizeof(got), "%.*g", p, v);
-            if (strtod(got, NULL) == v)
-                break;
-        }
-    if (k->lo_kind == BOUND_INCL && !(v >= k->lo))
-        return schema_error(c, s, key, "must be >= %g (got %s)", k->lo, got);
-    if (k->lo_kind == BOUND_EXCL && !(v > k->lo))
-        return schema_error(c, s, key, "must be > %g (got %s)", k->lo, got);
-    if (k->hi_kind == BOUND_INCL && !(v <= k->hi))
-        return schema_error(c, s, key, "must be <= %g (got %s)", k->hi, got);
-    if (k->hi_kind == BOUND_EXCL && !(v < k->hi))
-        return schema_error(c, s, key, "must be < %g (got %s)", k->hi, got);
-    return 0;
+        number_text(v, got, sizeof(got));
+    /* compared as doubles: exact, since every bound is an integer below 2^53
+     * or a float */
+    const char *op = NULL;
+    double b = 0;
+    if (lo_kind == BOUND_INCL && !(v >= lo))
+        op = ">=", b = lo;
+    else if (lo_kind == BOUND_EXCL && !(v > lo))
+        op = ">", b = lo;
+    else if (hi_kind == BOUND_INCL && !(v <= hi))
+        op = "<=", b = hi;
+    else if (hi_kind == BOUND_EXCL && !(v < hi))
+        op = "<", b = hi;
+    if (op == NULL)
+        return 0;
+    number_text(b, bound, sizeof(bound));
+    return schema_error(c, s, key, "must be %s %s (got %s)", op, bound, got);
 }
 
 static int check_scalar(vctx *c, config_setting_t *s, const key_spec *k, const char *key,
@@ -283,22 +490,16 @@ static int check_scalar(vctx *c, config_setting_t *s, const key_spec *k, const c
     int t = config_setting_type(s);
     switch (kind) {
     case KEY_INT:
-        if (t != CONFIG_TYPE_INT &&
-            !(t == CONFIG_TYPE_INT64 && config_setting_get_int64(s) >= INT32_MIN &&
-              config_setting_get_int64(s) <= INT32_MAX))
-            return schema_error(c, s, key, "expected an integer (got %s)",
-                                t == CONFIG_TYPE_INT64 ? "a 64-bit integer" : type_desc(t));
-        return check_range(c, s, k, key, schema_number(s));
     case KEY_INT64:
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64)
             return schema_error(c, s, key, "expected an integer (got %s)", type_desc(t));
-        return check_range(c, s, k, key, schema_number(s));
+        return check_range(c, s, k, key, kind);
     case KEY_FLOAT:
         if (t != CONFIG_TYPE_INT && t != CONFIG_TYPE_INT64 && t != CONFIG_TYPE_FLOAT)
             return schema_error(c, s, key, "expected a number (got %s)", type_desc(t));
         if (!isfinite(schema_number(s)))
             return schema_error(c, s, key, "must be finite");
-        return check_range(c, s, k, key, schema_number(s));
+        return check_range(c, s, k, key, kind);
     case KEY_BOOL:
         if (t != CONFIG_TYPE_BOOL)
             return schema_error(c, s, key, "expected true or false (got %s)", type_desc(t));
@@ -391,9 +592,12 @@ static int check_schedule(vctx *c, config_setting_t *s, const key_spec *k, const
         if (vt != CONFIG_TYPE_INT && vt != CONFIG_TYPE_INT64 && vt != CONFIG_TYPE_FLOAT)
             return schema_error(c, e, ekey, "the value must be a number (got %s)",
                                 type_desc(vt));
-        double epoch = schema_number(ep);
-        if (epoch < 0)
-            return schema_error(c, e, ekey, "the epoch must be >= 0 (got %.0f)", epoch);
+        double epoch = schema_number(ep), value = schema_number(v);
+        if (epoch < 0 || epoch > TT_SCHEDULE_MAX)
+            return schema_error(c, e, ekey, "the epoch must be 0 to %.0f (got %lld)",
+                                TT_SCHEDULE_MAX, config_setting_get_int64(ep));
+        if (!isfinite(value) || fabs(value) > FLT_MAX)
+            return schema_error(c, e, ekey, "the value must be a finite float (got %g)", value);
         if (epoch < prev)
             return schema_error(c, e, ekey, "epochs must not decrease (%.0f after %.0f)",
                                 epoch, prev);
@@ -464,33 +668,8 @@ static int check_value(vctx *c, config_setting_t *s, const key_spec *k, const ch
         return check_array(c, s, k, key);
     case KEY_SCHEDULE:
         return check_schedule(c, s, k, key);
-    case KEY_MODEL: {
-        int t = config_setting_type(s);
-        char prefix[PATH_LEN];
-        join_key(prefix, key, "");
-        if (t == CONFIG_TYPE_STRING) {
-            if (schema_resolve_path(c, s, -1, key) != 0)
-                return -1;
-            const char *abs = config_setting_get_string(s);
-            if (model_cfg_load(abs, c->model, c->err) == 0)
-                return 0;
-            /* Reading errors name the --set or the job line; errors inside the
-             * model file already name that file. */
-            if (strncmp(c->err->msg, "cannot read ", 12) == 0) {
-                char msg[1024];
-                snprintf(msg, sizeof(msg), "%s", c->err->msg);
-                err_clear(c->err);
-                return schema_error(c, s, key, "%s", msg);
-            }
-            return -1;
-        }
-        if (t != CONFIG_TYPE_GROUP)
-            return schema_error(c, s, key, "expected a model file name or a group { ... } "
-                                "(got %s)", type_desc(t));
-        if (schema_check_group(c, s, &model_spec, key) != 0)
-            return -1;
-        return model_cfg_from_setting(c, s, prefix, c->model);
-    }
+    case KEY_CUSTOM:
+        return k->parse(c, s, key);
     default:
         return check_scalar(c, s, k, key, k->kind);
     }

@@ -16,14 +16,15 @@
 
 #include <libconfig.h>
 #include <stdbool.h>
+#include <stdio.h>
 
-#include "config/job.h"
 #include "util/err.h"
 
 typedef enum {
-    KEY_INT,          /* 32-bit integer */
-    KEY_INT64,        /* integer, 64-bit allowed (1L) */
-    KEY_FLOAT,        /* number; an integer is accepted (learning_rate = 1) */
+    KEY_INT,          /* integer stored as an int: hi defaults to INT32_MAX */
+    KEY_INT64,        /* integer, 64-bit allowed (1L): hi defaults to 2^53 */
+    KEY_FLOAT,        /* number stored as a float; an integer is accepted
+                         (learning_rate = 1); finite and within +-FLT_MAX */
     KEY_BOOL,
     KEY_STRING,       /* with `allowed`: one of those values */
     KEY_PATH,         /* string, a file path; made absolute */
@@ -34,13 +35,14 @@ typedef enum {
     KEY_FLOAT_ARRAY,
     KEY_STRING_ARRAY,
     KEY_PATH_ARRAY,
-    KEY_MODEL,        /* a model file path or an inline model group */
+    KEY_CUSTOM,       /* any value: the key's `parse` checks it */
     KEY_SCHEDULE      /* ( (epoch, value), ... ), epochs >= 0 and not decreasing */
 } key_kind;
 
 typedef enum { BOUND_NONE, BOUND_INCL, BOUND_EXCL } bound_kind;
 
 struct group_spec;
+typedef struct vctx vctx;
 
 typedef struct {
     const char *name;
@@ -52,10 +54,11 @@ typedef struct {
     const char *const *allowed; /* NULL-terminated */
     const struct group_spec *sub;
     int min_len, max_len;  /* arrays and lists: element count (max 0: no limit) */
+    /* KEY_CUSTOM: checks (and may resolve) the value; a table's hook into the
+     * module that owns the key's meaning, so the engine knows no key. */
+    int (*parse)(vctx *c, config_setting_t *s, const char *key);
     const char *doc;
 } key_spec;
-
-typedef struct vctx vctx;
 
 typedef struct {
     const char *name;      /* the value of `type` */
@@ -69,6 +72,10 @@ typedef struct group_spec {
     const key_spec *keys;          /* keys of every group; NULL-name terminated */
     const variant_spec *variants;  /* NULL-name terminated, or NULL */
     const char *default_type;      /* NULL: `type` is required (with variants) */
+    /* A group of the same form listed elsewhere (callbacks and monitors), for
+     * "'json' is a monitor: list it in monitors". */
+    const struct group_spec *sibling;
+    const char *sibling_list;
     /* Cross-key rules, run after the keys are checked and defaults filled. */
     int (*check)(vctx *c, config_setting_t *g, const char *path, const variant_spec *v);
 } group_spec;
@@ -78,14 +85,12 @@ struct vctx {
     const char *file;        /* the file as the user named it, for messages */
     const char *real_path;   /* what was opened (to tell @include'd files apart) */
     const char *base;        /* relative paths resolve against this file's dir */
-    const job_override *sets;
+    const char *const *sets; /* the --set arguments, "KEY=VALUE" */
     int n_sets;
     config_t *cfg;
     tt_err *err;
-    model_cfg *model;        /* job: where the model is built */
+    struct model_cfg *model; /* job: where the `model` key's parse builds it */
 };
-
-extern const group_spec job_spec, model_spec, callback_spec, monitor_spec;
 
 /* Validates group g (path "" for the root) against spec: unknown keys, types,
  * ranges, allowed values, required keys; fills defaults into the tree. */
@@ -116,10 +121,6 @@ int schema_set_of(const config_setting_t *s);
 
 /* Number of any libconfig number setting. */
 double schema_number(const config_setting_t *s);
-
-/* Model semantics (model_cfg.c): builds cfg from a checked model group, with
- * errors (names, inputs, shapes) located in the tree. prefix is "" or "model.". */
-int model_cfg_from_setting(vctx *c, config_setting_t *g, const char *prefix, model_cfg *cfg);
 
 /* Writes a setting tree in libconfig syntax (cfg_write.c). */
 int cfg_write_root(const config_setting_t *root, FILE *out);

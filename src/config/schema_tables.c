@@ -1,7 +1,14 @@
-/* schema_tables.c - every key of job and model files (SPEC 2-6, 9, 10), with its
- * kind, default, range and meaning, and the cross-key rules. man/towertrain.cfg.5
- * documents exactly these tables: change both together. */
-#include "config/schema.h"
+/* schema_tables.c - every key of job files (SPEC 2-6, 9, 10), with its kind,
+ * default, range and meaning, and the cross-key rules; a model file's keys are
+ * in model_cfg.c. man/towertrain.cfg.5 documents exactly these tables: change
+ * both together.
+ *
+ * Every integer has an upper bound: beyond any real job, and low enough that
+ * what is computed from it (sizes, step counts) cannot overflow. */
+#include "config/schema_tables.h"
+
+#include "config/job.h"
+#include "config/model_check.h"
 
 #include "util/strutil.h"
 
@@ -15,6 +22,10 @@
 #define LE BOUND_INCL
 #define LT BOUND_EXCL
 
+#define MAX_WIDTH 16777216      /* a sample's dimensions, classes, batch_size */
+#define MAX_SIDE 65536          /* random_crop size and padding */
+#define MAX_EPOCHS 1073741824.0 /* max_epoch, steps_per_epoch: their product fits int64 */
+
 /* ---- dataflow (SPEC 3) ---- */
 
 static const key_spec idx_keys[] = {
@@ -23,14 +34,16 @@ static const key_spec idx_keys[] = {
     END
 };
 static const key_spec cifar_keys[] = {
-    { .name = "files", .kind = KEY_PATH_ARRAY, .required = true, .min_len = 1,
+    { .name = "files", .kind = KEY_PATH_ARRAY, .required = true, .min_len = 1, .max_len = 256,
       .doc = "CIFAR-10 binary batch files" },
     END
 };
 static const key_spec fake_keys[] = {
     { .name = "shape", .kind = KEY_INT_ARRAY, .def = "[3, 32, 32]", .lo_kind = GE, .lo = 1,
-      .min_len = 1, .max_len = 3, .doc = "sample shape [C, H, W] or [N]" },
-    { .name = "classes", .kind = KEY_INT, .def = "10", .lo_kind = GE, .lo = 1, .doc = "labels 0..classes-1" },
+      .hi_kind = LE, .hi = MAX_WIDTH, .min_len = 1, .max_len = 3,
+      .doc = "sample shape [C, H, W] or [N]" },
+    { .name = "classes", .kind = KEY_INT, .def = "10", .lo_kind = GE, .lo = 1, .hi_kind = LE,
+      .hi = MAX_WIDTH, .doc = "labels 0..classes-1" },
     { .name = "size", .kind = KEY_INT, .def = "50000", .lo_kind = GE, .lo = 1, .doc = "samples" },
     END
 };
@@ -44,11 +57,18 @@ static const variant_spec source_variants[] = {
 static int check_source(vctx *c, config_setting_t *g, const char *path, const variant_spec *v)
 {
     config_setting_t *shape = config_setting_get_member(g, "shape");
-    if (shape != NULL && config_setting_length(shape) == 2) {
-        char key[300];
-        snprintf(key, sizeof(key), "%s.shape", path);
+    if (shape == NULL)
+        return 0;
+    char key[300];
+    snprintf(key, sizeof(key), "%s.shape", path);
+    if (config_setting_length(shape) == 2)
         return schema_error(c, shape, key, "must be [C, H, W] or [N] (got 2 elements)");
-    }
+    int64_t n = 1;
+    for (int i = 0; i < config_setting_length(shape); i++)
+        n *= config_setting_get_int_elem(shape, i);
+    if (n > TT_MAX_TENSOR)
+        return schema_error(c, shape, key, "%lld elements per sample, more than %d",
+                            (long long)n, TT_MAX_TENSOR);
     return 0;
 }
 
@@ -65,8 +85,10 @@ static const key_spec normalize_keys[] = {
     END
 };
 static const key_spec crop_keys[] = {
-    { .name = "size", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1, .doc = "output height and width" },
-    { .name = "padding", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0, .doc = "zeros added on each side first" },
+    { .name = "size", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1, .hi_kind = LE,
+      .hi = MAX_SIDE, .doc = "output height and width" },
+    { .name = "padding", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0, .hi_kind = LE,
+      .hi = MAX_SIDE, .doc = "zeros added on each side first" },
     END
 };
 static const variant_spec augment_variants[] = {
@@ -84,7 +106,8 @@ static const group_spec prefetch_spec = {
     .keys = (const key_spec[]){
         { .name = "workers", .kind = KEY_INT, .def = "2", .lo_kind = GE, .lo = 0, .hi_kind = LE, .hi = 64,
           .doc = "worker threads; 0: batches are made inline" },
-        { .name = "queue", .kind = KEY_INT, .def = "8", .lo_kind = GE, .lo = 1, .doc = "batches queued ahead" },
+        { .name = "queue", .kind = KEY_INT, .def = "8", .lo_kind = GE, .lo = 1, .hi_kind = LE,
+          .hi = 1024, .doc = "batches queued ahead" },
         END },
 };
 
@@ -95,7 +118,7 @@ static const group_spec dataflow_spec = {
         { .name = "shuffle", .kind = KEY_BOOL, .def = "true", .doc = "new permutation every pass" },
         { .name = "augment", .kind = KEY_GROUP_LIST, .def = "( )", .sub = &augment_spec },
         { .name = "batch_size", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1,
-          .doc = "per tower" },
+          .hi_kind = LE, .hi = MAX_WIDTH, .doc = "per tower" },
         { .name = "limit", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0, .doc = "first N samples; 0: all" },
         { .name = "prefetch", .kind = KEY_GROUP, .def = "{ }", .sub = &prefetch_spec },
         END },
@@ -109,7 +132,8 @@ static const group_spec eval_dataflow_spec = {
         { .name = "source", .kind = KEY_GROUP, .required = true, .sub = &source_spec },
         { .name = "shuffle", .kind = KEY_BOOL, .def = "false" },
         { .name = "augment", .kind = KEY_GROUP_LIST, .def = "( )", .sub = &augment_spec },
-        { .name = "batch_size", .kind = KEY_INT, .lo_kind = GE, .lo = 1 },
+        { .name = "batch_size", .kind = KEY_INT, .lo_kind = GE, .lo = 1, .hi_kind = LE,
+          .hi = MAX_WIDTH },
         { .name = "limit", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "prefetch", .kind = KEY_GROUP, .sub = &prefetch_spec },
         END },
@@ -238,10 +262,12 @@ static const group_spec trainer_spec = {
     .keys = (const key_spec[]){
         { .name = "device", .kind = KEY_STRING, .def = "\"auto\"", .allowed = device_values },
         { .name = "nr_tower", .kind = KEY_INT, .lo_kind = GE, .lo = 1, .hi_kind = LE, .hi = TT_MAX_TOWERS },
-        { .name = "towers", .kind = KEY_INT_ARRAY, .lo_kind = GE, .lo = 0, .min_len = 1,
-          .max_len = TT_MAX_TOWERS },
-        { .name = "gradient_packing", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
-        { .name = "threads_per_tower", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
+        { .name = "towers", .kind = KEY_INT_ARRAY, .lo_kind = GE, .lo = 0, .hi_kind = LE,
+          .hi = 65535, .min_len = 1, .max_len = TT_MAX_TOWERS },
+        { .name = "gradient_packing", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0,
+          .hi_kind = LE, .hi = 65536 },
+        { .name = "threads_per_tower", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0,
+          .hi_kind = LE, .hi = 1024 },
         END },
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };
@@ -284,7 +310,8 @@ static const variant_spec callback_variants[] = {
           MONITOR_KEY,
           { .name = "factor", .kind = KEY_FLOAT, .def = "0.1", .lo_kind = GT, .lo = 0 },
           { .name = "threshold", .kind = KEY_FLOAT, .def = "0.0", .lo_kind = GE, .lo = 0 },
-          { .name = "last_k", .kind = KEY_INT, .def = "5", .lo_kind = GE, .lo = 1 },
+          { .name = "last_k", .kind = KEY_INT, .def = "5", .lo_kind = GE, .lo = 1, .hi_kind = LE,
+            .hi = 1000000 },
           { .name = "reverse", .kind = KEY_BOOL, .def = "false" },
           END } },
     { .name = "early_stop",
@@ -371,15 +398,44 @@ static int check_plugin(vctx *c, config_setting_t *g, const char *path, const va
 
 const group_spec callback_spec = {
     .what = "callback", .keys = plugin_keys, .variants = callback_variants, .check = check_plugin,
+    .sibling = &monitor_spec, .sibling_list = "monitors",
 };
 const group_spec monitor_spec = {
     .what = "monitor", .keys = plugin_keys, .variants = monitor_variants, .check = check_plugin,
+    .sibling = &callback_spec, .sibling_list = "callbacks",
 };
 
 /* ---- the job (SPEC 2) ---- */
 
+/* Every batch of the job (training, each inference_runner's) must keep the
+ * model's batch tensors within TT_MAX_TENSOR elements. */
+static int check_batches(vctx *c, config_setting_t *g)
+{
+    config_setting_t *df = config_setting_get_member(g, "dataflow");
+    config_setting_t *b = df ? config_setting_get_member(df, "batch_size") : NULL;
+    if (b != NULL && model_check_batch(c, b, "dataflow.batch_size") != 0)
+        return -1;
+    static const char *const lists[] = { "callbacks", "extra_callbacks" };
+    for (int k = 0; k < 2; k++) {
+        config_setting_t *l = config_setting_get_member(g, lists[k]);
+        for (int i = 0; l != NULL && i < config_setting_length(l); i++) {
+            config_setting_t *e = config_setting_get_elem(l, (unsigned)i);
+            df = config_setting_type(e) == CONFIG_TYPE_GROUP
+                     ? config_setting_get_member(e, "dataflow") : NULL;
+            b = df ? config_setting_get_member(df, "batch_size") : NULL;
+            char key[128];
+            snprintf(key, sizeof(key), "%s[%d].dataflow.batch_size", lists[k], i);
+            if (b != NULL && model_check_batch(c, b, key) != 0)
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int check_job(vctx *c, config_setting_t *g, const char *path, const variant_spec *v)
 {
+    if (check_batches(c, g) != 0)
+        return -1;
     config_setting_t *st = config_setting_get_member(g, "starting_epoch");
     config_setting_t *mx = config_setting_get_member(g, "max_epoch");
     if (schema_number(st) > schema_number(mx))
@@ -409,12 +465,16 @@ const group_spec job_spec = {
         { .name = "logdir", .kind = KEY_STRING, .doc = "default train_log/<job file base name>" },
         { .name = "seed", .kind = KEY_INT64, .def = "1", .lo_kind = GE, .lo = 0 },
         { .name = "dataflow", .kind = KEY_GROUP, .required = true, .sub = &dataflow_spec },
-        { .name = "model", .kind = KEY_MODEL, .required = true },
+        { .name = "model", .kind = KEY_CUSTOM, .required = true, .parse = model_parse_key,
+          .doc = "a model file (relative to the job file) or an inline model group" },
         { .name = "optimizer", .kind = KEY_GROUP, .required = true, .sub = &optimizer_spec },
         { .name = "trainer", .kind = KEY_GROUP, .def = "{ }", .sub = &trainer_spec },
-        { .name = "max_epoch", .kind = KEY_INT64, .def = "99999", .lo_kind = GE, .lo = 1 },
-        { .name = "steps_per_epoch", .kind = KEY_INT64, .def = "0", .lo_kind = GE, .lo = 0 },
-        { .name = "starting_epoch", .kind = KEY_INT64, .def = "1", .lo_kind = GE, .lo = 1 },
+        { .name = "max_epoch", .kind = KEY_INT64, .def = "99999", .lo_kind = GE, .lo = 1,
+          .hi_kind = LE, .hi = MAX_EPOCHS },
+        { .name = "steps_per_epoch", .kind = KEY_INT64, .def = "0", .lo_kind = GE, .lo = 0,
+          .hi_kind = LE, .hi = MAX_EPOCHS },
+        { .name = "starting_epoch", .kind = KEY_INT64, .def = "1", .lo_kind = GE, .lo = 1,
+          .hi_kind = LE, .hi = MAX_EPOCHS },
         { .name = "session_init", .kind = KEY_PATH },
         { .name = "callbacks", .kind = KEY_PLUGIN_LIST, .def = "( )", .sub = &callback_spec },
         { .name = "extra_callbacks", .kind = KEY_PLUGIN_LIST,
@@ -423,96 +483,4 @@ const group_spec job_spec = {
           .def = "( \"events\", \"json\", \"scalar_printer\" )", .sub = &monitor_spec },
         END },
     .check = check_job,
-};
-
-/* ---- the model (SPEC 4) ---- */
-
-static const char *const activation_values[] = { "none", "relu", NULL };
-static const char *const loss_values[] = { "softmax_cross_entropy", NULL };
-
-#define INPUT_KEY { .name = "input", .kind = KEY_STRING, \
-                                    .doc = "read this earlier layer instead of the previous one" }
-#define ACT_KEY { .name = "activation", .kind = KEY_STRING, .def = "\"none\"", \
-                                  .allowed = activation_values }
-#define BIAS_KEY { .name = "bias", .kind = KEY_BOOL, .def = "true" }
-#define KERNEL_KEY { .name = "kernel", .kind = KEY_INT, .required = true, \
-                                     .lo_kind = GE, .lo = 1 }
-#define PAD_KEY { .name = "padding", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 }
-#define POOL_STRIDE_KEY { .name = "stride", .kind = KEY_INT, .lo_kind = GE, .lo = 1, \
-                                          .doc = "default: kernel" }
-
-static const variant_spec layer_variants[] = {
-    { .name = "dense",
-      .keys = (const key_spec[]){
-          INPUT_KEY,
-          { .name = "units", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1 },
-          ACT_KEY, BIAS_KEY, END } },
-    { .name = "conv2d",
-      .keys = (const key_spec[]){
-          INPUT_KEY,
-          { .name = "filters", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1 },
-          KERNEL_KEY,
-          { .name = "stride", .kind = KEY_INT, .def = "1", .lo_kind = GE, .lo = 1 },
-          PAD_KEY, BIAS_KEY, ACT_KEY, END } },
-    { .name = "maxpool", .keys = (const key_spec[]){ INPUT_KEY, KERNEL_KEY, POOL_STRIDE_KEY, PAD_KEY, END } },
-    { .name = "avgpool", .keys = (const key_spec[]){ INPUT_KEY, KERNEL_KEY, POOL_STRIDE_KEY, PAD_KEY, END } },
-    { .name = "global_avgpool", .keys = (const key_spec[]){ INPUT_KEY, END } },
-    { .name = "relu", .keys = (const key_spec[]){ INPUT_KEY, END } },
-    { .name = "batchnorm",
-      .keys = (const key_spec[]){
-          INPUT_KEY,
-          { .name = "momentum", .kind = KEY_FLOAT, .def = "0.1", .lo_kind = GE, .lo = 0, .hi_kind = LE, .hi = 1 },
-          { .name = "epsilon", .kind = KEY_FLOAT, .def = "1e-05", .lo_kind = GT, .lo = 0 },
-          END } },
-    { .name = "dropout",
-      .keys = (const key_spec[]){
-          INPUT_KEY,
-          { .name = "rate", .kind = KEY_FLOAT, .def = "0.5", .lo_kind = GE, .lo = 0, .hi_kind = LT, .hi = 1 },
-          END } },
-    { .name = "flatten", .keys = (const key_spec[]){ INPUT_KEY, END } },
-    { .name = "add",
-      .keys = (const key_spec[]){
-          { .name = "inputs", .kind = KEY_STRING_ARRAY, .required = true, .min_len = 2,
-            .max_len = LAYER_MAX_INPUTS },
-          END } },
-    END
-};
-
-/* Pools: stride defaults to the kernel; padding at most half the kernel (PyTorch). */
-static int check_layer(vctx *c, config_setting_t *g, const char *path, const variant_spec *v)
-{
-    if (strcmp(v->name, "maxpool") != 0 && strcmp(v->name, "avgpool") != 0)
-        return 0;
-    int k = config_setting_get_int(config_setting_get_member(g, "kernel"));
-    config_setting_t *pad = config_setting_get_member(g, "padding");
-    if (config_setting_get_int(pad) > k / 2) {
-        char key[300];
-        snprintf(key, sizeof(key), "%s.padding", path);
-        return schema_error(c, pad, key, "must be <= kernel / 2 = %d (got %d)", k / 2,
-                            config_setting_get_int(pad));
-    }
-    if (config_setting_get_member(g, "stride") == NULL) {
-        char buf[16];
-        snprintf(buf, sizeof(buf), "%d", k);
-        if (schema_add_value(g, "stride", buf) == NULL)
-            return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
-    }
-    return 0;
-}
-
-static const group_spec layer_spec = {
-    .what = "layer type",
-    .keys = (const key_spec[]){ { .name = "name", .kind = KEY_STRING, .required = true }, END },
-    .variants = layer_variants, .check = check_layer,
-};
-
-const group_spec model_spec = {
-    .what = "model",
-    .keys = (const key_spec[]){
-        { .name = "input", .kind = KEY_INT_ARRAY, .required = true, .lo_kind = GE, .lo = 1,
-          .min_len = 1, .max_len = 3, .doc = "[C, H, W] or [N]" },
-        { .name = "classes", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1 },
-        { .name = "layers", .kind = KEY_GROUP_LIST, .required = true, .min_len = 1, .sub = &layer_spec },
-        { .name = "loss", .kind = KEY_STRING, .def = "\"softmax_cross_entropy\"", .allowed = loss_values },
-        END },
 };
