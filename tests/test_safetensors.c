@@ -1,6 +1,7 @@
 /* test_safetensors.c - the safetensors writer and reader: round trip, an
  * independent reader (Python's json + struct) agreeing on names, shapes and
  * values, and corrupt, truncated and failed writes refused or harmless. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,22 @@ static void copy_mutated(const char *to, long cut, long flip_at)
     free(buf);
     fclose(in);
     fclose(out);
+}
+
+/* A safetensors file of a given header and `data` zero bytes of data. */
+static void raw_file(char *out, size_t n, const char *name, const char *header, size_t data)
+{
+    snprintf(out, n, "%s/%s.safetensors", dir, name);
+    FILE *f = fopen(out, "wb");
+    uint64_t len = strlen(header);
+    unsigned char le[8];
+    for (int b = 0; b < 8; b++)
+        le[b] = (unsigned char)(len >> (8 * b));
+    fwrite(le, 1, 8, f);
+    fputs(header, f);
+    for (size_t i = 0; i < data; i++)
+        fputc(0, f);
+    fclose(f);
 }
 
 static void expect_refused(const char *what, const char *file, const char *needle)
@@ -117,6 +134,36 @@ int main(void)
     expect_refused("a 3-byte file", bad, "shorter than its 8-byte header");
     snprintf(bad, sizeof(bad), "%s/missing.safetensors", dir);
     expect_refused("a missing file", bad, "missing.safetensors");
+
+    /* headers that lie: refused before anything is sized from them */
+    raw_file(bad, sizeof(bad), "huge", "{\"w\":{\"dtype\":\"F32\",\"shape\":[1048576,1048576],"
+             "\"data_offsets\":[0,16]}}", 16);
+    expect_refused("a header claiming 2^40 elements", bad,
+                   "tensor 'w' claims 1099511627776 elements, more than the 16 bytes of data hold");
+    /* 2^32 x 2^32 F32 elements: 2^66 bytes, 0 in 64-bit arithmetic */
+    raw_file(bad, sizeof(bad), "wrap", "{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,"
+             "4294967296],\"data_offsets\":[0,0]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]}}", 8);
+    expect_refused("a shape whose size overflows 64 bits", bad, "claims over 18446744073709551615");
+    raw_file(bad, sizeof(bad), "overlap", "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]},\"b\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]}}", 16);
+    expect_refused("two tensors sharing bytes", bad, "overlap or leave gaps");
+    raw_file(bad, sizeof(bad), "twice", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
+             "\"data_offsets\":[0,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
+             "\"data_offsets\":[4,8]}}", 8);
+    expect_refused("a tensor named twice", bad, "tensor 'a' appears twice");
+    raw_file(bad, sizeof(bad), "frac", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],"
+             "\"data_offsets\":[0,4]}}", 4);
+    expect_refused("a fractional dimension", bad, "bad shape");
+    raw_file(bad, sizeof(bad), "empty", "{\"z\":{\"dtype\":\"F32\",\"shape\":[0],"
+             "\"data_offsets\":[4,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
+             "\"data_offsets\":[0,8]}}", 8);
+    f = NULL;
+    err = (tt_err){0};
+    tt_ok(safetensors_read(bad, &f, &err) == 0 && safetensors_count(f) == 2,
+          "an empty tensor inside the data is fine (%s)", err.msg);
+    safetensors_free(f);
 
     /* a write that fails half-way leaves the previous file intact */
     setenv("TT_FAULT_WRITE", "1", 1);

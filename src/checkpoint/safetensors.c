@@ -1,5 +1,7 @@
 #include "checkpoint/safetensors.h"
 
+#include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,6 +121,25 @@ static int corrupt(safetensors_file *f, tt_err *err, const char *path, const cha
     return err_set(err, TT_ERR_USAGE, "%s: corrupt or truncated checkpoint (%s)", path, why);
 }
 
+/* A JSON number that is a whole count in [0, 2^53], or -1. */
+static int64_t json_count(const cJSON *v)
+{
+    if (!cJSON_IsNumber(v))
+        return -1;
+    double d = v->valuedouble;
+    if (!(d >= 0 && d <= 9007199254740992.0) || d != (double)(int64_t)d)
+        return -1;
+    return (int64_t)d;
+}
+
+/* Orders tensors by their first byte, for the no-gap no-overlap check. */
+static int by_offset(const void *a, const void *b)
+{
+    const st_tensor *x = *(const st_tensor *const *)a, *y = *(const st_tensor *const *)b;
+    const char *xd = x->data, *yd = y->data;
+    return xd < yd ? -1 : xd > yd;
+}
+
 int safetensors_read(const char *path, safetensors_file **out, tt_err *err)
 {
     safetensors_file *f = calloc(1, sizeof(*f));
@@ -142,12 +163,15 @@ int safetensors_read(const char *path, safetensors_file **out, tt_err *err)
     size_t data_len = f->len - 8 - (size_t)hlen;
     int count = cJSON_GetArraySize(f->head);
     f->tensors = calloc((size_t)count + 1, sizeof(st_tensor));
-    if (f->tensors == NULL) {
+    const st_tensor **order = calloc((size_t)count + 1, sizeof(*order));
+    if (f->tensors == NULL || order == NULL) {
+        free(order);
         safetensors_free(f);
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
-    size_t covered = 0;
-    for (cJSON *t = f->head->child; t != NULL; t = t->next) {
+    const char *why = NULL;
+    char what[160];
+    for (cJSON *t = f->head->child; t != NULL && why == NULL; t = t->next) {
         if (strcmp(t->string, "__metadata__") == 0)
             continue;
         st_tensor *st = &f->tensors[f->n];
@@ -155,33 +179,76 @@ int safetensors_read(const char *path, safetensors_file **out, tt_err *err)
         cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
         cJSON *range = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
         if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) || !cJSON_IsArray(range) ||
-            cJSON_GetArraySize(range) != 2 || cJSON_GetArraySize(shape) > ST_MAX_DIMS)
-            return corrupt(f, err, path, "bad tensor entry");
+            cJSON_GetArraySize(range) != 2 || cJSON_GetArraySize(shape) > ST_MAX_DIMS) {
+            why = "bad tensor entry";
+            break;
+        }
         st->name = t->string;
         st->dtype = dtype->valuestring;
         st->ndim = cJSON_GetArraySize(shape);
-        for (int d = 0; d < st->ndim; d++) {
-            double v = cJSON_GetArrayItem(shape, d)->valuedouble;
-            if (v < 0 || v > 1e12)
-                return corrupt(f, err, path, "bad shape");
-            st->shape[d] = (int64_t)v;
-        }
-        double lo = cJSON_GetArrayItem(range, 0)->valuedouble;
-        double hi = cJSON_GetArrayItem(range, 1)->valuedouble;
         size_t es = dtype_size(st->dtype);
-        if (es == 0)
-            return corrupt(f, err, path, "unknown dtype");
-        if (lo < 0 || hi < lo || hi > (double)data_len)
-            return corrupt(f, err, path, "tensor data past the end of the file");
-        st->bytes = (size_t)hi - (size_t)lo;
-        if (st->bytes != tensor_elements(st) * es)
-            return corrupt(f, err, path, "tensor size does not match its shape");
-        st->data = data + (size_t)lo;
-        covered += st->bytes;
+        if (es == 0) {
+            why = "unknown dtype";
+            break;
+        }
+        /* The element count is checked against the data before it is used,
+         * in 64 bits: a header claiming 2^40 elements is refused here. */
+        uint64_t elements = 1;
+        bool too_many = false;
+        for (int d = 0; d < st->ndim && why == NULL; d++) {
+            int64_t v = json_count(cJSON_GetArrayItem(shape, d));
+            if (v < 0)
+                why = "bad shape";
+            st->shape[d] = v;
+            too_many |= v >= 0 && __builtin_mul_overflow(elements, (uint64_t)v, &elements);
+        }
+        if (why != NULL)
+            break;
+        if (too_many || elements > data_len / es) {
+            snprintf(what, sizeof(what), "tensor '%.64s' claims %s%" PRIu64 " elements, more "
+                     "than the %zu bytes of data hold", st->name, too_many ? "over " : "",
+                     too_many ? UINT64_MAX : elements, data_len);
+            why = what;
+            break;
+        }
+        int64_t lo = json_count(cJSON_GetArrayItem(range, 0));
+        int64_t hi = json_count(cJSON_GetArrayItem(range, 1));
+        if (lo < 0 || hi < lo || (uint64_t)hi > data_len) {
+            why = "tensor data past the end of the file";
+            break;
+        }
+        st->bytes = (size_t)(hi - lo);
+        if (st->bytes != elements * es) {
+            why = "tensor size does not match its shape";
+            break;
+        }
+        for (int j = 0; j < f->n && why == NULL; j++)
+            if (strcmp(f->tensors[j].name, st->name) == 0) {
+                snprintf(what, sizeof(what), "tensor '%.64s' appears twice", st->name);
+                why = what;
+            }
+        st->data = data + lo;
+        order[f->n] = st;
         f->n++;
     }
-    if (covered != data_len)
-        return corrupt(f, err, path, "data section size does not match the tensors");
+    /* The tensors tile the data section: no gap, no overlap (as the format
+     * requires), so no two tensors share bytes. */
+    if (why == NULL) {
+        qsort(order, (size_t)f->n, sizeof(*order), by_offset);
+        const char *next = data;
+        for (int i = 0; i < f->n && why == NULL; i++) {
+            if (order[i]->bytes == 0)
+                continue; /* shares no bytes wherever it points */
+            if (order[i]->data != next)
+                why = "tensors overlap or leave gaps in the data";
+            next = (const char *)order[i]->data + order[i]->bytes;
+        }
+        if (why == NULL && next != data + data_len)
+            why = "data section size does not match the tensors";
+    }
+    free(order);
+    if (why != NULL)
+        return corrupt(f, err, path, why);
     const char *want = safetensors_meta(f, "data_crc32c");
     if (want != NULL) {
         char got[16];
