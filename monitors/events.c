@@ -15,7 +15,14 @@
  * epoch end every scalar of the epoch is written and the file is flushed.
  * With histograms = true, each epoch end also writes a histogram of every
  * parameter tensor (HISTO_BUCKETS equal-width buckets over its range).
+ *
+ * Records collect in memory and reach the file whole, at those flushes: a
+ * write that fails (a full disk) is cut back to the last whole record, so the
+ * file is always a valid sequence of records that TensorBoard reads to the
+ * end.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,11 +37,17 @@
 #include "util/fileio.h"
 
 typedef struct {
-    FILE *file;
+    int fd;              /* -1 until open and after close */
+    off_t good;          /* bytes of whole records in the file */
+    unsigned char *pending; /* records not yet written */
+    size_t pending_len, pending_cap;
     char path[4400];
     int every_k_steps;
     int histograms;
 } events_state;
+
+/* Records pending beyond this are written before the next flush point. */
+#define PENDING_MAX (1 << 20)
 
 #define HISTO_BUCKETS 30
 
@@ -94,23 +107,55 @@ static void pb_event_header(pbuf *b, int64_t step)
     pb_varint(b, (uint64_t)step);
 }
 
+/* Writes the pending records; on a failure the file is cut back to the last
+ * whole record and the pending ones are dropped. */
+static int flush_pending(events_state *s, tt_err *err)
+{
+    size_t done = 0;
+    while (done < s->pending_len) {
+        ssize_t w = write(s->fd, s->pending + done, s->pending_len - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            int e = w < 0 ? errno : ENOSPC;
+            if (ftruncate(s->fd, s->good) != 0 || lseek(s->fd, s->good, SEEK_SET) < 0)
+                e = errno;
+            s->pending_len = 0;
+            return err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s", s->path, strerror(e));
+        }
+        done += (size_t)w;
+    }
+    s->good += (off_t)s->pending_len;
+    s->pending_len = 0;
+    return 0;
+}
+
 static int write_record(events_state *s, const pbuf *b, tt_err *err)
 {
-    unsigned char header[12];
+    size_t need = 16 + b->len;
+    if (s->pending_len + need > s->pending_cap) {
+        size_t cap = s->pending_cap ? s->pending_cap * 2 : 8192;
+        while (cap < s->pending_len + need)
+            cap *= 2;
+        unsigned char *bigger = realloc(s->pending, cap);
+        if (bigger == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "out of memory");
+        s->pending = bigger;
+        s->pending_cap = cap;
+    }
+    unsigned char *p = s->pending + s->pending_len;
     uint64_t len = b->len;
     for (int i = 0; i < 8; i++)
-        header[i] = (unsigned char)(len >> (8 * i));
-    uint32_t len_crc = crc32c_mask(crc32c_update(0, header, 8));
+        p[i] = (unsigned char)(len >> (8 * i));
+    uint32_t len_crc = crc32c_mask(crc32c_update(0, p, 8));
     uint32_t data_crc = crc32c_mask(crc32c_update(0, b->data, b->len));
     for (int i = 0; i < 4; i++)
-        header[8 + i] = (unsigned char)(len_crc >> (8 * i));
-    unsigned char footer[4];
+        p[8 + i] = (unsigned char)(len_crc >> (8 * i));
+    memcpy(p + 12, b->data, b->len);
     for (int i = 0; i < 4; i++)
-        footer[i] = (unsigned char)(data_crc >> (8 * i));
-    if (fwrite(header, 1, 12, s->file) != 12 || fwrite(b->data, 1, b->len, s->file) != b->len ||
-        fwrite(footer, 1, 4, s->file) != 4)
-        return err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
-    return 0;
+        p[12 + b->len + i] = (unsigned char)(data_crc >> (8 * i));
+    s->pending_len += need;
+    return s->pending_len > PENDING_MAX ? flush_pending(s, err) : 0;
 }
 
 /* One Summary.Value (tag and payload already encoded) as an Event record. */
@@ -146,6 +191,7 @@ static int events_create(monitor_t *mon, trainer_t *tr, tt_err *err)
     if (s == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     mon->state = s;
+    s->fd = -1;
     s->every_k_steps = 10;
     if (mon->cfg->settings != NULL)
         config_setting_lookup_int((const config_setting_t *)mon->cfg->settings, "every_k_steps",
@@ -170,15 +216,16 @@ static int events_open(monitor_t *mon, trainer_t *tr, tt_err *err)
     for (int k = 1; path_exists(s->path) && k < 1000; k++)
         snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s.%d", tr->job->logdir,
                  now, host, k);
-    s->file = fopen(s->path, "wb");
-    if (s->file == NULL)
-        return err_set(err, TT_ERR_RUNTIME, "cannot create %s", s->path);
+    s->fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (s->fd < 0)
+        return err_set(err, TT_ERR_RUNTIME, "cannot create %s: %s", s->path, strerror(errno));
+    s->good = 0;
     pbuf ev = {{0}, 0};
     pb_event_header(&ev, tr->global_step);
     pb_bytes(&ev, 3, "brain.Event:2", 13);
     if (write_record(s, &ev, err) != 0)
         return -1;
-    return fflush(s->file) == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+    return flush_pending(s, err);
 }
 
 static int events_put_scalar(monitor_t *mon, trainer_t *tr, const char *name, double value,
@@ -186,7 +233,7 @@ static int events_put_scalar(monitor_t *mon, trainer_t *tr, const char *name, do
 {
     events_state *s = mon->state;
     /* At an epoch's last step epoch_end writes every scalar; do not write twice. */
-    if (s->file == NULL || tr->local_step == tr->steps_per_epoch ||
+    if (s->fd < 0 || tr->local_step == tr->steps_per_epoch ||
         tr->global_step % s->every_k_steps != 0)
         return 0;
     return write_scalar(s, name, value, tr->global_step, err);
@@ -271,24 +318,28 @@ static int events_epoch_end(monitor_t *mon, trainer_t *tr, const scalar_t *scala
             return -1;
     if (s->histograms && write_param_histograms(s, tr, err) != 0)
         return -1;
-    return fflush(s->file) == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+    return flush_pending(s, err);
 }
 
 static int events_close(monitor_t *mon, trainer_t *tr, tt_err *err)
 {
     events_state *s = mon->state;
-    if (s->file == NULL)
+    if (s->fd < 0)
         return 0;
-    int bad = fclose(s->file);
-    s->file = NULL;
-    return bad == 0 ? 0 : err_set(err, TT_ERR_RUNTIME, "%s: write failed", s->path);
+    int rc = flush_pending(s, err);
+    if (close(s->fd) != 0 && rc == 0)
+        rc = err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s", s->path, strerror(errno));
+    s->fd = -1;
+    return rc;
 }
 
 static void events_destroy(monitor_t *mon)
 {
     events_state *s = mon->state;
-    if (s != NULL && s->file != NULL)
-        fclose(s->file);
+    if (s != NULL && s->fd >= 0)
+        close(s->fd);
+    if (s != NULL)
+        free(s->pending);
     free(s);
 }
 
