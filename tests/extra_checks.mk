@@ -1,0 +1,55 @@
+# make check-tsan, make check-valgrind: the distribution (make distdir) built
+# again in a directory of its own (an in-tree build cannot be configured a
+# second time), then chosen tests run there. Each leaves the automake summary
+# in <dir>/src/test-suite.log, which CI counts with the other suites.
+
+# ---- ThreadSanitizer: the tests that run threads ----
+# multi-tower trainers (sync_replicated, sync_parameter_server, async), the
+# all-reduce, prefetch workers, the backward/all-reduce overlap hook, and the
+# signal (graceful stop) and resume tests of the command. oneDNN is left out:
+# its OpenMP runtime is not instrumented (libgomp's barriers are invisible to
+# TSan and would read as races); sgemm goes through CBLAS, whose own threads
+# are off (gemm.c: one thread per call, the towers are the parallelism).
+TSAN_DIR = tsan-build
+TSAN_TESTPROGS = tests/test_allreduce tests/test_dataflow tests/test_trainers \
+	tests/test_grad_ready
+TSAN_TESTS = $(TSAN_TESTPROGS) tests/e2e_checkpoint.sh
+check-tsan:
+	rm -rf $(TSAN_DIR)
+	$(MAKE) $(AM_MAKEFLAGS) distdir distdir=$(TSAN_DIR)/src
+	cd $(TSAN_DIR)/src && ./configure -q --without-cuda --without-mpi --without-dnnl \
+	    CFLAGS="-g -O1 -fsanitize=thread" LDFLAGS="-fsanitize=thread" && \
+	  $(MAKE) $(AM_MAKEFLAGS) towertrain >/dev/null && \
+	  TSAN_OPTIONS="halt_on_error=1 exitcode=66 second_deadlock_stack=1 suppressions=$$PWD/tests/tsan.supp" \
+	  $(MAKE) $(AM_MAKEFLAGS) check check_PROGRAMS="$(TSAN_TESTPROGS)" TESTS="$(TSAN_TESTS)"
+
+# ---- valgrind memcheck: every unit test and one end-to-end run ----
+# Built for x86-64-v3 (AVX2): valgrind cannot run AVX-512 code. Run-time
+# dispatch follows CPUID, which valgrind reports without AVX-512, and oneDNN's
+# JIT is held to AVX2 as well (ONEDNN_MAX_CPU_ISA). test_no_alloc counts
+# calls to the allocator valgrind replaces: left out. Errors and definite
+# leaks fail a test (valgrind exits 99); tests/valgrind.supp names
+# libconfig's own leaks only.
+VALGRIND_DIR = valgrind-build
+VALGRIND_TESTPROGS = $(filter-out tests/tt_logits tests/test_no_alloc,$(check_PROGRAMS))
+VALGRIND_CMD = valgrind -q --error-exitcode=99 --leak-check=full \
+	--errors-for-leak-kinds=definite --show-leak-kinds=definite \
+	--suppressions=$$PWD/tests/valgrind.supp
+check-valgrind:
+	rm -rf $(VALGRIND_DIR)
+	$(MAKE) $(AM_MAKEFLAGS) distdir distdir=$(VALGRIND_DIR)/src
+	cd $(VALGRIND_DIR)/src && ./configure -q --without-cuda --without-mpi \
+	    CFLAGS="-g -O2 -march=x86-64-v3" && \
+	  $(MAKE) $(AM_MAKEFLAGS) towertrain >/dev/null && \
+	  ONEDNN_MAX_CPU_ISA=AVX2 VALGRIND="$(VALGRIND_CMD)" \
+	  $(MAKE) $(AM_MAKEFLAGS) check check_PROGRAMS="$(VALGRIND_TESTPROGS)" \
+	    TESTS="$(VALGRIND_TESTPROGS) tests/e2e_valgrind.sh" LOG_COMPILER="$(VALGRIND_CMD)"
+
+clean-extra-checks:
+	rm -rf $(TSAN_DIR) $(VALGRIND_DIR)
+.PHONY: check-tsan check-valgrind clean-extra-checks
+EXTRA_DIST += tests/extra_checks.mk tests/tsan.supp tests/valgrind.supp tests/e2e_valgrind.sh
+
+# A real full disk (a tmpfs in a private mount namespace; SKIPs without root).
+TESTS += tests/e2e_disk_full.sh
+EXTRA_DIST += tests/e2e_disk_full.sh

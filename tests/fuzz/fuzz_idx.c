@@ -1,0 +1,58 @@
+/* fuzz_idx.c - the IDX reader (MNIST's format, raw or gzip). Input: one
+ * flags byte (bit 0: gzip the images, bit 1: gzip the labels, bits 4-7: a
+ * `limit`), two bytes (little-endian) for the length L of the label file,
+ * then the label file (L bytes, fewer if the input ends) and the image file
+ * (the rest). Every sample of an opened dataset is read back. */
+#include "tests/fuzz/fuzz_common.h"
+
+#include <zlib.h>
+
+#include "dataflow/dataflow.h"
+
+static void write_maybe_gz(const char *path, const uint8_t *p, size_t n, int gz)
+{
+    if (!gz) {
+        fuzz_write(strrchr(path, '/') + 1, p, n);
+        return;
+    }
+    gzFile f = gzopen(path, "wb");
+    if (f == NULL || (n > 0 && gzwrite(f, p, (unsigned)n) != (int)n) || gzclose(f) != Z_OK)
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 3)
+        return 0;
+    int flags = data[0];
+    size_t l = (size_t)data[1] | (size_t)data[2] << 8;
+    data += 3;
+    size -= 3;
+    if (l > size)
+        l = size;
+    source_cfg src = { .type = SOURCE_IDX };
+    snprintf(src.labels, sizeof(src.labels), "%s/labels.idx", fuzz_dir());
+    snprintf(src.images, sizeof(src.images), "%s/images.idx", fuzz_dir());
+    write_maybe_gz(src.labels, data, l, flags & 2);
+    write_maybe_gz(src.images, data + l, size - l, flags & 1);
+    dataset_t *ds = NULL;
+    tt_err err = { 0 };
+    int rc = dataset_open(&src, flags >> 4, &ds, &err);
+    fuzz_check_error(&err, rc);
+    if (rc != 0)
+        return 0;
+    shape3 s = dataset_shape(ds);
+    size_t n = dataset_size(ds);
+    float *x = malloc(shape3_size(s) * sizeof(float) + 1);
+    for (size_t i = 0; x != NULL && i < n; i++) {
+        int y = dataset_get(ds, i, x);
+        for (size_t k = 0; k < shape3_size(s); k++)
+            if (!(x[k] >= 0.0f && x[k] <= 1.0f))
+                abort(); /* pixels are scaled to [0, 1] */
+        if (y < 0 || y > 255)
+            abort();
+    }
+    free(x);
+    dataset_free(ds);
+    return 0;
+}
