@@ -18,7 +18,7 @@ tests_fuzz_replay_safetensors_SOURCES = tests/fuzz/fuzz_safetensors.c tests/fuzz
 tests_fuzz_replay_checkpoint_job_SOURCES = tests/fuzz/fuzz_checkpoint_job.c \
 	tests/fuzz/replay_main.c
 EXTRA_DIST += tests/fuzz/fuzz_common.h tests/fuzz/fuzz_texts.h tests/fuzz/corpus \
-	tests/fuzz/lsan.supp tests/fuzz/cfg.dict tests/fuzz/fuzz.sh
+	tests/fuzz/lsan.supp tests/fuzz/cfg.dict tests/fuzz/fuzz.sh tests/fuzz/make_seeds.sh
 
 # ---- make fuzz: the same targets with libFuzzer (clang) ----
 # The library is compiled again, CPU backend with CBLAS only (no config.h:
