@@ -258,7 +258,9 @@ static int meta_int(const safetensors_file *f, const char *path, const char *key
     char *end = NULL;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : -1;
-    if (v == NULL || *v == '\0' || *end != '\0' || errno != 0 || x < 0)
+    /* a count up to 2^53: the arithmetic on it (epochs + 1, steps x towers)
+     * cannot overflow */
+    if (v == NULL || *v == '\0' || *end != '\0' || errno != 0 || x < 0 || x > (1LL << 53))
         return err_set(err, TT_ERR_USAGE, "%s: not a towertrain checkpoint (metadata %s %s)",
                        path, key, v ? "is not a count" : "missing");
     *out = x;
