@@ -322,7 +322,7 @@ int main(void)
     make_data();
 
     /* torch first: one python run for all the cases */
-    const char *py = tt_torch_python();
+    const char *py = tt_python("torch");
     float *torch = NULL;
     char dir[256];
     if (py == NULL) {

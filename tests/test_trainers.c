@@ -11,25 +11,11 @@
 #include <unistd.h>
 
 #include "train/trainer.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 #include "util/log.h"
 
 static char dir[256];
-
-static void write_file(const char *name, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
-static void put_be32(FILE *f, unsigned v)
-{
-    unsigned char b[4] = {v >> 24, v >> 16 & 255, v >> 8 & 255, v & 255};
-    fwrite(b, 1, 4, f);
-}
 
 /* A learnable toy set: 8x8 images, label = the row of the brightest pixel
  * (0-7), with noise. */
@@ -40,12 +26,12 @@ static void write_toy_idx(int n)
     FILE *fi = fopen(path, "wb");
     snprintf(path, sizeof(path), "%s/toy-labels", dir);
     FILE *fl = fopen(path, "wb");
-    put_be32(fi, 0x803);
-    put_be32(fi, (unsigned)n);
-    put_be32(fi, 8);
-    put_be32(fi, 8);
-    put_be32(fl, 0x801);
-    put_be32(fl, (unsigned)n);
+    tt_put_be32(fi, 0x803);
+    tt_put_be32(fi, (unsigned)n);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fl, 0x801);
+    tt_put_be32(fl, (unsigned)n);
     rng_t rng = rng_make(5, 6, 7);
     for (int i = 0; i < n; i++) {
         int label = (int)rng_below(&rng, 8);
@@ -91,7 +77,7 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
              "max_epoch = 1; steps_per_epoch = 5;\n"
              "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
              model);
-    write_file("job.cfg", job_text);
+    tt_write_file(dir, "job.cfg", job_text);
     job_override sets[16];
     for (int i = 0; i < n_sets; i++)
         sets[i].arg = sets_text[i];
@@ -114,28 +100,13 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
     return p;
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num)
-            num = d;
-        if (fabs(b[i]) > den)
-            den = fabs(b[i]);
-    }
-    return num / (den > 0 ? den : 1);
-}
-
 int main(void)
 {
     log_set_quiet(true);
-    snprintf(dir, sizeof(dir), "/tmp/tt_trainers.XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    tt_tmpdir_make(dir, sizeof(dir), "trainers");
     write_toy_idx(600);
-    write_file("mlp.cfg", models[0]);
-    write_file("cnn.cfg", models[1]);
+    tt_write_file(dir, "mlp.cfg", models[0]);
+    tt_write_file(dir, "cnn.cfg", models[1]);
     const char *model_files[] = {"mlp.cfg", "cnn.cfg"};
     const char *algos[] = {"naive", "ring", "hierarchical"};
 
@@ -157,7 +128,7 @@ int main(void)
                     size_t n;
                     float *p0 = train(model_files[m], s, 2, 0, &n, NULL);
                     float *plast = train(model_files[m], s, 2, K - 1, &n, NULL);
-                    double d = p0 ? rel_diff(p0, ref, n) : 1;
+                    double d = p0 ? tt_rel_err_f(p0, ref, n) : 1;
                     tt_ok(p0 && d < 1e-5, "%s: sync_replicated K=%d %s packing %d equals simple "
                           "(rel diff %.2g)", model_files[m], K, algos[a], pack, d);
                     tt_ok(p0 && plast && memcmp(p0, plast, n * sizeof(float)) == 0,
@@ -173,7 +144,7 @@ int main(void)
                          "ps_device=\"%s\";}", K, ps ? "gpu" : "cpu");
                 size_t n;
                 float *p = train(model_files[m], s, 2, 0, &n, NULL);
-                double d = p ? rel_diff(p, ref, n) : 1;
+                double d = p ? tt_rel_err_f(p, ref, n) : 1;
                 tt_ok(p && d < 1e-5, "%s: sync_parameter_server K=%d ps_device %s equals simple "
                       "(rel diff %.2g)", model_files[m], K, ps ? "gpu" : "cpu", d);
                 free(p);
@@ -184,7 +155,7 @@ int main(void)
 
     /* batchnorm and a residual add: tower-local running statistics are
      * averaged at the epoch end, so the replicas are identical again */
-    write_file("res.cfg",
+    tt_write_file(dir, "res.cfg",
                "input = [1, 8, 8]; classes = 10; layers = ("
                " { name = \"conv0\"; type = \"conv2d\"; filters = 4; kernel = 3; padding = 1; bias = false; },"
                " { name = \"bn0\"; type = \"batchnorm\"; },"
@@ -232,9 +203,6 @@ int main(void)
     free(p);
     free(p1);
 
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

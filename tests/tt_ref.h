@@ -1,7 +1,7 @@
 /* tt_ref.h - what the numerical tests share to check the code against their
  * own references: a private random stream, float64 copies, the norm-wise
  * relative error, bit equality, copies to and from a backend's memory, a CPU
- * backend, and the python3 that imports torch.
+ * backend, and the python3 to run (with torch, for instance).
  *
  * The random stream is xorshift64, written here rather than taken from
  * util/rng.h, so that the inputs of a test do not change (or degenerate) with
@@ -153,25 +153,22 @@ static inline void *tt_host_copy(backend_t *be, const void *dev, size_t bytes)
     return h;
 }
 
-/* ---- PyTorch ---- */
+/* ---- python3 ---- */
 
-/* The python3 that imports torch: $PYTHON3 (make check passes configure's,
- * which looks in /usr/bin first: Debian's python3-torch), else
- * /usr/bin/python3; NULL when neither does. Asked once per program. */
-static inline const char *tt_torch_python(void)
+/* The python3 the tests use, when it can import `modules` ("json, struct",
+ * "torch"): $PYTHON3 (make check passes configure's, found in /usr/bin
+ * first: Debian's python3-torch and numpy are there), else /usr/bin/python3.
+ * NULL when neither can. The answer is a static buffer. */
+static inline const char *tt_python(const char *modules)
 {
     static char found[512];
-    static int asked;
-    if (asked)
-        return found[0] ? found : NULL;
-    asked = 1;
     const char *env = getenv("PYTHON3");
     const char *cands[2] = {env != NULL && env[0] != '\0' ? env : NULL, "/usr/bin/python3"};
     for (int i = 0; i < 2; i++) {
         if (cands[i] == NULL || strchr(cands[i], '\'') != NULL)
             continue;
-        char cmd[600];
-        snprintf(cmd, sizeof(cmd), "'%s' -c 'import torch' >/dev/null 2>&1", cands[i]);
+        char cmd[1200];
+        snprintf(cmd, sizeof(cmd), "'%s' -c 'import %s' >/dev/null 2>&1", cands[i], modules);
         if (system(cmd) == 0) {
             snprintf(found, sizeof(found), "%s", cands[i]);
             return found;
