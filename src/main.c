@@ -315,7 +315,7 @@ static int cmd_resume(int argc, char **argv)
         return fail(&err);
     trainer_t tr = {0};
     int rc;
-    if (trainer_create(&tr, &job, &err) != 0 || checkpoint_restore(&tr, ckpt, &err) != 0) {
+    if (trainer_create(&tr, &job, &err) != 0 || trainer_restore(&tr, ckpt, &err) != 0) {
         rc = fail(&err);
     } else if (tr.epoch_num > tr.max_epoch) {
         printf("towertrain: %s is already at epoch %lld of max_epoch %lld; nothing to do "
