@@ -207,6 +207,8 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
     }
     log_printf("towertrain %s: %s job %s, logdir %s\n", PACKAGE_VERSION, what, job->path,
                job->logdir);
+    if (writer) /* the debris of a run killed mid-write */
+        dir_remove_dead_temps(job->logdir);
     if (dist_size() > 1)
         log_printf("%d MPI ranks x %d tower(s): global batch %d\n", dist_size(), tr->n_towers,
                    tr->global_batch);

@@ -19,5 +19,7 @@ TESTS += tests/e2e_resnet.sh
 EXTRA_DIST += tests/e2e_resnet.sh
 check_PROGRAMS += tests/tt_logits
 tests_tt_logits_SOURCES = tests/tt_logits.c
+TESTS += tests/e2e_resume.sh
+EXTRA_DIST += tests/e2e_resume.sh
 TESTS += tests/e2e_mpi.sh
 EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py
