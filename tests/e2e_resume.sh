@@ -69,5 +69,16 @@ echo x > "$T/b/job.cfg.tmp.$dead"
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/b" --quiet && [ ! -e "$T/b/job.cfg.tmp.$dead" ]
 ok $? "run removes a dead writer's temporary file too"
 
+# resume parses its options as run does: --opt VALUE and --opt=VALUE
+"$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
+  grep -q "learning_rate = 0.01" "$T/a/job.cfg"
+ok $? "resume --max-epoch=N --set=KEY=VALUE"
+for args in "--max-epoch" "--max-epoch 0" "--set" "--logdir $T/x" "--bogus"; do
+  # shellcheck disable=SC2086
+  out=$("$TOWERTRAIN" resume "$T/a" $args 2>&1 >/dev/null); rc=$?
+  [ $rc = 2 ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] && printf '%s' "$out" | grep -q '^towertrain: '
+  ok $? "resume $args: one line, exit 2 (rc $rc: $out)"
+done
+
 echo "1..$n"
 exit $failed
