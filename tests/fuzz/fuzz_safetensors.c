@@ -1,6 +1,6 @@
 /* fuzz_safetensors.c - the safetensors reader and what reads checkpoints
- * through it: session_init (checkpoint_load_params) and resume
- * (checkpoint_restore), into a trainer of FUZZ_JOB_TEXT's model. Every byte
+ * through it: session_init (trainer_load_params) and resume
+ * (trainer_restore), into a trainer of FUZZ_JOB_TEXT's model. Every byte
  * of every tensor of an accepted file is touched, so ASan sees any range
  * that reaches past the file.
  *
@@ -8,7 +8,6 @@
  * how the seeds in corpus/safetensors were made. */
 #include "tests/fuzz/fuzz_common.h"
 
-#include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "tests/fuzz/fuzz_texts.h"
 #include "train/trainer.h"
@@ -31,7 +30,7 @@ static void setup(void)
         tr.local_step = 4;
         tr.steps_per_epoch = 4;
         tr.epoch_num = 3;
-        if (checkpoint_save_as(&tr, seed, &err) != 0) {
+        if (trainer_save_checkpoint(&tr, seed, &err) != 0) {
             fprintf(stderr, "fuzz: %s\n", err.msg);
             exit(1);
         }
@@ -70,9 +69,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             fprintf(stderr, "%u\n", sum); /* keep the reads */
     }
     err = (tt_err){ 0 };
-    fuzz_check_error(&err, checkpoint_load_params(&tr, path, &err));
+    fuzz_check_error(&err, trainer_load_params(&tr, path, &err));
     err = (tt_err){ 0 };
-    rc = checkpoint_restore(&tr, path, &err);
+    rc = trainer_restore(&tr, path, &err);
     fuzz_check_error(&err, rc);
     if (rc == 0 && (tr.global_step < 0 || tr.local_step < 0 || tr.epoch_num < 1))
         abort();
