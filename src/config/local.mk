@@ -6,8 +6,8 @@ libtowertrain_a_SOURCES += %reldir%/job.h %reldir%/job.c %reldir%/schema.h \
 
 check_PROGRAMS += tests/test_config
 tests_test_config_SOURCES = tests/test_config.c
-TESTS += tests/test_config tests/e2e_bad_input.sh
-EXTRA_DIST += tests/e2e_bad_input.sh \
+TESTS += tests/test_config tests/e2e_bad_input.sh tests/e2e_config_layers.sh
+EXTRA_DIST += tests/e2e_bad_input.sh tests/e2e_config_layers.sh \
 	tests/bad/allreduce_with_ps.cfg \
 	tests/bad/bad_model_syntax.cfg \
 	tests/bad/bad_optimizer_type.cfg \
