@@ -13,7 +13,10 @@ typedef struct {
 /* Hot loops outside sgemm (im2col, pooling) are compiled for several
  * instruction sets and the best one for the CPU is picked at load time, so
  * the binary stays portable without -march=native. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+/* Not under the sanitizers: the clones' ifunc resolvers run while the
+ * dynamic loader relocates, before TSan's runtime exists (a crash). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
 /* and a few loops have hand-written AVX-512 kernels, chosen at run time */
 #define CPU_AVX512_KERNELS 1
