@@ -5,15 +5,17 @@
 
 # ---- ThreadSanitizer: the tests that run threads ----
 # multi-tower trainers (sync_replicated, sync_parameter_server, async), the
-# all-reduce, prefetch workers, the backward/all-reduce overlap hook, and the
-# signal (graceful stop) and resume tests of the command. oneDNN is left out:
+# all-reduce, prefetch workers, the backward/all-reduce overlap hook, and
+# SIGINT/SIGTERM landing in runs of two towers with prefetch workers, then
+# resume (e2e_signals.sh; e2e_checkpoint.sh's LeNet runs take over ten
+# minutes under TSan). oneDNN is left out:
 # its OpenMP runtime is not instrumented (libgomp's barriers are invisible to
 # TSan and would read as races); sgemm goes through CBLAS, whose own threads
 # are off (gemm.c: one thread per call, the towers are the parallelism).
 TSAN_DIR = tsan-build
 TSAN_TESTPROGS = tests/test_allreduce tests/test_dataflow tests/test_trainers \
 	tests/test_grad_ready
-TSAN_TESTS = $(TSAN_TESTPROGS) tests/e2e_checkpoint.sh
+TSAN_TESTS = $(TSAN_TESTPROGS) tests/e2e_signals.sh
 check-tsan:
 	rm -rf $(TSAN_DIR) && mkdir -p $(TSAN_DIR)
 	$(MAKE) $(AM_MAKEFLAGS) distdir distdir=$(TSAN_DIR)/src
@@ -53,6 +55,7 @@ clean-extra-checks:
 .PHONY: check-tsan check-valgrind clean-extra-checks
 EXTRA_DIST += tests/extra_checks.mk tests/tsan.supp tests/valgrind.supp tests/e2e_valgrind.sh
 
-# A real full disk (a tmpfs in a private mount namespace; SKIPs without root).
-TESTS += tests/e2e_disk_full.sh
-EXTRA_DIST += tests/e2e_disk_full.sh
+# A real full disk (a tmpfs in a private mount namespace; SKIPs without root),
+# and signals landing while towers and prefetch workers run.
+TESTS += tests/e2e_disk_full.sh tests/e2e_signals.sh
+EXTRA_DIST += tests/e2e_disk_full.sh tests/e2e_signals.sh
