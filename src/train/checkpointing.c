@@ -29,7 +29,10 @@ static int state_alloc(trainer_t *tr, checkpoint_state *s, tt_err *err)
     *s = (checkpoint_state){0};
     s->n_slots = opt->n_slots;
     s->slot_names = opt->slot_names;
-    s->params = malloc((m->n_floats + (size_t)s->n_slots * m->n_trainable + 1) * sizeof(float));
+    /* zeroed: the 16-float padding between tensors is never read from a
+     * checkpoint, and restore uploads the whole block (valgrind: Adam ran on
+     * uninitialised padding after a resume) */
+    s->params = calloc(m->n_floats + (size_t)s->n_slots * m->n_trainable + 1, sizeof(float));
     if (s->params == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     s->slots = s->params + m->n_floats;
