@@ -8,3 +8,9 @@ EXTRA_DIST += %reldir%/dist_mpi.c %reldir%/dist_none.c
 check_PROGRAMS += tests/test_allreduce
 tests_test_allreduce_SOURCES = tests/test_allreduce.c
 TESTS += tests/test_allreduce
+
+# The all-reduce pack schedule (plain C, shared by the CPU and NCCL paths).
+libtowertrain_a_SOURCES += %reldir%/pack_schedule.c %reldir%/pack_schedule.h
+check_PROGRAMS += tests/test_pack_schedule
+tests_test_pack_schedule_SOURCES = tests/test_pack_schedule.c
+TESTS += tests/test_pack_schedule
