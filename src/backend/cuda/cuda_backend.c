@@ -11,6 +11,7 @@
 #include "config.h"
 #endif
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,13 +27,27 @@
 
 /* ---- devices ---- */
 
+/* Why the runtime found no device, in words a user can act on: without a
+ * driver at all the runtime says "driver version is insufficient". */
+static void no_device_reason(cudaError_t rc, char *reason, size_t reason_len)
+{
+    void *driver = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (driver == NULL && rc == cudaErrorInsufficientDriver)
+        snprintf(reason, reason_len, "CUDA: no NVIDIA driver (libcuda.so.1 not found)");
+    else
+        snprintf(reason, reason_len, "CUDA: %s (%s)", cudaGetErrorString(rc),
+                 cudaGetErrorName(rc));
+    if (driver != NULL)
+        dlclose(driver);
+}
+
 int backend_cuda_device_count(char *reason, size_t reason_len)
 {
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
     if (rc != cudaSuccess) {
         if (reason != NULL && reason_len > 0)
-            snprintf(reason, reason_len, "CUDA: %s", cudaGetErrorString(rc));
+            no_device_reason(rc, reason, reason_len);
         cudaGetLastError(); /* not sticky: forget it */
         return 0;
     }
@@ -47,9 +62,10 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err)
     int n = 0;
     cudaError_t rc = cudaGetDeviceCount(&n);
     if (rc != cudaSuccess) {
+        char why[160];
+        no_device_reason(rc, why, sizeof(why));
         cudaGetLastError();
-        return err_set(err, TT_ERR_USAGE, "cuda:%d: no usable GPU: %s (%s)", device,
-                       cudaGetErrorString(rc), cudaGetErrorName(rc));
+        return err_set(err, TT_ERR_USAGE, "cuda:%d: no usable GPU: %s", device, why);
     }
     if (device < 0 || device >= n)
         return err_set(err, TT_ERR_USAGE, "cuda:%d: no such device: this machine has %d GPU(s) "
@@ -168,12 +184,16 @@ static void cuda_download(backend_t *be, void *host_dst, const void *src, size_t
         memset(host_dst, 0, bytes); /* never leave the caller undefined bytes */
 }
 
+/* Device to device in stream order; with unified addressing the runtime
+ * finds where each pointer lives, so the source may be another GPU's memory
+ * (a peer copy: the parameter server's ranges). The caller orders it after
+ * the other device's writes. */
 static void cuda_copy(backend_t *be, void *dst, const void *src, size_t bytes)
 {
     cuda_impl *c = cuda_of(be);
     if (bytes == 0 || dst == src || !cuda_begin(be))
         return;
-    cuda_ok(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream),
+    cuda_ok(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream),
             "cudaMemcpyAsync (copy)");
 }
 
@@ -329,6 +349,22 @@ static void cuda_scale(backend_t *be, size_t count, float alpha, float *x)
 {
     if (cuda_begin(be))
         cuda_ok(cuda_of(be), tt_k_scale(cuda_of(be)->stream, count, alpha, x), "scale kernel");
+}
+
+/* loss scaling's check of the gradients: a flag on the device, read back */
+static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
+{
+    cuda_impl *c = cuda_of(be);
+    if (!cuda_begin(be))
+        return false;
+    if (cuda_ok(c, tt_k_not_finite(c->stream, count, x, &c->xent_dev->not_finite),
+                "finite check kernel") != 0 ||
+        cuda_ok(c, cudaMemcpyAsync(&c->xent_host->not_finite, &c->xent_dev->not_finite,
+                                   sizeof(int), cudaMemcpyDeviceToHost, c->stream),
+                "cudaMemcpyAsync (finite check)") != 0 ||
+        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (finite check)") != 0)
+        return false;
+    return c->xent_host->not_finite == 0;
 }
 
 /* The loss is read by the host every step: the one wait of a training step
@@ -519,6 +555,7 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
     be->axpy = cuda_axpy;
     be->add = cuda_add;
     be->scale = cuda_scale;
+    be->all_finite = cuda_all_finite;
     be->softmax_xent = cuda_softmax_xent;
     be->sgd_step = cuda_sgd_step;
     be->adam_step = cuda_adam_step;

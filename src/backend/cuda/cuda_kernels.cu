@@ -71,6 +71,16 @@ __global__ void k_scale(size_t n, float alpha, float *x)
     FOR_EACH(i, n) x[i] *= alpha;
 }
 
+/* threads that find one all write 1: the same value, no order needed */
+__global__ void k_not_finite(size_t n, const float *x, int *flag)
+{
+    FOR_EACH(i, n)
+    {
+        if (tt_not_finite(x[i]))
+            *flag = 1;
+    }
+}
+
 __global__ void k_sgd(size_t n, float lr, float momentum, int nesterov, float weight_decay,
                       int first_step, float *w, const float *g, float *buf)
 {
@@ -311,6 +321,15 @@ cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x)
     if (n == 0)
         return cudaSuccess;
     k_scale<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag)
+{
+    cudaError_t rc = cudaMemsetAsync(flag, 0, sizeof(int), s);
+    if (rc != cudaSuccess || n == 0)
+        return rc;
+    k_not_finite<<<blocks_for(n), THREADS, 0, s>>>(n, x, flag);
     return cudaGetLastError();
 }
 

@@ -29,6 +29,8 @@ cudaError_t tt_k_axpy(cudaStream_t s, size_t n, float alpha, const float *x, flo
 cudaError_t tt_k_add(cudaStream_t s, size_t n, const float *a, const float *b, bool relu,
                      float *y);
 cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x);
+/* *flag = 1 when some x[i] is an Inf or a NaN (flag zeroed first). */
+cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag);
 cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,
                      float weight_decay, bool first_step, float *w, const float *g, float *buf);
 cudaError_t tt_k_adam(cudaStream_t s, size_t n, tt_adam_consts c, float *w, const float *g,
@@ -54,7 +56,7 @@ cudaError_t tt_k_avgpool_backward(cudaStream_t s, window_desc d, const float *dy
 typedef struct {
     double loss;
     int correct;
-    int pad_;
+    int not_finite; /* tt_k_not_finite's flag, in the same small buffer */
 } tt_xent_result;
 cudaError_t tt_k_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
                               const int32_t *labels, float *dlogits, tt_xent_result *out);
