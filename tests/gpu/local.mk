@@ -4,3 +4,5 @@ check_PROGRAMS += tests/gpu/test_gpu_ops
 tests_gpu_test_gpu_ops_SOURCES = tests/gpu/test_gpu_ops.c
 tests_gpu_test_gpu_ops_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 TESTS += tests/gpu/test_gpu_ops
+TESTS += tests/gpu/e2e_gpu.sh
+EXTRA_DIST += tests/gpu/e2e_gpu.sh tests/gpu/run.sh

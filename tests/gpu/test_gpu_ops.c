@@ -361,6 +361,13 @@ static void test_elementwise(backend_t *g)
     cpu_be->scale(cpu_be, n, -1.7f, y.cpu);
     g->scale(g, n, -1.7f, y.gpu);
     check_bits(g, &y, "scale");
+    bool fin = g->all_finite(g, n, y.gpu);
+    float inf = INFINITY;
+    g->upload(g, y.gpu + n / 2, &inf, sizeof(float));
+    bool fin2 = g->all_finite(g, n, y.gpu);
+    g->upload(g, y.gpu + n / 2, &y.cpu[n / 2], sizeof(float)); /* put it back */
+    tt_ok(fin && !fin2 && cpu_be->all_finite(cpu_be, n, y.cpu),
+          "all_finite: true on finite values, false with one Inf (as the CPU's)");
     cpu_be->copy(cpu_be, m.cpu, y.cpu, n * sizeof(float));
     g->copy(g, m.gpu, y.gpu, n * sizeof(float));
     check_bits(g, &m, "copy");
