@@ -38,6 +38,10 @@ int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_l
         return 0;
     }
     for (int t = 0; t < tc->nr_tower; t++) {
+        for (int u = 0; u < t; u++)
+            if (tc->towers[u] == tc->towers[t])
+                return err_set(err, TT_ERR_USAGE, "trainer.towers: cuda:%d is listed twice; GPU "
+                               "towers take one GPU each", tc->towers[t]);
         cuda_device_info info;
         tt_err dev_err = {0};
         if (backend_cuda_device_info(tc->towers[t], &info, &dev_err) != 0)

@@ -582,7 +582,7 @@ void *backend_cuda_stream(backend_t *be)
 int backend_cuda_check(backend_t *be, tt_err *err)
 {
     cuda_impl *c = cuda_of(be);
-    if (!c->failed) {
+    if (cuda_begin(be)) {
         cudaError_t rc = cudaStreamQuery(c->stream);
         if (rc != cudaSuccess && rc != cudaErrorNotReady)
             cuda_ok(c, rc, "a kernel or copy on the tower's stream");
