@@ -47,8 +47,7 @@ tests_test_backend_math_SOURCES = tests/test_backend_math.c
 TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
 	tests/test_backend_math
 
-# Numerical tests of the CPU backend (float64 references; torch.optim when found).
-check_PROGRAMS += tests/test_backend_cpu tests/test_optim
-tests_test_backend_cpu_SOURCES = tests/test_backend_cpu.c
-tests_test_optim_SOURCES = tests/test_optim.c
-TESTS += tests/test_backend_cpu tests/test_optim
+# The CPU backend's own operations and thread pool against float64 references.
+check_PROGRAMS += tests/test_cpu_ops
+tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c
+TESTS += tests/test_cpu_ops

@@ -7,16 +7,7 @@
 # sync_parameter_server with both ps_device), async, NCCL's all-reduce
 # correct at every size of the bench table (and over 2 MPI ranks), and the
 # error for a tower id that does not exist.
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-n=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; fi; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
-one_line_exit2() { # rc, stderr file, pattern
-  [ "$1" = 2 ] && [ "$(wc -l < "$2")" = 1 ] && grep -q "$3" "$2"
-}
+. "$(dirname "$0")/../tt_lib.sh"
 
 built=$("$TOWERTRAIN" --version | sed -n 's/^cuda: //p')
 if "$TOWERTRAIN" --version | grep -q 'backends: cpu cuda'; then
@@ -51,13 +42,11 @@ monitors = ( "json" );
 EOF
 
 if [ "$GPUS" = 0 ]; then
-  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/nogpu" >"$T/out" 2>"$T/err"
-  one_line_exit2 $? "$T/err" '^towertrain: trainer.device = "gpu" but no GPU is available (' &&
-    [ ! -e "$T/nogpu" ]
-  ok $? "device = gpu without a GPU: exit 2, one line with CUDA's reason, nothing written ($(cat "$T/err"))"
-  "$TOWERTRAIN" bench --device gpu >"$T/out" 2>"$T/err"
-  one_line_exit2 $? "$T/err" '^towertrain: bench: --device gpu: no GPU is available ('
-  ok $? "bench --device gpu without a GPU: exit 2, one line ($(cat "$T/err"))"
+  tt_refused "device = gpu without a GPU: exit 2, one line with CUDA's reason, nothing written" \
+    'towertrain: trainer.device = "gpu" but no GPU is available (CUDA: ' "$T/nogpu" \
+    "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/nogpu"
+  tt_refused "bench --device gpu without a GPU: exit 2, one line" \
+    'towertrain: bench: --device gpu: no GPU is available (' "" "$TOWERTRAIN" bench --device gpu
   "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/auto" --set 'trainer.device="auto"' \
     --set max_epoch=1 --set 'callbacks=()' >"$T/out" 2>"$T/err"
   [ $? = 0 ] && [ "$(grep -c 'trainer.device = "auto": no GPU' "$T/out")" = 1 ] &&
@@ -71,14 +60,12 @@ if [ "$GPUS" = 0 ]; then
       "NCCL over 2 MPI ranks" "a tower id that does not exist: exit 2"; do
     skip "$what" "no GPU here"
   done
-  echo "1..$n"
-  exit 0
+  tt_done
 fi
 
 if [ ! -f $DATA/train-images-idx3-ubyte.gz ]; then
   skip "GPU training runs" "dataset-fashion-mnist not installed"
-  echo "1..$n"
-  exit 0
+  tt_done
 fi
 
 # ---- LeNet on the GPU against the CPU ----
@@ -94,9 +81,8 @@ ok $? "LeNet on a GPU reaches the CPU run's accuracy (GPU $ga, CPU $ca)"
 
 # ---- bitwise repeatability ----
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu2" > /dev/null 2>&1
-$PY - "$T/gpu1/model-128.safetensors" "$T/gpu2/model-128.safetensors" "$TT_SRCDIR/tests" <<'PYEOF'
+$PY - "$T/gpu1/model-128.safetensors" "$T/gpu2/model-128.safetensors" <<'PYEOF'
 import sys
-sys.path.insert(0, sys.argv[3])
 import numpy as np, tt_safetensors as st
 a, _ = st.load(sys.argv[1], optimizer=True)
 b, _ = st.load(sys.argv[2], optimizer=True)
@@ -123,9 +109,8 @@ if [ "$GPUS" -ge 2 ]; then
     --set 'trainer={type="sync_parameter_server"; device="gpu"; towers=[0,1]; ps_device="cpu";}' >/dev/null 2>&1
   "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/eq_psg" $common \
     --set 'trainer={type="sync_parameter_server"; device="gpu"; towers=[0,1]; ps_device="gpu";}' >/dev/null 2>&1
-  $PY - "$T" "$TT_SRCDIR/tests" <<'PYEOF'
+  $PY - "$T" <<'PYEOF'
 import sys
-sys.path.insert(0, sys.argv[2])
 import numpy as np, tt_safetensors as st
 ref, _ = st.load(sys.argv[1] + "/eq_simple/model-32.safetensors")
 for d in ("eq_rep", "eq_psc", "eq_psg"):
@@ -168,7 +153,7 @@ else
 fi
 
 # ---- errors ----
-"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/badtower" --set "trainer.towers=[$GPUS]" >"$T/out" 2>"$T/err"
-one_line_exit2 $? "$T/err" "^towertrain: trainer.towers\[0\]: cuda:$GPUS: no such device" && [ ! -e "$T/badtower" ]
-ok $? "a tower id that does not exist: exit 2, one line, nothing written ($(cat "$T/err"))"
-echo "1..$n"
+tt_refused "a tower id that does not exist: exit 2, one line, nothing written" \
+  "towertrain: trainer.towers[0]: cuda:$GPUS: no such device" "$T/badtower" \
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/badtower" --set "trainer.towers=[$GPUS]"
+tt_done
