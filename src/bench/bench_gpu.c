@@ -93,9 +93,12 @@ static int fill(gpu_bench *b, size_t count, bool in_place, tt_err *err)
         for (size_t i = 0; i < count; i++)
             b->host[i] = bench_value(g, i);
         float *dst = in_place ? b->recv[t] : b->send[t];
+        /* on the all-reduce's own stream, so it runs after the copy (the
+         * pageable source is staged before the call returns) */
         if (cuda_check(cudaSetDevice(b->devices[t]), b->devices[t], "cudaSetDevice", err) ||
-            cuda_check(cudaMemcpy(dst, b->host, count * sizeof(float), cudaMemcpyHostToDevice),
-                       b->devices[t], "cudaMemcpy", err))
+            cuda_check(cudaMemcpyAsync(dst, b->host, count * sizeof(float),
+                                       cudaMemcpyHostToDevice, (cudaStream_t)b->streams[t]),
+                       b->devices[t], "cudaMemcpyAsync", err))
             return -1;
     }
     return 0;
@@ -114,9 +117,11 @@ static long count_wrong(gpu_bench *b, size_t count, tt_err *err)
     int all = b->n * b->ranks;
     for (int t = 0; t < b->n; t++) {
         if (cuda_check(cudaSetDevice(b->devices[t]), b->devices[t], "cudaSetDevice", err) ||
-            cuda_check(cudaMemcpy(b->host, b->recv[t], count * sizeof(float),
-                                  cudaMemcpyDeviceToHost),
-                       b->devices[t], "cudaMemcpy", err))
+            cuda_check(cudaMemcpyAsync(b->host, b->recv[t], count * sizeof(float),
+                                       cudaMemcpyDeviceToHost, (cudaStream_t)b->streams[t]),
+                       b->devices[t], "cudaMemcpyAsync", err) ||
+            cuda_check(cudaStreamSynchronize((cudaStream_t)b->streams[t]), b->devices[t],
+                       "cudaStreamSynchronize", err))
             return -1;
         for (size_t i = 0; i < count; i++) {
             float want = 0;

@@ -133,15 +133,14 @@ static void test_dense(backend_t *g, double tol, const char *tag)
         check(g, &y, tol, what);
         cpu_be->dense_backward(cpu_be, n, in, out, x.cpu, w.cpu, y.cpu, relu, dy.cpu, dx.cpu,
                                dw.cpu, db.cpu);
-        g->dense_backward(g, n, in, out, x.gpu, w.gpu, y.gpu, relu, dy.gpu, dx.gpu, dw.gpu,
-                          db.gpu);
+        g->dense_backward(g, n, in, out, x.gpu, w.gpu, y.gpu, relu, dy.gpu, dx.gpu, dw.gpu, db.gpu);
         snprintf(what, sizeof(what), "%s dense backward dx [%d x %d]", tag, n, in);
         check(g, &dx, tol, what);
         snprintf(what, sizeof(what), "%s dense backward dw [%d x %d]", tag, out, in);
         check(g, &dw, tol, what);
         if (!relu) { /* with relu the mask itself follows y, which differs in the last bits */
-            snprintf(what, sizeof(what), "%s dense backward db [%d] (rows summed in order)",
-                     tag, out);
+            snprintf(what, sizeof(what), "%s dense backward db [%d] (rows summed in order)", tag,
+                     out);
             check_bits(g, &db, what);
         }
         twin *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
@@ -159,8 +158,10 @@ static void test_conv(backend_t *g, double tol, const char *tag)
 {
     /* n, c, h, w, f, k, stride, pad: LeNet's two, ResNet's 3x3 and 1x1
      * stride 2, an odd shape */
-    int shapes[][8] = {{16, 1, 28, 28, 6, 5, 1, 2}, {16, 6, 14, 14, 16, 5, 1, 0},
-                       {8, 16, 16, 16, 32, 3, 2, 1}, {8, 16, 16, 16, 32, 1, 2, 0},
+    int shapes[][8] = {{16, 1, 28, 28, 6, 5, 1, 2},
+                       {16, 6, 14, 14, 16, 5, 1, 0},
+                       {8, 16, 16, 16, 32, 3, 2, 1},
+                       {8, 16, 16, 16, 32, 1, 2, 0},
                        {3, 5, 9, 7, 4, 3, 1, 1}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int *q = shapes[s];
@@ -180,8 +181,8 @@ static void test_conv(backend_t *g, double tol, const char *tag)
         cpu_be->conv_forward(cpu_be, &d, x.cpu, w.cpu, bias ? b.cpu : NULL, relu, y.cpu, cw);
         g->conv_forward(g, &d, x.gpu, w.gpu, bias ? b.gpu : NULL, relu, y.gpu, gw);
         char what[200];
-        snprintf(what, sizeof(what), "%s conv forward [%d,%d,%d,%d] f%d k%d s%d p%d%s%s", tag,
-                 d.n, d.c, d.h, d.w, d.f, d.k, d.stride, d.pad, bias ? " + bias" : "",
+        snprintf(what, sizeof(what), "%s conv forward [%d,%d,%d,%d] f%d k%d s%d p%d%s%s", tag, d.n,
+                 d.c, d.h, d.w, d.f, d.k, d.stride, d.pad, bias ? " + bias" : "",
                  relu ? " + relu" : "");
         check(g, &y, tol, what);
         cpu_be->conv_backward(cpu_be, &d, x.cpu, w.cpu, y.cpu, relu, dy.cpu, dx.cpu, dw.cpu,
@@ -194,11 +195,9 @@ static void test_conv(backend_t *g, double tol, const char *tag)
         g->download(g, first, dw.gpu, wn * sizeof(float));
         g->conv_backward(g, &d, x.gpu, w.gpu, y.gpu, relu, dy.gpu, NULL, dw.gpu, NULL, gw);
         g->download(g, again, dw.gpu, wn * sizeof(float));
-        snprintf(what, sizeof(what), "%s conv backward dx [%d,%d,%d,%d]", tag, d.n, d.c, d.h,
-                 d.w);
+        snprintf(what, sizeof(what), "%s conv backward dx [%d,%d,%d,%d]", tag, d.n, d.c, d.h, d.w);
         check(g, &dx, tol, what);
-        snprintf(what, sizeof(what), "%s conv backward dw [%d,%d,%d,%d]", tag, d.f, d.c, d.k,
-                 d.k);
+        snprintf(what, sizeof(what), "%s conv backward dw [%d,%d,%d,%d]", tag, d.f, d.c, d.k, d.k);
         check(g, &dw, tol, what);
         if (bias) {
             snprintf(what, sizeof(what), "%s conv backward db [%d]", tag, d.f);
@@ -228,8 +227,8 @@ static void test_pool(backend_t *g)
 {
     int shapes[][5] = {{28, 28, 2, 2, 0}, {16, 16, 3, 2, 1}, {9, 7, 3, 1, 1}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
-        window_desc d = {4, 3, shapes[s][0], shapes[s][1], 3, shapes[s][2], shapes[s][3],
-                         shapes[s][4], 0, 0};
+        window_desc d = {
+            4, 3, shapes[s][0], shapes[s][1], 3, shapes[s][2], shapes[s][3], shapes[s][4], 0, 0};
         d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
         d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
         size_t xn = (size_t)d.n * d.c * d.h * d.w, yn = (size_t)d.n * d.c * d.oh * d.ow;
@@ -248,18 +247,18 @@ static void test_pool(backend_t *g)
         check_bits(g, &y, what);
         cpu_be->maxpool_backward(cpu_be, &d, dy.cpu, cm, dx.cpu);
         g->maxpool_backward(g, &d, dy.gpu, gm, dx.gpu);
-        snprintf(what, sizeof(what), "maxpool backward %dx%d k%d s%d p%d", d.h, d.w, d.k,
-                 d.stride, d.pad);
+        snprintf(what, sizeof(what), "maxpool backward %dx%d k%d s%d p%d", d.h, d.w, d.k, d.stride,
+                 d.pad);
         check_bits(g, &dx, what);
         cpu_be->avgpool_forward(cpu_be, &d, x.cpu, y.cpu);
         g->avgpool_forward(g, &d, x.gpu, y.gpu);
-        snprintf(what, sizeof(what), "avgpool forward %dx%d k%d s%d p%d", d.h, d.w, d.k,
-                 d.stride, d.pad);
+        snprintf(what, sizeof(what), "avgpool forward %dx%d k%d s%d p%d", d.h, d.w, d.k, d.stride,
+                 d.pad);
         check_bits(g, &y, what);
         cpu_be->avgpool_backward(cpu_be, &d, dy.cpu, dx.cpu);
         g->avgpool_backward(g, &d, dy.gpu, dx.gpu);
-        snprintf(what, sizeof(what), "avgpool backward %dx%d k%d s%d p%d", d.h, d.w, d.k,
-                 d.stride, d.pad);
+        snprintf(what, sizeof(what), "avgpool backward %dx%d k%d s%d p%d", d.h, d.w, d.k, d.stride,
+                 d.pad);
         check_bits(g, &dx, what);
         cpu_be->free(cpu_be, cm);
         g->free(g, gm);
@@ -289,16 +288,16 @@ static void test_batchnorm(backend_t *g)
         char what[160];
         cpu_be->batchnorm_forward(cpu_be, n, c, hw, x.cpu, ga.cpu, be.cpu, rm.cpu, rv.cpu, 0.1f,
                                   1e-5f, true, relu, y.cpu, sv.cpu, sv.cpu + c);
-        g->batchnorm_forward(g, n, c, hw, x.gpu, ga.gpu, be.gpu, rm.gpu, rv.gpu, 0.1f, 1e-5f,
-                             true, relu, y.gpu, sv.gpu, sv.gpu + c);
+        g->batchnorm_forward(g, n, c, hw, x.gpu, ga.gpu, be.gpu, rm.gpu, rv.gpu, 0.1f, 1e-5f, true,
+                             relu, y.gpu, sv.gpu, sv.gpu + c);
         snprintf(what, sizeof(what), "batchnorm training forward [%d, %d, %d]%s", n, c, hw,
                  relu ? " + relu" : "");
         check(g, &y, TOL, what);
         check(g, &rm, TOL, "  running_mean after one step (momentum 0.1)");
         check(g, &rv, TOL, "  running_var after one step (unbiased, as PyTorch)");
         check(g, &sv, TOL, "  saved mean and 1/sqrt(var + eps)");
-        cpu_be->batchnorm_backward(cpu_be, n, c, hw, x.cpu, ga.cpu, sv.cpu, sv.cpu + c, y.cpu,
-                                   relu, dy.cpu, dx.cpu, dg.cpu, dbeta.cpu);
+        cpu_be->batchnorm_backward(cpu_be, n, c, hw, x.cpu, ga.cpu, sv.cpu, sv.cpu + c, y.cpu, relu,
+                                   dy.cpu, dx.cpu, dg.cpu, dbeta.cpu);
         g->batchnorm_backward(g, n, c, hw, x.gpu, ga.gpu, sv.gpu, sv.gpu + c, y.gpu, relu, dy.gpu,
                               dx.gpu, dg.gpu, dbeta.gpu);
         snprintf(what, sizeof(what), "batchnorm backward dx [%d, %d, %d]", n, c, hw);
@@ -308,16 +307,16 @@ static void test_batchnorm(backend_t *g)
         /* no dx (batchnorm on the data): the parameter gradients alone */
         cpu_be->upload(cpu_be, dy.cpu, hdy, xn * sizeof(float));
         g->upload(g, dy.gpu, hdy, xn * sizeof(float));
-        cpu_be->batchnorm_backward(cpu_be, n, c, hw, x.cpu, ga.cpu, sv.cpu, sv.cpu + c, y.cpu,
-                                   relu, dy.cpu, NULL, dg.cpu, dbeta.cpu);
+        cpu_be->batchnorm_backward(cpu_be, n, c, hw, x.cpu, ga.cpu, sv.cpu, sv.cpu + c, y.cpu, relu,
+                                   dy.cpu, NULL, dg.cpu, dbeta.cpu);
         g->batchnorm_backward(g, n, c, hw, x.gpu, ga.gpu, sv.gpu, sv.gpu + c, y.gpu, relu, dy.gpu,
                               NULL, dg.gpu, dbeta.gpu);
         check(g, &dg, TOL, "  dgamma without dx");
         check(g, &dbeta, TOL, "  dbeta without dx");
         cpu_be->batchnorm_forward(cpu_be, n, c, hw, x.cpu, ga.cpu, be.cpu, rm.cpu, rv.cpu, 0.1f,
                                   1e-5f, false, relu, y.cpu, NULL, NULL);
-        g->batchnorm_forward(g, n, c, hw, x.gpu, ga.gpu, be.gpu, rm.gpu, rv.gpu, 0.1f, 1e-5f,
-                             false, relu, y.gpu, NULL, NULL);
+        g->batchnorm_forward(g, n, c, hw, x.gpu, ga.gpu, be.gpu, rm.gpu, rv.gpu, 0.1f, 1e-5f, false,
+                             relu, y.gpu, NULL, NULL);
         snprintf(what, sizeof(what), "batchnorm inference forward [%d, %d, %d]", n, c, hw);
         check(g, &y, TOL, what);
         twin *all[] = {&x, &y, &dy, &dx, &ga, &be, &rm, &rv, &sv, &dg, &dbeta};
@@ -384,8 +383,8 @@ static void test_elementwise(backend_t *g)
     g->sgd_step(g, n, 0.1f, 0.0f, false, 0.0f, false, w.gpu, b.gpu, NULL);
     check_bits(g, &w, "plain sgd");
     for (int step = 1; step <= 3; step++) {
-        cpu_be->adam_step(cpu_be, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f, step, w.cpu, b.cpu,
-                          buf.cpu, v.cpu);
+        cpu_be->adam_step(cpu_be, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f, step, w.cpu, b.cpu, buf.cpu,
+                          v.cpu);
         g->adam_step(g, n, 1e-3f, 0.9f, 0.999f, 1e-8f, 1e-2f, step, w.gpu, b.gpu, buf.gpu, v.gpu);
     }
     check_bits(g, &w, "adam, weight decay: weights after 3 steps");
@@ -402,8 +401,10 @@ static void test_elementwise(backend_t *g)
     int32_t *hl = malloc(rows * sizeof(int32_t));
     for (int r = 0; r < rows; r++)
         hl[r] = (int32_t)(r * 7 % classes);
-    twin z = twin_make(g, hz, (size_t)rows * classes), dz = twin_make(g, NULL, (size_t)rows * classes);
-    int32_t *cl = cpu_be->alloc(cpu_be, rows * sizeof(int32_t)), *gl = g->alloc(g, rows * sizeof(int32_t));
+    twin z = twin_make(g, hz, (size_t)rows * classes),
+         dz = twin_make(g, NULL, (size_t)rows * classes);
+    int32_t *cl = cpu_be->alloc(cpu_be, rows * sizeof(int32_t)),
+            *gl = g->alloc(g, rows * sizeof(int32_t));
     cpu_be->upload(cpu_be, cl, hl, rows * sizeof(int32_t));
     g->upload(g, gl, hl, rows * sizeof(int32_t));
     double closs, gloss;

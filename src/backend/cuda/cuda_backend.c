@@ -35,8 +35,7 @@ static void no_device_reason(cudaError_t rc, char *reason, size_t reason_len)
     if (driver == NULL && rc == cudaErrorInsufficientDriver)
         snprintf(reason, reason_len, "CUDA: no NVIDIA driver (libcuda.so.1 not found)");
     else
-        snprintf(reason, reason_len, "CUDA: %s (%s)", cudaGetErrorString(rc),
-                 cudaGetErrorName(rc));
+        snprintf(reason, reason_len, "CUDA: %s (%s)", cudaGetErrorString(rc), cudaGetErrorName(rc));
     if (driver != NULL)
         dlclose(driver);
 }
@@ -68,8 +67,10 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "cuda:%d: no usable GPU: %s", device, why);
     }
     if (device < 0 || device >= n)
-        return err_set(err, TT_ERR_USAGE, "cuda:%d: no such device: this machine has %d GPU(s) "
-                       "(cudaErrorInvalidDevice)", device, n);
+        return err_set(err, TT_ERR_USAGE,
+                       "cuda:%d: no such device: this machine has %d GPU(s) "
+                       "(cudaErrorInvalidDevice)",
+                       device, n);
     struct cudaDeviceProp p;
     if (cuda_check_err(cudaGetDeviceProperties(&p, device), device, "cudaGetDeviceProperties",
                        TT_ERR_USAGE, err) != 0)
@@ -213,7 +214,8 @@ static int gemm(cuda_impl *c, cublasOperation_t ta, cublasOperation_t tb, int m,
                 const char *what)
 {
     const float one = 1.0f, zero = 0.0f;
-    return cublas_ok(c, cu.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, CUDA_R_32F, lda, b,
+    return cublas_ok(c,
+                     cu.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, CUDA_R_32F, lda, b,
                                      CUDA_R_32F, ldb, &zero, y, CUDA_R_32F, ldc, compute_type(c),
                                      CUBLAS_GEMM_DEFAULT),
                      what);
@@ -291,8 +293,7 @@ static void cuda_maxpool_backward(backend_t *be, const window_desc *d, const flo
 static void cuda_avgpool_forward(backend_t *be, const window_desc *d, const float *x, float *y)
 {
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_avgpool_forward(cuda_of(be)->stream, *d, x, y),
-                "avgpool kernel");
+        cuda_ok(cuda_of(be), tt_k_avgpool_forward(cuda_of(be)->stream, *d, x, y), "avgpool kernel");
 }
 
 static void cuda_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, float *dx)
@@ -359,8 +360,9 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
         return false;
     if (cuda_ok(c, tt_k_not_finite(c->stream, count, x, &c->xent_dev->not_finite),
                 "finite check kernel") != 0 ||
-        cuda_ok(c, cudaMemcpyAsync(&c->xent_host->not_finite, &c->xent_dev->not_finite,
-                                   sizeof(int), cudaMemcpyDeviceToHost, c->stream),
+        cuda_ok(c,
+                cudaMemcpyAsync(&c->xent_host->not_finite, &c->xent_dev->not_finite, sizeof(int),
+                                cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (finite check)") != 0 ||
         cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (finite check)") != 0)
         return false;
@@ -370,19 +372,18 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
 /* The loss is read by the host every step: the one wait of a training step
  * (backward is queued right after it). */
 static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                              const int32_t *labels, float *dlogits, double *loss_sum,
-                              int *correct)
+                              const int32_t *labels, float *dlogits, double *loss_sum, int *correct)
 {
     cuda_impl *c = cuda_of(be);
     *loss_sum = 0.0;
     *correct = 0;
     if (n <= 0 || !cuda_begin(be))
         return;
-    if (cuda_ok(c, tt_k_softmax_xent(c->stream, n, classes, logits, labels, dlogits,
-                                     c->xent_dev),
+    if (cuda_ok(c, tt_k_softmax_xent(c->stream, n, classes, logits, labels, dlogits, c->xent_dev),
                 "softmax cross-entropy kernel") != 0 ||
-        cuda_ok(c, cudaMemcpyAsync(c->xent_host, c->xent_dev, sizeof(tt_xent_result),
-                                   cudaMemcpyDeviceToHost, c->stream),
+        cuda_ok(c,
+                cudaMemcpyAsync(c->xent_host, c->xent_dev, sizeof(tt_xent_result),
+                                cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (loss)") != 0 ||
         cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (loss)") != 0)
         return;
@@ -391,12 +392,12 @@ static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *lo
 }
 
 static void cuda_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
-                          float weight_decay, bool first_step, float *w, const float *g,
-                          float *buf)
+                          float weight_decay, bool first_step, float *w, const float *g, float *buf)
 {
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_sgd(cuda_of(be)->stream, count, lr, momentum, nesterov,
-                                      weight_decay, first_step, w, g, buf),
+        cuda_ok(cuda_of(be),
+                tt_k_sgd(cuda_of(be)->stream, count, lr, momentum, nesterov, weight_decay,
+                         first_step, w, g, buf),
                 "sgd kernel");
 }
 
@@ -457,9 +458,10 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
     if (backend_cuda_device_info(d, &info, err) != 0)
         return -1;
     if (info.major * 10 + info.minor < 80)
-        return err_set(err, TT_ERR_USAGE, "cuda:%d (%s): compute capability %d.%d is below "
-                       "8.0, the lowest towertrain supports (this build: %s)", d, info.name,
-                       info.major, info.minor, TT_CUDA_ARCHS);
+        return err_set(err, TT_ERR_USAGE,
+                       "cuda:%d (%s): compute capability %d.%d is below "
+                       "8.0, the lowest towertrain supports (this build: %s)",
+                       d, info.name, info.major, info.minor, TT_CUDA_ARCHS);
     if (cuda_check_err(cudaSetDevice(d), d, "cudaSetDevice", TT_ERR_USAGE, err) != 0 ||
         cuda_check_err(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking), d,
                        "cudaStreamCreate", TT_ERR_USAGE, err) != 0)
@@ -469,7 +471,8 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
     c->algos = algo_cache_create();
     if (c->pool == NULL || c->algos == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of host memory");
-    if (cublas_check_err(cu.cublasCreate_v2(&c->cublas), d, "cublasCreate", TT_ERR_USAGE, err) != 0 ||
+    if (cublas_check_err(cu.cublasCreate_v2(&c->cublas), d, "cublasCreate", TT_ERR_USAGE, err) !=
+            0 ||
         cublas_check_err(cu.cublasSetStream_v2(c->cublas, c->stream), d, "cublasSetStream",
                          TT_ERR_RUNTIME, err) != 0)
         return -1;
@@ -483,16 +486,16 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
     if (cublas_check_err(cu.cublasSetWorkspace_v2(c->cublas, c->cublas_ws, ws), d,
                          "cublasSetWorkspace", TT_ERR_RUNTIME, err) != 0 ||
         cudnn_check_err(cu.cudnnCreate(&c->cudnn), d, "cudnnCreate", TT_ERR_USAGE, err) != 0 ||
-        cudnn_check_err(cu.cudnnSetStream(c->cudnn, c->stream), d, "cudnnSetStream",
-                        TT_ERR_RUNTIME, err) != 0 ||
-        cudnn_check_err(cu.cudnnCreateTensorDescriptor(&c->x_desc), d, "cudnnCreateTensorDescriptor",
-                        TT_ERR_RUNTIME, err) != 0 ||
-        cudnn_check_err(cu.cudnnCreateTensorDescriptor(&c->y_desc), d, "cudnnCreateTensorDescriptor",
-                        TT_ERR_RUNTIME, err) != 0 ||
+        cudnn_check_err(cu.cudnnSetStream(c->cudnn, c->stream), d, "cudnnSetStream", TT_ERR_RUNTIME,
+                        err) != 0 ||
+        cudnn_check_err(cu.cudnnCreateTensorDescriptor(&c->x_desc), d,
+                        "cudnnCreateTensorDescriptor", TT_ERR_RUNTIME, err) != 0 ||
+        cudnn_check_err(cu.cudnnCreateTensorDescriptor(&c->y_desc), d,
+                        "cudnnCreateTensorDescriptor", TT_ERR_RUNTIME, err) != 0 ||
         cudnn_check_err(cu.cudnnCreateTensorDescriptor(&c->bn_desc), d,
                         "cudnnCreateTensorDescriptor", TT_ERR_RUNTIME, err) != 0 ||
-        cudnn_check_err(cu.cudnnCreateFilterDescriptor(&c->w_desc), d, "cudnnCreateFilterDescriptor",
-                        TT_ERR_RUNTIME, err) != 0 ||
+        cudnn_check_err(cu.cudnnCreateFilterDescriptor(&c->w_desc), d,
+                        "cudnnCreateFilterDescriptor", TT_ERR_RUNTIME, err) != 0 ||
         cudnn_check_err(cu.cudnnCreateConvolutionDescriptor(&c->conv_desc), d,
                         "cudnnCreateConvolutionDescriptor", TT_ERR_RUNTIME, err) != 0)
         return -1;
@@ -570,8 +573,8 @@ bool backend_is_cuda(const backend_t *be)
 
 int backend_cuda_bind(backend_t *be, tt_err *err)
 {
-    return cuda_check_err(cudaSetDevice(cuda_of(be)->device), cuda_of(be)->device,
-                          "cudaSetDevice", TT_ERR_RUNTIME, err);
+    return cuda_check_err(cudaSetDevice(cuda_of(be)->device), cuda_of(be)->device, "cudaSetDevice",
+                          TT_ERR_RUNTIME, err);
 }
 
 void *backend_cuda_stream(backend_t *be)

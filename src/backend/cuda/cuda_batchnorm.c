@@ -46,20 +46,19 @@ static double recall_eps(const cuda_impl *c, const float *save_mean)
 static int set_bn_descs(cuda_impl *c, int n, int ch, int hw)
 {
     /* [n, c, hw, 1]: spatial normalisation needs only the plane's size */
-    return cudnn_ok(c, cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  n, ch, hw, 1),
-                    "cudnnSetTensor4dDescriptor (batchnorm x)") ||
-           cudnn_ok(c, cu.cudnnSetTensor4dDescriptor(c->bn_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  1, ch, 1, 1),
-                    "cudnnSetTensor4dDescriptor (batchnorm parameters)")
-               ? -1
-               : 0;
+    cudnnStatus_t rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW,
+                                                     CUDNN_DATA_FLOAT, n, ch, hw, 1);
+    if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (batchnorm x)") != 0)
+        return -1;
+    rc = cu.cudnnSetTensor4dDescriptor(c->bn_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, ch, 1,
+                                       1);
+    return cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (batchnorm parameters)");
 }
 
-void cuda_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x,
-                            const float *gamma, const float *beta, float *running_mean,
-                            float *running_var, float momentum, float eps, bool training,
-                            bool relu, float *y, float *save_mean, float *save_invstd)
+void cuda_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x, const float *gamma,
+                            const float *beta, float *running_mean, float *running_var,
+                            float momentum, float eps, bool training, bool relu, float *y,
+                            float *save_mean, float *save_invstd)
 {
     cuda_impl *bn = cuda_of(be);
     if (n <= 0 || !cuda_begin(be) || set_bn_descs(bn, n, c, hw) != 0)
@@ -86,9 +85,9 @@ void cuda_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x,
 }
 
 void cuda_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *save_mean,
-                             const float *save_invstd, const float *y, bool relu, float *dy,
-                             float *dx, float *dgamma, float *dbeta)
+                             const float *gamma, const float *save_mean, const float *save_invstd,
+                             const float *y, bool relu, float *dy, float *dx, float *dgamma,
+                             float *dbeta)
 {
     cuda_impl *bn = cuda_of(be);
     if (n <= 0 || !cuda_begin(be))
@@ -98,25 +97,28 @@ void cuda_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x
         return;
     if (dx == NULL || dgamma == NULL || dbeta == NULL) {
         if (dx == NULL) {
-            cuda_ok(bn, tt_k_bn_param_grads(bn->stream, n, c, hw, x, dy, save_mean, save_invstd,
-                                            dgamma, dbeta),
+            cuda_ok(bn,
+                    tt_k_bn_param_grads(bn->stream, n, c, hw, x, dy, save_mean, save_invstd, dgamma,
+                                        dbeta),
                     "batchnorm parameter gradient kernel");
             return;
         }
         /* dx without the parameter gradients never happens (they are
          * trainable); cuDNN would need somewhere to write them */
         bn->failed = true;
-        err_set(&bn->err, TT_ERR_RUNTIME, "cuda:%d: batchnorm backward without dgamma/dbeta is "
-                "not supported", bn->device);
+        err_set(&bn->err, TT_ERR_RUNTIME,
+                "cuda:%d: batchnorm backward without dgamma/dbeta is "
+                "not supported",
+                bn->device);
         return;
     }
     if (set_bn_descs(bn, n, c, hw) != 0)
         return;
     const float one = 1.0f, zero = 0.0f;
-    cudnn_ok(bn, cu.cudnnBatchNormalizationBackward(bn->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
-                                                 &one, &zero, bn->x_desc, x, bn->x_desc, dy,
-                                                 bn->x_desc, dx, bn->bn_desc, gamma, dgamma,
-                                                 dbeta, recall_eps(bn, save_mean), save_mean,
-                                                 save_invstd),
+    cudnn_ok(bn,
+             cu.cudnnBatchNormalizationBackward(bn->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero,
+                                                &one, &zero, bn->x_desc, x, bn->x_desc, dy,
+                                                bn->x_desc, dx, bn->bn_desc, gamma, dgamma, dbeta,
+                                                recall_eps(bn, save_mean), save_mean, save_invstd),
              "cudnnBatchNormalizationBackward");
 }

@@ -34,85 +34,91 @@ typedef struct {
 
 static const char *pass_name(conv_pass p)
 {
-    return p == CONV_PASS_FORWARD ? "forward" : p == CONV_PASS_BACKWARD_DATA ? "backward data"
-                                                                             : "backward filter";
+    return p == CONV_PASS_FORWARD         ? "forward"
+           : p == CONV_PASS_BACKWARD_DATA ? "backward data"
+                                          : "backward filter";
 }
 
 static int set_descs(cuda_impl *c, const window_desc *d, int math_type)
 {
-    return cudnn_ok(c, cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  d->n, d->c, d->h, d->w),
-                    "cudnnSetTensor4dDescriptor (x)") ||
-           cudnn_ok(c, cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT,
-                                                  d->n, d->f, d->oh, d->ow),
-                    "cudnnSetTensor4dDescriptor (y)") ||
-           cudnn_ok(c, cu.cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
-                                                  d->f, d->c, d->k, d->k),
-                    "cudnnSetFilter4dDescriptor") ||
-           cudnn_ok(c, cu.cudnnSetConvolution2dDescriptor(c->conv_desc, d->pad, d->pad, d->stride,
-                                                       d->stride, 1, 1, CUDNN_CROSS_CORRELATION,
-                                                       CUDNN_DATA_FLOAT),
-                    "cudnnSetConvolution2dDescriptor") ||
-           cudnn_ok(c, cu.cudnnSetConvolutionMathType(c->conv_desc, (cudnnMathType_t)math_type),
-                    "cudnnSetConvolutionMathType")
-               ? -1
-               : 0;
+    cudnnStatus_t rc;
+    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c,
+                                       d->h, d->w);
+    if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (x)") != 0)
+        return -1;
+    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->f,
+                                       d->oh, d->ow);
+    if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (y)") != 0)
+        return -1;
+    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->f, d->c,
+                                       d->k, d->k);
+    if (cudnn_ok(c, rc, "cudnnSetFilter4dDescriptor") != 0)
+        return -1;
+    rc = cu.cudnnSetConvolution2dDescriptor(c->conv_desc, d->pad, d->pad, d->stride, d->stride, 1,
+                                            1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    if (cudnn_ok(c, rc, "cudnnSetConvolution2dDescriptor") != 0)
+        return -1;
+    rc = cu.cudnnSetConvolutionMathType(c->conv_desc, (cudnnMathType_t)math_type);
+    return cudnn_ok(c, rc, "cudnnSetConvolutionMathType");
 }
 
 /* One candidate of any pass as algo_perf. */
 static algo_perf perf_of(int algo, cudnnStatus_t status, float time, size_t memory,
                          cudnnDeterminism_t det, cudnnMathType_t math)
 {
-    algo_perf p = {.algo = algo, .ok = status == CUDNN_STATUS_SUCCESS, .time_ms = time,
-                   .memory = memory, .deterministic = det == CUDNN_DETERMINISTIC,
-                   .tensor_math = math != CUDNN_FMA_MATH, .math_type = (int)math};
+    algo_perf p = {.algo = algo,
+                   .ok = status == CUDNN_STATUS_SUCCESS,
+                   .time_ms = time,
+                   .memory = memory,
+                   .deterministic = det == CUDNN_DETERMINISTIC,
+                   .tensor_math = math != CUDNN_FMA_MATH,
+                   .math_type = (int)math};
     return p;
 }
 
 /* The candidates of a pass in cuDNN's order: timed on b's buffers when b is
  * given (fastest first), else ranked by cuDNN's heuristics. */
-static int rank_candidates(cuda_impl *c, conv_pass pass, const conv_bufs *b, algo_perf *out,
-                           int *n)
+static int rank_candidates(cuda_impl *c, conv_pass pass, const conv_bufs *b, algo_perf *out, int *n)
 {
     int got = 0;
     cudnnStatus_t rc;
     if (pass == CONV_PASS_FORWARD) {
         cudnnConvolutionFwdAlgoPerf_t r[MAX_ALGOS];
-        rc = b != NULL ? cu.cudnnFindConvolutionForwardAlgorithmEx(
-                             c->cudnn, c->x_desc, b->x, c->w_desc, b->w, c->conv_desc, c->y_desc,
-                             b->y, MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
-                       : cu.cudnnGetConvolutionForwardAlgorithm_v7(c->cudnn, c->x_desc, c->w_desc,
-                                                                c->conv_desc, c->y_desc,
-                                                                MAX_ALGOS, &got, r);
+        rc = b != NULL
+                 ? cu.cudnnFindConvolutionForwardAlgorithmEx(c->cudnn, c->x_desc, b->x, c->w_desc,
+                                                             b->w, c->conv_desc, c->y_desc, b->y,
+                                                             MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
+                 : cu.cudnnGetConvolutionForwardAlgorithm_v7(
+                       c->cudnn, c->x_desc, c->w_desc, c->conv_desc, c->y_desc, MAX_ALGOS, &got, r);
         for (int i = 0; rc == CUDNN_STATUS_SUCCESS && i < got; i++)
             out[i] = perf_of(r[i].algo, r[i].status, r[i].time, r[i].memory, r[i].determinism,
                              r[i].mathType);
     } else if (pass == CONV_PASS_BACKWARD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t r[MAX_ALGOS];
-        rc = b != NULL ? cu.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                             c->cudnn, c->w_desc, b->w, c->y_desc, b->dy, c->conv_desc,
-                             c->x_desc, b->dx, MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
-                       : cu.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                             c->cudnn, c->w_desc, c->y_desc, c->conv_desc, c->x_desc, MAX_ALGOS,
-                             &got, r);
+        rc = b != NULL
+                 ? cu.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                       c->cudnn, c->w_desc, b->w, c->y_desc, b->dy, c->conv_desc, c->x_desc, b->dx,
+                       MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
+                 : cu.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                       c->cudnn, c->w_desc, c->y_desc, c->conv_desc, c->x_desc, MAX_ALGOS, &got, r);
         for (int i = 0; rc == CUDNN_STATUS_SUCCESS && i < got; i++)
             out[i] = perf_of(r[i].algo, r[i].status, r[i].time, r[i].memory, r[i].determinism,
                              r[i].mathType);
     } else {
         cudnnConvolutionBwdFilterAlgoPerf_t r[MAX_ALGOS];
-        rc = b != NULL ? cu.cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                             c->cudnn, c->x_desc, b->x, c->y_desc, b->dy, c->conv_desc,
-                             c->w_desc, b->dw, MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
-                       : cu.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                             c->cudnn, c->x_desc, c->y_desc, c->conv_desc, c->w_desc, MAX_ALGOS,
-                             &got, r);
+        rc = b != NULL
+                 ? cu.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                       c->cudnn, c->x_desc, b->x, c->y_desc, b->dy, c->conv_desc, c->w_desc, b->dw,
+                       MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
+                 : cu.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                       c->cudnn, c->x_desc, c->y_desc, c->conv_desc, c->w_desc, MAX_ALGOS, &got, r);
         for (int i = 0; rc == CUDNN_STATUS_SUCCESS && i < got; i++)
             out[i] = perf_of(r[i].algo, r[i].status, r[i].time, r[i].memory, r[i].determinism,
                              r[i].mathType);
     }
     *n = got;
-    return cudnn_ok(c, rc, b != NULL ? "cudnnFindConvolution*AlgorithmEx"
-                                     : "cudnnGetConvolution*Algorithm_v7");
+    return cudnn_ok(
+        c, rc, b != NULL ? "cudnnFindConvolution*AlgorithmEx" : "cudnnGetConvolution*Algorithm_v7");
 }
 
 /* The workspace cuDNN asks for the algorithm on the descriptors as set. */
@@ -120,18 +126,21 @@ static int query_ws(cuda_impl *c, conv_pass pass, int algo, size_t *bytes)
 {
     *bytes = 0;
     if (pass == CONV_PASS_FORWARD)
-        return cudnn_ok(c, cu.cudnnGetConvolutionForwardWorkspaceSize(
-                               c->cudnn, c->x_desc, c->w_desc, c->conv_desc, c->y_desc,
-                               (cudnnConvolutionFwdAlgo_t)algo, bytes),
+        return cudnn_ok(c,
+                        cu.cudnnGetConvolutionForwardWorkspaceSize(
+                            c->cudnn, c->x_desc, c->w_desc, c->conv_desc, c->y_desc,
+                            (cudnnConvolutionFwdAlgo_t)algo, bytes),
                         "cudnnGetConvolutionForwardWorkspaceSize");
     if (pass == CONV_PASS_BACKWARD_DATA)
-        return cudnn_ok(c, cu.cudnnGetConvolutionBackwardDataWorkspaceSize(
-                               c->cudnn, c->w_desc, c->y_desc, c->conv_desc, c->x_desc,
-                               (cudnnConvolutionBwdDataAlgo_t)algo, bytes),
+        return cudnn_ok(c,
+                        cu.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                            c->cudnn, c->w_desc, c->y_desc, c->conv_desc, c->x_desc,
+                            (cudnnConvolutionBwdDataAlgo_t)algo, bytes),
                         "cudnnGetConvolutionBackwardDataWorkspaceSize");
-    return cudnn_ok(c, cu.cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                           c->cudnn, c->x_desc, c->y_desc, c->conv_desc, c->w_desc,
-                           (cudnnConvolutionBwdFilterAlgo_t)algo, bytes),
+    return cudnn_ok(c,
+                    cu.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                        c->cudnn, c->x_desc, c->y_desc, c->conv_desc, c->w_desc,
+                        (cudnnConvolutionBwdFilterAlgo_t)algo, bytes),
                     "cudnnGetConvolutionBackwardFilterWorkspaceSize");
 }
 
@@ -151,29 +160,33 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
     int n = 0;
     if (rank_candidates(c, pass, c->opt.deterministic ? NULL : b, perf, &n) != 0)
         return NULL;
-    int i = algo_pick(perf, n, c->opt.deterministic, c->opt.tf32, ws_limit);
-    if (i < 0) {
-        c->failed = true;
-        err_set(&c->err, TT_ERR_RUNTIME, "cuda:%d: cuDNN has no %s%s algorithm for conv2d %s "
-                "of [%d, %d, %d, %d] with %d filters %dx%d, stride %d, padding %d within %zu "
-                "bytes of workspace", c->device, c->opt.deterministic ? "deterministic " : "",
-                c->opt.tf32 ? "" : "FMA (no TF32)", pass_name(pass), d->n, d->c, d->h, d->w,
-                d->f, d->k, d->k, d->stride, d->pad, ws_limit);
-        return NULL;
-    }
-    algo_choice ch = {.algo = perf[i].algo, .math_type = perf[i].math_type,
-                      .ws_bytes = perf[i].memory, .time_ms = perf[i].time_ms};
-    size_t asked;
-    if (set_descs(c, d, ch.math_type) != 0 || query_ws(c, pass, ch.algo, &asked) != 0)
-        return NULL;
-    if (asked > ch.ws_bytes)
-        ch.ws_bytes = asked;
-    if (ch.ws_bytes > ws_limit) {
-        c->failed = true;
-        err_set(&c->err, TT_ERR_RUNTIME, "cuda:%d: conv2d %s algorithm %d needs %zu bytes of "
-                "workspace, more than the %zu reserved", c->device, pass_name(pass), ch.algo,
-                ch.ws_bytes, ws_limit);
-        return NULL;
+    /* the first that qualifies, unless the workspace cuDNN then asks for
+     * the descriptors as set exceeds the limit: then the next one */
+    algo_choice ch;
+    for (;;) {
+        int i = algo_pick(perf, n, c->opt.deterministic, c->opt.tf32, ws_limit);
+        if (i < 0) {
+            c->failed = true;
+            err_set(&c->err, TT_ERR_RUNTIME,
+                    "cuda:%d: cuDNN has no %s%s algorithm for conv2d %s of [%d, %d, %d, %d] "
+                    "with %d filters %dx%d, stride %d, padding %d within %zu bytes of workspace",
+                    c->device, c->opt.deterministic ? "deterministic " : "",
+                    c->opt.tf32 ? "" : "FMA (no TF32)", pass_name(pass), d->n, d->c, d->h, d->w,
+                    d->f, d->k, d->k, d->stride, d->pad, ws_limit);
+            return NULL;
+        }
+        ch = (algo_choice){.algo = perf[i].algo,
+                           .math_type = perf[i].math_type,
+                           .ws_bytes = perf[i].memory,
+                           .time_ms = perf[i].time_ms};
+        size_t asked;
+        if (set_descs(c, d, ch.math_type) != 0 || query_ws(c, pass, ch.algo, &asked) != 0)
+            return NULL;
+        if (asked > ch.ws_bytes)
+            ch.ws_bytes = asked;
+        if (ch.ws_bytes <= ws_limit)
+            break;
+        perf[i].ok = false;
     }
     if (algo_cache_put(c->algos, &key, &ch) != 0) {
         c->failed = true;
@@ -211,8 +224,14 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
             cuda_ok(c, cudaMemsetAsync(tmp[1], 0, wsz, c->stream), "cudaMemsetAsync") == 0 &&
             cuda_ok(c, cudaMemsetAsync(tmp[2], 0, ys, c->stream), "cudaMemsetAsync") == 0) {
             /* x doubles as dx, w as dw, y as dy: a timing run's outputs are scratch */
-            bufs = (conv_bufs){.x = tmp[0], .w = tmp[1], .dy = tmp[2], .y = tmp[2],
-                               .dx = tmp[0], .dw = tmp[1], .ws = tmp[3], .ws_bytes = limit};
+            bufs = (conv_bufs){.x = tmp[0],
+                               .w = tmp[1],
+                               .dy = tmp[2],
+                               .y = tmp[2],
+                               .dx = tmp[0],
+                               .dw = tmp[1],
+                               .ws = tmp[3],
+                               .ws_bytes = limit};
             b = &bufs;
         }
         /* else not enough memory to time: cuDNN's heuristics choose (b = NULL) */
@@ -245,7 +264,8 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
     const float one = 1.0f, zero = 0.0f;
     if (ch == NULL ||
-        cudnn_ok(c, cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, x, c->w_desc, w,
+        cudnn_ok(c,
+                 cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, x, c->w_desc, w,
                                             c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
                                             ch->ws_bytes, &zero, c->y_desc, y),
                  "cudnnConvolutionForward") != 0)
@@ -264,21 +284,20 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     size_t out = (size_t)d->n * d->f * d->oh * d->ow;
     if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, out, y, dy, dy), "relu mask kernel") != 0)
         return;
-    if (db != NULL &&
-        cuda_ok(c, tt_k_channel_sum(c->stream, d->n, d->f, d->oh * d->ow, dy, db),
-                "conv bias gradient kernel") != 0)
+    if (db != NULL && cuda_ok(c, tt_k_channel_sum(c->stream, d->n, d->f, d->oh * d->ow, dy, db),
+                              "conv bias gradient kernel") != 0)
         return;
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
     const float one = 1.0f, zero = 0.0f;
     if (dw != NULL) {
         conv_bufs bufs = {.x = x, .dy = dy, .dw = dw, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
-        if (ch == NULL ||
-            cudnn_ok(c, cu.cudnnConvolutionBackwardFilter(
-                            c->cudnn, &one, c->x_desc, x, c->y_desc, dy, c->conv_desc,
-                            (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes, &zero,
-                            c->w_desc, dw),
-                     "cudnnConvolutionBackwardFilter") != 0)
+        if (ch == NULL || cudnn_ok(c,
+                                   cu.cudnnConvolutionBackwardFilter(
+                                       c->cudnn, &one, c->x_desc, x, c->y_desc, dy, c->conv_desc,
+                                       (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes,
+                                       &zero, c->w_desc, dw),
+                                   "cudnnConvolutionBackwardFilter") != 0)
             return;
     }
     if (dx != NULL) {
@@ -286,7 +305,8 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
         if (ch == NULL)
             return;
-        cudnn_ok(c, cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, w, c->y_desc, dy,
+        cudnn_ok(c,
+                 cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, w, c->y_desc, dy,
                                                  c->conv_desc,
                                                  (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
                                                  ch->ws_bytes, &zero, c->x_desc, dx),
