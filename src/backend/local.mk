@@ -28,24 +28,21 @@ libttcuda_a_SOURCES = $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu
 libttcuda_a_CFLAGS = $(AM_CFLAGS) -Werror
 libtowertrain_a_LIBADD = $(libttcuda_a_OBJECTS)
 libtowertrain_a_DEPENDENCIES = $(libttcuda_a_OBJECTS)
-check_PROGRAMS += tests/test_cuda_libs
-tests_test_cuda_libs_SOURCES = tests/test_cuda_libs.c
-TESTS += tests/test_cuda_libs
 else
 libtowertrain_a_SOURCES += %reldir%/cuda/none.c
 endif
-EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/none.c \
-	tests/test_cuda_libs.c
+EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/none.c
 
 # The GPU-independent logic of the CUDA backend, on the CPU.
 check_PROGRAMS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
-	tests/test_backend_math
+	tests/test_backend_math tests/test_cuda_libs
 tests_test_mem_pool_SOURCES = tests/test_mem_pool.c
 tests_test_algo_cache_SOURCES = tests/test_algo_cache.c
 tests_test_staging_ring_SOURCES = tests/test_staging_ring.c
 tests_test_backend_math_SOURCES = tests/test_backend_math.c
+tests_test_cuda_libs_SOURCES = tests/test_cuda_libs.c
 TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
-	tests/test_backend_math
+	tests/test_backend_math tests/test_cuda_libs
 
 # The CPU backend's own operations and thread pool against float64 references.
 check_PROGRAMS += tests/test_cpu_ops

@@ -65,20 +65,26 @@ backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err)
     return be;
 }
 
-void gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
+bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
 {
     backend_t *be = tr->backends[t];
     if (be == NULL || !backend_is_cuda(be))
-        return;
+        return false;
     tt_err dev_err = {0};
     const char *oom = backend_cuda_alloc_error(be);
     if (oom[0] != '\0') {
+        if (strstr(err->msg, oom) != NULL)
+            return true; /* said already */
         err_clear(err);
         err_set(err, TT_ERR_USAGE, "tower %d (cuda:%d): %s", t, be->device, oom);
-    } else if (backend_cuda_check(be, &dev_err) != 0) {
+        return true;
+    }
+    if (backend_cuda_check(be, &dev_err) != 0) {
         err_clear(err);
         err_set(err, dev_err.code, "tower %d: %s", t, dev_err.msg);
+        return true;
     }
+    return false;
 }
 
 /* Each tower's thread works on its device from now on. */

@@ -31,8 +31,9 @@ backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err);
 
 /* Rewrites a failure of tower_create on tower t's device as the issue's
  * "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)
- * when the pool refused an allocation; else leaves err alone. */
-void gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);
+ * when the pool refused an allocation, or names the tower's CUDA error;
+ * returns whether tower t explains the failure (else err is left alone). */
+bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);
 
 /* Once the towers and their threads exist: binds each tower's thread to its
  * device and makes its staging buffers. */

@@ -169,9 +169,14 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
         return -1;
     tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0) ||
-        tr->ops->setup(tr, err) != 0)
+    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
         return -1;
+    if (tr->ops->setup(tr, err) != 0) {
+        for (int t = 0; gpu && t < tr->n_towers; t++) /* out of device memory: which tower */
+            if (gpu_explain_setup_failure(tr, t, err))
+                break;
+        return -1;
+    }
 
     tr->steps_per_epoch = job->steps_per_epoch > 0
                               ? job->steps_per_epoch
