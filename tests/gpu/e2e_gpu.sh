@@ -8,6 +8,11 @@
 # correct at every size of the bench table (and over 2 MPI ranks), and the
 # error for a tower id that does not exist.
 . "$(dirname "$0")/../tt_lib.sh"
+# make check hides the GPUs from the CPU tests (Makefile.am); these get them back
+case ${TT_GPUS-all} in
+  all) unset CUDA_VISIBLE_DEVICES ;;
+  *) CUDA_VISIBLE_DEVICES=$TT_GPUS; export CUDA_VISIBLE_DEVICES ;;
+esac
 
 built=$("$TOWERTRAIN" --version | sed -n 's/^cuda: //p')
 if "$TOWERTRAIN" --version | grep -q 'backends: cpu cuda'; then
