@@ -360,6 +360,9 @@ static void test_elementwise(backend_t *g)
     cpu_be->scale(cpu_be, n, -1.7f, y.cpu);
     g->scale(g, n, -1.7f, y.gpu);
     check_bits(g, &y, "scale");
+    cpu_be->add_scalar(cpu_be, n, 1.0f, y.cpu);
+    g->add_scalar(g, n, 1.0f, y.gpu);
+    check_bits(g, &y, "add_scalar (batchnorm's batch count)");
     bool fin = g->all_finite(g, n, y.gpu);
     float inf = INFINITY;
     g->upload(g, y.gpu + n / 2, &inf, sizeof(float));

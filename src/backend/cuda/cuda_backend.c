@@ -352,6 +352,13 @@ static void cuda_scale(backend_t *be, size_t count, float alpha, float *x)
         cuda_ok(cuda_of(be), tt_k_scale(cuda_of(be)->stream, count, alpha, x), "scale kernel");
 }
 
+static void cuda_add_scalar(backend_t *be, size_t count, float alpha, float *x)
+{
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be), tt_k_add_scalar(cuda_of(be)->stream, count, alpha, x),
+                "add scalar kernel");
+}
+
 /* loss scaling's check of the gradients: a flag on the device, read back */
 static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
 {
@@ -558,6 +565,7 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
     be->axpy = cuda_axpy;
     be->add = cuda_add;
     be->scale = cuda_scale;
+    be->add_scalar = cuda_add_scalar;
     be->all_finite = cuda_all_finite;
     be->softmax_xent = cuda_softmax_xent;
     be->sgd_step = cuda_sgd_step;

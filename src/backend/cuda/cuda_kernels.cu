@@ -71,6 +71,11 @@ __global__ void k_scale(size_t n, float alpha, float *x)
     FOR_EACH(i, n) x[i] *= alpha;
 }
 
+__global__ void k_add_scalar(size_t n, float alpha, float *x)
+{
+    FOR_EACH(i, n) x[i] += alpha;
+}
+
 /* threads that find one all write 1: the same value, no order needed */
 __global__ void k_not_finite(size_t n, const float *x, int *flag)
 {
@@ -321,6 +326,14 @@ cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x)
     if (n == 0)
         return cudaSuccess;
     k_scale<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_add_scalar<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
     return cudaGetLastError();
 }
 

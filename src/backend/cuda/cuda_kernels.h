@@ -29,6 +29,7 @@ cudaError_t tt_k_axpy(cudaStream_t s, size_t n, float alpha, const float *x, flo
 cudaError_t tt_k_add(cudaStream_t s, size_t n, const float *a, const float *b, bool relu,
                      float *y);
 cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x);
+cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x);
 /* *flag = 1 when some x[i] is an Inf or a NaN (flag zeroed first). */
 cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag);
 cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,
