@@ -309,7 +309,10 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     tower_step(tw, n, true, true, seed);
     if (tr->gpu != NULL)
         gpu_tower_consumed(tr, t);
-    if (tw->loss_scale != 1.0f) /* a power of two: exact both ways */
+    /* a power of two: exact both ways. GPU towers that hand packs to NCCL
+     * during backward unscale each pack before it goes (sync_replicated.c):
+     * the whole block here would race with the all-reduce. */
+    if (tw->loss_scale != 1.0f && (tr->gpu == NULL || tw->grad_ready == NULL))
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
 }
