@@ -59,6 +59,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
         return NULL;
     }
     be->name = "cpu";
+    be->precision = "fp32";
     be->device = device;
     be->threads = threads;
     be->impl = impl;
