@@ -25,6 +25,7 @@
 #include "bench/bench.h"
 #include "comm/dist.h"
 #include "config/job.h"
+#include "dataflow/image_decode.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"
@@ -411,8 +412,8 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("towertrain %s (backends: %s%s)\n", PACKAGE_VERSION, backend_list_built(),
-               dist_built() ? " mpi" : "");
+        printf("towertrain %s (backends: %s%s; images: %s)\n", PACKAGE_VERSION,
+               backend_list_built(), dist_built() ? " mpi" : "", image_formats_built());
         return 0;
     }
     if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)

@@ -157,16 +157,14 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->local_batch = job->dataflow.batch_size * tr->n_towers;
     tr->global_batch = tr->local_batch * tr->n_ranks;
 
-    if (dataset_open(&job->dataflow.source, job->dataflow.limit, &tr->train_set, err) != 0)
+    if (dataset_open(&job->dataflow.source, job->dataflow.limit, job->model.classes,
+                     &tr->train_set, err) != 0)
         return -1;
     /* rank r reads slices r*towers .. of every global batch (SPEC 3) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
                         tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
                         &tr->train_flow, err) != 0)
         return -1;
-    if (dataset_classes(tr->train_set) > job->model.classes)
-        return err_set(err, TT_ERR_USAGE, "the data has %d classes but the model has "
-                       "classes = %d", dataset_classes(tr->train_set), job->model.classes);
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
     if (trainer_create_towers(tr, err) != 0)
@@ -398,6 +396,8 @@ int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accura
             sums[2] += n;
         }
     }
+    if (dataflow_error(df, err) != 0)
+        return -1;
     dist_sum_doubles(sums, 3);
     if (sums[2] == 0)
         return err_set(err, TT_ERR_USAGE, "inference dataflow is empty");
@@ -484,7 +484,9 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             return TT_STOPPED_BY_SIGNAL;
         const batch_t *b = dataflow_next(tr->train_flow);
         if (b == NULL)
-            return err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+            return dataflow_error(tr->train_flow, err) != 0
+                       ? -1
+                       : err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
         if (tr->ops->run_step(tr, b, err) != 0)
             return -1;
         if (!isfinite(tr->step_loss))
