@@ -21,7 +21,7 @@ static int check_labels(const struct dataset *ds, const source_cfg *src, int cla
         return 0;
     }
     for (size_t i = 0; i < ds->n; i++) {
-        int32_t y = ds->labels[i];
+        int32_t y = ds->type == SOURCE_NPY ? npy_label(ds, i) : ds->labels[i];
         if (y >= 0 && y < classes)
             continue;
         const char *why = y < 0 ? "<" : ">=";

@@ -17,7 +17,7 @@ struct dataset {
     bool uniform;      /* every sample has `shape` */
     size_t max_floats; /* the largest sample */
     uint8_t *pixels;   /* [n, C, H, W] bytes (idx, cifar10); NULL otherwise */
-    int32_t *labels;   /* [n]; NULL for fake (made with each sample) */
+    int32_t *labels;   /* [n]; NULL for fake (made with each sample) and npy (mapped) */
     int classes;       /* fake: its labels are below this */
     /* cifar10: the files' first samples, for messages naming the file */
     char **files;
@@ -39,6 +39,7 @@ int fake_open(const source_cfg *src, struct dataset *ds, tt_err *err);
 int fake_sample(const struct dataset *ds, size_t i, float *x);
 int npy_open(const source_cfg *src, struct dataset *ds, tt_err *err);
 int npy_sample(const struct dataset *ds, size_t i, float *x);
+int npy_label(const struct dataset *ds, size_t i);
 void npy_close(struct npy_source *npy);
 int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err);
 /* Decodes image i into x; returns its label or -1 (err names the file). */

@@ -9,6 +9,6 @@ TESTS += tests/test_dataflow
 check_PROGRAMS += tests/tt_samples tests/tt_augment
 tests_tt_samples_SOURCES = tests/tt_samples.c
 tests_tt_augment_SOURCES = tests/tt_augment.c
-TESTS += tests/e2e_augment.sh tests/e2e_image_folder.sh
-EXTRA_DIST += tests/e2e_augment.sh tests/augment_check.py tests/e2e_image_folder.sh \
+TESTS += tests/e2e_augment.sh tests/e2e_image_folder.sh tests/e2e_npy.sh
+EXTRA_DIST += tests/e2e_npy.sh tests/e2e_augment.sh tests/augment_check.py tests/e2e_image_folder.sh \
 	tests/image_folder_check.py

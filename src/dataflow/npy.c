@@ -7,8 +7,8 @@
  * padded with spaces and a newline - and then the raw data in C order.
  * Images are uint8 (scaled to [0, 1]) or float32 (taken as is), shaped
  * [N, H, W], [N, C, H, W] or, with layout = "nhwc", [N, H, W, C]; labels are
- * integers of any width, shaped [N]. The images stay mapped, so a dataset
- * larger than memory works; the labels are copied (N int32). Every header that
+ * integers of any width, shaped [N]. Both stay mapped, so a dataset larger
+ * than memory works. Every header that
  * does not say exactly that is refused with one line naming the file.
  */
 #include <errno.h>
@@ -40,8 +40,8 @@ typedef struct {
 } npy_map;
 
 struct npy_source {
-    npy_map images;
-    npy_header head;
+    npy_map images, labels;
+    npy_header head, label_head;
     const uint8_t *data; /* images.map + head.data_offset */
     bool nhwc;
     int c, h, w;
@@ -308,38 +308,35 @@ static int64_t read_int(const uint8_t *p, const npy_header *h)
     return (int64_t)v;
 }
 
-static int read_labels(const char *path, size_t n, struct dataset *ds, tt_err *err)
+static int map_labels(const char *path, size_t n, struct npy_source *s, tt_err *err)
 {
-    npy_map m = {0};
-    npy_header h;
-    if (map_file(path, &m, &h, err) != 0) {
-        unmap(&m);
+    npy_header *h = &s->label_head;
+    if (map_file(path, &s->labels, h, err) != 0)
         return -1;
-    }
     char shape[160];
-    shape_text(&h, shape, sizeof(shape));
-    int rc = 0;
-    if ((h.kind != 'i' && h.kind != 'u') || h.itemsize > 8 ||
-        (h.itemsize & (h.itemsize - 1)) != 0)
-        rc = err_set(err, TT_ERR_USAGE, "%s: unsupported dtype for labels (kind '%c', %d bytes; "
-                     "integers are read)", path, h.kind, h.itemsize);
-    else if (h.ndim != 1)
-        rc = err_set(err, TT_ERR_USAGE, "%s: labels must have shape (N,) (got %s)", path, shape);
-    else if (h.shape[0] != n)
-        rc = err_set(err, TT_ERR_USAGE, "%s: %llu labels but the images have N = %zu", path,
-                     (unsigned long long)h.shape[0], n);
-    else if ((ds->labels = malloc((n ? n : 1) * sizeof(int32_t))) == NULL)
-        rc = err_set(err, TT_ERR_RUNTIME, "out of memory for %zu labels", n);
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        int64_t v = read_int(m.map + h.data_offset + i * (size_t)h.itemsize, &h);
-        /* out of int32's range reads as out of the classes' range */
-        ds->labels[i] = v < 0 ? (v < INT32_MIN ? -1 : (int32_t)v)
-                              : (v > INT32_MAX ? INT32_MAX : (int32_t)v);
-        if (h.kind == 'u' && h.itemsize == 8 && (uint64_t)v > INT32_MAX)
-            ds->labels[i] = INT32_MAX;
-    }
-    unmap(&m);
-    return rc;
+    shape_text(h, shape, sizeof(shape));
+    if ((h->kind != 'i' && h->kind != 'u') || h->itemsize > 8 ||
+        (h->itemsize & (h->itemsize - 1)) != 0)
+        return err_set(err, TT_ERR_USAGE, "%s: unsupported dtype for labels (kind '%c', %d "
+                       "bytes; integers are read)", path, h->kind, h->itemsize);
+    if (h->ndim != 1)
+        return err_set(err, TT_ERR_USAGE, "%s: labels must have shape (N,) (got %s)", path, shape);
+    if (h->shape[0] != n)
+        return err_set(err, TT_ERR_USAGE, "%s: %llu labels but the images have N = %zu", path,
+                       (unsigned long long)h->shape[0], n);
+    return 0;
+}
+
+int npy_label(const struct dataset *ds, size_t i)
+{
+    const struct npy_source *s = ds->npy;
+    const npy_header *h = &s->label_head;
+    int64_t v = read_int(s->labels.map + h->data_offset + i * (size_t)h->itemsize, h);
+    /* beyond int32 reads as beyond the classes (an 8-byte unsigned above
+     * 2^63 wraps negative: still out of range) */
+    if (h->kind == 'u' && h->itemsize == 8 && v < 0)
+        return INT32_MAX;
+    return v < INT32_MIN ? -1 : v > INT32_MAX ? INT32_MAX : (int)v;
 }
 
 int npy_open(const source_cfg *src, struct dataset *ds, tt_err *err)
@@ -385,7 +382,7 @@ int npy_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     s->data = s->images.map + h->data_offset;
     ds->n = (size_t)h->shape[0];
     ds->shape = shape3_make(s->c, s->h, s->w);
-    return read_labels(src->labels, ds->n, ds, err);
+    return map_labels(src->labels, ds->n, s, err);
 }
 
 int npy_sample(const struct dataset *ds, size_t i, float *x)
@@ -413,7 +410,7 @@ int npy_sample(const struct dataset *ds, size_t i, float *x)
             memcpy(&x[k], &v, 4);
         }
     }
-    return ds->labels[i];
+    return npy_label(ds, i);
 }
 
 void npy_close(struct npy_source *s)
@@ -421,5 +418,6 @@ void npy_close(struct npy_source *s)
     if (s == NULL)
         return;
     unmap(&s->images);
+    unmap(&s->labels);
     free(s);
 }
