@@ -1,4 +1,4 @@
-/* main.c - the towertrain command: run, resume, bench, validate.
+/* main.c - the towertrain command: run, resume, bench, validate, eval, plot.
  *
  * Every error comes back here as a tt_err and is printed as one line,
  * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
@@ -26,6 +26,7 @@
 #include "comm/dist.h"
 #include "config/job.h"
 #include "dataflow/image_decode.h"
+#include "eval/eval.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"
@@ -43,6 +44,7 @@ static const char usage[] =
     "       towertrain resume LOGDIR|CHECKPOINT.safetensors [--max-epoch N] [--set KEY=VALUE]... [--quiet]\n"
     "       towertrain bench [options]\n"
     "       towertrain validate JOB.cfg [--set KEY=VALUE]...\n"
+    "       towertrain eval LOGDIR|CHECKPOINT.safetensors [--job JOB.cfg] [--set KEY=VALUE]... [--json FILE]\n"
     "       towertrain plot LOGDIR [-o FILE.svg]\n"
     "       towertrain --help | --version\n"
     "See towertrain(1) and towertrain.cfg(5).\n";
@@ -333,6 +335,87 @@ static int cmd_resume(int argc, char **argv)
     return rc;
 }
 
+/* The log directory and checkpoint a LOGDIR|CHECKPOINT argument names (resume,
+ * eval): a directory's latest checkpoint, or a file and the directory it is in. */
+static int locate_checkpoint(const char *cmd, const char *target, char *logdir, size_t ld_len,
+                             char *ckpt, size_t ck_len, tt_err *err)
+{
+    struct stat st;
+    char real[4400];
+    if (stat(target, &st) != 0)
+        return err_set(err, TT_ERR_USAGE, "%s: %s: no such log directory or checkpoint", cmd,
+                       target);
+    if (realpath(target, real) == NULL)
+        return err_set(err, TT_ERR_USAGE, "%s: %s: cannot resolve the path", cmd, target);
+    snprintf(logdir, ld_len, "%s", real);
+    if (S_ISDIR(st.st_mode))
+        return checkpoint_latest(logdir, ckpt, ck_len, err);
+    snprintf(ckpt, ck_len, "%s", real);
+    *strrchr(logdir, '/') = '\0';
+    return 0;
+}
+
+/* towertrain eval LOGDIR|CHECKPOINT [--job JOB.cfg] [--set KEY=VALUE]... [--json FILE]
+ * Reads the checkpoint, the job and the data; writes nothing but --json. */
+static int cmd_eval(int argc, char **argv)
+{
+    const char *target = NULL, *job_file = NULL, *json = NULL;
+    job_override sets[MAX_SETS];
+    int n_sets = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (strcmp(s, "--set") == 0 && i + 1 < argc && n_sets < MAX_SETS)
+            sets[n_sets++].arg = argv[++i];
+        else if (strcmp(s, "--job") == 0 && i + 1 < argc)
+            job_file = argv[++i];
+        else if (strcmp(s, "--json") == 0 && i + 1 < argc)
+            json = argv[++i];
+        else if (s[0] == '-')
+            return usage_error("eval: unknown or incomplete option '%s'", s);
+        else if (target == NULL)
+            target = s;
+        else
+            return usage_error("unexpected argument '%s'", s);
+    }
+    if (target == NULL)
+        return usage_error("%s: missing the log directory or checkpoint", "eval");
+    tt_err err = {0};
+    char logdir[4400], ckpt[4400], job_path[4500];
+    if (locate_checkpoint("eval", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
+        return fail(&err);
+    job_t job;
+    if (job_file != NULL) {
+        if (job_load(job_file, sets, n_sets, &job, &err) != 0)
+            return fail(&err);
+    } else {
+        snprintf(job_path, sizeof(job_path), "%s/job.cfg", logdir);
+        if (!path_exists(job_path)) {
+            err_set(&err, TT_ERR_USAGE, "eval: %s: no job.cfg beside the checkpoint; name the "
+                    "job with --job JOB.cfg", logdir);
+            return fail(&err);
+        }
+        if (job_load_resolved(job_path, sets, n_sets, &job, &err) != 0)
+            return fail(&err);
+    }
+    dataflow_cfg *owned = NULL;
+    const char *what = NULL;
+    const dataflow_cfg *df = eval_pick_dataflow(&job, &owned, &what, &err);
+    eval_result r = {0};
+    int rc = 0;
+    if (df == NULL || eval_run(&job, df, ckpt, &r, &err) != 0 ||
+        (json != NULL && dist_rank() == 0 && eval_write_json(&r, json, &err) != 0)) {
+        rc = fail(&err);
+    } else {
+        eval_print(&r, what, stdout);
+        if (fflush(stdout) != 0)
+            rc = 1;
+    }
+    eval_result_free(&r);
+    eval_dataflow_free(owned);
+    job_free(&job);
+    return rc;
+}
+
 /* towertrain plot LOGDIR [-o FILE.svg] */
 static int cmd_plot(int argc, char **argv)
 {
@@ -373,8 +456,8 @@ static int cmd_bench(int argc, char **argv)
     return wrong == 0 ? 0 : 1;
 }
 
-/* run, resume and bench: the commands that may span MPI ranks. Ranks other
- * than 0 print only their errors. */
+/* run, resume, bench and eval: the commands that may span MPI ranks. Ranks
+ * other than 0 print only their errors. */
 static int distributed(const char *cmd, int argc, char **argv)
 {
     tt_err err = {0};
@@ -386,6 +469,8 @@ static int distributed(const char *cmd, int argc, char **argv)
         return cmd_run(argc, argv);
     if (strcmp(cmd, "resume") == 0)
         return cmd_resume(argc, argv);
+    if (strcmp(cmd, "eval") == 0)
+        return cmd_eval(argc, argv);
     return cmd_bench(argc, argv);
 }
 
@@ -416,7 +501,8 @@ int main(int argc, char **argv)
                backend_list_built(), dist_built() ? " mpi" : "", image_formats_built());
         return 0;
     }
-    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0 ||
+        strcmp(cmd, "eval") == 0)
         return finish(distributed(cmd, argc - 2, argv + 2));
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(argc - 2, argv + 2);

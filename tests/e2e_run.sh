@@ -45,6 +45,12 @@ PYEOF
   grep -q "validation_accuracy" "$T/lenet/log.log" && grep -q "conv0" "$T/lenet/log.log"
   ok $? "log.log holds the model table and the printed scalars"
   ls "$T"/lenet/events.out.tfevents.* >/dev/null 2>&1; ok $? "an events file is written"
+  # towertrain eval on the main job's checkpoint: the last validation_accuracy, to the last digit
+  "$TOWERTRAIN" eval "$T/lenet" > "$T/eval.out" 2>&1
+  want=$($PY -c 'import re,sys; print(re.findall(r"\"validation_accuracy\":\s*([0-9.e+-]+)", open(sys.argv[1]).read())[-1])' "$T/lenet/stats.json")
+  got=$(sed -n 's/^accuracy  *\([^ ]*\).*/\1/p' "$T/eval.out")
+  [ -n "$got" ] && [ "$got" = "$want" ]
+  ok $? "towertrain eval of its checkpoint prints accuracy $got: the run's last validation_accuracy $want"
   "$TOWERTRAIN" validate "$T/lenet/job.cfg" > "$T/job2.cfg" 2>"$T/err" &&
     cmp -s "$T/lenet/job.cfg" "$T/job2.cfg"
   ok $? "job.cfg is a valid job that validates to itself"

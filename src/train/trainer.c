@@ -186,6 +186,22 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     return trainer_create_plugins(tr, err);
 }
 
+int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *err)
+{
+    memset(tr, 0, sizeof(*tr));
+    tr->job = job;
+    if (trainer_check_device(job, err) != 0)
+        return -1;
+    tr->ops = trainer_ops_for(job->trainer.type);
+    pthread_mutex_init(&tr->update_lock, NULL);
+    tr->n_towers = 1; /* evaluation runs on tower 0, as the inference_runner's */
+    tr->rank = dist_rank();
+    tr->n_ranks = dist_size();
+    if (model_build(&job->model, data, &tr->model, err) != 0)
+        return -1;
+    return trainer_create_towers(tr, err);
+}
+
 void trainer_free(trainer_t *tr)
 {
     for (int i = 0; i < tr->n_callbacks; i++)
@@ -375,10 +391,20 @@ static void dump_tower_statistics(trainer_t *tr)
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err)
 {
+    return trainer_evaluate_each(tr, df, NULL, NULL, loss, accuracy, err);
+}
+
+int trainer_evaluate_each(trainer_t *tr, dataflow_t *df, trainer_eval_visit visit, void *arg,
+                          double *loss, double *accuracy, tt_err *err)
+{
     tower_t *t = &tr->towers[0];
     trainer_sync_tower0(tr);
     if (dataflow_start(df, 0, err) != 0)
         return -1;
+    int classes = tr->job->model.classes;
+    float *logits = visit ? malloc((size_t)t->max_n * classes * sizeof(float)) : NULL;
+    if (visit && logits == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
     double sums[3] = {0.0, 0.0, 0.0}; /* loss, correct, samples */
     const batch_t *b;
     size_t sample = shape3_size(tr->model.input);
@@ -390,12 +416,17 @@ int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accura
         for (int off = 0; off < b->n; off += t->max_n) {
             int n = b->n - off < t->max_n ? b->n - off : t->max_n;
             tower_load_batch(t, n, b->x + (size_t)off * sample, b->y + off);
-            tower_step(t, n, false, false, 0);
+            const float *out = tower_step(t, n, false, false, 0);
+            if (visit != NULL) {
+                t->be->download(t->be, logits, out, (size_t)n * classes * sizeof(float));
+                visit(arg, logits, b->y + off, n);
+            }
             sums[0] += t->loss_sum;
             sums[1] += t->correct;
             sums[2] += n;
         }
     }
+    free(logits);
     if (dataflow_error(df, err) != 0)
         return -1;
     dist_sum_doubles(sums, 3);
