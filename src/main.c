@@ -432,13 +432,12 @@ static int cmd_plot(int argc, char **argv)
     }
     if (logdir == NULL)
         return usage_error("%s: missing the log directory", "plot");
-    char stats[4200], svg[4200];
-    snprintf(stats, sizeof(stats), "%s/stats.json", logdir);
+    char svg[4200];
     snprintf(svg, sizeof(svg), "%s", out ? out : "");
     if (out == NULL)
         snprintf(svg, sizeof(svg), "%s/stats.svg", logdir);
     tt_err err = {0};
-    if (plot_stats_svg(stats, svg, &err) != 0)
+    if (plot_logdir_svg(logdir, svg, &err) != 0)
         return fail(&err);
     printf("wrote %s\n", svg);
     return 0;
