@@ -74,6 +74,12 @@ job four "$T/four-images" "$T/four-labels"
   --set 'model.layers=( { name = "fc"; type = "dense"; units = 4; } )'
 ok $? "IDX labels 0-3 train a model of classes = 4 (an IDX file has no class count)"
 job tenth "$T/four-images" "$T/ten-labels";  expect tenth "ten-labels: sample 37: label 10 >= classes 10"
+job valid "$T/four-images" "$T/four-labels"
+cat >> "$T/valid.cfg" <<CFG
+callbacks = ( { type = "inference_runner"; dataflow = {
+  source = { type = "idx"; images = "$T/four-images"; labels = "$T/ten-labels"; }; }; } );
+CFG
+expect valid "ten-labels: sample 37: label 10 >= classes 10"
 cat > "$T/cifar.cfg" <<CFG
 dataflow = { source = { type = "cifar10"; files = [ "$T/cifar-a.bin" ]; }; batch_size = 8; };
 model = { input = [3, 32, 32]; classes = 4; layers = ( { name = "fc"; type = "dense"; units = 4; } ); };

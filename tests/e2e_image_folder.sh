@@ -129,9 +129,13 @@ ok $? "a truncated JPEG stops training: exit 2, one line naming it ($(cat "$T/er
 [ $rc = 0 ] && [ "$(grep -c "skipping $T/train/bees/00b.jpg" "$T/skip/log.log")" = 1 ]
 ok $? "skip_corrupt: trains, and log.log names the file once (rc $rc)"
 printf 'GIF89a' > "$T/train/cats/zz.png"
+printf 'BM' > "$T/train/cats/yy.bmp"
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/gif" --set dataflow.source.skip_corrupt=true >"$T/out" 2>&1; rc=$?
 [ $rc = 0 ] && grep -q "skipped 1 file(s) that do not decode (skip_corrupt); the first: $T/train/cats/zz.png: not a JPEG or PNG file" "$T/gif/log.log"
 ok $? "skip_corrupt: a file that is no image is left out at open, with a count in the log"
+grep -q "image_folder $T/train: 1 .bmp/.ppm/.pgm/.tif/.tiff/.webp file(s) are not read" "$T/gif/log.log" &&
+  grep -q "image_folder $T/train: 73 images in 3 classes (of different sizes)" "$T/gif/log.log"
+ok $? "the log counts the images and classes, and says a .bmp torchvision would read is not read"
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/gif2" >"$T/out" 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "^towertrain: $T/train/cats/zz.png: not a JPEG or PNG file" "$T/err" && [ ! -e "$T/gif2" ]
 ok $? "without skip_corrupt it is refused at open: exit 2, no logdir ($(cat "$T/err"))"
