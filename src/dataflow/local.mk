@@ -12,3 +12,8 @@ tests_tt_augment_SOURCES = tests/tt_augment.c
 TESTS += tests/e2e_augment.sh tests/e2e_image_folder.sh tests/e2e_npy.sh
 EXTRA_DIST += tests/e2e_npy.sh tests/e2e_augment.sh tests/augment_check.py tests/e2e_image_folder.sh \
 	tests/image_folder_check.py
+# bad job files of the new sources and augmentations (tests/e2e_bad_input.sh reads tests/bad/)
+EXTRA_DIST += tests/bad/image_folder_channels.cfg tests/bad/rrc_scale_reversed.cfg \
+	tests/bad/npy_layout_typo.cfg tests/bad/color_jitter_negative.cfg \
+	tests/bad/color_jitter_channels.cfg tests/bad/eval_unknown_key.cfg \
+	tests/bad/image_folder_missing_root.cfg
