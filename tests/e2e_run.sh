@@ -63,6 +63,11 @@ PYEOF
     $PY -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.01 else 1)' "${facc:-0}" "$want" 2>/dev/null
     close=$?
     ok $([ $rc = 0 ] && [ $close = 0 ]; echo $?) "LeNet on the Fashion-MNIST PNG folder: validation_accuracy $facc, the IDX job's $want within 0.01"
+    "$TOWERTRAIN" eval "$T/lenet" --set "callbacks[0].dataflow.source={ type = \"image_folder\";
+      root = \"$T/folder/test\"; channels = 1; }" > "$T/eval-png.out" 2>&1
+    got=$(sed -n 's/^accuracy  *\([^ ]*\).*/\1/p' "$T/eval-png.out")
+    [ "$got" = "$want" ] && grep -q "^    9     1000  [0-9.]*  *9-ankle-boot$" "$T/eval-png.out"
+    ok $? "eval of the IDX job's checkpoint on the test images as PNGs: accuracy $got as on the IDX file, classes named by their folders"
     rm -rf "$T/folder"
   else
     skip "LeNet on the Fashion-MNIST PNG folder" "built without libturbojpeg0-dev or libpng-dev"

@@ -43,6 +43,9 @@ shape3 dataset_sample_shape(const dataset_t *ds, size_t i);
 bool dataset_uniform(const dataset_t *ds);
 /* The most floats any sample takes. */
 size_t dataset_max_floats(const dataset_t *ds);
+/* The name of class k where the source has one (an image folder's class
+ * folder), else NULL. */
+const char *dataset_class_name(const dataset_t *ds, int k);
 
 /* A reader thread's reusable buffers (file bytes, decoded pixels, decoder
  * handles): one per prefetch worker, zero-initialised, freed with

@@ -113,6 +113,11 @@ size_t dataset_max_floats(const dataset_t *ds)
     return ds->max_floats;
 }
 
+const char *dataset_class_name(const dataset_t *ds, int k)
+{
+    return ds->type == SOURCE_IMAGE_FOLDER ? image_folder_class(ds, k) : NULL;
+}
+
 int dataset_read(const dataset_t *ds, size_t i, float *x, shape3 *shape, dataset_scratch *s,
                  tt_err *err)
 {

@@ -48,6 +48,7 @@ int image_folder_sample(const struct dataset *ds, size_t i, float *x, shape3 *sh
 shape3 image_folder_shape(const struct dataset *ds, size_t i);
 /* "ROOT/class/file.png" of image i, for messages. */
 void image_folder_path(const struct dataset *ds, size_t i, char *out, size_t len);
+const char *image_folder_class(const struct dataset *ds, int k);
 void image_folder_close(struct image_folder *f);
 
 #endif

@@ -50,6 +50,7 @@ struct image_folder {
     char *names;    /* NUL-separated strings */
     size_t names_len, names_cap;
     int n_classes;
+    size_t *class_name;   /* [n_classes]: offsets of the class folders' names */
     pthread_mutex_t lock; /* reported */
     uint8_t *reported;    /* [n] files a worker found corrupt */
 };
@@ -319,12 +320,15 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     }
     walk_stats ws = {0};
     int rc = 0;
+    if ((f->class_name = calloc((size_t)classes.n + 1, sizeof(size_t))) == NULL)
+        rc = err_set(err, TT_ERR_RUNTIME, "out of memory");
     char empty[256] = "";
     int n_empty = 0;
     for (int i = 0; rc == 0 && i < classes.n; i++) {
         if (!classes.is_dir[i])
             continue; /* files in root itself are not images of a class */
         size_t first = f->n;
+        f->class_name[f->n_classes] = add_name(f, classes.names[i]);
         rc = walk(f, classes.names[i], f->n_classes, 0, &ws, err);
         if (rc == 0 && f->n == first && n_empty++ < 3)
             snprintf(empty + strlen(empty), sizeof(empty) - strlen(empty), "%s'%s'",
@@ -403,6 +407,14 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     return 0;
 }
 
+const char *image_folder_class(const struct dataset *ds, int k)
+{
+    const struct image_folder *f = ds->folder;
+    if (k < 0 || k >= f->n_classes || f->class_name[k] == (size_t)-1)
+        return NULL;
+    return f->names + f->class_name[k];
+}
+
 shape3 image_folder_shape(const struct dataset *ds, size_t i)
 {
     const folder_entry *e = &ds->folder->entries[i];
@@ -472,6 +484,7 @@ void image_folder_close(struct image_folder *f)
     pthread_mutex_destroy(&f->lock);
     free(f->entries);
     free(f->names);
+    free(f->class_name);
     free(f->reported);
     free(f);
 }

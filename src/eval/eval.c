@@ -136,6 +136,12 @@ int eval_run(const job_t *job, const dataflow_cfg *dc, const char *checkpoint, e
         r->samples += r->confusion[i];
     }
     r->top5_accuracy = r->samples ? t.confusion[cells] / (double)r->samples : 0.0;
+    if (dataset_class_name(set, 0) != NULL && (r->class_names = calloc((size_t)r->classes,
+                                                                      sizeof(char *))) != NULL)
+        for (int k = 0; k < r->classes; k++) {
+            const char *name = dataset_class_name(set, k);
+            r->class_names[k] = strdup(name ? name : "");
+        }
     r->global_step = checkpoint_step(checkpoint);
     rc = 0;
 out:
@@ -184,14 +190,21 @@ void eval_print(const eval_result *r, const char *data_what, FILE *out)
     fprintf(out, "accuracy       %s (%lld of %lld)\n", acc, (long long)right, (long long)r->samples);
     if (r->classes >= 5)
         fprintf(out, "top-5 accuracy %s\n", top5);
-    fprintf(out, "\nclass  samples  accuracy\n");
+    fprintf(out, "\nclass  samples  accuracy%s\n", r->class_names ? "  name" : "");
     for (int c = 0; c < r->classes; c++) {
         int64_t n = class_total(r, c);
-        if (n == 0)
-            fprintf(out, "%5d  %7d  -\n", c, 0);
-        else
-            fprintf(out, "%5d  %7lld  %.4f\n", c, (long long)n,
-                    (double)r->confusion[(size_t)c * r->classes + c] / (double)n);
+        char acc_text[32] = "-";
+        if (n > 0)
+            snprintf(acc_text, sizeof(acc_text), "%.4f",
+                     (double)r->confusion[(size_t)c * r->classes + c] / (double)n);
+        fprintf(out, "%5d  %7lld  %s", c, (long long)n, acc_text);
+        if (r->class_names && r->class_names[c]) {
+            /* the folder's name; control bytes escaped, never sent to the terminal */
+            fprintf(out, "%*s", 10 - (int)strlen(acc_text), "");
+            for (const unsigned char *q = (const unsigned char *)r->class_names[c]; *q; q++)
+                fprintf(out, *q < 0x20 || *q == 0x7f ? "\\x%02x" : "%c", *q);
+        }
+        fprintf(out, "\n");
     }
     /* columns as wide as the largest count */
     int64_t most = 0;
@@ -262,6 +275,10 @@ int eval_write_json(const eval_result *r, const char *path, tt_err *err)
 
 void eval_result_free(eval_result *r)
 {
+    for (int k = 0; r->class_names && k < r->classes; k++)
+        free(r->class_names[k]);
+    free(r->class_names);
     free(r->confusion);
     r->confusion = NULL;
+    r->class_names = NULL;
 }

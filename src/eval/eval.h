@@ -23,6 +23,7 @@ typedef struct {
     double loss, accuracy;
     double top5_accuracy;    /* classes >= 5 */
     int64_t *confusion;      /* [classes][classes]: rows true class, columns predicted */
+    char **class_names;      /* [classes] an image folder's class folders, else NULL */
 } eval_result;
 
 /* Which dataflow eval reads: the job's eval.dataflow, else its first
