@@ -15,6 +15,11 @@
 #include "util/log.h"
 
 static char dir[256];
+/* loss scaling (precision fp16's, which runs on GPUs) forced on for CPU
+ * towers, so its logic is checked here; the scale it starts from */
+static float force_loss_scale;
+static float last_loss_scale;
+static int64_t last_good_steps;
 
 static void write_file(const char *name, const char *text)
 {
@@ -98,11 +103,22 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
     job_t job;
     tt_err err = {0};
     trainer_t tr;
-    if (job_load(job_path, sets, n_sets, &job, &err) != 0 || trainer_create(&tr, &job, &err) != 0 ||
-        trainer_train(&tr, &err) != 0) {
+    if (job_load(job_path, sets, n_sets, &job, &err) != 0 || trainer_create(&tr, &job, &err) != 0) {
         tt_diag("training failed: %s", err.msg);
         return NULL;
     }
+    if (force_loss_scale > 0) {
+        trainer_enable_loss_scale(&tr);
+        tr.loss_scale.scale = force_loss_scale;
+    }
+    if (trainer_train(&tr, &err) != 0) {
+        tt_diag("training failed: %s", err.msg);
+        trainer_free(&tr);
+        job_free(&job);
+        return NULL;
+    }
+    last_loss_scale = tr.loss_scale.scale;
+    last_good_steps = tr.loss_scale.good_steps;
     trainer_sync_tower0(&tr);
     *count = tr.model.n_floats;
     float *p = malloc(*count * sizeof(float));
@@ -231,6 +247,164 @@ int main(void)
           "%.3f", loss_before, loss_after);
     free(p);
     free(p1);
+
+    /* A learning-rate schedule reaches the optimizer that applies the update,
+     * whatever the trainer type: sync_replicated (every replica) and
+     * sync_parameter_server (the shared optimizer) against simple with the
+     * global batch and the same schedule; async by its effect (a rate of 0
+     * from the start leaves the initial parameters). */
+    {
+        const char *sched = "callbacks=({type=\"scheduled_hyperparam\"; step_based=true; "
+                            "schedule=((0, 0.05), (2, 0.01), (3, 0.2));})";
+        const char *zero = "callbacks=({type=\"scheduled_hyperparam\"; "
+                           "schedule=((0, 0.0));})";
+        char r[3][160];
+        snprintf(r[0], sizeof(r[0]), "dataflow.batch_size=24");
+        snprintf(r[1], sizeof(r[1]), "%s", sched);
+        size_t n_ref, n_plain;
+        float *ref = train("mlp.cfg", r, 2, 0, &n_ref, NULL);
+        float *plain = train("mlp.cfg", r, 1, 0, &n_plain, NULL);
+        tt_ok(ref && plain && rel_diff(ref, plain, n_ref) > 1e-3,
+              "schedule: simple with the schedule differs from simple without (rel diff %.2g)",
+              ref && plain ? rel_diff(ref, plain, n_ref) : 0.0);
+        const char *types[] = {"sync_replicated", "sync_parameter_server"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(r[0], sizeof(r[0]), "dataflow.batch_size=12");
+            snprintf(r[2], sizeof(r[2]), "trainer={type=\"%s\"; nr_tower=2;}", types[i]);
+            size_t n2; /* replicas: the last one; the parameter server: its copy */
+            float *p2 = train("mlp.cfg", r, 3, i == 0 ? 1 : 0, &n2, NULL);
+            double d = p2 && ref ? rel_diff(p2, ref, n2) : 1;
+            tt_ok(p2 && d < 1e-5, "schedule: %s, 2 towers, follows the schedule as simple with "
+                  "the global batch does (rel diff %.2g)", types[i], d);
+            free(p2);
+        }
+        snprintf(r[0], sizeof(r[0]), "%s", zero);
+        float *init = train("mlp.cfg", r, 1, 0, &n_ref, NULL);
+        snprintf(r[1], sizeof(r[1]), "trainer={type=\"async\"; nr_tower=2;}");
+        size_t na;
+        float *pa = train("mlp.cfg", r, 2, 0, &na, NULL);
+        float *pa_plain = train("mlp.cfg", r + 1, 1, 0, &na, NULL);
+        tt_ok(init && pa && memcmp(init, pa, na * sizeof(float)) == 0,
+              "schedule: async with a learning rate scheduled to 0 keeps the initial parameters");
+        tt_ok(init && pa_plain && memcmp(init, pa_plain, na * sizeof(float)) != 0,
+              "schedule: async without the schedule moves them");
+        free(ref);
+        free(plain);
+        free(init);
+        free(pa);
+        free(pa_plain);
+    }
+
+    /* Loss scaling, GradScaler's rule: halve and skip on Inf/NaN, double
+     * after LOSS_SCALE_GROWTH_INTERVAL clean steps, never to infinity. */
+    {
+        loss_scale ls;
+        loss_scale_init(&ls);
+        bool applied = loss_scale_update(&ls, true);
+        tt_ok(ls.scale == 65536.0f && ls.good_steps == 1 && applied,
+              "loss scale: starts at 2^16; a clean step is applied and counted");
+        applied = loss_scale_update(&ls, false);
+        tt_ok(ls.scale == 32768.0f && ls.good_steps == 0 && !applied,
+              "loss scale: an overflow skips the step, halves the scale, resets the count");
+        int64_t steps = 0;
+        while (ls.scale == 32768.0f && steps < 10 * LOSS_SCALE_GROWTH_INTERVAL) {
+            loss_scale_update(&ls, true);
+            steps++;
+        }
+        tt_ok(steps == LOSS_SCALE_GROWTH_INTERVAL && ls.scale == 65536.0f && ls.good_steps == 0,
+              "loss scale: doubles after exactly %d clean steps (took %lld)",
+              LOSS_SCALE_GROWTH_INTERVAL, (long long)steps);
+        ls.scale = 0x1p127f;
+        ls.good_steps = LOSS_SCALE_GROWTH_INTERVAL - 1;
+        loss_scale_update(&ls, true);
+        tt_ok(ls.scale == 0x1p127f && ls.good_steps == 0,
+              "loss scale: growth that would overflow keeps the old scale");
+    }
+
+    /* Loss scaling in every trainer type: scaling by a power of two and back
+     * is exact, so a run with it equals a run without, bit for bit; an
+     * overflow (TT_FAULT_GRAD) skips exactly that update in every tower. */
+    {
+        const char *cases[][2] = {
+            {"trainer={type=\"simple\";}", "dataflow.batch_size=24"},
+            {"trainer={type=\"sync_replicated\"; nr_tower=2; gradient_packing=2;}",
+             "dataflow.batch_size=12"},
+            {"trainer={type=\"sync_parameter_server\"; nr_tower=2;}", "dataflow.batch_size=12"},
+            {"trainer={type=\"async\"; nr_tower=1;}", "dataflow.batch_size=24"},
+        };
+        for (int c = 0; c < 4; c++) {
+            char ls[2][160];
+            snprintf(ls[0], sizeof(ls[0]), "%s", cases[c][0]);
+            snprintf(ls[1], sizeof(ls[1]), "%s", cases[c][1]);
+            size_t n1, n2;
+            force_loss_scale = 0;
+            float *plain = train("mlp.cfg", ls, 2, 0, &n1, NULL);
+            force_loss_scale = LOSS_SCALE_INIT;
+            float *scaled = train("mlp.cfg", ls, 2, 0, &n2, NULL);
+            tt_ok(plain && scaled && memcmp(plain, scaled, n1 * sizeof(float)) == 0 &&
+                      last_loss_scale == LOSS_SCALE_INIT && last_good_steps == 5,
+                  "loss scale: %s with scale 2^16 equals the unscaled run bitwise (5 clean "
+                  "steps counted: %lld)", cases[c][0], (long long)last_good_steps);
+            setenv("TT_FAULT_GRAD", "3", 1);
+            float *skipped = train("mlp.cfg", ls, 2, 0, &n2, NULL);
+            bool kept_finite = skipped != NULL;
+            for (size_t i = 0; kept_finite && i < n2; i++)
+                kept_finite = isfinite(skipped[i]);
+            tt_ok(kept_finite && last_loss_scale == LOSS_SCALE_INIT / 2 && last_good_steps == 2 &&
+                      memcmp(skipped, scaled, n2 * sizeof(float)) != 0,
+                  "loss scale: %s, Inf/NaN gradients at step 3: that update alone is skipped "
+                  "(scale %g, %lld clean steps after it), parameters finite", cases[c][0],
+                  (double)last_loss_scale, (long long)last_good_steps);
+            if (c == 1) { /* the replicas agreed on the skip */
+                float *other = train("mlp.cfg", ls, 2, 1, &n2, NULL);
+                tt_ok(other && skipped && memcmp(other, skipped, n2 * sizeof(float)) == 0,
+                      "loss scale: sync_replicated replicas stay identical across a skip");
+                free(other);
+            }
+            force_loss_scale = 0;
+            float *broken = train("mlp.cfg", ls, 2, 0, &n2, NULL);
+            tt_ok(broken == NULL, "loss scale: without it the same fault ends the run (NaN loss)");
+            unsetenv("TT_FAULT_GRAD");
+            free(plain);
+            free(scaled);
+            free(skipped);
+            free(broken);
+        }
+    }
+
+    /* The loss scale travels in the checkpoint: a resumed fp16 run goes on
+     * with the scale and the count of clean steps it had. */
+    {
+        char job_path[512], ckpt[600];
+        snprintf(job_path, sizeof(job_path), "%s/job.cfg", dir);
+        snprintf(ckpt, sizeof(ckpt), "%s/scale.safetensors", dir);
+        job_t job;
+        tt_err err = {0};
+        trainer_t a, b;
+        setenv("TT_FAULT_GRAD", "2", 1);
+        int rc = job_load(job_path, NULL, 0, &job, &err) || trainer_create(&a, &job, &err);
+        if (rc == 0) {
+            trainer_enable_loss_scale(&a);
+            rc = trainer_train(&a, &err) || trainer_save_checkpoint(&a, ckpt, &err);
+        }
+        unsetenv("TT_FAULT_GRAD");
+        rc = rc || trainer_create(&b, &job, &err);
+        if (rc == 0) {
+            trainer_enable_loss_scale(&b);
+            rc = trainer_restore(&b, ckpt, &err);
+        }
+        tt_ok(rc == 0 && a.loss_scale.scale == 32768.0f && a.loss_scale.good_steps == 3 &&
+                  b.loss_scale.scale == a.loss_scale.scale &&
+                  b.loss_scale.good_steps == a.loss_scale.good_steps,
+              "loss scale: resume continues with the checkpoint's scale and clean-step count "
+              "(%g, %lld) %s", (double)b.loss_scale.scale, (long long)b.loss_scale.good_steps,
+              err.msg);
+        if (rc == 0) {
+            trainer_free(&a);
+            trainer_free(&b);
+        }
+        job_free(&job);
+    }
 
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);

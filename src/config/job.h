@@ -1,7 +1,7 @@
 /* job.h - the resolved job: what a job file (SPEC 2-6, 9, 10) says, validated,
  * with every default filled in and every path absolute.
  *
- * config_load_job() reads the libconfig file, applies --set overrides, checks every
+ * job_load() reads the libconfig file, applies --set overrides, checks every
  * key (unknown keys are errors with a did-you-mean), fills in defaults and builds
  * these plain structs. The same resolved libconfig tree is what `validate` prints
  * and what `run` stores as <logdir>/job.cfg, so it is itself a valid job file.
@@ -141,6 +141,10 @@ typedef enum {
 
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU } device_kind;
 
+/* What the forward and backward passes compute in (mixed precision against
+ * fp32 master parameters, as torch.autocast); fp16 adds dynamic loss scaling. */
+typedef enum { PRECISION_FP32, PRECISION_BF16, PRECISION_FP16 } precision_kind;
+
 #define TT_MAX_TOWERS 64
 
 typedef struct {
@@ -153,6 +157,7 @@ typedef struct {
     char ps_device[8];         /* "cpu" | "gpu" */
     bool scale_gradient;
     int threads_per_tower;     /* 0 = cores / towers */
+    precision_kind precision;
 } trainer_cfg;
 
 /* ---- callbacks and monitors (SPEC 9, 10) ---- */

@@ -118,7 +118,7 @@ int eval_run(const job_t *job, const dataflow_cfg *dc, const char *checkpoint, e
         dataflow_create(dc, set, job->seed, DATAFLOW_EVAL, dc->batch_size, 0, dc->batch_size,
                         &flow, err) != 0 ||
         trainer_create_eval(&tr, job, dataflow_shape(flow), err) != 0 ||
-        checkpoint_load_params(&tr, checkpoint, err) != 0)
+        trainer_load_params(&tr, checkpoint, err) != 0)
         goto out;
     size_t cells = (size_t)r->classes * r->classes;
     t.confusion = calloc(cells + 1, sizeof(double));

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "checkpoint/checkpoint.h"
 #include "comm/dist.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -38,21 +37,6 @@ static const trainer_ops *trainer_ops_for(trainer_type t)
     return NULL;
 }
 
-static const char *trainer_type_name(trainer_type t)
-{
-    switch (t) {
-    case TRAINER_SIMPLE:
-        return "simple";
-    case TRAINER_SYNC_REPLICATED:
-        return "sync_replicated";
-    case TRAINER_SYNC_PARAMETER_SERVER:
-        return "sync_parameter_server";
-    case TRAINER_ASYNC:
-        return "async";
-    }
-    return "?";
-}
-
 /* Picks the device: "gpu" without a GPU is a usage error (SPEC 1); "auto" takes
  * the CPU while the CUDA backend cannot train yet. */
 static int trainer_check_device(const job_t *job, tt_err *err)
@@ -68,6 +52,23 @@ static int trainer_check_device(const job_t *job, tt_err *err)
                    "device(s) but cannot train yet; use device = \"cpu\"", n);
 }
 
+/* The precision the towers' backend can run, or a usage error: never a
+ * silent fp32 run. */
+static int trainer_check_precision(const job_t *job, tt_err *err)
+{
+    switch (job->trainer.precision) {
+    case PRECISION_FP32:
+        return 0;
+    case PRECISION_FP16:
+        return err_set(err, TT_ERR_USAGE, "trainer.precision = \"fp16\" runs on GPU towers only "
+                       "(this job trains on the CPU); use \"bf16\" or \"fp32\"");
+    case PRECISION_BF16:
+        break;
+    }
+    return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\": the CPU backend of this "
+                   "build computes in fp32 only; use \"fp32\"");
+}
+
 static int trainer_create_towers(trainer_t *tr, tt_err *err)
 {
     const job_t *job = tr->job;
@@ -80,8 +81,7 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
     }
     tr->backends = calloc((size_t)n, sizeof(backend_t *));
     tr->towers = calloc((size_t)n, sizeof(tower_t));
-    tr->opts = calloc((size_t)n, sizeof(optimizer_t));
-    if (!tr->backends || !tr->towers || !tr->opts)
+    if (!tr->backends || !tr->towers)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     float *host = malloc((tr->model.n_floats ? tr->model.n_floats : 1) * sizeof(float));
     if (host == NULL)
@@ -94,9 +94,7 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
         tr->backends[t] = backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
-                         err) != 0 ||
-            optimizer_create(&job->optimizer, tr->backends[t], tr->model.n_trainable,
-                             &tr->opts[t], err) != 0) {
+                         err) != 0) {
             free(host);
             return -1;
         }
@@ -144,10 +142,11 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
 {
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
-    if (trainer_check_device(job, err) != 0)
+    if (trainer_check_device(job, err) != 0 || trainer_check_precision(job, err) != 0)
         return -1;
+    if (job->trainer.precision == PRECISION_FP16)
+        trainer_enable_loss_scale(tr);
     tr->ops = trainer_ops_for(job->trainer.type);
-    pthread_mutex_init(&tr->update_lock, NULL);
     tr->n_towers = job->trainer.nr_tower;
     tr->rank = dist_rank();
     tr->n_ranks = dist_size();
@@ -169,11 +168,11 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     if (trainer_create_towers(tr, err) != 0)
         return -1;
-    /* session_init before the shared copy is taken: every tower starts there */
-    if (job->session_init[0] != '\0' && checkpoint_load_params(tr, job->session_init, err) != 0)
+    /* session_init before the type's setup: every copy starts there */
+    if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
         return -1;
     tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || (tr->ops->setup && tr->ops->setup(tr, err) != 0))
+    if (tr->team == NULL || tr->ops->setup(tr, err) != 0)
         return -1;
 
     tr->steps_per_epoch = job->steps_per_epoch > 0
@@ -192,8 +191,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     tr->job = job;
     if (trainer_check_device(job, err) != 0)
         return -1;
-    tr->ops = trainer_ops_for(job->trainer.type);
-    pthread_mutex_init(&tr->update_lock, NULL);
+    /* the towers alone, whatever the job's type: the type's setup is not
+     * run (tr->impl stays NULL), and simple has no shared copy to publish */
+    tr->ops = &trainer_simple_ops;
     tr->n_towers = 1; /* evaluation runs on tower 0, as the inference_runner's */
     tr->rank = dist_rank();
     tr->n_ranks = dist_size();
@@ -213,26 +213,14 @@ void trainer_free(trainer_t *tr)
     free(tr->callbacks);
     free(tr->monitors);
     tower_team_free(tr->team);
-    allreduce_free(tr->allreduce);
-    free(tr->cursors);
-    if (tr->shared_opt.be)
-        optimizer_free(&tr->shared_opt);
-    if (tr->backends && tr->backends[0]) {
-        tr->backends[0]->free(tr->backends[0], tr->shared_params);
-        tr->backends[0]->free(tr->backends[0], tr->shared_grads);
-    }
-    free(tr->ranges);
+    if (tr->impl != NULL)
+        tr->ops->destroy(tr);
     for (int t = 0; t < tr->n_towers; t++) {
-        if (tr->opts && tr->opts[t].be)
-            optimizer_free(&tr->opts[t]);
         if (tr->towers && tr->towers[t].be)
             tower_free(&tr->towers[t]);
         if (tr->backends && tr->backends[t])
             tr->backends[t]->destroy(tr->backends[t]);
     }
-    if (tr->ops != NULL)
-        pthread_mutex_destroy(&tr->update_lock);
-    free(tr->opts);
     free(tr->towers);
     free(tr->backends);
     if (tr->train_flow)
@@ -256,15 +244,26 @@ static double float_shortest(float f)
     return strtod(buf, NULL);
 }
 
-float trainer_get_learning_rate(const trainer_t *tr)
+float trainer_get_learning_rate(trainer_t *tr)
 {
-    return tr->opts[0].cfg.learning_rate;
+    return tr->ops->optimizer(tr, 0)->cfg.learning_rate;
 }
 
 void trainer_set_learning_rate(trainer_t *tr, float lr)
 {
-    for (int t = 0; t < tr->n_towers; t++)
-        tr->opts[t].cfg.learning_rate = lr;
+    optimizer_t *opt;
+    for (int i = 0; (opt = tr->ops->optimizer(tr, i)) != NULL; i++)
+        opt->cfg.learning_rate = lr;
+}
+
+int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimizer_t *opts,
+                              tt_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (optimizer_create(&tr->job->optimizer, backends[i], tr->model.n_trainable, &opts[i],
+                             err) != 0)
+            return -1;
+    return 0;
 }
 
 int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err *err)
@@ -291,6 +290,15 @@ int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err
     return 0;
 }
 
+/* Test hook: TT_FAULT_GRAD=<s> makes tower 0's loss gradient infinite at
+ * global step s (from 1), so that its backward gives Inf and NaN gradients,
+ * as an fp16 overflow would: loss scaling must skip exactly that update. */
+static bool fault_gradient_step(const trainer_t *tr, int t)
+{
+    const char *s = getenv("TT_FAULT_GRAD");
+    return t == 0 && s != NULL && *s != '\0' && atoll(s) == tr->global_step + 1;
+}
+
 void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
 {
     tower_t *tw = &tr->towers[t];
@@ -302,7 +310,37 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
      * K towers in one process draw */
     uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
     uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, tower);
+    float scale = tw->loss_scale;
+    if (fault_gradient_step(tr, t)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
+        tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
+    if (tw->loss_scale != 1.0f) /* a power of two: exact both ways */
+        tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
+    tw->loss_scale = scale;
+}
+
+void trainer_enable_loss_scale(trainer_t *tr)
+{
+    tr->loss_scaling = true;
+    loss_scale_init(&tr->loss_scale);
+}
+
+bool trainer_grads_finite(trainer_t *tr, backend_t *be, const float *g, size_t count)
+{
+    return !tr->loss_scaling || be->all_finite(be, count, g);
+}
+
+bool trainer_loss_scale_step(trainer_t *tr, bool grads_finite)
+{
+    if (!tr->loss_scaling)
+        return true;
+    float before = tr->loss_scale.scale;
+    if (loss_scale_update(&tr->loss_scale, grads_finite))
+        return true;
+    log_printf("global step %lld: gradients hold Inf or NaN at loss scale %g: update skipped, "
+               "loss scale now %g\n", (long long)tr->global_step + 1, (double)before,
+               (double)tr->loss_scale.scale);
+    return false;
 }
 
 void trainer_collect_step(trainer_t *tr, const batch_t *b)
@@ -325,10 +363,8 @@ void trainer_collect_step(trainer_t *tr, const batch_t *b)
 
 void trainer_sync_tower0(trainer_t *tr)
 {
-    if (tr->shared_params == NULL)
-        return;
-    tower_t *t = &tr->towers[0];
-    t->be->copy(t->be, t->params, tr->shared_params, tr->model.n_trainable * sizeof(float));
+    if (tr->ops->publish != NULL)
+        tr->ops->publish(tr);
 }
 
 void trainer_sync_batchnorm(trainer_t *tr)
@@ -494,13 +530,21 @@ static void trainer_print_table(const trainer_t *tr)
                    tr->backends[t]->threads, job->dataflow.batch_size);
     if (tr->n_ranks > 1)
         log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "
-                   "%lld steps per epoch\n", trainer_type_name(job->trainer.type), tr->n_ranks,
+                   "%lld steps per epoch\n", tr->ops->name, tr->n_ranks,
                    tr->n_towers, tr->global_batch, job->dataflow.batch_size, tr->n_towers,
                    tr->n_ranks, (long long)tr->steps_per_epoch);
     else
         log_printf("trainer %s: %d tower(s), global batch %d (%d x %d), %lld steps per epoch\n",
-                   trainer_type_name(job->trainer.type), tr->n_towers, tr->global_batch,
+                   tr->ops->name, tr->n_towers, tr->global_batch,
                    job->dataflow.batch_size, tr->n_towers, (long long)tr->steps_per_epoch);
+    /* batches are cut from the global batch (towertrain.cfg(5), DATAFLOW):
+     * another one takes other samples at every step from here on */
+    if (tr->resumed_global_batch > 0 && tr->resumed_global_batch != tr->global_batch)
+        log_printf("resume: the global batch is now %d (batch_size %d x %d tower(s) x %d "
+                   "rank(s)); the checkpoint was written with %lld: training continues, but "
+                   "no longer bit for bit as the original run would have\n", tr->global_batch,
+                   job->dataflow.batch_size, tr->n_towers, tr->n_ranks,
+                   (long long)tr->resumed_global_batch);
 }
 
 static int trainer_run_epoch(trainer_t *tr, tt_err *err)
@@ -518,6 +562,10 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             return dataflow_error(tr->train_flow, err) != 0
                        ? -1
                        : err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+        /* the step's scale, fixed for the whole step (async may change
+         * tr->loss_scale while other towers still compute) */
+        for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
+            tr->towers[t].loss_scale = tr->loss_scale.scale;
         if (tr->ops->run_step(tr, b, err) != 0)
             return -1;
         if (!isfinite(tr->step_loss))
@@ -545,6 +593,9 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
     dump_tower_statistics(tr);
     if (trainer_put_scalar(tr, "learning_rate",
                            float_shortest(trainer_get_learning_rate(tr)), err) != 0)
+        return -1;
+    if (tr->loss_scaling &&
+        trainer_put_scalar(tr, "loss_scale", (double)tr->loss_scale.scale, err) != 0)
         return -1;
     for (int i = 0; i < tr->n_callbacks; i++) {
         callback_t *cb = &tr->callbacks[i];
@@ -589,7 +640,7 @@ int trainer_train(trainer_t *tr, tt_err *err)
         char name[256];
         log_printf("\nstopped by signal %d at global step %lld: writing a checkpoint\n",
                    (int)trainer_stop_signal, (long long)tr->global_step);
-        if (checkpoint_save(tr, name, sizeof(name), err) != 0)
+        if (trainer_save_latest(tr, name, sizeof(name), err) != 0)
             rc = -1;
         else
             log_printf("saved %s\n", name);
