@@ -27,9 +27,13 @@ int main(int argc, char **argv)
     job_t job;
     tt_err err = {0};
     dataset_t *ds = NULL;
-    if (job_load(argv[1], sets, n_sets, &job, &err) != 0 ||
-        dataset_open(&job.dataflow.source, job.dataflow.limit, job.model.classes, &ds, &err) != 0) {
+    if (job_load(argv[1], sets, n_sets, &job, &err) != 0) {
         fprintf(stderr, "tt_samples: %s\n", err.msg);
+        return 2;
+    }
+    if (dataset_open(&job.dataflow.source, job.dataflow.limit, job.model.classes, &ds, &err) != 0) {
+        fprintf(stderr, "tt_samples: %s\n", err.msg);
+        job_free(&job);
         return 2;
     }
     float *x = malloc(dataset_max_floats(ds) * sizeof(float));

@@ -152,7 +152,8 @@ static int list_dir(const char *path, dir_list *l, tt_err *err)
     closedir(d);
     if (oom)
         return err_set(err, TT_ERR_RUNTIME, "out of memory listing %s", path);
-    qsort(l->names, (size_t)l->n, sizeof(char *), cmp_str);
+    if (l->n > 1)
+        qsort(l->names, (size_t)l->n, sizeof(char *), cmp_str);
     if ((l->is_dir = calloc((size_t)l->n + 1, sizeof(bool))) == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory listing %s", path);
     for (int i = 0; i < l->n; i++) {
@@ -334,7 +335,8 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
             snprintf(empty + strlen(empty), sizeof(empty) - strlen(empty), "%s'%s'",
                      n_empty > 1 ? ", " : "", classes.names[i]);
         sort_names = f->names; /* stable: f->names does not move during the sort */
-        qsort(f->entries + first, f->n - first, sizeof(folder_entry), cmp_entry);
+        if (f->n - first > 1)
+            qsort(f->entries + first, f->n - first, sizeof(folder_entry), cmp_entry);
         f->n_classes++;
     }
     dir_list_free(&classes);
