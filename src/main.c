@@ -72,11 +72,13 @@ static int usage_error(const char *fmt, const char *arg)
     return TT_ERR_USAGE;
 }
 
-/* The options of run, resume and validate; each command allows some. */
-enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4 };
+/* The options of run, resume, validate and eval; each command allows some. */
+enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4, OPT_JOB = 8, OPT_JSON = 16 };
 
 typedef struct {
-    const char *target;    /* the job file; resume: the log directory or checkpoint */
+    const char *target;    /* the job file; resume, eval: the log directory or checkpoint */
+    const char *job;       /* eval: --job JOB.cfg */
+    const char *json;      /* eval: --json FILE */
     job_override sets[MAX_SETS + 2]; /* --set, then --logdir and --max-epoch as overrides */
     int n_sets;
     bool quiet;
@@ -132,6 +134,16 @@ static int parse_args(int argc, char **argv, const char *cmd, const char *target
             if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
                 return usage_error("--max-epoch %s: must be an integer >= 1", v);
             snprintf(a->max_epoch_set, sizeof(a->max_epoch_set), "max_epoch=%ld", n);
+        } else if ((allowed & OPT_JOB) &&
+                   ((v = option_value(argc, argv, &i, "--job", &missing)) != NULL || missing)) {
+            if (v == NULL || *v == '\0')
+                return usage_error("%s: needs a job file", "--job");
+            a->job = v;
+        } else if ((allowed & OPT_JSON) &&
+                   ((v = option_value(argc, argv, &i, "--json", &missing)) != NULL || missing)) {
+            if (v == NULL || *v == '\0')
+                return usage_error("%s: needs a file name", "--json");
+            a->json = v;
         } else if ((allowed & OPT_QUIET) && strcmp(s, "--quiet") == 0) {
             a->quiet = true;
         } else if (s[0] == '-' && s[1] != '\0') {
@@ -286,6 +298,26 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* The log directory and checkpoint a LOGDIR|CHECKPOINT argument names (resume,
+ * eval): a directory's latest checkpoint, or a file and the directory it is in. */
+static int locate_checkpoint(const char *cmd, const char *target, char *logdir, size_t ld_len,
+                             char *ckpt, size_t ck_len, tt_err *err)
+{
+    struct stat st;
+    char real[4400];
+    if (stat(target, &st) != 0)
+        return err_set(err, TT_ERR_USAGE, "%s: %s: no such log directory or checkpoint", cmd,
+                       target);
+    if (realpath(target, real) == NULL)
+        return err_set(err, TT_ERR_USAGE, "%s: %s: cannot resolve the path", cmd, target);
+    snprintf(logdir, ld_len, "%s", real);
+    if (S_ISDIR(st.st_mode))
+        return checkpoint_latest(logdir, ckpt, ck_len, err);
+    snprintf(ckpt, ck_len, "%s", real);
+    *strrchr(logdir, '/') = '\0';
+    return 0;
+}
+
 /* towertrain resume LOGDIR|CHECKPOINT [--max-epoch N] [--set KEY=VALUE]... [--quiet] */
 static int cmd_resume(int argc, char **argv)
 {
@@ -299,23 +331,8 @@ static int cmd_resume(int argc, char **argv)
 
     tt_err err = {0};
     char logdir[4400], ckpt[4400], job_path[4500];
-    struct stat st;
-    if (stat(target, &st) != 0) {
-        err_set(&err, TT_ERR_USAGE, "resume: %s: no such log directory or checkpoint", target);
+    if (locate_checkpoint("resume", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
         return fail(&err);
-    }
-    if (realpath(target, ckpt) == NULL) {
-        err_set(&err, TT_ERR_USAGE, "resume: %s: cannot resolve the path", target);
-        return fail(&err);
-    }
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(logdir, sizeof(logdir), "%s", ckpt);
-        if (checkpoint_latest(logdir, ckpt, sizeof(ckpt), &err) != 0)
-            return fail(&err);
-    } else {
-        snprintf(logdir, sizeof(logdir), "%s", ckpt);
-        *strrchr(logdir, '/') = '\0';
-    }
     if (strchr(logdir, '"') || strchr(logdir, '\\')) {
         err_set(&err, TT_ERR_USAGE, "resume: %s: quotes and backslashes are not supported", logdir);
         return fail(&err);
@@ -345,57 +362,23 @@ static int cmd_resume(int argc, char **argv)
     return rc;
 }
 
-/* The log directory and checkpoint a LOGDIR|CHECKPOINT argument names (resume,
- * eval): a directory's latest checkpoint, or a file and the directory it is in. */
-static int locate_checkpoint(const char *cmd, const char *target, char *logdir, size_t ld_len,
-                             char *ckpt, size_t ck_len, tt_err *err)
-{
-    struct stat st;
-    char real[4400];
-    if (stat(target, &st) != 0)
-        return err_set(err, TT_ERR_USAGE, "%s: %s: no such log directory or checkpoint", cmd,
-                       target);
-    if (realpath(target, real) == NULL)
-        return err_set(err, TT_ERR_USAGE, "%s: %s: cannot resolve the path", cmd, target);
-    snprintf(logdir, ld_len, "%s", real);
-    if (S_ISDIR(st.st_mode))
-        return checkpoint_latest(logdir, ckpt, ck_len, err);
-    snprintf(ckpt, ck_len, "%s", real);
-    *strrchr(logdir, '/') = '\0';
-    return 0;
-}
-
 /* towertrain eval LOGDIR|CHECKPOINT [--job JOB.cfg] [--set KEY=VALUE]... [--json FILE]
  * Reads the checkpoint, the job and the data; writes nothing but --json. */
 static int cmd_eval(int argc, char **argv)
 {
-    const char *target = NULL, *job_file = NULL, *json = NULL;
-    job_override sets[MAX_SETS];
-    int n_sets = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--set") == 0 && i + 1 < argc && n_sets < MAX_SETS)
-            sets[n_sets++].arg = argv[++i];
-        else if (strcmp(s, "--job") == 0 && i + 1 < argc)
-            job_file = argv[++i];
-        else if (strcmp(s, "--json") == 0 && i + 1 < argc)
-            json = argv[++i];
-        else if (s[0] == '-')
-            return usage_error("eval: unknown or incomplete option '%s'", s);
-        else if (target == NULL)
-            target = s;
-        else
-            return usage_error("unexpected argument '%s'", s);
-    }
-    if (target == NULL)
-        return usage_error("%s: missing the log directory or checkpoint", "eval");
+    cmd_args a;
+    int rc = parse_args(argc, argv, "eval", "the log directory or checkpoint", OPT_JOB | OPT_JSON,
+                        &a);
+    if (rc != 0)
+        return rc;
+    const char *target = a.target, *job_file = a.job, *json = a.json;
     tt_err err = {0};
     char logdir[4400], ckpt[4400], job_path[4500];
     if (locate_checkpoint("eval", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
         return fail(&err);
     job_t job;
     if (job_file != NULL) {
-        if (job_load(job_file, sets, n_sets, &job, &err) != 0)
+        if (job_load(job_file, a.sets, a.n_sets, &job, &err) != 0)
             return fail(&err);
     } else {
         snprintf(job_path, sizeof(job_path), "%s/job.cfg", logdir);
@@ -404,14 +387,13 @@ static int cmd_eval(int argc, char **argv)
                     "job with --job JOB.cfg", logdir);
             return fail(&err);
         }
-        if (job_load_resolved(job_path, sets, n_sets, &job, &err) != 0)
+        if (job_load_resolved(job_path, a.sets, a.n_sets, &job, &err) != 0)
             return fail(&err);
     }
     dataflow_cfg *owned = NULL;
     const char *what = NULL;
     const dataflow_cfg *df = eval_pick_dataflow(&job, &owned, &what, &err);
     eval_result r = {0};
-    int rc = 0;
     if (df == NULL || eval_run(&job, df, ckpt, &r, &err) != 0 ||
         (json != NULL && dist_rank() == 0 && eval_write_json(&r, json, &err) != 0)) {
         rc = fail(&err);

@@ -57,7 +57,7 @@ for trainer in 'type="simple";' 'type="sync_replicated"; nr_tower=2;' \
   name=$(echo "$trainer" | sed 's/type="\([a-z_]*\)".*nr_tower=\([0-9]\).*/\1-\2/; s/type="\([a-z_]*\)";$/\1-1/')
   "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$name" --quiet --set "trainer={$trainer}"
   rc=$?
-  "$TOWERTRAIN" eval "$T/$name" --json "$T/$name.json" > "$T/$name.out" 2>"$T/err"
+  "$TOWERTRAIN" eval "$T/$name" --json="$T/$name.json" > "$T/$name.out" 2>"$T/err"
   rc2=$?
   what=$(same_as_run "$T/$name" "$T/$name.json" "$T/$name.out" 2>&1); s=$?
   ok $([ $rc = 0 ] && [ $rc2 = 0 ] && [ $s = 0 ]; echo $?) "$name: eval prints the run's last validation_loss and validation_accuracy to the last digit ($what $(cat "$T/err"))"
@@ -201,7 +201,8 @@ expect "a checkpoint without job.cfg beside it" "no job.cfg beside the checkpoin
 expect "no such path" "no such log directory or checkpoint" "$T/nowhere"
 expect "a checkpoint of another model" "does not match the model" "$T/simple-1" --set "model=\"$TT_SRCDIR/models/mlp.cfg\""
 expect "a bad --set" "--set trainer.nr_tower=0: must be >= 1" "$T/simple-1" --set trainer.nr_tower=0
-expect "an unknown option" "eval: unknown or incomplete option '--bogus'" "$T/simple-1" --bogus
+expect "an unknown option" "unknown option '--bogus'" "$T/simple-1" --bogus
+expect "--json without a file" "--json: needs a file name" "$T/simple-1" --json
 
 echo "1..$n"
 exit $failed
