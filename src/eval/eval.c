@@ -6,7 +6,6 @@
 
 #include <cJSON.h>
 
-#include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "comm/dist.h"
 #include "dataflow/augment.h"
