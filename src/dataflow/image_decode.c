@@ -49,6 +49,7 @@ static int size_ok(int w, int h, char *why, size_t why_len)
     return 0;
 }
 
+#if defined(HAVE_TURBOJPEG) || defined(HAVE_LIBPNG)
 /* PIL's ITU-R 601-2 luma (Convert.c, L24). */
 static inline uint8_t luma(unsigned r, unsigned g, unsigned b)
 {
@@ -68,6 +69,7 @@ static int grow(uint8_t **buf, size_t *cap, size_t need, char *why, size_t why_l
     *cap = need;
     return 0;
 }
+#endif
 
 const char *image_formats_built(void)
 {
@@ -117,7 +119,7 @@ static int png_probe(const uint8_t *d, size_t n, int *w, int *h, char *why, size
 #ifndef HAVE_LIBPNG
     snprintf(why, why_len, "PNG images need libpng, which this towertrain was built without "
              "(on Debian: apt-get install libpng-dev, then configure and make again)");
-    return -1;
+    return IMAGE_NOT_BUILT;
 #endif
     *w = (int)pw;
     *h = (int)ph;
@@ -243,7 +245,7 @@ static int jpeg_probe(const uint8_t *d, size_t n, void **jpeg, int *w, int *h, c
     snprintf(why, why_len, "JPEG images need libjpeg-turbo's TurboJPEG library, which this "
              "towertrain was built without (on Debian: apt-get install libturbojpeg0-dev, "
              "then configure and make again)");
-    return -1;
+    return IMAGE_NOT_BUILT;
 #else
     tjhandle tj = jpeg_handle(jpeg, why, why_len);
     if (tj == NULL)

@@ -25,8 +25,10 @@
  * JPEG: up to its first scan). jpeg is a decoder handle (see image_decode),
  * made on first use. Returns 0, or -1 with a reason in why (no file name):
  * not an image, an unsupported kind, a header that does not decode, a size
- * beyond IMAGE_MAX_SIDE / IMAGE_MAX_PIXELS, a format this build lacks. 1 when
- * the bytes end before the header does (read more and try again). */
+ * beyond IMAGE_MAX_SIDE / IMAGE_MAX_PIXELS; IMAGE_NOT_BUILT for a format this
+ * build lacks (not a corrupt file: skip_corrupt does not skip it). 1 when the
+ * bytes end before the header does (read more and try again). */
+#define IMAGE_NOT_BUILT (-2)
 int image_probe(const uint8_t *data, size_t len, void **jpeg, int *width, int *height,
                 char *why, size_t why_len);
 

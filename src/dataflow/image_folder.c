@@ -297,7 +297,7 @@ static int probe(struct image_folder *f, size_t i, dataset_scratch *s, char *why
     else if (rc == 1 && (len < 8 || why[0] == '\0'))
         snprintf(why, why_len, "truncated image header");
     if (rc != 0)
-        return -1;
+        return rc == IMAGE_NOT_BUILT ? IMAGE_NOT_BUILT : -1;
     e->w = w;
     e->h = h;
     return 0;
@@ -355,16 +355,20 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     char first_bad[1024] = "";
     for (size_t i = 0; i < f->n; i++) {
         char why[300] = "";
-        if (probe(f, i, &s, why, sizeof(why)) != 0) {
+        int rc_probe = probe(f, i, &s, why, sizeof(why));
+        if (rc_probe != 0) {
             char path[4400];
             folder_entry keep = f->entries[i];
             snprintf(path, sizeof(path), "%s/%s/%s", f->root, f->names + keep.dir,
                      f->names + keep.name);
+            if (rc_probe == IMAGE_NOT_BUILT) { /* the build's lack, not the file's fault */
+                dataset_scratch_free(&s);
+                return err_set(err, TT_ERR_USAGE, "%s: %s", path, why);
+            }
             if (!f->skip_corrupt) {
                 dataset_scratch_free(&s);
-                return err_set(err, TT_ERR_USAGE, "%s: %s%s", path, why,
-                               strstr(why, "built without") ? "" : " (skip_corrupt = true skips "
-                               "files that do not decode)");
+                return err_set(err, TT_ERR_USAGE, "%s: %s (skip_corrupt = true skips files that "
+                               "do not decode)", path, why);
             }
             if (skipped++ == 0)
                 snprintf(first_bad, sizeof(first_bad), "%.700s: %s", path, why);
