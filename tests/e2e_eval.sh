@@ -5,16 +5,10 @@
 # --json agree with each other (confusion matrix, per-class, top-5); the same
 # checkpoint in torch.nn gives the same predictions; eval.dataflow and --job
 # choose other data; the log directory is left as it was; bad input exits 2.
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/tt_lib.sh"
 DATA=/usr/share/datasets/fashion-mnist
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
 if [ ! -f $DATA/t10k-images-idx3-ubyte.gz ]; then
-  skip "towertrain eval" "dataset-fashion-mnist not installed"; echo "1..$n"; exit 0
+  skip "towertrain eval" "dataset-fashion-mnist not installed"; tt_done
 fi
 
 cat > "$T/job.cfg" <<CFG
@@ -204,5 +198,4 @@ expect "a bad --set" "--set trainer.nr_tower=0: must be >= 1" "$T/simple-1" --se
 expect "an unknown option" "unknown option '--bogus'" "$T/simple-1" --bogus
 expect "--json without a file" "--json: needs a file name" "$T/simple-1" --json
 
-echo "1..$n"
-exit $failed
+tt_done

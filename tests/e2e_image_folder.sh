@@ -5,25 +5,16 @@
 # job gives the same bits with 0 and 3 prefetch workers (random_resized_crop,
 # color_jitter, flip), with 1 and 2 towers, and across 2 MPI ranks; a file that
 # does not decode stops the run naming it, or is skipped with skip_corrupt.
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}" "${TT_BUILDDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/tt_lib.sh"
 if ! $PY -c 'import numpy, PIL' 2>/dev/null; then
-  echo "ok 1 - image folders against PIL # SKIP python3-pil or python3-numpy not installed"
-  echo "1..1"; exit 0
+  skip "image folders against PIL" "python3-pil or python3-numpy not installed"; tt_done
 fi
 if [ "$("$TOWERTRAIN" --version | sed -n 's/.*images: \([a-z ]*\).*/\1/p')" != "jpeg png" ]; then
-  echo "ok 1 - image folders # SKIP built without libturbojpeg0-dev or libpng-dev ($("$TOWERTRAIN" --version))"
-  echo "1..1"; exit 0
+  skip "image folders" "built without libturbojpeg0-dev or libpng-dev ($("$TOWERTRAIN" --version))"; tt_done
 fi
 mkdir "$T/check"
-$PY "$TT_SRCDIR/tests/image_folder_check.py" "$TT_BUILDDIR/tests/tt_samples" "$T/check" > "$T/check.tap"
-grep -v '^1\.\.' "$T/check.tap"
-n=$(grep -c '^\(not \)\?ok' "$T/check.tap")
-failed=0
-grep -q '^not ok' "$T/check.tap" && failed=1
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+$PY "$TT_SRCDIR/tests/image_folder_check.py" "$TT_BUILDDIR/tests/tt_samples" "$T/check" > "$T/checks" 2>&1
+tt_tap "$T/checks" $?
 
 # A training folder: 3 classes of 24 images, PNG and JPEG, 18 to 40 pixels a side
 $PY - "$T" <<'PYEOF'
@@ -102,7 +93,7 @@ if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
   d=$(equal "$T/t2b/$FINAL" "$T/mpi/$FINAL" 1e-5); s=$?
   ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 MPI ranks x 1 tower equal 1 process x 2 towers (max diff $d)"
 else
-  n=$((n + 1)); echo "ok $n - image folder across MPI ranks # SKIP built without MPI or no mpirun"
+  skip "image folder across MPI ranks" "built without MPI or no mpirun"
 fi
 
 # different sizes and no augment that fixes them: refused before anything is written
@@ -140,5 +131,4 @@ ok $? "the log counts the images and classes, and says a .bmp torchvision would 
 [ $rc = 2 ] && grep -q "^towertrain: $T/train/cats/zz.png: not a JPEG or PNG file" "$T/err" && [ ! -e "$T/gif2" ]
 ok $? "without skip_corrupt it is refused at open: exit 2, no logdir ($(cat "$T/err"))"
 
-echo "1..$n"
-exit $failed
+tt_done

@@ -4,15 +4,10 @@
 # labels of several integer types) read back sample for sample; every
 # malformed header refused with one line naming the file, exit 2 and no
 # logdir; a 64 GiB (sparse) array trains, being mapped rather than read.
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}" "${TT_BUILDDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/tt_lib.sh"
 if ! $PY -c 'import numpy' 2>/dev/null; then
-  echo "ok 1 - npy source # SKIP python3-numpy not installed"; echo "1..1"; exit 0
+  skip "npy source" "python3-numpy not installed"; tt_done
 fi
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
 
 job() { # job FILE IMAGES LABELS [EXTRA SOURCE KEYS]
   cat > "$1" <<CFG
@@ -176,5 +171,4 @@ rss=$(sed -n 's/^RC 0 MAXRSS_KB //p' "$T/big.out")
 [ -n "$rss" ] && [ "$rss" -lt 204800 ]
 ok $? "a 64 GiB npy array (sparse) trains with limit = 4096 in $rss KiB peak RSS: mapped, not read ($(cat "$T/big.out"))"
 
-echo "1..$n"
-exit $failed
+tt_done

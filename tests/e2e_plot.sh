@@ -5,13 +5,7 @@
 # y ticks at 1-2-5 steps with every label inside the picture; a constant
 # series in the middle of a sensible range; x in epochs. Checked by parsing
 # the SVG, and by rendering it with rsvg-convert where installed.
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-# result lines ("ok - ..." / "not ok - ...") gather in $T/tap, numbered at the end
-ok() { if [ "$1" = 0 ]; then echo "ok - $2"; else echo "not ok - $2"; fi >> "$T/tap"; }
-: > "$T/tap"
+. "$(dirname "$0")/tt_lib.sh"
 
 # (1) stats.json alone: large values, a constant, a schedule, no event file
 mkdir "$T/stats"
@@ -36,7 +30,7 @@ CFG
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/run" --quiet && "$TOWERTRAIN" plot "$T/run" > "$T/out"
 ok $? "plot of a run's log directory exits 0 and writes LOGDIR/stats.svg ($(cat "$T/out"))"
 
-$PY - "$T/stats.svg" "$T/run/stats.svg" >> "$T/tap" <<'PYEOF'
+$PY - "$T/stats.svg" "$T/run/stats.svg" > "$T/checks" 2>&1 <<'PYEOF'
 import math, re, sys
 import xml.etree.ElementTree as ET
 NS = "{http://www.w3.org/2000/svg}"
@@ -128,7 +122,7 @@ for (x, y), (x2, y2) in zip(raw, sm):
 ok(worst < 0.15, "the smoothed line is TensorBoard's debiased EMA (0.6) of the raw one (max %.3f px off)" % worst)
 ok(any(abs(a[1] - b[1]) > 1 for a, b in zip(raw, sm)), "smoothing changes the noisy per-step series")
 PYEOF
-ok $? "the SVG checks ran to the end"
+tt_tap "$T/checks" $?
 
 # rendering: rsvg-convert draws it, and nothing touches the picture's edges
 if command -v rsvg-convert >/dev/null && $PY -c "import PIL, numpy" 2>/dev/null; then
@@ -148,13 +142,11 @@ PYEOF
     ok $? "rsvg-convert renders $(basename "$(dirname "$f")")/$(basename "$f"): its size, ink inside, nothing on the edges"
   done
 else
-  echo "ok - render with rsvg-convert # SKIP rsvg-convert (librsvg2-bin) or python3-pil missing" >> "$T/tap"
+  skip "render with rsvg-convert" "rsvg-convert (librsvg2-bin) or python3-pil missing"
 fi
 
 "$TOWERTRAIN" plot "$T/nowhere" > "$T/o" 2> "$T/e"; rc=$?
 [ $rc = 2 ] && grep -q "^towertrain: .*nowhere/stats.json" "$T/e"
 ok $? "a log directory without stats.json: exit 2 (got $rc)"
 
-awk '{ if ($1 == "ok") sub(/^ok/, "ok " NR); else sub(/^not ok/, "not ok " NR); print }
-     END { print "1.." NR }' "$T/tap"
-! grep -q '^not ok' "$T/tap"
+tt_done

@@ -33,7 +33,7 @@ def ok(cond, what):
     global n, failed
     n += 1
     failed += 0 if cond else 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (n, what))
+    print(("ok - %s" if cond else "not ok - %s") % what)
     sys.stdout.flush()
 
 
@@ -184,7 +184,7 @@ try:
     ok(tv_names == [(os.path.relpath(p, root), k) for p, k in order],
        "the file order and labels are torchvision.datasets.ImageFolder's (empty class aside)")
 except ImportError:
-    print("ok %d - order against torchvision.datasets.ImageFolder # SKIP no torchvision" % (n + 1))
+    print("ok - order against torchvision.datasets.ImageFolder # SKIP no torchvision")
     n += 1
 
 for channels in (3, 1):
@@ -277,5 +277,4 @@ ok(rc == 2 and "3-nested" in err and "label 3 >= classes 3" in err and "sample "
    "a fourth class folder with classes = 3: refused naming the file, sample and label (%s)"
    % err.strip())
 
-print("1..%d" % n)
 sys.exit(1 if failed else 0)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "train/trainer.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 #include "util/log.h"
 
@@ -21,21 +22,6 @@ static float force_loss_scale;
 static float last_loss_scale;
 static int64_t last_good_steps;
 
-static void write_file(const char *name, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
-static void put_be32(FILE *f, unsigned v)
-{
-    unsigned char b[4] = {v >> 24, v >> 16 & 255, v >> 8 & 255, v & 255};
-    fwrite(b, 1, 4, f);
-}
-
 /* A learnable toy set: 8x8 images, label = the row of the brightest pixel
  * (0-7), with noise. */
 static void write_toy_idx(int n)
@@ -45,12 +31,12 @@ static void write_toy_idx(int n)
     FILE *fi = fopen(path, "wb");
     snprintf(path, sizeof(path), "%s/toy-labels", dir);
     FILE *fl = fopen(path, "wb");
-    put_be32(fi, 0x803);
-    put_be32(fi, (unsigned)n);
-    put_be32(fi, 8);
-    put_be32(fi, 8);
-    put_be32(fl, 0x801);
-    put_be32(fl, (unsigned)n);
+    tt_put_be32(fi, 0x803);
+    tt_put_be32(fi, (unsigned)n);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fl, 0x801);
+    tt_put_be32(fl, (unsigned)n);
     rng_t rng = rng_make(5, 6, 7);
     for (int i = 0; i < n; i++) {
         int label = (int)rng_below(&rng, 8);
@@ -96,7 +82,7 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
              "max_epoch = 1; steps_per_epoch = 5;\n"
              "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
              model);
-    write_file("job.cfg", job_text);
+    tt_write_file(dir, "job.cfg", job_text);
     job_override sets[16];
     for (int i = 0; i < n_sets; i++)
         sets[i].arg = sets_text[i];
@@ -130,28 +116,13 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
     return p;
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num)
-            num = d;
-        if (fabs(b[i]) > den)
-            den = fabs(b[i]);
-    }
-    return num / (den > 0 ? den : 1);
-}
-
 int main(void)
 {
     log_set_quiet(true);
-    snprintf(dir, sizeof(dir), "/tmp/tt_trainers.XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    tt_tmpdir_make(dir, sizeof(dir), "trainers");
     write_toy_idx(600);
-    write_file("mlp.cfg", models[0]);
-    write_file("cnn.cfg", models[1]);
+    tt_write_file(dir, "mlp.cfg", models[0]);
+    tt_write_file(dir, "cnn.cfg", models[1]);
     const char *model_files[] = {"mlp.cfg", "cnn.cfg"};
     const char *algos[] = {"naive", "ring", "hierarchical"};
 
@@ -173,7 +144,7 @@ int main(void)
                     size_t n;
                     float *p0 = train(model_files[m], s, 2, 0, &n, NULL);
                     float *plast = train(model_files[m], s, 2, K - 1, &n, NULL);
-                    double d = p0 ? rel_diff(p0, ref, n) : 1;
+                    double d = p0 ? tt_rel_err_f(p0, ref, n) : 1;
                     tt_ok(p0 && d < 1e-5, "%s: sync_replicated K=%d %s packing %d equals simple "
                           "(rel diff %.2g)", model_files[m], K, algos[a], pack, d);
                     tt_ok(p0 && plast && memcmp(p0, plast, n * sizeof(float)) == 0,
@@ -189,7 +160,7 @@ int main(void)
                          "ps_device=\"%s\";}", K, ps ? "gpu" : "cpu");
                 size_t n;
                 float *p = train(model_files[m], s, 2, 0, &n, NULL);
-                double d = p ? rel_diff(p, ref, n) : 1;
+                double d = p ? tt_rel_err_f(p, ref, n) : 1;
                 tt_ok(p && d < 1e-5, "%s: sync_parameter_server K=%d ps_device %s equals simple "
                       "(rel diff %.2g)", model_files[m], K, ps ? "gpu" : "cpu", d);
                 free(p);
@@ -200,7 +171,7 @@ int main(void)
 
     /* batchnorm and a residual add: tower-local running statistics are
      * averaged at the epoch end, so the replicas are identical again */
-    write_file("res.cfg",
+    tt_write_file(dir, "res.cfg",
                "input = [1, 8, 8]; classes = 10; layers = ("
                " { name = \"conv0\"; type = \"conv2d\"; filters = 4; kernel = 3; padding = 1; bias = false; },"
                " { name = \"bn0\"; type = \"batchnorm\"; },"
@@ -264,16 +235,16 @@ int main(void)
         size_t n_ref, n_plain;
         float *ref = train("mlp.cfg", r, 2, 0, &n_ref, NULL);
         float *plain = train("mlp.cfg", r, 1, 0, &n_plain, NULL);
-        tt_ok(ref && plain && rel_diff(ref, plain, n_ref) > 1e-3,
+        tt_ok(ref && plain && tt_rel_err_f(ref, plain, n_ref) > 1e-3,
               "schedule: simple with the schedule differs from simple without (rel diff %.2g)",
-              ref && plain ? rel_diff(ref, plain, n_ref) : 0.0);
+              ref && plain ? tt_rel_err_f(ref, plain, n_ref) : 0.0);
         const char *types[] = {"sync_replicated", "sync_parameter_server"};
         for (int i = 0; i < 2; i++) {
             snprintf(r[0], sizeof(r[0]), "dataflow.batch_size=12");
             snprintf(r[2], sizeof(r[2]), "trainer={type=\"%s\"; nr_tower=2;}", types[i]);
             size_t n2; /* replicas: the last one; the parameter server: its copy */
             float *p2 = train("mlp.cfg", r, 3, i == 0 ? 1 : 0, &n2, NULL);
-            double d = p2 && ref ? rel_diff(p2, ref, n2) : 1;
+            double d = p2 && ref ? tt_rel_err_f(p2, ref, n2) : 1;
             tt_ok(p2 && d < 1e-5, "schedule: %s, 2 towers, follows the schedule as simple with "
                   "the global batch does (rel diff %.2g)", types[i], d);
             free(p2);
@@ -406,9 +377,6 @@ int main(void)
         job_free(&job);
     }
 
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }
