@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "checkpoint/checkpoint.h"
 #include "bench/bench.h"
 #include "comm/dist.h"
@@ -490,6 +491,9 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--version") == 0) {
         printf("towertrain %s (backends: %s%s; images: %s)\n", PACKAGE_VERSION,
                backend_list_built(), dist_built() ? " mpi" : "", image_formats_built());
+        /* which GPUs the binary serves, and the libraries it was built against */
+        if (backend_cuda_build_info() != NULL)
+            printf("%s\n", backend_cuda_build_info());
         return 0;
     }
     if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0 ||

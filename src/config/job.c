@@ -340,6 +340,8 @@ static int build_job(job_t *job, config_t *cfg)
     tr->scale_gradient = get_bool(t, "scale_gradient", true);
     tr->gradient_packing = get_int(t, "gradient_packing", 0);
     tr->threads_per_tower = get_int(t, "threads_per_tower", 0);
+    tr->tf32 = get_bool(t, "tf32", false);
+    tr->deterministic = get_bool(t, "deterministic", true);
     const char *prec = get_str(t, "precision", "fp32");
     tr->precision = strcmp(prec, "bf16") == 0   ? PRECISION_BF16
                     : strcmp(prec, "fp16") == 0 ? PRECISION_FP16

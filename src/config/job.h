@@ -158,6 +158,8 @@ typedef struct {
     bool scale_gradient;
     int threads_per_tower;     /* 0 = cores / towers */
     precision_kind precision;
+    bool tf32;                 /* GPU: TF32 tensor cores in fp32 matmul and conv */
+    bool deterministic;        /* GPU: deterministic cuDNN algorithms only */
 } trainer_cfg;
 
 /* ---- callbacks and monitors (SPEC 9, 10) ---- */

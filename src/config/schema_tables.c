@@ -340,6 +340,8 @@ static const group_spec trainer_spec = {
         { .name = "gradient_packing", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "threads_per_tower", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "precision", .kind = KEY_STRING, .def = "\"fp32\"", .allowed = precision_values },
+        { .name = "tf32", .kind = KEY_BOOL, .def = "false" },
+        { .name = "deterministic", .kind = KEY_BOOL, .def = "true" },
         END },
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };

@@ -121,6 +121,8 @@ struct trainer {
     backend_t **backends;  /* one per tower */
     tower_t *towers;
     tower_team *team;      /* call_for_each_tower */
+    struct gpu_towers *gpu; /* GPU towers' staging and devices (gpu_towers.c); NULL on CPU */
+    char device_note[320];  /* device = "auto" without a GPU: why the CPU (logged with the table) */
 
     dataset_t *train_set;
     dataflow_t *train_flow;
