@@ -149,16 +149,14 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->local_batch = job->dataflow.batch_size * tr->n_towers;
     tr->global_batch = tr->local_batch * tr->n_ranks;
 
-    if (dataset_open(&job->dataflow.source, job->dataflow.limit, &tr->train_set, err) != 0)
+    if (dataset_open(&job->dataflow.source, job->dataflow.limit, job->model.classes,
+                     &tr->train_set, err) != 0)
         return -1;
     /* rank r reads slices r*towers .. of every global batch (SPEC 3) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
                         tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
                         &tr->train_flow, err) != 0)
         return -1;
-    if (dataset_classes(tr->train_set) > job->model.classes)
-        return err_set(err, TT_ERR_USAGE, "the data has %d classes but the model has "
-                       "classes = %d", dataset_classes(tr->train_set), job->model.classes);
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
     if (trainer_create_towers(tr, gpu, err) != 0)
@@ -187,6 +185,31 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     /* GPU: nothing is cudaMalloc'ed from here on */
     return gpu ? gpu_towers_finish_setup(tr, err) : 0;
+}
+
+int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *err)
+{
+    memset(tr, 0, sizeof(*tr));
+    tr->job = job;
+    bool gpu;
+    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0)
+        return -1;
+    /* the towers alone, whatever the job's type: the type's setup is not
+     * run (tr->impl stays NULL), and simple has no shared copy to publish */
+    tr->ops = &trainer_simple_ops;
+    tr->n_towers = 1; /* evaluation runs on tower 0, as the inference_runner's */
+    tr->rank = dist_rank();
+    tr->n_ranks = dist_size();
+    if (model_build(&job->model, data, &tr->model, err) != 0 ||
+        trainer_create_towers(tr, gpu, err) != 0)
+        return -1;
+    if (!gpu)
+        return 0;
+    /* a GPU tower as trainer_create sets one up */
+    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
+    if (tr->team == NULL || gpu_towers_create(tr, err) != 0)
+        return -1;
+    return gpu_towers_finish_setup(tr, err);
 }
 
 void trainer_free(trainer_t *tr)
@@ -423,10 +446,20 @@ static void dump_tower_statistics(trainer_t *tr)
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err)
 {
+    return trainer_evaluate_each(tr, df, NULL, NULL, loss, accuracy, err);
+}
+
+int trainer_evaluate_each(trainer_t *tr, dataflow_t *df, trainer_eval_visit visit, void *arg,
+                          double *loss, double *accuracy, tt_err *err)
+{
     tower_t *t = &tr->towers[0];
     trainer_sync_tower0(tr);
     if (dataflow_start(df, 0, err) != 0)
         return -1;
+    int classes = tr->job->model.classes;
+    float *logits = visit ? malloc((size_t)t->max_n * classes * sizeof(float)) : NULL;
+    if (visit && logits == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
     double sums[3] = {0.0, 0.0, 0.0}; /* loss, correct, samples */
     const batch_t *b;
     size_t sample = shape3_size(tr->model.input);
@@ -438,12 +471,19 @@ int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accura
         for (int off = 0; off < b->n; off += t->max_n) {
             int n = b->n - off < t->max_n ? b->n - off : t->max_n;
             tower_load_batch(t, n, b->x + (size_t)off * sample, b->y + off);
-            tower_step(t, n, false, false, 0);
+            const float *out = tower_step(t, n, false, false, 0);
+            if (visit != NULL) {
+                t->be->download(t->be, logits, out, (size_t)n * classes * sizeof(float));
+                visit(arg, logits, b->y + off, n);
+            }
             sums[0] += t->loss_sum;
             sums[1] += t->correct;
             sums[2] += n;
         }
     }
+    free(logits);
+    if (dataflow_error(df, err) != 0)
+        return -1;
     dist_sum_doubles(sums, 3);
     if (sums[2] == 0)
         return err_set(err, TT_ERR_USAGE, "inference dataflow is empty");
@@ -545,7 +585,9 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             return TT_STOPPED_BY_SIGNAL;
         const batch_t *b = dataflow_next(tr->train_flow);
         if (b == NULL)
-            return err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+            return dataflow_error(tr->train_flow, err) != 0
+                       ? -1
+                       : err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
         /* the step's scale, fixed for the whole step (async may change
          * tr->loss_scale while other towers still compute) */
         for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
