@@ -1,5 +1,5 @@
 /* fuzz_cifar10.c - the CIFAR-10 binary reader. Input: one byte n (1 + n % 3
- * files), then the files one after the other, each but the last preceded by
+ * files; bit 7: the model's classes are 10, else unchecked), then the files one after the other, each but the last preceded by
  * its length (3 bytes, little-endian; cut at the input's end). Every sample of
  * an opened dataset is read back. */
 #include "tests/fuzz/fuzz_common.h"
@@ -10,7 +10,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    int n_files = 1 + data[0] % 3;
+    int n_files = 1 + (data[0] & 0x7f) % 3;
+    int classes = data[0] & 0x80 ? 10 : 0;
     data++;
     size--;
     char names[3][128], *files[3];
@@ -35,22 +36,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     source_cfg src = { .type = SOURCE_CIFAR10, .files = files, .n_files = n_files };
     dataset_t *ds = NULL;
     tt_err err = { 0 };
-    int rc = dataset_open(&src, 0, &ds, &err);
+    int rc = dataset_open(&src, 0, classes, &ds, &err);
     fuzz_check_error(&err, rc);
     if (rc != 0)
         return 0;
     shape3 s = dataset_shape(ds);
-    if (s.c != 3 || s.h != 32 || s.w != 32)
+    if (s.c != 3 || s.h != 32 || s.w != 32 || dataset_max_floats(ds) != 3 * 32 * 32)
         abort();
     float x[3 * 32 * 32];
+    dataset_scratch scratch = { 0 };
     for (size_t i = 0; i < dataset_size(ds); i++) {
-        int y = dataset_get(ds, i, x);
-        if (y < 0 || y > 9)
-            abort(); /* CIFAR-10 labels are 0-9 */
+        tt_err rerr = { 0 };
+        int y = dataset_read(ds, i, x, &s, &scratch, &rerr);
+        if (y < 0 || y > 255 || (classes > 0 && y >= classes))
+            abort(); /* labels are bytes, below the model's classes when checked */
         for (size_t k = 0; k < 3 * 32 * 32; k++)
             if (!(x[k] >= 0.0f && x[k] <= 1.0f))
                 abort();
     }
+    dataset_scratch_free(&scratch);
     dataset_free(ds);
     return 0;
 }

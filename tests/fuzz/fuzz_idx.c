@@ -1,6 +1,7 @@
 /* fuzz_idx.c - the IDX reader (MNIST's format, raw or gzip). Input: one
- * flags byte (bit 0: gzip the images, bit 1: gzip the labels, bits 4-7: a
- * `limit`), two bytes (little-endian) for the length L of the label file,
+ * flags byte (bit 0: gzip the images, bit 1: gzip the labels, bits 2-3: the
+ * model's classes 0 (no check), 4, 10 or 256, bits 4-7: a `limit`), two
+ * bytes (little-endian) for the length L of the label file,
  * then the label file (L bytes, fewer if the input ends) and the image file
  * (the rest). Every sample of an opened dataset is read back. */
 #include "tests/fuzz/fuzz_common.h"
@@ -35,23 +36,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(src.images, sizeof(src.images), "%s/images.idx", fuzz_dir());
     write_maybe_gz(src.labels, data, l, flags & 2);
     write_maybe_gz(src.images, data + l, size - l, flags & 1);
+    static const int classes[4] = { 0, 4, 10, 256 };
     dataset_t *ds = NULL;
     tt_err err = { 0 };
-    int rc = dataset_open(&src, flags >> 4, &ds, &err);
+    int rc = dataset_open(&src, flags >> 4, classes[(flags >> 2) & 3], &ds, &err);
     fuzz_check_error(&err, rc);
     if (rc != 0)
         return 0;
-    shape3 s = dataset_shape(ds);
     size_t n = dataset_size(ds);
-    float *x = malloc(shape3_size(s) * sizeof(float) + 1);
+    float *x = malloc(dataset_max_floats(ds) * sizeof(float) + 1);
+    dataset_scratch scratch = { 0 };
     for (size_t i = 0; x != NULL && i < n; i++) {
-        int y = dataset_get(ds, i, x);
+        shape3 s;
+        tt_err rerr = { 0 };
+        int y = dataset_read(ds, i, x, &s, &scratch, &rerr);
+        if (y < 0 || y > 255 || shape3_size(s) > dataset_max_floats(ds))
+            abort(); /* an opened IDX file has every sample */
         for (size_t k = 0; k < shape3_size(s); k++)
             if (!(x[k] >= 0.0f && x[k] <= 1.0f))
                 abort(); /* pixels are scaled to [0, 1] */
-        if (y < 0 || y > 255)
-            abort();
     }
+    dataset_scratch_free(&scratch);
     free(x);
     dataset_free(ds);
     return 0;

@@ -10,7 +10,8 @@ corpus=$src/tests/fuzz/corpus
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/tt_seeds.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 
-# IDX: flags byte, label file length (2 bytes LE), labels, images (fuzz_idx.c)
+# IDX: flags byte, label file length (2 bytes LE), labels, images (fuzz_idx.c);
+# flags 0x08: the model's classes are 10
 /usr/bin/python3 - "$corpus" <<'PY'
 import gzip, os, struct, sys
 corpus = sys.argv[1]
@@ -26,6 +27,7 @@ seed("five_4x4", 0x00, lab, img)
 seed("five_4x4_limit3", 0x30, lab, img)
 lab, img = idx(3, 2, 3, [9, 0, 10], [255] * 18)
 seed("label10", 0x00, lab, img)
+seed("label10_classes10", 0x08, lab, img)
 seed("truncated", 0x00, lab, img[:-5])
 lab, img = idx(2, 28, 28, [7, 2], [i % 256 for i in range(2 * 784)])
 seed("two_28x28_gz", 0x03, lab, img)
@@ -59,6 +61,14 @@ cseed("one_record", [rec(3, 7)])
 cseed("two_files", [rec(0, 1) + rec(9, 200), rec(5, 255)])
 cseed("three_files", [rec(1, 2), rec(2, 3), rec(3, 4)])
 cseed("label11", [rec(11, 0)])
+def cseed_checked(name, files):
+    cseed(name, files)
+    p = os.path.join(corpus, "cifar10", name)
+    b = bytearray(open(p, "rb").read())
+    b[0] |= 0x80  # the model's classes are 10
+    open(p, "wb").write(bytes(b))
+cseed_checked("label11_classes10", [rec(0, 0), rec(11, 0)])
+cseed_checked("two_files_classes10", [rec(0, 1) + rec(9, 200), rec(5, 255)])
 cseed("partial_record", [rec(1, 1)[:100]])
 PY
 
