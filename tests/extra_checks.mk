@@ -31,12 +31,13 @@ check-tsan:
 # and OpenBLAS (DYNAMIC_ARCH: Haswell under valgrind, SkylakeX outside) stay
 # on AVX2 by themselves; oneDNN's JIT would too, and is held at AVX2
 # explicitly (ONEDNN_MAX_CPU_ISA) so that it cannot pick AVX-512 on a host
-# whose CPUID valgrind passes through. test_no_alloc counts calls to the
-# allocator valgrind replaces: left out. Errors and definite leaks fail a
-# test (valgrind exits 99); tests/valgrind.supp names libconfig's own leaks
-# and one over-read of oneDNN's JIT code in its own buffer, nothing else.
+# whose CPUID valgrind passes through. The tt_* helpers are not tests;
+# test_no_alloc counts calls to the allocator valgrind replaces: left out.
+# Errors and definite leaks fail a test (valgrind exits 99);
+# tests/valgrind.supp names libconfig's own leaks and one over-read of
+# oneDNN's JIT code in its own buffer, nothing else.
 VALGRIND_DIR = valgrind-build
-VALGRIND_TESTPROGS = $(filter-out tests/tt_logits tests/test_no_alloc,$(check_PROGRAMS))
+VALGRIND_TESTPROGS = $(filter-out tests/tt_% tests/test_no_alloc,$(check_PROGRAMS))
 VALGRIND_CMD = valgrind -q --error-exitcode=99 --leak-check=full \
 	--errors-for-leak-kinds=definite --show-leak-kinds=definite \
 	--suppressions=$$PWD/tests/valgrind.supp
