@@ -96,8 +96,6 @@ static int check_source(vctx *c, config_setting_t *g, const char *path, const va
     }
     return 0;
 }
-    return 0;
-}
 
 static const group_spec source_spec = {
     .what = "source", .keys = (const key_spec[]){ END }, .variants = source_variants,
