@@ -8,6 +8,8 @@
 typedef struct {
     threadpool_t *pool;
     void *conv; /* conv_dnnl.c's primitive cache; NULL until the first conv */
+    float *pack; /* dense.c's packing buffers, grown on first use of a shape */
+    size_t pack_floats;
 } cpu_impl;
 
 /* Hot loops outside sgemm (im2col, pooling) are compiled for several

@@ -39,6 +39,7 @@ static void cpu_destroy(backend_t *be)
     cpu_impl *impl = be->impl;
     if (impl != NULL) {
         threadpool_destroy(impl->pool);
+        free(impl->pack);
 #ifdef HAVE_DNNL
         cpu_conv_dnnl_free(impl->conv);
 #endif
