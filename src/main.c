@@ -69,66 +69,99 @@ static int usage_error(const char *fmt, const char *arg)
     return TT_ERR_USAGE;
 }
 
-/* Options shared by run and validate. */
+/* The options of run, resume and validate; each command allows some. */
+enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4 };
+
 typedef struct {
-    const char *job;
-    const char *logdir;
-    job_override sets[MAX_SETS];
+    const char *target;    /* the job file; resume: the log directory or checkpoint */
+    job_override sets[MAX_SETS + 2]; /* --set, then --logdir and --max-epoch as overrides */
     int n_sets;
     bool quiet;
-    char logdir_set[4200]; /* --logdir DIR as the override logdir="DIR" */
-} run_args;
+    char logdir_set[4500]; /* --logdir DIR as the override logdir="DIR" */
+    char max_epoch_set[64];
+} cmd_args;
 
-static int parse_run_args(int argc, char **argv, bool allow_run_options, run_args *a)
+/* The value of "--name VALUE" or "--name=VALUE" at argv[*i], or NULL when
+ * argv[*i] is another option; *missing is set when the value is absent. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing)
+{
+    size_t len = strlen(name);
+    const char *s = argv[*i];
+    if (strncmp(s, name, len) != 0 || (s[len] != '\0' && s[len] != '='))
+        return NULL;
+    if (s[len] == '=')
+        return s + len + 1;
+    if (*i + 1 < argc)
+        return argv[++*i];
+    *missing = true;
+    return NULL;
+}
+
+/* target_name says what the one argument is, for the error when it is missing. */
+static int parse_args(int argc, char **argv, const char *cmd, const char *target_name,
+                      unsigned allowed, cmd_args *a)
 {
     memset(a, 0, sizeof(*a));
+    const char *logdir = NULL;
     for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--set") == 0 || strncmp(s, "--set=", 6) == 0) {
-            const char *v = s[5] == '=' ? s + 6 : (i + 1 < argc ? argv[++i] : NULL);
+        const char *s = argv[i], *v;
+        bool missing = false;
+        if ((v = option_value(argc, argv, &i, "--set", &missing)) != NULL || missing) {
             if (v == NULL)
                 return usage_error("%s: needs KEY=VALUE", "--set");
             if (a->n_sets == MAX_SETS)
                 return usage_error("%s: too many overrides", "--set");
             a->sets[a->n_sets++].arg = v;
-        } else if (allow_run_options &&
-                   (strcmp(s, "--logdir") == 0 || strncmp(s, "--logdir=", 9) == 0)) {
-            const char *v = s[8] == '=' ? s + 9 : (i + 1 < argc ? argv[++i] : NULL);
+        } else if ((allowed & OPT_LOGDIR) &&
+                   ((v = option_value(argc, argv, &i, "--logdir", &missing)) != NULL || missing)) {
             if (v == NULL || *v == '\0')
                 return usage_error("%s: needs a directory", "--logdir");
             if (strchr(v, '"') || strchr(v, '\\'))
                 return usage_error("--logdir %s: quotes and backslashes are not supported", v);
-            a->logdir = v;
-        } else if (allow_run_options && strcmp(s, "--quiet") == 0) {
+            logdir = v;
+        } else if ((allowed & OPT_MAX_EPOCH) &&
+                   ((v = option_value(argc, argv, &i, "--max-epoch", &missing)) != NULL ||
+                    missing)) {
+            if (v == NULL)
+                return usage_error("%s: needs an integer >= 1", "--max-epoch");
+            char *end = NULL;
+            long n = strtol(v, &end, 10);
+            if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
+                return usage_error("--max-epoch %s: must be an integer >= 1", v);
+            snprintf(a->max_epoch_set, sizeof(a->max_epoch_set), "max_epoch=%ld", n);
+        } else if ((allowed & OPT_QUIET) && strcmp(s, "--quiet") == 0) {
             a->quiet = true;
         } else if (s[0] == '-' && s[1] != '\0') {
             return usage_error("unknown option '%s'", s);
-        } else if (a->job == NULL) {
-            a->job = s;
+        } else if (a->target == NULL) {
+            a->target = s;
         } else {
             return usage_error("unexpected argument '%s'", s);
         }
     }
-    if (a->job == NULL)
-        return usage_error("%s: missing the job file", allow_run_options ? "run" : "validate");
-    if (a->logdir != NULL) {
-        if (a->n_sets == MAX_SETS)
-            return usage_error("%s: too many overrides", "--set");
-        snprintf(a->logdir_set, sizeof(a->logdir_set), "logdir=\"%s\"", a->logdir);
+    if (a->target == NULL) {
+        char what[128];
+        snprintf(what, sizeof(what), "%s: missing %s", cmd, target_name);
+        return usage_error("%s", what);
+    }
+    if (logdir != NULL) {
+        snprintf(a->logdir_set, sizeof(a->logdir_set), "logdir=\"%s\"", logdir);
         a->sets[a->n_sets++].arg = a->logdir_set;
     }
+    if (a->max_epoch_set[0])
+        a->sets[a->n_sets++].arg = a->max_epoch_set;
     return 0;
 }
 
 static int cmd_validate(int argc, char **argv)
 {
-    run_args a;
-    int rc = parse_run_args(argc, argv, false, &a);
+    cmd_args a;
+    int rc = parse_args(argc, argv, "validate", "the job file", 0, &a);
     if (rc != 0)
         return rc;
     job_t job;
     tt_err err = {0};
-    if (job_load(a.job, a.sets, a.n_sets, &job, &err) != 0)
+    if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
     rc = job_write(&job, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
     job_free(&job);
@@ -207,6 +240,8 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
     }
     log_printf("towertrain %s: %s job %s, logdir %s\n", PACKAGE_VERSION, what, job->path,
                job->logdir);
+    if (writer) /* the debris of a run killed mid-write */
+        dir_remove_dead_temps(job->logdir);
     if (dist_size() > 1)
         log_printf("%d MPI ranks x %d tower(s): global batch %d\n", dist_size(), tr->n_towers,
                    tr->global_batch);
@@ -228,14 +263,14 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
 
 static int cmd_run(int argc, char **argv)
 {
-    run_args a;
-    int rc = parse_run_args(argc, argv, true, &a);
+    cmd_args a;
+    int rc = parse_args(argc, argv, "run", "the job file", OPT_LOGDIR | OPT_QUIET, &a);
     if (rc != 0)
         return rc;
     log_set_quiet(a.quiet);
     job_t job;
     tt_err err = {0};
-    if (job_load(a.job, a.sets, a.n_sets, &job, &err) != 0)
+    if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
     trainer_t tr = {0};
     if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0)
@@ -251,37 +286,16 @@ static int cmd_run(int argc, char **argv)
 /* towertrain resume LOGDIR|CHECKPOINT [--max-epoch N] [--set KEY=VALUE]... [--quiet] */
 static int cmd_resume(int argc, char **argv)
 {
-    const char *target = NULL;
-    job_override sets[MAX_SETS + 2];
-    int n_sets = 0;
-    bool quiet = false;
-    char max_epoch_set[64] = "";
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (strcmp(s, "--set") == 0 && i + 1 < argc && n_sets < MAX_SETS) {
-            sets[n_sets++].arg = argv[++i];
-        } else if (strcmp(s, "--max-epoch") == 0 && i + 1 < argc) {
-            char *end;
-            long v = strtol(argv[++i], &end, 10);
-            if (*end != '\0' || v < 1)
-                return usage_error("--max-epoch %s: must be an integer >= 1", argv[i]);
-            snprintf(max_epoch_set, sizeof(max_epoch_set), "max_epoch=%ld", v);
-        } else if (strcmp(s, "--quiet") == 0) {
-            quiet = true;
-        } else if (s[0] == '-') {
-            return usage_error("resume: unknown or incomplete option '%s'", s);
-        } else if (target == NULL) {
-            target = s;
-        } else {
-            return usage_error("unexpected argument '%s'", s);
-        }
-    }
-    if (target == NULL)
-        return usage_error("%s: missing the log directory or checkpoint", "resume");
-    log_set_quiet(quiet);
+    cmd_args a;
+    int rc = parse_args(argc, argv, "resume", "the log directory or checkpoint",
+                        OPT_QUIET | OPT_MAX_EPOCH, &a);
+    if (rc != 0)
+        return rc;
+    const char *target = a.target;
+    log_set_quiet(a.quiet);
 
     tt_err err = {0};
-    char logdir[4400], ckpt[4400], job_path[4500], logdir_set[4500];
+    char logdir[4400], ckpt[4400], job_path[4500];
     struct stat st;
     if (stat(target, &st) != 0) {
         err_set(&err, TT_ERR_USAGE, "resume: %s: no such log directory or checkpoint", target);
@@ -304,18 +318,15 @@ static int cmd_resume(int argc, char **argv)
         return fail(&err);
     }
     /* the log directory is where the run is now, even if it was moved */
-    snprintf(logdir_set, sizeof(logdir_set), "logdir=\"%s\"", logdir);
-    sets[n_sets++].arg = logdir_set;
-    if (max_epoch_set[0])
-        sets[n_sets++].arg = max_epoch_set;
+    snprintf(a.logdir_set, sizeof(a.logdir_set), "logdir=\"%s\"", logdir);
+    a.sets[a.n_sets++].arg = a.logdir_set;
     snprintf(job_path, sizeof(job_path), "%s/job.cfg", logdir);
 
     job_t job;
-    if (job_load_resolved(job_path, sets, n_sets, &job, &err) != 0)
+    if (job_load_resolved(job_path, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
     trainer_t tr = {0};
-    int rc;
-    if (trainer_create(&tr, &job, &err) != 0 || checkpoint_restore(&tr, ckpt, &err) != 0) {
+    if (trainer_create(&tr, &job, &err) != 0 || trainer_restore(&tr, ckpt, &err) != 0) {
         rc = fail(&err);
     } else if (tr.epoch_num > tr.max_epoch) {
         printf("towertrain: %s is already at epoch %lld of max_epoch %lld; nothing to do "
@@ -323,7 +334,6 @@ static int cmd_resume(int argc, char **argv)
                (long long)tr.max_epoch);
         rc = 0;
     } else {
-        log_set_quiet(quiet);
         rc = train_in_logdir(&job, &tr, "resume");
     }
     if (tr.job != NULL)

@@ -232,6 +232,53 @@ int main(void)
     free(p);
     free(p1);
 
+    /* A learning-rate schedule reaches the optimizer that applies the update,
+     * whatever the trainer type: sync_replicated (every replica) and
+     * sync_parameter_server (the shared optimizer) against simple with the
+     * global batch and the same schedule; async by its effect (a rate of 0
+     * from the start leaves the initial parameters). */
+    {
+        const char *sched = "callbacks=({type=\"scheduled_hyperparam\"; step_based=true; "
+                            "schedule=((0, 0.05), (2, 0.01), (3, 0.2));})";
+        const char *zero = "callbacks=({type=\"scheduled_hyperparam\"; "
+                           "schedule=((0, 0.0));})";
+        char r[3][160];
+        snprintf(r[0], sizeof(r[0]), "dataflow.batch_size=24");
+        snprintf(r[1], sizeof(r[1]), "%s", sched);
+        size_t n_ref, n_plain;
+        float *ref = train("mlp.cfg", r, 2, 0, &n_ref, NULL);
+        float *plain = train("mlp.cfg", r, 1, 0, &n_plain, NULL);
+        tt_ok(ref && plain && rel_diff(ref, plain, n_ref) > 1e-3,
+              "schedule: simple with the schedule differs from simple without (rel diff %.2g)",
+              ref && plain ? rel_diff(ref, plain, n_ref) : 0.0);
+        const char *types[] = {"sync_replicated", "sync_parameter_server"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(r[0], sizeof(r[0]), "dataflow.batch_size=12");
+            snprintf(r[2], sizeof(r[2]), "trainer={type=\"%s\"; nr_tower=2;}", types[i]);
+            size_t n2; /* replicas: the last one; the parameter server: its copy */
+            float *p2 = train("mlp.cfg", r, 3, i == 0 ? 1 : 0, &n2, NULL);
+            double d = p2 && ref ? rel_diff(p2, ref, n2) : 1;
+            tt_ok(p2 && d < 1e-5, "schedule: %s, 2 towers, follows the schedule as simple with "
+                  "the global batch does (rel diff %.2g)", types[i], d);
+            free(p2);
+        }
+        snprintf(r[0], sizeof(r[0]), "%s", zero);
+        float *init = train("mlp.cfg", r, 1, 0, &n_ref, NULL);
+        snprintf(r[1], sizeof(r[1]), "trainer={type=\"async\"; nr_tower=2;}");
+        size_t na;
+        float *pa = train("mlp.cfg", r, 2, 0, &na, NULL);
+        float *pa_plain = train("mlp.cfg", r + 1, 1, 0, &na, NULL);
+        tt_ok(init && pa && memcmp(init, pa, na * sizeof(float)) == 0,
+              "schedule: async with a learning rate scheduled to 0 keeps the initial parameters");
+        tt_ok(init && pa_plain && memcmp(init, pa_plain, na * sizeof(float)) != 0,
+              "schedule: async without the schedule moves them");
+        free(ref);
+        free(plain);
+        free(init);
+        free(pa);
+        free(pa_plain);
+    }
+
     char cmd[300];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0)

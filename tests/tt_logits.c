@@ -9,7 +9,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "checkpoint/checkpoint.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
@@ -29,7 +28,7 @@ int main(int argc, char **argv)
     trainer_t tr;
     tt_err err = {0};
     if (job_load(argv[1], NULL, 0, &job, &err) != 0 || trainer_create(&tr, &job, &err) != 0 ||
-        checkpoint_load_params(&tr, argv[2], &err) != 0)
+        trainer_load_params(&tr, argv[2], &err) != 0)
         return fail(err.msg);
     tower_t *tw = &tr.towers[0];
     size_t in = shape3_size(tr.model.input), classes = (size_t)job.model.classes;

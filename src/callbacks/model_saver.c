@@ -9,7 +9,7 @@
 
 #include <libconfig.h>
 
-#include "checkpoint/checkpoint.h"
+#include "train/trainer.h"
 #include "util/log.h"
 
 typedef struct {
@@ -66,7 +66,7 @@ static int saver_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
 {
     saver_state *s = cb->state;
     char name[256];
-    if (checkpoint_save(tr, name, sizeof(name), err) != 0)
+    if (trainer_save_latest(tr, name, sizeof(name), err) != 0)
         return -1;
     log_printf("model_saver: saved %s\n", name);
     if (tr->rank == 0)

@@ -8,7 +8,7 @@
 
 #include <libconfig.h>
 
-#include "checkpoint/checkpoint.h"
+#include "train/trainer.h"
 #include "util/log.h"
 
 typedef struct {
@@ -58,7 +58,7 @@ static int stat_saver_after_epoch(callback_t *cb, trainer_t *tr, tt_err *err)
     char path[4400];
     snprintf(path, sizeof(path), "%s/%s-%s.safetensors", tr->job->logdir,
              s->is_max ? "max" : "min", s->monitor);
-    if (checkpoint_save_as(tr, path, err) != 0)
+    if (trainer_save_checkpoint(tr, path, err) != 0)
         return -1;
     log_printf("%s: %s = %.6g, saved %s\n", cb->cfg->type, s->monitor, v->value, path);
     return 0;

@@ -1,9 +1,10 @@
-/* checkpoint.c - a run to and from safetensors (SPEC 7). */
+/* checkpoint.c - a run's state to and from safetensors (towertrain.cfg(5), CHECKPOINTS). */
 #include "checkpoint/checkpoint.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,15 +12,9 @@
 #include "checkpoint/safetensors.h"
 #include "util/fileio.h"
 
-/* The optimizer whose state is saved: the shared one, or tower 0's. */
-static optimizer_t *saved_optimizer(trainer_t *tr)
+static bool is_int64(const model_t *m, const param_entry *p)
 {
-    return tr->shared_opt.be != NULL ? &tr->shared_opt : &tr->opts[0];
-}
-
-static bool is_int64(const trainer_t *tr, const param_entry *p)
-{
-    return tr->model.layers[p->layer].params[p->spec].is_int64;
+    return m->layers[p->layer].params[p->spec].is_int64;
 }
 
 /* An I64 value from tensor data that need not be 8-byte aligned. */
@@ -30,61 +25,34 @@ static int64_t read_i64(const void *data)
     return v;
 }
 
-static void spec_shape(const trainer_t *tr, const param_entry *p, st_tensor *t)
+static void spec_shape(const model_t *m, const param_entry *p, st_tensor *t)
 {
-    const param_spec *s = &tr->model.layers[p->layer].params[p->spec];
+    const param_spec *s = &m->layers[p->layer].params[p->spec];
     t->ndim = s->ndim;
     for (int d = 0; d < s->ndim; d++)
         t->shape[d] = s->dims[d];
 }
 
-static int completed_epochs(const trainer_t *tr, int64_t *local)
+int checkpoint_write(const char *path, const model_t *m, const checkpoint_state *s,
+                     tt_err *err)
 {
-    if (tr->local_step >= tr->steps_per_epoch) {
-        *local = 0;
-        return (int)tr->epoch_num;
-    }
-    *local = tr->local_step;
-    return (int)tr->epoch_num - 1;
-}
-
-int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err)
-{
-    const model_t *m = &tr->model;
-    optimizer_t *opt = saved_optimizer(tr);
-    trainer_sync_tower0(tr);
-    trainer_sync_batchnorm(tr); /* collective under MPI: every rank comes here */
-    if (tr->rank != 0)
-        return 0; /* rank 0 writes; the replicas are the same everywhere */
-    tower_t *t0 = &tr->towers[0];
-    size_t n_slots = (size_t)opt->n_slots;
-    float *host = malloc((m->n_floats + n_slots * m->n_trainable + 1) * sizeof(float));
+    size_t n_slots = (size_t)s->n_slots;
     int n_tensors = m->n_params * (1 + (int)n_slots);
     st_tensor *ts = calloc((size_t)n_tensors + 1, sizeof(st_tensor));
     char (*names)[TT_NAME_MAX + 64] = calloc((size_t)n_tensors + 1, sizeof(*names));
     int64_t *ints = calloc((size_t)m->n_params + 1, sizeof(int64_t)); /* I64 tensors */
-    char *job_text = NULL;
-    size_t job_len = 0;
-    FILE *mem = open_memstream(&job_text, &job_len);
     int rc = -1;
-    if (host == NULL || ts == NULL || names == NULL || ints == NULL || mem == NULL) {
+    if (ts == NULL || names == NULL || ints == NULL) {
         err_set(err, TT_ERR_RUNTIME, "out of memory writing %s", path);
         goto out;
     }
-    job_write(tr->job, mem);
-    fclose(mem);
-    mem = NULL;
-    t0->be->download(t0->be, host, t0->params, m->n_floats * sizeof(float));
-    for (size_t s = 0; s < n_slots; s++)
-        opt->be->download(opt->be, host + m->n_floats + s * m->n_trainable, opt->slots[s],
-                          m->n_trainable * sizeof(float));
     /* a diverged model is never saved: it would overwrite a good checkpoint */
     for (int i = 0; i < m->n_params; i++) {
         const param_entry *p = &m->params[i];
         for (size_t j = 0; j < p->count; j++) {
-            if (!isfinite(host[p->offset + j])) {
+            if (!isfinite(s->params[p->offset + j])) {
                 err_set(err, TT_ERR_RUNTIME, "not writing %s: %s is not finite at global step "
-                        "%" PRId64, path, p->name, tr->global_step);
+                        "%" PRId64, path, p->name, s->global_step);
                 goto out;
             }
         }
@@ -92,66 +60,49 @@ int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err)
     int k = 0;
     for (int i = 0; i < m->n_params; i++, k++) {
         const param_entry *p = &m->params[i];
-        ts[k] = (st_tensor){p->name, "F32", 0, {0}, host + p->offset, p->count * sizeof(float)};
-        if (is_int64(tr, p)) {
-            ints[i] = (int64_t)host[p->offset]; /* num_batches_tracked, exact below 2^24 */
+        ts[k] = (st_tensor){p->name, "F32", 0, {0}, s->params + p->offset,
+                            p->count * sizeof(float)};
+        if (is_int64(m, p)) {
+            ints[i] = (int64_t)s->params[p->offset]; /* num_batches_tracked, exact below 2^24 */
             ts[k] = (st_tensor){p->name, "I64", 0, {0}, &ints[i], sizeof(int64_t)};
         }
-        spec_shape(tr, p, &ts[k]);
+        spec_shape(m, p, &ts[k]);
     }
-    for (size_t s = 0; s < n_slots; s++) {
+    for (size_t sl = 0; sl < n_slots; sl++) {
         for (int i = 0; i < m->n_params; i++) {
             const param_entry *p = &m->params[i];
             if (!p->trainable)
                 continue;
-            snprintf(names[k], sizeof(names[k]), "optimizer.%s.%s", p->name, opt->slot_names[s]);
-            ts[k] = (st_tensor){names[k], "F32", 0, {0},
-                                host + m->n_floats + s * m->n_trainable + p->offset,
+            snprintf(names[k], sizeof(names[k]), "optimizer.%s.%s", p->name, s->slot_names[sl]);
+            ts[k] = (st_tensor){names[k], "F32", 0, {0}, s->slots + sl * m->n_trainable + p->offset,
                                 p->count * sizeof(float)};
-            spec_shape(tr, p, &ts[k]);
+            spec_shape(m, p, &ts[k]);
             k++;
         }
     }
-    int64_t local;
-    int epochs = completed_epochs(tr, &local);
-    char epoch_s[32], step_s[32], local_s[32], rng_s[64];
-    snprintf(epoch_s, sizeof(epoch_s), "%d", epochs);
-    snprintf(step_s, sizeof(step_s), "%" PRId64, tr->global_step);
-    snprintf(local_s, sizeof(local_s), "%" PRId64, local);
-    snprintf(rng_s, sizeof(rng_s), "splitmix64 seed %" PRIu64, tr->job->seed);
+    char epoch_s[32], step_s[32], local_s[32], batch_s[32], rng_s[64];
+    snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, s->epochs_done);
+    snprintf(step_s, sizeof(step_s), "%" PRId64, s->global_step);
+    snprintf(local_s, sizeof(local_s), "%" PRId64, s->local_step);
+    snprintf(batch_s, sizeof(batch_s), "%" PRId64, s->global_batch);
+    snprintf(rng_s, sizeof(rng_s), "splitmix64 seed %" PRIu64, s->seed);
     const char *meta[] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
-                          "local_step", local_s, "rng", rng_s, "job", job_text};
-    rc = safetensors_write(path, ts, k, meta, 6, err);
+                          "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
+                          "job", s->job_text ? s->job_text : ""};
+    rc = safetensors_write(path, ts, k, meta, 7, err);
 out:
-    if (mem != NULL)
-        fclose(mem);
-    free(job_text);
     free(ints);
-    free(host);
     free(ts);
     free(names);
     return rc;
 }
 
-int checkpoint_save(trainer_t *tr, char *name, size_t name_len, tt_err *err)
+int checkpoint_write_pointer(const char *logdir, const char *name, tt_err *err)
 {
-    char path[4400], pointer[4400], line[128];
-    snprintf(line, sizeof(line), "model-%" PRId64 ".safetensors", tr->global_step);
-    snprintf(path, sizeof(path), "%s/%s", tr->job->logdir, line);
-    snprintf(pointer, sizeof(pointer), "%s/checkpoint", tr->job->logdir);
-    if (checkpoint_save_as(tr, path, err) != 0)
-        return -1;
-    if (tr->rank == 0) { /* under MPI rank 0 alone writes the log directory */
-        size_t len = strlen(line);
-        line[len] = '\n';
-        int rc = file_write_atomic(pointer, line, len + 1, err);
-        line[len] = '\0';
-        if (rc != 0)
-            return -1;
-    }
-    if (name != NULL)
-        snprintf(name, name_len, "%s", line);
-    return 0;
+    char pointer[4400], line[512];
+    snprintf(pointer, sizeof(pointer), "%s/checkpoint", logdir);
+    int len = snprintf(line, sizeof(line), "%s\n", name);
+    return file_write_atomic(pointer, line, (size_t)len, err);
 }
 
 /* Appends "name" to a comma-separated list for the error message. */
@@ -162,11 +113,11 @@ static void list_add(char *list, size_t len, const char *name)
         snprintf(list + used, len - used, "%s%s", used ? ", " : "", name);
 }
 
-static bool shape_matches(const trainer_t *tr, const param_entry *p, const st_tensor *t)
+static bool shape_matches(const model_t *m, const param_entry *p, const st_tensor *t)
 {
     st_tensor want = {0};
-    spec_shape(tr, p, &want);
-    if (strcmp(t->dtype, is_int64(tr, p) ? "I64" : "F32") != 0 || t->ndim != want.ndim)
+    spec_shape(m, p, &want);
+    if (strcmp(t->dtype, is_int64(m, p) ? "I64" : "F32") != 0 || t->ndim != want.ndim)
         return false;
     for (int d = 0; d < want.ndim; d++)
         if (t->shape[d] != want.shape[d])
@@ -174,34 +125,32 @@ static bool shape_matches(const trainer_t *tr, const param_entry *p, const st_te
     return true;
 }
 
-/* Model tensors into host (n_floats); optimizer slots too when slots != NULL. */
-static int read_tensors(trainer_t *tr, const safetensors_file *f, const char *path, float *host,
-                        float *slots, tt_err *err)
+/* Model tensors into params (n_floats); with s, the optimizer slots too. */
+static int read_tensors(const model_t *m, const safetensors_file *f, const char *path,
+                        float *params, const checkpoint_state *s, tt_err *err)
 {
-    const model_t *m = &tr->model;
-    const optimizer_t *opt = saved_optimizer(tr);
     char missing[512] = "", wrong[512] = "", unexpected[512] = "";
     for (int i = 0; i < m->n_params; i++) {
         const param_entry *p = &m->params[i];
         const st_tensor *t = safetensors_find(f, p->name);
         if (t == NULL)
             list_add(missing, sizeof(missing), p->name);
-        else if (!shape_matches(tr, p, t))
+        else if (!shape_matches(m, p, t))
             list_add(wrong, sizeof(wrong), p->name);
-        else if (is_int64(tr, p))
-            host[p->offset] = (float)read_i64(t->data);
+        else if (is_int64(m, p))
+            params[p->offset] = (float)read_i64(t->data);
         else
-            memcpy(host + p->offset, t->data, t->bytes);
-        for (int s = 0; slots != NULL && p->trainable && s < opt->n_slots; s++) {
+            memcpy(params + p->offset, t->data, t->bytes);
+        for (int sl = 0; s != NULL && p->trainable && sl < s->n_slots; sl++) {
             char name[TT_NAME_MAX + 64];
-            snprintf(name, sizeof(name), "optimizer.%s.%s", p->name, opt->slot_names[s]);
+            snprintf(name, sizeof(name), "optimizer.%s.%s", p->name, s->slot_names[sl]);
             const st_tensor *st = safetensors_find(f, name);
             if (st == NULL)
                 list_add(missing, sizeof(missing), name);
-            else if (!shape_matches(tr, p, st))
+            else if (!shape_matches(m, p, st))
                 list_add(wrong, sizeof(wrong), name);
             else
-                memcpy(slots + (size_t)s * m->n_trainable + p->offset, st->data, st->bytes);
+                memcpy(s->slots + (size_t)sl * m->n_trainable + p->offset, st->data, st->bytes);
         }
     }
     for (int i = 0; i < safetensors_count(f); i++) {
@@ -226,35 +175,25 @@ static int read_tensors(trainer_t *tr, const safetensors_file *f, const char *pa
     return err_set(err, TT_ERR_USAGE, "%s does not match the model: %s", path, what);
 }
 
-static void upload_params(trainer_t *tr, const float *host)
-{
-    for (int t = 0; t < tr->n_towers; t++)
-        tower_set_params(&tr->towers[t], host);
-    if (tr->shared_params != NULL) {
-        backend_t *be = tr->backends[0];
-        be->upload(be, tr->shared_params, host, tr->model.n_floats * sizeof(float));
-    }
-}
-
-int checkpoint_load_params(trainer_t *tr, const char *path, tt_err *err)
+int checkpoint_read_params(const char *path, const model_t *m, float *params, tt_err *err)
 {
     safetensors_file *f = NULL;
     if (safetensors_read(path, &f, err) != 0)
         return -1;
-    float *host = calloc(tr->model.n_floats + 1, sizeof(float));
-    int rc = host == NULL ? err_set(err, TT_ERR_RUNTIME, "out of memory")
-                          : read_tensors(tr, f, path, host, NULL, err);
-    if (rc == 0)
-        upload_params(tr, host);
-    free(host);
+    int rc = read_tensors(m, f, path, params, NULL, err);
     safetensors_free(f);
     return rc;
 }
 
-static int meta_int(const safetensors_file *f, const char *path, const char *key, int64_t *out,
-                    tt_err *err)
+/* A count from the metadata; an absent optional one reads as 0. */
+static int meta_int(const safetensors_file *f, const char *path, const char *key, bool required,
+                    int64_t *out, tt_err *err)
 {
     const char *v = safetensors_meta(f, key);
+    if (v == NULL && !required) {
+        *out = 0;
+        return 0;
+    }
     char *end = NULL;
     errno = 0;
     long long x = v ? strtoll(v, &end, 10) : -1;
@@ -265,54 +204,21 @@ static int meta_int(const safetensors_file *f, const char *path, const char *key
     return 0;
 }
 
-int checkpoint_restore(trainer_t *tr, const char *path, tt_err *err)
+int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_err *err)
 {
     safetensors_file *f = NULL;
     if (safetensors_read(path, &f, err) != 0)
         return -1;
-    const model_t *m = &tr->model;
-    optimizer_t *opt = saved_optimizer(tr);
-    int64_t epochs = 0, step = 0, local = 0;
     const char *format = safetensors_meta(f, "format");
     int rc = -1;
-    float *host = calloc(m->n_floats + (size_t)opt->n_slots * m->n_trainable + 1, sizeof(float));
-    if (host == NULL) {
-        err_set(err, TT_ERR_RUNTIME, "out of memory");
-        goto out;
-    }
-    if (format == NULL || strcmp(format, "towertrain/1") != 0) {
+    if (format == NULL || strcmp(format, "towertrain/1") != 0)
         err_set(err, TT_ERR_USAGE, "%s: not a towertrain checkpoint (format %s)", path,
                 format ? format : "missing");
-        goto out;
-    }
-    if (meta_int(f, path, "epoch_num", &epochs, err) || meta_int(f, path, "global_step", &step, err) ||
-        meta_int(f, path, "local_step", &local, err))
-        goto out;
-    float *slots = host + m->n_floats;
-    if (read_tensors(tr, f, path, host, slots, err) != 0)
-        goto out;
-    upload_params(tr, host);
-    optimizer_t *targets[TT_MAX_TOWERS + 1];
-    int n_targets = 0;
-    if (tr->shared_opt.be != NULL)
-        targets[n_targets++] = &tr->shared_opt;
-    else
-        for (int t = 0; t < tr->n_towers; t++)
-            targets[n_targets++] = &tr->opts[t];
-    for (int i = 0; i < n_targets; i++) {
-        for (int s = 0; s < targets[i]->n_slots; s++)
-            targets[i]->be->upload(targets[i]->be, targets[i]->slots[s],
-                                   slots + (size_t)s * m->n_trainable,
-                                   m->n_trainable * sizeof(float));
-        targets[i]->has_state = step > 0;
-    }
-    tr->global_step = step;
-    tr->local_step = local;
-    tr->epoch_num = epochs + 1;
-    tr->updates = step * tr->n_towers;
-    rc = 0;
-out:
-    free(host);
+    else if (meta_int(f, path, "epoch_num", true, &s->epochs_done, err) == 0 &&
+             meta_int(f, path, "global_step", true, &s->global_step, err) == 0 &&
+             meta_int(f, path, "local_step", true, &s->local_step, err) == 0 &&
+             meta_int(f, path, "global_batch", false, &s->global_batch, err) == 0)
+        rc = read_tensors(m, f, path, s->params, s, err);
     safetensors_free(f);
     return rc;
 }

@@ -1,38 +1,57 @@
-/* checkpoint.h - saving and restoring a training run (SPEC 7).
+/* checkpoint.h - a training run's state to and from a safetensors file
+ * (towertrain.cfg(5), CHECKPOINTS).
  *
- * A checkpoint holds tower 0's parameters under PyTorch's names, the optimizer
- * slots as optimizer.<param>.<slot>, and in __metadata__ the format, the
- * completed epochs, global_step, local_step (steps done in the running epoch),
- * the RNG state and the resolved job. Every random stream in towertrain is a
- * pure function of the seed and counters, so the RNG state is the seed and
- * the position is global_step.
+ * A checkpoint holds the model block (parameters and batchnorm statistics)
+ * under PyTorch's names, the optimizer slots as optimizer.<param>.<slot>, and
+ * in __metadata__ the format, the completed epochs, global_step, local_step
+ * (steps done in the running epoch), the global batch, the RNG state and the
+ * resolved job. Every random stream in towertrain is a pure function of the
+ * seed and counters, so the RNG state is the seed and the position is
+ * global_step.
+ *
+ * This module knows models and files, not trainers: the trainer gathers the
+ * state into host memory (src/train/checkpointing.c) and hands it here.
  */
 #ifndef TT_CHECKPOINT_H
 #define TT_CHECKPOINT_H
 
-#include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
-#include "train/trainer.h"
+#include "model/model.h"
 #include "util/err.h"
 
-/* Writes <logdir>/model-<global_step>.safetensors and then the `checkpoint`
- * pointer file, both atomically; name receives the file name written. */
-int checkpoint_save(trainer_t *tr, char *name, size_t name_len, tt_err *err);
+/* A run's state in host memory, laid out as the model's parameter block. */
+typedef struct {
+    float *params;                  /* [model->n_floats] */
+    int n_slots;                    /* optimizer slots per trainable element */
+    const char *const *slot_names;  /* "momentum" | "exp_avg", "exp_avg_sq" */
+    float *slots;                   /* [n_slots][model->n_trainable] */
+    int64_t epochs_done;            /* completed epochs */
+    int64_t global_step;
+    int64_t local_step;             /* steps done in the epoch after those */
+    int64_t global_batch;           /* samples per step, every tower of every rank; 0: unknown */
+    uint64_t seed;
+    const char *job_text;           /* the resolved job, as job.cfg holds it */
+} checkpoint_state;
 
-/* Writes tower 0's parameters (with the optimizer state) to `path` without
- * touching the pointer file (min_saver / max_saver). */
-int checkpoint_save_as(trainer_t *tr, const char *path, tt_err *err);
+/* Writes the state to `path` atomically. A tensor that is not finite is
+ * never written (it would replace a good checkpoint with a diverged one). */
+int checkpoint_write(const char *path, const model_t *m, const checkpoint_state *s,
+                     tt_err *err);
 
-/* Loads the model tensors of any safetensors file into every tower
- * (session_init): names and shapes must match; optimizer.* tensors and the
- * metadata are ignored. The error lists what is missing, unexpected or of
- * the wrong shape. */
-int checkpoint_load_params(trainer_t *tr, const char *path, tt_err *err);
+/* Points <logdir>/checkpoint at `name` (a file in the log directory), atomically. */
+int checkpoint_write_pointer(const char *logdir, const char *name, tt_err *err);
 
-/* Restores everything `resume` needs: parameters, optimizer slots, epoch,
- * global_step and local_step. */
-int checkpoint_restore(trainer_t *tr, const char *path, tt_err *err);
+/* Reads a checkpoint written by checkpoint_write into s: the caller sets
+ * s->params, s->slots, s->n_slots and s->slot_names (the optimizer's); the
+ * counters and global_batch are filled in. The error names what is missing,
+ * unexpected or of the wrong shape. */
+int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_err *err);
+
+/* session_init: the model tensors of any safetensors file into params
+ * ([m->n_floats]); optimizer.* tensors and the metadata are ignored. */
+int checkpoint_read_params(const char *path, const model_t *m, float *params, tt_err *err);
 
 /* The path of the latest checkpoint of a log directory (its `checkpoint`
  * pointer file), TT_ERR_USAGE when there is none. */

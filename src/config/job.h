@@ -1,7 +1,7 @@
 /* job.h - the resolved job: what a job file (SPEC 2-6, 9, 10) says, validated,
  * with every default filled in and every path absolute.
  *
- * config_load_job() reads the libconfig file, applies --set overrides, checks every
+ * job_load() reads the libconfig file, applies --set overrides, checks every
  * key (unknown keys are errors with a did-you-mean), fills in defaults and builds
  * these plain structs. The same resolved libconfig tree is what `validate` prints
  * and what `run` stores as <logdir>/job.cfg, so it is itself a valid job file.

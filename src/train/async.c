@@ -1,58 +1,104 @@
-/* async.c - tensorpack's AsyncMultiGPUTrainer (Hogwild-style): each tower
- * reads the shared parameters, computes the gradient of its slice, and applies
- * it (scaled by 1/nr_tower when scale_gradient) as soon as it has it, without
- * waiting for the other towers. Parameters may be read while another tower
- * updates them, by design; the updates themselves, the optimizer state and the
- * update counter are serialised by one lock. Not deterministic. */
+/* async.c - tensorpack's AsyncMultiGPUTrainer: each tower reads the shared
+ * parameters, computes the gradient of its slice, and applies it (scaled by
+ * 1/nr_tower when scale_gradient) as soon as it has it, without waiting for
+ * the other towers. A tower's copy of the parameters is taken under the same
+ * lock as the updates, so it is always one consistent state, but possibly
+ * some updates old by the time its gradient is applied (stale gradients, as
+ * in tensorpack). The order in which towers take the lock varies from run to
+ * run: not deterministic. */
+#include <pthread.h>
 #include <stdlib.h>
 
+#include "train/shared_params.h"
 #include "train/trainer.h"
+
+typedef struct {
+    shared_params sp;
+    pthread_mutex_t lock; /* the shared copy, its optimizer and `updates` */
+    int64_t updates;      /* updates applied: Adam's step count */
+} async_state;
 
 static int async_setup(trainer_t *tr, tt_err *err)
 {
-    backend_t *be = tr->backends[0];
-    size_t n = tr->model.n_floats ? tr->model.n_floats : 1;
-    tr->shared_params = be->alloc(be, n * sizeof(float));
-    if (tr->shared_params == NULL)
+    async_state *st = calloc(1, sizeof(*st));
+    if (st == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    be->copy(be, tr->shared_params, tr->towers[0].params, tr->model.n_floats * sizeof(float));
-    return optimizer_create(&tr->job->optimizer, be, tr->model.n_trainable, &tr->shared_opt,
-                            err);
+    pthread_mutex_init(&st->lock, NULL);
+    tr->impl = st;
+    return shared_params_create(tr, &st->sp, err);
 }
+
+typedef struct {
+    trainer_t *tr;
+    const batch_t *b;
+} step_arg;
 
 static void async_tower(const tower_context *ctx, void *p)
 {
-    trainer_t *tr = ((void **)p)[0];
-    const batch_t *b = ((void **)p)[1];
+    step_arg *a = p;
+    trainer_t *tr = a->tr;
+    async_state *st = tr->impl;
     tower_t *tw = &tr->towers[ctx->index];
-    size_t bytes = tr->model.n_trainable * sizeof(float); /* batchnorm stats stay local */
 
-    pthread_mutex_lock(&tr->update_lock);
-    tw->be->copy(tw->be, tw->params, tr->shared_params, bytes);
-    pthread_mutex_unlock(&tr->update_lock);
+    pthread_mutex_lock(&st->lock);
+    shared_params_read(tr, &st->sp, ctx->index);
+    pthread_mutex_unlock(&st->lock);
 
-    trainer_tower_compute(tr, ctx->index, b);
+    trainer_tower_compute(tr, ctx->index, a->b);
     if (tr->job->trainer.scale_gradient && tr->n_towers > 1)
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / (float)tr->n_towers, tw->grads);
 
-    pthread_mutex_lock(&tr->update_lock);
-    tr->updates++;
-    optimizer_apply_range(&tr->shared_opt, tw->be, tr->shared_params, tw->grads, 0,
-                          tr->model.n_trainable, tr->updates);
-    optimizer_mark_stepped(&tr->shared_opt);
-    pthread_mutex_unlock(&tr->update_lock);
+    pthread_mutex_lock(&st->lock);
+    st->updates++;
+    optimizer_apply_range(&st->sp.opt, tw->be, st->sp.params, tw->grads, 0,
+                          tr->model.n_trainable, st->updates);
+    optimizer_mark_stepped(&st->sp.opt);
+    pthread_mutex_unlock(&st->lock);
 }
 
 static int async_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
-    void *arg[2] = {tr, (void *)b};
-    tower_team_run(tr->team, true, async_tower, arg);
+    step_arg a = {tr, b};
+    tower_team_run(tr->team, true, async_tower, &a);
     trainer_collect_step(tr, b);
     return 0;
+}
+
+static optimizer_t *async_optimizer(trainer_t *tr, int i)
+{
+    async_state *st = tr->impl;
+    return i == 0 ? &st->sp.opt : NULL;
+}
+
+static void async_publish(trainer_t *tr)
+{
+    async_state *st = tr->impl;
+    shared_params_read(tr, &st->sp, 0);
+}
+
+/* resume: every step applied one update per tower */
+static void async_reload(trainer_t *tr)
+{
+    async_state *st = tr->impl;
+    shared_params_reload(tr, &st->sp);
+    st->updates = tr->global_step * tr->n_towers;
+}
+
+static void async_destroy(trainer_t *tr)
+{
+    async_state *st = tr->impl;
+    shared_params_free(tr, &st->sp);
+    pthread_mutex_destroy(&st->lock);
+    free(st);
+    tr->impl = NULL;
 }
 
 const trainer_ops trainer_async_ops = {
     .name = "async",
     .setup = async_setup,
     .run_step = async_run_step,
+    .optimizer = async_optimizer,
+    .publish = async_publish,
+    .reload = async_reload,
+    .destroy = async_destroy,
 };

@@ -17,12 +17,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/allreduce.h"
 #include "comm/dist.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
 /* gradient_packing below this many elements per pack does not pay. */
 #define MIN_PACK 1024
+
+/* A tower's progress through the packs of the current step. */
+typedef struct {
+    trainer_t *tr;
+    int t;
+    int pending; /* packs [0, pending) are not averaged yet in this step */
+} pack_cursor;
+
+typedef struct {
+    optimizer_t opts[TT_MAX_TOWERS]; /* one replica of the optimizer per tower */
+    allreduce_t *allreduce;
+    allreduce_algo algo;
+    bool algo_auto;                  /* allreduce = "auto" chose algo */
+    int packs;                       /* gradient_packing: all-reduces per step (1 = off) */
+    pack_cursor cursors[TT_MAX_TOWERS];
+} replicated_state;
 
 typedef struct {
     trainer_t *tr;
@@ -31,33 +48,30 @@ typedef struct {
 
 static void replicated_describe(const trainer_t *tr)
 {
+    const replicated_state *st = tr->impl;
     const trainer_cfg *tc = &tr->job->trainer;
-    if (tr->algo_auto)
+    if (st->algo_auto)
         log_printf("allreduce: auto chose %s for %d towers and %zu gradients\n",
-                   allreduce_algo_name(tr->algo), tr->n_towers, tr->model.n_trainable);
-    if (tc->gradient_packing > 0 && tr->packs == 1)
+                   allreduce_algo_name(st->algo), tr->n_towers, tr->model.n_trainable);
+    if (tc->gradient_packing > 0 && st->packs == 1)
         log_printf("gradient_packing: %d packs would hold under %d gradients each; "
                    "packing skipped\n", tc->gradient_packing, MIN_PACK);
 }
 
-struct pack_cursor {
-    trainer_t *tr;
-    int t;
-    int pending; /* packs [0, pending) are not averaged yet in this step */
-};
-
 static void pack_range(const trainer_t *tr, int k, size_t *lo, size_t *hi)
 {
+    const replicated_state *st = tr->impl;
     size_t count = tr->model.n_trainable;
-    *lo = count * (size_t)k / (size_t)tr->packs;
-    *hi = count * (size_t)(k + 1) / (size_t)tr->packs;
+    *lo = count * (size_t)k / (size_t)st->packs;
+    *hi = count * (size_t)(k + 1) / (size_t)st->packs;
 }
 
 /* Tower t's part of averaging one pack of gradients over every tower of
  * every rank. */
 static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
 {
-    allreduce_run(tr->allreduce, t, grads, count, tr->algo, true);
+    replicated_state *st = tr->impl;
+    allreduce_run(st->allreduce, t, grads, count, st->algo, true);
     if (tr->n_ranks == 1)
         return;
     if (t == 0) {
@@ -65,12 +79,12 @@ static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
         for (size_t i = 0; i < count; i++)
             grads[i] /= (float)tr->n_ranks;
     }
-    allreduce_broadcast(tr->allreduce, t, grads, count, 0);
+    allreduce_broadcast(st->allreduce, t, grads, count, 0);
 }
 
 /* Averages, last first, the pending packs that lie wholly in
  * [lo, n_trainable): every pending pack when lo is 0. */
-static void average_ready_packs(struct pack_cursor *c, size_t lo)
+static void average_ready_packs(pack_cursor *c, size_t lo)
 {
     tower_t *tw = &c->tr->towers[c->t];
     while (c->pending > 0) {
@@ -93,50 +107,50 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
 {
     const trainer_cfg *tc = &tr->job->trainer;
     size_t count = tr->model.n_trainable;
-    tr->allreduce = allreduce_create(tr->n_towers, err);
-    if (tr->allreduce == NULL)
+    replicated_state *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    tr->impl = st;
+    if (trainer_create_optimizers(tr, tr->backends, tr->n_towers, st->opts, err) != 0)
+        return -1;
+    st->allreduce = allreduce_create(tr->n_towers, err);
+    if (st->allreduce == NULL)
         return -1;
     if (strcmp(tc->allreduce, "auto") == 0) {
-        tr->algo = allreduce_choose(tr->n_towers, count * sizeof(float));
-        tr->algo_auto = true;
+        st->algo = allreduce_choose(tr->n_towers, count * sizeof(float));
+        st->algo_auto = true;
     } else {
         int a = allreduce_algo_parse(tc->allreduce);
         if (a < 0)
             return err_set(err, TT_ERR_USAGE, "trainer.allreduce: '%s' needs the GPU backend",
                            tc->allreduce);
-        tr->algo = (allreduce_algo)a;
+        st->algo = (allreduce_algo)a;
     }
-    tr->packs = 1;
-    if (tc->gradient_packing > 0) {
-        if (count / (size_t)tc->gradient_packing >= MIN_PACK)
-            tr->packs = tc->gradient_packing;
-    }
-    tr->cursors = calloc((size_t)tr->n_towers, sizeof(*tr->cursors));
-    if (tr->cursors == NULL)
-        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    st->packs = 1;
+    if (tc->gradient_packing > 0 && count / (size_t)tc->gradient_packing >= MIN_PACK)
+        st->packs = tc->gradient_packing;
     for (int t = 0; t < tr->n_towers; t++) {
-        tr->cursors[t] = (struct pack_cursor){tr, t, 0};
-        if (tr->packs > 1) { /* one pack is ready only when backward is done */
+        st->cursors[t] = (pack_cursor){tr, t, 0};
+        if (st->packs > 1) { /* one pack is ready only when backward is done */
             tr->towers[t].grad_ready = pack_ready;
-            tr->towers[t].grad_ready_arg = &tr->cursors[t];
+            tr->towers[t].grad_ready_arg = &st->cursors[t];
         }
     }
     return 0;
 }
 
-
-
 static void replicated_tower(const tower_context *ctx, void *p)
 {
     step_arg *a = p;
     trainer_t *tr = a->tr;
+    replicated_state *st = tr->impl;
     int t = ctx->index;
     tower_t *tw = &tr->towers[t];
-    struct pack_cursor *c = &tr->cursors[t];
-    c->pending = tr->packs;
+    pack_cursor *c = &st->cursors[t];
+    c->pending = st->packs;
     trainer_tower_compute(tr, t, a->b); /* averages packs as they are ready */
     average_ready_packs(c, 0);          /* and the rest */
-    optimizer_apply(&tr->opts[t], tw->params, tw->grads, tr->global_step + 1);
+    optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->global_step + 1);
 }
 
 static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
@@ -147,9 +161,28 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     return 0;
 }
 
+static optimizer_t *replicated_optimizer(trainer_t *tr, int i)
+{
+    replicated_state *st = tr->impl;
+    return i < tr->n_towers ? &st->opts[i] : NULL;
+}
+
+static void replicated_destroy(trainer_t *tr)
+{
+    replicated_state *st = tr->impl;
+    for (int t = 0; t < tr->n_towers; t++)
+        if (st->opts[t].be != NULL)
+            optimizer_free(&st->opts[t]);
+    allreduce_free(st->allreduce);
+    free(st);
+    tr->impl = NULL;
+}
+
 const trainer_ops trainer_sync_replicated_ops = {
     .name = "sync_replicated",
     .setup = replicated_setup,
     .run_step = replicated_run_step,
     .describe = replicated_describe,
+    .optimizer = replicated_optimizer,
+    .destroy = replicated_destroy,
 };

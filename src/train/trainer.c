@@ -7,7 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "checkpoint/checkpoint.h"
 #include "comm/dist.h"
 #include "util/log.h"
 #include "util/rng.h"
@@ -38,21 +37,6 @@ static const trainer_ops *trainer_ops_for(trainer_type t)
     return NULL;
 }
 
-static const char *trainer_type_name(trainer_type t)
-{
-    switch (t) {
-    case TRAINER_SIMPLE:
-        return "simple";
-    case TRAINER_SYNC_REPLICATED:
-        return "sync_replicated";
-    case TRAINER_SYNC_PARAMETER_SERVER:
-        return "sync_parameter_server";
-    case TRAINER_ASYNC:
-        return "async";
-    }
-    return "?";
-}
-
 /* Picks the device: "gpu" without a GPU is a usage error (SPEC 1); "auto" takes
  * the CPU while the CUDA backend cannot train yet. */
 static int trainer_check_device(const job_t *job, tt_err *err)
@@ -80,8 +64,7 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
     }
     tr->backends = calloc((size_t)n, sizeof(backend_t *));
     tr->towers = calloc((size_t)n, sizeof(tower_t));
-    tr->opts = calloc((size_t)n, sizeof(optimizer_t));
-    if (!tr->backends || !tr->towers || !tr->opts)
+    if (!tr->backends || !tr->towers)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     float *host = malloc((tr->model.n_floats ? tr->model.n_floats : 1) * sizeof(float));
     if (host == NULL)
@@ -94,9 +77,7 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
         tr->backends[t] = backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
-                         err) != 0 ||
-            optimizer_create(&job->optimizer, tr->backends[t], tr->model.n_trainable,
-                             &tr->opts[t], err) != 0) {
+                         err) != 0) {
             free(host);
             return -1;
         }
@@ -147,7 +128,6 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (trainer_check_device(job, err) != 0)
         return -1;
     tr->ops = trainer_ops_for(job->trainer.type);
-    pthread_mutex_init(&tr->update_lock, NULL);
     tr->n_towers = job->trainer.nr_tower;
     tr->rank = dist_rank();
     tr->n_ranks = dist_size();
@@ -171,11 +151,11 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     if (trainer_create_towers(tr, err) != 0)
         return -1;
-    /* session_init before the shared copy is taken: every tower starts there */
-    if (job->session_init[0] != '\0' && checkpoint_load_params(tr, job->session_init, err) != 0)
+    /* session_init before the type's setup: every copy starts there */
+    if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
         return -1;
     tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || (tr->ops->setup && tr->ops->setup(tr, err) != 0))
+    if (tr->team == NULL || tr->ops->setup(tr, err) != 0)
         return -1;
 
     tr->steps_per_epoch = job->steps_per_epoch > 0
@@ -199,26 +179,14 @@ void trainer_free(trainer_t *tr)
     free(tr->callbacks);
     free(tr->monitors);
     tower_team_free(tr->team);
-    allreduce_free(tr->allreduce);
-    free(tr->cursors);
-    if (tr->shared_opt.be)
-        optimizer_free(&tr->shared_opt);
-    if (tr->backends && tr->backends[0]) {
-        tr->backends[0]->free(tr->backends[0], tr->shared_params);
-        tr->backends[0]->free(tr->backends[0], tr->shared_grads);
-    }
-    free(tr->ranges);
+    if (tr->impl != NULL)
+        tr->ops->destroy(tr);
     for (int t = 0; t < tr->n_towers; t++) {
-        if (tr->opts && tr->opts[t].be)
-            optimizer_free(&tr->opts[t]);
         if (tr->towers && tr->towers[t].be)
             tower_free(&tr->towers[t]);
         if (tr->backends && tr->backends[t])
             tr->backends[t]->destroy(tr->backends[t]);
     }
-    if (tr->ops != NULL)
-        pthread_mutex_destroy(&tr->update_lock);
-    free(tr->opts);
     free(tr->towers);
     free(tr->backends);
     if (tr->train_flow)
@@ -242,15 +210,26 @@ static double float_shortest(float f)
     return strtod(buf, NULL);
 }
 
-float trainer_get_learning_rate(const trainer_t *tr)
+float trainer_get_learning_rate(trainer_t *tr)
 {
-    return tr->opts[0].cfg.learning_rate;
+    return tr->ops->optimizer(tr, 0)->cfg.learning_rate;
 }
 
 void trainer_set_learning_rate(trainer_t *tr, float lr)
 {
-    for (int t = 0; t < tr->n_towers; t++)
-        tr->opts[t].cfg.learning_rate = lr;
+    optimizer_t *opt;
+    for (int i = 0; (opt = tr->ops->optimizer(tr, i)) != NULL; i++)
+        opt->cfg.learning_rate = lr;
+}
+
+int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimizer_t *opts,
+                              tt_err *err)
+{
+    for (int i = 0; i < n; i++)
+        if (optimizer_create(&tr->job->optimizer, backends[i], tr->model.n_trainable, &opts[i],
+                             err) != 0)
+            return -1;
+    return 0;
 }
 
 int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err *err)
@@ -311,10 +290,8 @@ void trainer_collect_step(trainer_t *tr, const batch_t *b)
 
 void trainer_sync_tower0(trainer_t *tr)
 {
-    if (tr->shared_params == NULL)
-        return;
-    tower_t *t = &tr->towers[0];
-    t->be->copy(t->be, t->params, tr->shared_params, tr->model.n_trainable * sizeof(float));
+    if (tr->ops->publish != NULL)
+        tr->ops->publish(tr);
 }
 
 void trainer_sync_batchnorm(trainer_t *tr)
@@ -463,13 +440,21 @@ static void trainer_print_table(const trainer_t *tr)
                    tr->backends[t]->threads, job->dataflow.batch_size);
     if (tr->n_ranks > 1)
         log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "
-                   "%lld steps per epoch\n", trainer_type_name(job->trainer.type), tr->n_ranks,
+                   "%lld steps per epoch\n", tr->ops->name, tr->n_ranks,
                    tr->n_towers, tr->global_batch, job->dataflow.batch_size, tr->n_towers,
                    tr->n_ranks, (long long)tr->steps_per_epoch);
     else
         log_printf("trainer %s: %d tower(s), global batch %d (%d x %d), %lld steps per epoch\n",
-                   trainer_type_name(job->trainer.type), tr->n_towers, tr->global_batch,
+                   tr->ops->name, tr->n_towers, tr->global_batch,
                    job->dataflow.batch_size, tr->n_towers, (long long)tr->steps_per_epoch);
+    /* batches are cut from the global batch (towertrain.cfg(5), DATAFLOW):
+     * another one takes other samples at every step from here on */
+    if (tr->resumed_global_batch > 0 && tr->resumed_global_batch != tr->global_batch)
+        log_printf("resume: the global batch is now %d (batch_size %d x %d tower(s) x %d "
+                   "rank(s)); the checkpoint was written with %lld: training continues, but "
+                   "no longer bit for bit as the original run would have\n", tr->global_batch,
+                   job->dataflow.batch_size, tr->n_towers, tr->n_ranks,
+                   (long long)tr->resumed_global_batch);
 }
 
 static int trainer_run_epoch(trainer_t *tr, tt_err *err)
@@ -556,7 +541,7 @@ int trainer_train(trainer_t *tr, tt_err *err)
         char name[256];
         log_printf("\nstopped by signal %d at global step %lld: writing a checkpoint\n",
                    (int)trainer_stop_signal, (long long)tr->global_step);
-        if (checkpoint_save(tr, name, sizeof(name), err) != 0)
+        if (trainer_save_latest(tr, name, sizeof(name), err) != 0)
             rc = -1;
         else
             log_printf("saved %s\n", name);

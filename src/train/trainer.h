@@ -12,11 +12,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include <pthread.h>
 #include <signal.h>
 
 #include "backend/backend.h"
-#include "comm/allreduce.h"
 #include "config/job.h"
 #include "dataflow/dataflow.h"
 #include "model/model.h"
@@ -85,50 +83,43 @@ struct monitor {
 
 /* ---- the trainer ---- */
 
+/* One trainer type (simple.c, sync_replicated.c, sync_parameter_server.c,
+ * async.c). Each type owns its state behind tr->impl: the optimizers that
+ * apply its updates, its all-reduce, its copy of the parameters. The loop,
+ * callbacks and checkpoints reach that state only through these hooks. */
 typedef struct {
     const char *name;
-    /* Sets up what the type needs beyond the towers (all-reduce, the shared
-     * parameter block); may be NULL. */
+    /* Creates the type's state (tr->impl) once the towers hold their initial
+     * parameters. */
     int (*setup)(trainer_t *tr, tt_err *err);
     /* One training step over the batch; fills tr->step_loss / step_accuracy. */
     int (*run_step)(trainer_t *tr, const batch_t *batch, tt_err *err);
     /* Logs what setup chose (all-reduce, placement) with the trainer table,
      * once nothing can fail before training; may be NULL. */
     void (*describe)(const trainer_t *tr);
+    /* The optimizers that apply the updates, i = 0, 1, ... until NULL. Every
+     * hyperparameter a callback sets goes to each of them; the first one's
+     * state is what a checkpoint saves. */
+    optimizer_t *(*optimizer)(trainer_t *tr, int i);
+    /* Copies the parameters the type keeps outside the towers into tower 0,
+     * before tower 0 is read (evaluation, checkpoints, histograms); NULL when
+     * tower 0 always holds them. */
+    void (*publish)(trainer_t *tr);
+    /* The towers were given new parameters (resume) and tr->global_step its
+     * new value: the type takes them into its own copy; may be NULL. */
+    void (*reload)(trainer_t *tr);
+    void (*destroy)(trainer_t *tr);
 } trainer_ops;
-
-/* A range of the parameter block and the tower that updates it
- * (sync_parameter_server's placement). */
-typedef struct {
-    size_t lo, hi;
-    int owner;
-} param_range;
 
 struct trainer {
     const job_t *job;
     const trainer_ops *ops;
+    void *impl;            /* the trainer type's own state (ops->setup) */
     model_t model;
     int n_towers;
     backend_t **backends;  /* one per tower */
     tower_t *towers;
-    optimizer_t *opts;     /* one per tower (simple, sync_replicated) */
     tower_team *team;      /* call_for_each_tower */
-
-    /* sync_replicated */
-    allreduce_t *allreduce;
-    allreduce_algo algo;
-    int packs;             /* gradient_packing: all-reduces per step (1 = off) */
-    bool algo_auto;        /* allreduce = "auto" chose algo */
-    struct pack_cursor *cursors; /* per tower: packs not yet averaged this step */
-
-    /* sync_parameter_server and async: the one copy of the parameters */
-    float *shared_params;
-    float *shared_grads;
-    optimizer_t shared_opt;
-    param_range *ranges;
-    int n_ranges;
-    pthread_mutex_t update_lock; /* async: one update at a time */
-    int64_t updates;             /* async: updates applied (Adam's step) */
 
     dataset_t *train_set;
     dataflow_t *train_flow;
@@ -153,6 +144,7 @@ struct trainer {
     double step_loss;
     double step_accuracy;
     double epoch_seconds;    /* wall time of the running epoch's steps */
+    int64_t resumed_global_batch; /* the checkpoint's global batch (resume), else 0 */
     double epoch_start_time;
 
     callback_t *callbacks;
@@ -177,9 +169,33 @@ void trainer_free(trainer_t *tr);
 /* Publishes a scalar: recorded for the epoch's entry and sent to every monitor. */
 int trainer_put_scalar(trainer_t *tr, const char *name, double value, tt_err *err);
 
-/* The learning rate in use (tower 0's optimizer) and its setter for all towers. */
-float trainer_get_learning_rate(const trainer_t *tr);
+/* The learning rate in use and its setter: it reaches every optimizer that
+ * applies an update, whatever the trainer type. */
+float trainer_get_learning_rate(trainer_t *tr);
 void trainer_set_learning_rate(trainer_t *tr, float lr);
+
+/* ---- checkpoints: the trainer gathers what is saved and hands it to
+ *      checkpoint/ (which knows nothing of trainers), and puts back what is
+ *      read (checkpointing.c) ---- */
+
+/* Writes tower 0's parameters and the optimizer state to `path` (min_saver,
+ * max_saver). Collective under MPI: every rank calls it, rank 0 writes. */
+int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err);
+
+/* Writes <logdir>/model-<global_step>.safetensors, then the `checkpoint`
+ * pointer file; name receives the file name written. */
+int trainer_save_latest(trainer_t *tr, char *name, size_t name_len, tt_err *err);
+
+/* session_init: the model tensors of any safetensors file into every tower. */
+int trainer_load_params(trainer_t *tr, const char *path, tt_err *err);
+
+/* resume: parameters, optimizer state, epoch, global_step and local_step. */
+int trainer_restore(trainer_t *tr, const char *path, tt_err *err);
+
+/* For the trainer types: n optimizers over the trainable block, one per
+ * backend (backends[i]). */
+int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimizer_t *opts,
+                              tt_err *err);
 
 /* Runs the model in inference mode over an eval dataflow; fills mean loss and
  * accuracy over all samples. Used by inference_runner. */
@@ -198,8 +214,9 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b);
  * the ranks also agree here on whether a stop signal arrived anywhere. */
 void trainer_collect_step(trainer_t *tr, const batch_t *b);
 
-/* Copies the shared parameters into tower 0 before it is read (evaluation,
- * checkpoints) under the trainers that keep one shared copy. */
+/* Brings tower 0's parameters up to date before it is read (evaluation,
+ * checkpoints, histograms): the trainer types that keep one shared copy
+ * publish it there (ops->publish). */
 void trainer_sync_tower0(trainer_t *tr);
 
 /* Averages the towers' batchnorm running statistics (and every other

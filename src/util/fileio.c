@@ -1,12 +1,16 @@
 #include "util/fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "util/log.h"
 
 /* Test hook: TT_FAULT_WRITE=<n> makes the n-th atomic write (from 1) fail after
  * writing half its data, as a full disk would. Lets tests check that a failed
@@ -153,4 +157,46 @@ int path_exists(const char *path)
 {
     struct stat st;
     return stat(path, &st) == 0;
+}
+
+/* The writer's pid of a "<name>.tmp.<pid>" file name, or 0. */
+static long temp_writer_pid(const char *name)
+{
+    const char *tag = NULL;
+    for (const char *p = strstr(name, ".tmp."); p != NULL; p = strstr(p + 1, ".tmp."))
+        tag = p;
+    if (tag == NULL || tag == name)
+        return 0;
+    const char *digits = tag + 5;
+    char *end = NULL;
+    errno = 0;
+    long pid = strtol(digits, &end, 10);
+    if (*digits < '0' || *digits > '9' || *end != '\0' || errno != 0 || pid <= 0)
+        return 0;
+    return pid;
+}
+
+int dir_remove_dead_temps(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return 0;
+    int removed = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        long pid = temp_writer_pid(e->d_name);
+        /* a pid that answers (or that we may not signal) is a live process */
+        if (pid == 0 || pid == (long)getpid() || kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+            continue;
+        char path[4400];
+        struct stat st;
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        if (lstat(path, &st) != 0 || !S_ISREG(st.st_mode) || unlink(path) != 0)
+            continue;
+        log_printf("removed %s (%lld bytes), a temporary file left by process %ld, which is no "
+                   "longer running\n", e->d_name, (long long)st.st_size, pid);
+        removed++;
+    }
+    closedir(d);
+    return removed;
 }

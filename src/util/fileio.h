@@ -21,4 +21,10 @@ int dir_create(const char *path, tt_err *err);
 
 int path_exists(const char *path);
 
+/* file_write_atomic names its temporary file <name>.tmp.<pid>; a writer
+ * killed mid-write (kill -9, power loss) leaves it behind. Removes, from dir,
+ * the temporary files whose writer is no longer running (and only those: a
+ * live process's stay) and logs each. Returns the number removed. */
+int dir_remove_dead_temps(const char *dir);
+
 #endif

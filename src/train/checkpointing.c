@@ -1,0 +1,132 @@
+/* checkpointing.c - the trainer's side of checkpoints: it gathers the state
+ * of a run into host memory for checkpoint/ (which knows nothing of
+ * trainers), and puts what checkpoint/ reads back into the towers and into
+ * the trainer type's optimizers and parameter copy. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "checkpoint/checkpoint.h"
+#include "train/trainer.h"
+#include "util/log.h"
+
+/* Completed epochs, and the steps done in the epoch after them. */
+static int64_t completed_epochs(const trainer_t *tr, int64_t *local)
+{
+    if (tr->local_step >= tr->steps_per_epoch) {
+        *local = 0;
+        return tr->epoch_num;
+    }
+    *local = tr->local_step;
+    return tr->epoch_num - 1;
+}
+
+/* Host buffers for the model block and the saved optimizer's slots. */
+static int state_alloc(trainer_t *tr, checkpoint_state *s, tt_err *err)
+{
+    const model_t *m = &tr->model;
+    const optimizer_t *opt = tr->ops->optimizer(tr, 0);
+    *s = (checkpoint_state){0};
+    s->n_slots = opt->n_slots;
+    s->slot_names = opt->slot_names;
+    s->params = malloc((m->n_floats + (size_t)s->n_slots * m->n_trainable + 1) * sizeof(float));
+    if (s->params == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    s->slots = s->params + m->n_floats;
+    return 0;
+}
+
+int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
+{
+    trainer_sync_tower0(tr);
+    trainer_sync_batchnorm(tr); /* collective under MPI: every rank comes here */
+    if (tr->rank != 0)
+        return 0; /* rank 0 writes; the replicas are the same everywhere */
+    const model_t *m = &tr->model;
+    checkpoint_state s;
+    if (state_alloc(tr, &s, err) != 0)
+        return -1;
+    tower_get_params(&tr->towers[0], s.params);
+    const optimizer_t *opt = tr->ops->optimizer(tr, 0);
+    for (int i = 0; i < s.n_slots; i++)
+        opt->be->download(opt->be, s.slots + (size_t)i * m->n_trainable, opt->slots[i],
+                          m->n_trainable * sizeof(float));
+    s.epochs_done = completed_epochs(tr, &s.local_step);
+    s.global_step = tr->global_step;
+    s.global_batch = tr->global_batch;
+    s.seed = tr->job->seed;
+    char *job_text = NULL;
+    size_t job_len = 0;
+    FILE *mem = open_memstream(&job_text, &job_len);
+    int rc = -1;
+    if (mem == NULL || job_write(tr->job, mem) != 0 || fclose(mem) != 0) {
+        if (mem == NULL)
+            err_set(err, TT_ERR_RUNTIME, "out of memory writing %s", path);
+        else
+            err_set(err, TT_ERR_RUNTIME, "cannot format the resolved job for %s", path);
+    } else {
+        s.job_text = job_text;
+        rc = checkpoint_write(path, m, &s, err);
+    }
+    free(job_text);
+    free(s.params);
+    return rc;
+}
+
+int trainer_save_latest(trainer_t *tr, char *name, size_t name_len, tt_err *err)
+{
+    char file[128], path[4400];
+    snprintf(file, sizeof(file), "model-%" PRId64 ".safetensors", tr->global_step);
+    snprintf(path, sizeof(path), "%s/%s", tr->job->logdir, file);
+    if (trainer_save_checkpoint(tr, path, err) != 0)
+        return -1;
+    /* under MPI rank 0 alone writes the log directory */
+    if (tr->rank == 0 && checkpoint_write_pointer(tr->job->logdir, file, err) != 0)
+        return -1;
+    if (name != NULL)
+        snprintf(name, name_len, "%s", file);
+    return 0;
+}
+
+int trainer_load_params(trainer_t *tr, const char *path, tt_err *err)
+{
+    float *host = calloc(tr->model.n_floats + 1, sizeof(float));
+    if (host == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    int rc = checkpoint_read_params(path, &tr->model, host, err);
+    for (int t = 0; rc == 0 && t < tr->n_towers; t++)
+        tower_set_params(&tr->towers[t], host);
+    if (rc == 0 && tr->impl != NULL && tr->ops->reload != NULL)
+        tr->ops->reload(tr);
+    free(host);
+    return rc;
+}
+
+int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
+{
+    const model_t *m = &tr->model;
+    checkpoint_state s;
+    if (state_alloc(tr, &s, err) != 0)
+        return -1;
+    if (checkpoint_read(path, m, &s, err) != 0) {
+        free(s.params);
+        return -1;
+    }
+    for (int t = 0; t < tr->n_towers; t++)
+        tower_set_params(&tr->towers[t], s.params);
+    optimizer_t *opt;
+    for (int i = 0; (opt = tr->ops->optimizer(tr, i)) != NULL; i++) {
+        for (int k = 0; k < opt->n_slots; k++)
+            opt->be->upload(opt->be, opt->slots[k], s.slots + (size_t)k * m->n_trainable,
+                            m->n_trainable * sizeof(float));
+        opt->has_state = s.global_step > 0;
+    }
+    tr->global_step = s.global_step;
+    tr->local_step = s.local_step;
+    tr->epoch_num = s.epochs_done + 1;
+    tr->resumed_global_batch = s.global_batch;
+    if (tr->ops->reload != NULL)
+        tr->ops->reload(tr);
+    free(s.params);
+    return 0;
+}

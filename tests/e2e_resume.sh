@@ -1,0 +1,84 @@
+#!/bin/sh
+# End-to-end: what `resume` says and cleans up (TAP).
+# - A resume with another global batch (towers, ranks or batch_size) is
+#   allowed, and the log says in one line what changed and that the run no
+#   longer continues bit for bit; the same global batch says nothing.
+# - Temporary files of checkpoint writers that died mid-write are removed
+#   when run/resume opens the log directory, and logged; a live writer's stay.
+: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+
+cat > "$T/job.cfg" <<CFG
+model = "$TT_SRCDIR/models/mlp.cfg";
+dataflow = { source = { type = "fake"; shape = [1, 28, 28]; classes = 10; size = 2048; };
+             batch_size = 64; prefetch = { workers = 0; queue = 1; }; };
+optimizer = { type = "sgd"; learning_rate = 0.05; };
+max_epoch = 1;
+callbacks = ( { type = "model_saver"; } );
+extra_callbacks = ( );
+monitors = ( "json" );
+CFG
+
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/a" --quiet
+ok $? "1 epoch with a checkpoint"
+"$TOWERTRAIN" resume "$T/a" --max-epoch 2 --quiet
+ok $? "resume with the same trainer"
+! grep -q "global batch is now" "$T/a/log.log"
+ok $? "the same global batch: no line about it"
+
+"$TOWERTRAIN" resume "$T/a" --max-epoch 3 --quiet --set 'trainer={type="sync_replicated"; nr_tower=2;}'
+ok $? "resume with 2 towers instead of 1 is allowed"
+line=$(grep "global batch is now" "$T/a/log.log")
+[ "$(printf '%s\n' "$line" | grep -c .)" = 1 ] &&
+  printf '%s\n' "$line" | grep -q "now 128 (batch_size 64 x 2 tower(s) x 1 rank(s)); the checkpoint was written with 64" &&
+  printf '%s\n' "$line" | grep -q "no longer bit for bit"
+ok $? "2 towers: one line saying the global batch went from 64 to 128 and the run is no longer bit for bit"
+
+"$TOWERTRAIN" resume "$T/a" --max-epoch 4 --quiet --set 'trainer={type="sync_replicated"; nr_tower=2;}' \
+    --set dataflow.batch_size=16
+grep -q "now 32 (batch_size 16 x 2 tower(s) x 1 rank(s)); the checkpoint was written with 128" "$T/a/log.log"
+ok $? "batch_size 16: the line names the new batch size"
+
+# Debris of writers that died: a dead process's temporary files go, a live
+# one's stay. A pid that has exited and been waited for is not running.
+sh -c 'exit 0' & dead=$!
+wait $dead
+sleep 60 & live=$!
+head -c 100000 /dev/zero > "$T/a/model-999.safetensors.tmp.$dead"
+echo x > "$T/a/checkpoint.tmp.$dead"
+echo x > "$T/a/stats.json.tmp.$live"
+echo x > "$T/a/notes.tmp.txt"
+"$TOWERTRAIN" resume "$T/a" --max-epoch 5 --quiet
+ok $? "resume with temporary files in the log directory"
+[ ! -e "$T/a/model-999.safetensors.tmp.$dead" ] && [ ! -e "$T/a/checkpoint.tmp.$dead" ]
+ok $? "the dead writer's temporary files are removed"
+[ -e "$T/a/stats.json.tmp.$live" ] && [ -e "$T/a/notes.tmp.txt" ]
+ok $? "a live writer's temporary file and a file not of that form stay"
+grep -q "removed model-999.safetensors.tmp.$dead (100000 bytes), a temporary file left by process $dead, which is no longer running" "$T/a/log.log" &&
+  grep -q "removed checkpoint.tmp.$dead " "$T/a/log.log"
+ok $? "the log names each removed file, its size and its writer"
+kill $live 2>/dev/null
+
+# run cleans up too (a log directory may hold only debris after a crash
+# before the first checkpoint)
+mkdir -p "$T/b"
+echo x > "$T/b/job.cfg.tmp.$dead"
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/b" --quiet && [ ! -e "$T/b/job.cfg.tmp.$dead" ]
+ok $? "run removes a dead writer's temporary file too"
+
+# resume parses its options as run does: --opt VALUE and --opt=VALUE
+"$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
+  grep -q "learning_rate = 0.01" "$T/a/job.cfg"
+ok $? "resume --max-epoch=N --set=KEY=VALUE"
+for args in "--max-epoch" "--max-epoch 0" "--set" "--logdir $T/x" "--bogus"; do
+  # shellcheck disable=SC2086
+  out=$("$TOWERTRAIN" resume "$T/a" $args 2>&1 >/dev/null); rc=$?
+  [ $rc = 2 ] && [ "$(printf '%s\n' "$out" | grep -c .)" = 1 ] && printf '%s' "$out" | grep -q '^towertrain: '
+  ok $? "resume $args: one line, exit 2 (rc $rc: $out)"
+done
+
+echo "1..$n"
+exit $failed
