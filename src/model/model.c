@@ -197,6 +197,85 @@ void model_print_table(const model_t *m)
 
 /* ---- the tower function ---- */
 
+/* The layer whose buffers layer i uses: itself, or for a fused relu the
+ * layer it is fused into. */
+static int buffer_owner(const model_t *m, int i)
+{
+    while (m->layers[i].relu_fused)
+        i = layer_input(m->layers[i].cfg, i, 0);
+    return i;
+}
+
+/* Gradient buffers are shared by layers whose output gradients are never
+ * live at once: backward runs the layers last to first, and the gradient at
+ * layer o's output is live from the backward of its latest reader (which
+ * writes it; the loss, for the last layer) until o's own backward has read
+ * it. Interval by interval in backward order, each gradient takes a free
+ * buffer (the smallest that fits, else the largest, grown), so a chain of
+ * layers needs two or three buffers instead of one per layer (ResNet-20's
+ * gradients went from 250 MB to the size of a few stage-1 outputs). A layer
+ * nobody reads keeps a zeroed buffer of its own. Fills buf_of[layer] and
+ * bytes[buffer]; returns the number of buffers, -1 when out of memory. */
+static int plan_gradient_buffers(const model_t *m, size_t n, int *buf_of, size_t *bytes)
+{
+    int L = m->n_layers, nb = 0;
+    int *first = malloc((size_t)L * sizeof(int));
+    bool *busy = calloc((size_t)L, sizeof(bool));
+    if (first == NULL || busy == NULL) {
+        free(first);
+        free(busy);
+        return -1;
+    }
+    for (int i = 0; i < L; i++)
+        first[i] = -1;
+    first[buffer_owner(m, L - 1)] = L;
+    for (int k = 0; k < L; k++) {
+        if (m->layers[k].relu_fused)
+            continue;
+        for (int q = 0; q < m->layers[k].n_in; q++) {
+            int src = layer_input(m->layers[k].cfg, k, q);
+            if (src >= 0 && k > first[buffer_owner(m, src)])
+                first[buffer_owner(m, src)] = k;
+        }
+    }
+    for (int i = 0; i < L; i++)
+        if (!m->layers[i].relu_fused && first[i] < 0) { /* never written: private */
+            bytes[nb] = n * shape3_size(m->layers[i].out) * sizeof(float);
+            busy[nb] = true;
+            buf_of[i] = nb++;
+        }
+    for (int time = L; time >= 0; time--) {
+        for (int o = 0; o < L; o++) {
+            if (m->layers[o].relu_fused || first[o] != time)
+                continue;
+            size_t want = n * shape3_size(m->layers[o].out) * sizeof(float);
+            int pick = -1;
+            for (int b = 0; b < nb; b++) {
+                if (busy[b])
+                    continue;
+                bool fits = bytes[b] >= want, pick_fits = pick >= 0 && bytes[pick] >= want;
+                if (pick < 0 || (fits && (!pick_fits || bytes[b] < bytes[pick])) ||
+                    (!fits && !pick_fits && bytes[b] > bytes[pick]))
+                    pick = b;
+            }
+            if (pick < 0) {
+                pick = nb++;
+                bytes[pick] = 0;
+            }
+            if (bytes[pick] < want)
+                bytes[pick] = want;
+            busy[pick] = true;
+            buf_of[o] = pick;
+        }
+        /* layer `time` has read its gradient: the buffer is free again */
+        if (time < L && !m->layers[time].relu_fused && first[time] >= 0)
+            busy[buf_of[time]] = false;
+    }
+    free(first);
+    free(busy);
+    return nb;
+}
+
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
@@ -204,11 +283,16 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->be = be;
     t->max_n = max_n;
     size_t n = (size_t)max_n;
-    t->act = calloc((size_t)m->n_layers, sizeof(float *));
-    t->dact = calloc((size_t)m->n_layers, sizeof(float *));
-    t->state = calloc((size_t)m->n_layers, sizeof(void *));
-    t->grad_written = calloc((size_t)m->n_layers, sizeof(bool));
-    if (!t->act || !t->dact || !t->state || !t->grad_written)
+    int L = m->n_layers;
+    int *buf_of = malloc((size_t)L * sizeof(int));
+    size_t *grad_bytes = malloc((size_t)L * sizeof(size_t));
+    t->act = calloc((size_t)L, sizeof(float *));
+    t->dact = calloc((size_t)L, sizeof(float *));
+    t->grad_bufs = calloc((size_t)L, sizeof(float *));
+    t->state = calloc((size_t)L, sizeof(void *));
+    t->grad_written = calloc((size_t)L, sizeof(bool));
+    if (!buf_of || !grad_bytes || !t->act || !t->dact || !t->grad_bufs || !t->state ||
+        !t->grad_written)
         goto oom;
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
     t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
@@ -216,8 +300,16 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->labels = be->alloc(be, n * sizeof(int32_t));
     if (!t->params || !t->grads || !t->input || !t->labels)
         goto oom;
+    t->n_grad_bufs = plan_gradient_buffers(m, n, buf_of, grad_bytes);
+    if (t->n_grad_bufs < 0) {
+        t->n_grad_bufs = 0;
+        goto oom;
+    }
+    for (int b = 0; b < t->n_grad_bufs; b++)
+        if ((t->grad_bufs[b] = be->alloc(be, grad_bytes[b])) == NULL)
+            goto oom;
     size_t ws = 0, scratch = 0;
-    for (int i = 0; i < m->n_layers; i++) {
+    for (int i = 0; i < L; i++) {
         const layer_t *l = &m->layers[i];
         size_t out = n * shape3_size(l->out) * sizeof(float);
         if (m->consumers[i] > 1 && out > scratch)
@@ -229,8 +321,8 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
             continue;
         }
         t->act[i] = be->alloc(be, out);
-        t->dact[i] = be->alloc(be, out);
-        if (!t->act[i] || !t->dact[i])
+        t->dact[i] = t->grad_bufs[buf_of[i]];
+        if (!t->act[i])
             goto oom;
         size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
         if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
@@ -243,8 +335,12 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         goto oom;
     if (scratch > 0 && (t->dlogits_scratch = be->alloc(be, scratch)) == NULL)
         goto oom;
+    free(buf_of);
+    free(grad_bytes);
     return 0;
 oom:
+    free(buf_of);
+    free(grad_bytes);
     tower_free(t);
     return err_set(err, TT_ERR_RUNTIME, "out of memory creating a tower for batch %d", max_n);
 }
@@ -260,11 +356,11 @@ void tower_free(tower_t *t)
             continue; /* shares its input layer's buffers */
         if (t->act)
             be->free(be, t->act[i]);
-        if (t->dact)
-            be->free(be, t->dact[i]);
         if (t->state)
             be->free(be, t->state[i]);
     }
+    for (int b = 0; t->grad_bufs && b < t->n_grad_bufs; b++)
+        be->free(be, t->grad_bufs[b]);
     be->free(be, t->params);
     be->free(be, t->grads);
     be->free(be, t->input);
@@ -273,6 +369,7 @@ void tower_free(tower_t *t)
     be->free(be, t->dlogits_scratch);
     free(t->act);
     free(t->dact);
+    free(t->grad_bufs);
     free(t->state);
     free(t->grad_written);
     memset(t, 0, sizeof(*t));

@@ -66,7 +66,9 @@ typedef struct {
     float *input;      /* device, [max_n, input] */
     int32_t *labels;   /* device, [max_n] */
     float **act;       /* per layer output, [max_n, out] */
-    float **dact;      /* per layer output gradient */
+    float **dact;      /* per layer output gradient: views of grad_bufs */
+    float **grad_bufs; /* gradient buffers, shared by layers never live at once */
+    int n_grad_bufs;
     float *dlogits_scratch; /* accumulation scratch for multi-consumer outputs */
     void **state;      /* per layer state (masks) */
     void *ws;          /* shared workspace, the largest any layer needs */
