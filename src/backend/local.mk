@@ -20,3 +20,8 @@ check_PROGRAMS += tests/test_backend_cpu tests/test_optim
 tests_test_backend_cpu_SOURCES = tests/test_backend_cpu.c
 tests_test_optim_SOURCES = tests/test_optim.c
 TESTS += tests/test_backend_cpu tests/test_optim
+
+# The blocked layout between layers gives NCHW's bits (tower level).
+check_PROGRAMS += tests/test_blocked_layout
+tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
+TESTS += tests/test_blocked_layout

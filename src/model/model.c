@@ -206,6 +206,98 @@ static int buffer_owner(const model_t *m, int i)
     return i;
 }
 
+/* ---- where activations stay in the backend's blocked layout ---- */
+
+/* batchnorm, add and relu compute in their input's layout: both sides
+ * blocked or neither. Pools read either and write NCHW or, from a blocked
+ * input, blocked. */
+static bool type_follows_input(layer_type t)
+{
+    return t == LAYER_BATCHNORM || t == LAYER_ADD || t == LAYER_RELU;
+}
+
+static bool blocked_out_needs_blocked_in(layer_type t)
+{
+    return type_follows_input(t) || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL;
+}
+
+/* Layer l can read a blocked input: pools convert it to either layout;
+ * convolutions, batchnorm, add, relu and global_avgpool read it over whole
+ * blocks of 16 channels only (oneDNN has no fast kernel for a padded
+ * blocked input; the model's element counts are NCHW's, equal only then);
+ * the rest read NCHW. */
+static bool reads_blocked(const layer_t *l)
+{
+    switch (l->cfg->type) {
+    case LAYER_MAXPOOL:
+    case LAYER_AVGPOOL:
+        return true;
+    case LAYER_CONV2D:
+    case LAYER_BATCHNORM:
+    case LAYER_ADD:
+    case LAYER_RELU:
+    case LAYER_GLOBAL_AVGPOOL:
+        return l->in[0].c % TT_BLOCK == 0;
+    default:
+        return false;
+    }
+}
+
+static bool writes_blocked(const layer_t *l)
+{
+    layer_type t = l->cfg->type;
+    if (t == LAYER_CONV2D || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL)
+        return true;
+    return type_follows_input(t) && l->out.c % TT_BLOCK == 0;
+}
+
+/* blocked[i]: layer i's output in the blocked layout. Start from every
+ * layer that can write it, then take it back from any whose readers cannot
+ * read it, whose input-following readers stay NCHW, or that needs a blocked
+ * input and has an NCHW one, until nothing changes. The last layer feeds the loss: NCHW. A
+ * tensor with channels padded to 16 keeps one reader (the model adds the
+ * gradients of several readers with NCHW's element count). */
+static void choose_layouts(const model_t *m, bool backend_has_it, bool *blocked)
+{
+    int L = m->n_layers;
+    for (int i = 0; i < L; i++) {
+        const layer_t *l = &m->layers[i];
+        blocked[i] = backend_has_it && i < L - 1 && writes_blocked(l);
+        for (int k = 0; k < l->n_in && blocked_out_needs_blocked_in(l->cfg->type); k++)
+            if (layer_input(l->cfg, i, k) < 0)
+                blocked[i] = false;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < L; i++) {
+            if (!blocked[i])
+                continue;
+            const layer_t *l = &m->layers[i];
+            bool ok = l->out.c % TT_BLOCK == 0 || m->consumers[i] == 1;
+            for (int k = 0; k < l->n_in && blocked_out_needs_blocked_in(l->cfg->type); k++)
+                ok = ok && blocked[layer_input(l->cfg, i, k)];
+            for (int j = i + 1; j < L && ok; j++)
+                for (int k = 0; k < m->layers[j].n_in; k++)
+                    if (layer_input(m->layers[j].cfg, j, k) == i &&
+                        (!reads_blocked(&m->layers[j]) ||
+                         (type_follows_input(m->layers[j].cfg->type) && !blocked[j])))
+                        ok = false;
+            if (!ok) {
+                blocked[i] = false;
+                changed = true;
+            }
+        }
+    }
+}
+
+/* Bytes of layer i's output for n samples in its layout. */
+static size_t output_bytes(const layer_t *l, size_t n, bool blocked)
+{
+    size_t floats = blocked ? tt_blocked_floats((int)n, l->out.c, l->out.h * l->out.w)
+                            : n * shape3_size(l->out);
+    return floats * sizeof(float);
+}
+
 /* Gradient buffers are shared by layers whose output gradients are never
  * live at once: backward runs the layers last to first, and the gradient at
  * layer o's output is live from the backward of its latest reader (which
@@ -216,7 +308,8 @@ static int buffer_owner(const model_t *m, int i)
  * gradients went from 250 MB to the size of a few stage-1 outputs). A layer
  * nobody reads keeps a zeroed buffer of its own. Fills buf_of[layer] and
  * bytes[buffer]; returns the number of buffers, -1 when out of memory. */
-static int plan_gradient_buffers(const model_t *m, size_t n, int *buf_of, size_t *bytes)
+static int plan_gradient_buffers(const model_t *m, const size_t *out_bytes, int *buf_of,
+                                 size_t *bytes)
 {
     int L = m->n_layers, nb = 0;
     int *first = malloc((size_t)L * sizeof(int));
@@ -240,7 +333,7 @@ static int plan_gradient_buffers(const model_t *m, size_t n, int *buf_of, size_t
     }
     for (int i = 0; i < L; i++)
         if (!m->layers[i].relu_fused && first[i] < 0) { /* never written: private */
-            bytes[nb] = n * shape3_size(m->layers[i].out) * sizeof(float);
+            bytes[nb] = out_bytes[i];
             busy[nb] = true;
             buf_of[i] = nb++;
         }
@@ -248,7 +341,7 @@ static int plan_gradient_buffers(const model_t *m, size_t n, int *buf_of, size_t
         for (int o = 0; o < L; o++) {
             if (m->layers[o].relu_fused || first[o] != time)
                 continue;
-            size_t want = n * shape3_size(m->layers[o].out) * sizeof(float);
+            size_t want = out_bytes[o];
             int pick = -1;
             for (int b = 0; b < nb; b++) {
                 if (busy[b])
@@ -286,21 +379,26 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     int L = m->n_layers;
     int *buf_of = malloc((size_t)L * sizeof(int));
     size_t *grad_bytes = malloc((size_t)L * sizeof(size_t));
+    size_t *out_bytes = malloc((size_t)L * sizeof(size_t));
+    t->blocked = calloc((size_t)L, sizeof(bool));
     t->act = calloc((size_t)L, sizeof(float *));
     t->dact = calloc((size_t)L, sizeof(float *));
     t->grad_bufs = calloc((size_t)L, sizeof(float *));
     t->state = calloc((size_t)L, sizeof(void *));
     t->grad_written = calloc((size_t)L, sizeof(bool));
-    if (!buf_of || !grad_bytes || !t->act || !t->dact || !t->grad_bufs || !t->state ||
-        !t->grad_written)
+    if (!buf_of || !grad_bytes || !out_bytes || !t->blocked || !t->act || !t->dact ||
+        !t->grad_bufs || !t->state || !t->grad_written)
         goto oom;
+    choose_layouts(m, be->blocked_layout, t->blocked);
+    for (int i = 0; i < L; i++)
+        out_bytes[i] = output_bytes(&m->layers[i], n, t->blocked[i]);
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
     t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
     t->input = be->alloc(be, n * shape3_size(m->input) * sizeof(float));
     t->labels = be->alloc(be, n * sizeof(int32_t));
     if (!t->params || !t->grads || !t->input || !t->labels)
         goto oom;
-    t->n_grad_bufs = plan_gradient_buffers(m, n, buf_of, grad_bytes);
+    t->n_grad_bufs = plan_gradient_buffers(m, out_bytes, buf_of, grad_bytes);
     if (t->n_grad_bufs < 0) {
         t->n_grad_bufs = 0;
         goto oom;
@@ -311,7 +409,7 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     size_t ws = 0, scratch = 0;
     for (int i = 0; i < L; i++) {
         const layer_t *l = &m->layers[i];
-        size_t out = n * shape3_size(l->out) * sizeof(float);
+        size_t out = out_bytes[i];
         if (m->consumers[i] > 1 && out > scratch)
             scratch = out;
         if (l->relu_fused) { /* its input layer's buffers, which hold relu'd values */
@@ -337,10 +435,12 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         goto oom;
     free(buf_of);
     free(grad_bytes);
+    free(out_bytes);
     return 0;
 oom:
     free(buf_of);
     free(grad_bytes);
+    free(out_bytes);
     tower_free(t);
     return err_set(err, TT_ERR_RUNTIME, "out of memory creating a tower for batch %d", max_n);
 }
@@ -370,6 +470,7 @@ void tower_free(tower_t *t)
     free(t->act);
     free(t->dact);
     free(t->grad_bufs);
+    free(t->blocked);
     free(t->state);
     free(t->grad_written);
     memset(t, 0, sizeof(*t));
@@ -416,8 +517,10 @@ static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64
     for (int k = 0; k < l->n_in; k++) {
         int src = layer_input(l->cfg, i, k);
         c.x[k] = src < 0 ? t->input : t->act[src];
+        c.blocked_x[k] = src >= 0 && t->blocked[src];
     }
     c.y = t->act[i];
+    c.blocked_y = t->blocked[i];
     c.ws = t->ws;
     c.state = t->state[i];
     bind_params(t, i, &c);

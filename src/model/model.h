@@ -69,6 +69,8 @@ typedef struct {
     float **dact;      /* per layer output gradient: views of grad_bufs */
     float **grad_bufs; /* gradient buffers, shared by layers never live at once */
     int n_grad_bufs;
+    bool *blocked;     /* per layer: its output in the backend's blocked layout
+                        * (backend.h), chosen when the tower is made */
     float *dlogits_scratch; /* accumulation scratch for multi-consumer outputs */
     void **state;      /* per layer state (masks) */
     void *ws;          /* shared workspace, the largest any layer needs */

@@ -113,7 +113,15 @@ static void single_thread(void)
 static bool same_desc(const window_desc *a, const window_desc *b)
 {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->f == b->f &&
-           a->k == b->k && a->stride == b->stride && a->pad == b->pad;
+           a->k == b->k && a->stride == b->stride && a->pad == b->pad &&
+           a->blocked_x == b->blocked_x && a->blocked_y == b->blocked_y;
+}
+
+/* The user's layout of the input or output: blocked (nChw16c, what the
+ * kernels compute in) or NCHW. */
+static dnnl_format_tag_t user_tag(bool blocked)
+{
+    return blocked ? dnnl_aBcd16b : dnnl_nchw;
 }
 
 /* ---- building a conv_prim ---- */
@@ -173,7 +181,7 @@ static bool reorder_create(conv_prim *p, int i, const dnnl_memory_desc_t *from,
 /* A convolution primitive descriptor: kind 0 forward, 1 backward data,
  * 2 backward weights (the backward ones hinted by the forward one). */
 static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitive_attr_t attr,
-                                     const_dnnl_primitive_desc_t hint)
+                                     const_dnnl_primitive_desc_t hint, bool fixed)
 {
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
@@ -182,10 +190,14 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     /* right padding such that the output size is PyTorch's floor division */
     dnnl_dims_t pad_r = {(d->oh - 1) * d->stride + d->k - d->h - d->pad,
                          (d->ow - 1) * d->stride + d->k - d->w - d->pad};
+    /* a blocked side is fixed, so the kernel reads and writes the user's
+     * buffer in place; an NCHW side lets oneDNN pick (and we reorder) */
     dnnl_memory_desc_t src, wei, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, dnnl_f32,
+                                 fixed && d->blocked_x ? dnnl_aBcd16b : dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32,
+                                 fixed && d->blocked_y ? dnnl_aBcd16b : dnnl_format_tag_any);
     const dnnl_memory_desc_t *bias = p->bias ? &p->bias_md : NULL;
     dnnl_convolution_desc_t cd;
     dnnl_status_t st;
@@ -206,6 +218,25 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     return pd;
 }
 
+/* The descriptor of one kind with the blocked sides fixed, unless that
+ * leaves oneDNN only its reference kernel (LeNet's 6-channel backward
+ * weights has an AVX2 one for its own layouts): then it picks the layouts
+ * and the blocked buffers are reordered like NCHW ones. */
+static dnnl_primitive_desc_t conv_pd_best(const conv_prim *p, int kind,
+                                          dnnl_primitive_attr_t attr,
+                                          const_dnnl_primitive_desc_t hint)
+{
+    dnnl_primitive_desc_t pd = conv_pd(p, kind, attr, hint, true);
+    const char *impl = NULL;
+    if (pd != NULL &&
+        (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+         impl == NULL || strncmp(impl, "ref", 3) != 0))
+        return pd;
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    return conv_pd(p, kind, attr, hint, false);
+}
+
 static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_query_t q)
 {
     return dnnl_primitive_desc_query_md(pd, q, 0);
@@ -216,17 +247,17 @@ static bool prim_build(conv_prim *p)
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
                 dst_dims = {d->n, d->f, d->oh, d->ow}, bias_dims = {d->f};
-    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x));
     dnnl_memory_desc_init_by_tag(&p->wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw);
-    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y));
     dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bias_dims, dnnl_f32, dnnl_x);
 
     dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
     dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
     dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
-    bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd(p, 0, fattr, NULL)) != NULL &&
-              (bdpd = conv_pd(p, 1, attr, fpd)) != NULL &&
-              (bwpd = conv_pd(p, 2, attr, fpd)) != NULL;
+    bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd_best(p, 0, fattr, NULL)) != NULL &&
+              (bdpd = conv_pd_best(p, 1, attr, fpd)) != NULL &&
+              (bwpd = conv_pd_best(p, 2, attr, fpd)) != NULL;
     if (ok) {
         p->src_b = *md_of(fpd, dnnl_query_src_md);
         p->wei_b = *md_of(fpd, dnnl_query_weights_md);
@@ -278,18 +309,25 @@ static bool prim_build(conv_prim *p)
     for (int i = 0; i < N_PRIMS; i++)
         p->md[M_SCRATCH + i] = &p->scratch_md[i];
 
-    size_t src = dnnl_memory_desc_get_size(&p->src_b);
-    size_t srcbw = dnnl_memory_desc_get_size(&p->src_bw_b);
-    size_t dst = dnnl_memory_desc_get_size(&p->dst_b);
-    size_t ddst = dnnl_memory_desc_get_size(&p->ddst_b);
-    size_t wei = dnnl_memory_desc_get_size(&p->wei_b);
-    size_t weibd = dnnl_memory_desc_get_size(&p->wei_bd_b);
-    p->buf_bytes[B_SRC] = ALIGN(src > srcbw ? src : srcbw);
-    p->buf_bytes[B_DST] = ALIGN(dst > ddst ? dst : ddst);
-    p->buf_bytes[B_DDST2] = ALIGN(dnnl_memory_desc_get_size(&p->ddst_bw_b));
-    p->buf_bytes[B_DSRC] = ALIGN(dnnl_memory_desc_get_size(&p->dsrc_b));
-    p->buf_bytes[B_WEI] = ALIGN(wei > weibd ? wei : weibd);
-    p->buf_bytes[B_DWEI] = ALIGN(dnnl_memory_desc_get_size(&p->dwei_b));
+    /* a group's copies in the kernels' layouts, only where a reorder makes one */
+#define NEEDS(i) (p->prim[i] != NULL)
+#define SIZE(md) dnnl_memory_desc_get_size(&p->md)
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+    p->buf_bytes[B_SRC] = ALIGN(MAX2(NEEDS(P_R_SRC) ? SIZE(src_b) : 0,
+                                     NEEDS(P_R_SRC_BW) ? SIZE(src_bw_b) : 0));
+    p->buf_bytes[B_DST] = ALIGN(MAX2(NEEDS(P_R_DST) ? SIZE(dst_b) : 0,
+                                     NEEDS(P_R_DDST) ? SIZE(ddst_b) : 0));
+    p->buf_bytes[B_DDST2] = ALIGN(NEEDS(P_R_DDST_BW) && !dnnl_memory_desc_equal(&p->ddst_bw_b,
+                                                                                &p->ddst_b)
+                                      ? SIZE(ddst_bw_b)
+                                      : 0);
+    p->buf_bytes[B_DSRC] = ALIGN(NEEDS(P_R_DSRC) ? SIZE(dsrc_b) : 0);
+    p->buf_bytes[B_WEI] = ALIGN(MAX2(NEEDS(P_R_WEI) ? SIZE(wei_b) : 0,
+                                     NEEDS(P_R_WEI_BD) ? SIZE(wei_bd_b) : 0));
+    p->buf_bytes[B_DWEI] = ALIGN(NEEDS(P_R_DWEI) ? SIZE(dwei_b) : 0);
+#undef NEEDS
+#undef SIZE
+#undef MAX2
     p->group_bytes = 0;
     for (int i = 0; i < N_BUFS; i++)
         p->group_bytes += p->buf_bytes[i];
@@ -454,6 +492,17 @@ static conv_prim *group_begin(const dnnl_args *a, int g, int groups, int *lo, in
     return *hi - *lo == a->prim[0]->d.n ? a->prim[0] : a->prim[1];
 }
 
+/* Floats of one image's input and output, in their layouts. */
+static size_t image_in(const window_desc *d)
+{
+    return d->blocked_x ? tt_blocked_floats(1, d->c, d->h * d->w) : (size_t)d->c * d->h * d->w;
+}
+
+static size_t image_out(const window_desc *d)
+{
+    return d->blocked_y ? tt_blocked_floats(1, d->f, d->oh * d->ow) : (size_t)d->f * d->oh * d->ow;
+}
+
 static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
 {
     char *base = a->ws + (size_t)g * a->group_bytes;
@@ -471,8 +520,8 @@ static void dnnl_forward_group(void *arg, int g, int groups)
     if (p == NULL)
         return;
     dnnl_stream_t s = a->streams[g];
-    const float *x = a->x + (size_t)lo * d->c * d->h * d->w;
-    float *y = a->yo + (size_t)lo * d->f * d->oh * d->ow;
+    const float *x = a->x + (size_t)lo * image_in(d);
+    float *y = a->yo + (size_t)lo * image_out(d);
     const void *src = reorder(p, g, s, P_R_SRC, M_X, x, M_SRC_B, group_buf(a, p, g, B_SRC));
     const void *wei = reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B, group_buf(a, p, g, B_WEI));
     void *dst = p->prim[P_R_DST] != NULL ? (void *)group_buf(a, p, g, B_DST) : (void *)y;
@@ -491,7 +540,7 @@ static void dnnl_backward_group(void *arg, int g, int groups)
     if (p == NULL)
         return;
     dnnl_stream_t s = a->streams[g];
-    size_t out = (size_t)d->f * d->oh * d->ow, in = (size_t)d->c * d->h * d->w;
+    size_t out = image_out(d), in = image_in(d);
     float *dy = a->dy + (size_t)lo * out;
     if (a->relu) {
         const float *y = a->y + (size_t)lo * out;
@@ -618,11 +667,24 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
     return true;
 }
 
+/* conv.c knows NCHW only. oneDNN has a kernel (its reference one at worst)
+ * for every convolution in the blocked layout, so this never happens; if
+ * it did, computing on misread data must not go unnoticed. */
+static void no_blocked_fallback(const window_desc *d)
+{
+    if (d->blocked_x || d->blocked_y) {
+        fprintf(stderr, "towertrain: internal error: oneDNN has no convolution for a blocked "
+                        "%dx%dx%d input\n", d->c, d->h, d->w);
+        abort();
+    }
+}
+
 void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
                            const float *b, bool relu, float *y, void *ws)
 {
     dnnl_args a = {.x = x, .w = w, .b = b, .yo = y};
     if (!args_init(be, d, relu, b != NULL, ws, &a)) {
+        no_blocked_fallback(d);
         cpu_conv_forward(be, d, x, w, b, relu, y, ws);
         return;
     }
@@ -637,6 +699,7 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
     /* the bias gradient comes out of the backward-weights primitive, so a
      * call for db without dw (never made by conv2d) takes conv.c */
     if ((dw == NULL && db != NULL) || !args_init(be, d, relu, db != NULL, ws, &a)) {
+        no_blocked_fallback(d);
         cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }

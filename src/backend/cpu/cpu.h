@@ -67,6 +67,18 @@ void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
                             const float *gamma, const float *save_mean, const float *save_invstd,
                             const float *y, bool relu, float *dy, float *dx, float *dgamma,
                             float *dbeta);
+void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                   const float *gamma, const float *beta, float *running_mean,
+                                   float *running_var, float momentum, float eps, bool training,
+                                   bool relu, float *y, float *save_mean, float *save_invstd);
+void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *save_mean,
+                                    const float *save_invstd, const float *y, bool relu,
+                                    float *dy, float *dx, float *dgamma, float *dbeta);
+void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,
+                                        float *y);
+void cpu_global_avgpool_blocked_backward(backend_t *be, int n, int c, int hw, const float *dy,
+                                         float *dx);
 void cpu_relu_forward(backend_t *be, size_t count, const float *x, float *y);
 void cpu_relu_backward(backend_t *be, size_t count, const float *y, const float *dy, float *dx);
 void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed, const float *x,
