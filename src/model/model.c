@@ -243,20 +243,23 @@ static bool reads_blocked(const layer_t *l)
     }
 }
 
+/* Whole blocks only: channels padded to 16 cost every element-wise pass
+ * over the tensor (relu masks, pools) 16/C times the memory traffic, as
+ * much as the reorder they save (LeNet's 6-filter conv, measured: no
+ * gain). */
 static bool writes_blocked(const layer_t *l)
 {
     layer_type t = l->cfg->type;
-    if (t == LAYER_CONV2D || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL)
-        return true;
-    return type_follows_input(t) && l->out.c % TT_BLOCK == 0;
+    bool kind = t == LAYER_CONV2D || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL ||
+                type_follows_input(t);
+    return kind && l->out.c % TT_BLOCK == 0;
 }
 
 /* blocked[i]: layer i's output in the blocked layout. Start from every
  * layer that can write it, then take it back from any whose readers cannot
  * read it, whose input-following readers stay NCHW, or that needs a blocked
- * input and has an NCHW one, until nothing changes. The last layer feeds the loss: NCHW. A
- * tensor with channels padded to 16 keeps one reader (the model adds the
- * gradients of several readers with NCHW's element count). */
+ * input and has an NCHW one, until nothing changes. The last layer feeds
+ * the loss: NCHW. */
 static void choose_layouts(const model_t *m, bool backend_has_it, bool *blocked)
 {
     int L = m->n_layers;
@@ -273,7 +276,7 @@ static void choose_layouts(const model_t *m, bool backend_has_it, bool *blocked)
             if (!blocked[i])
                 continue;
             const layer_t *l = &m->layers[i];
-            bool ok = l->out.c % TT_BLOCK == 0 || m->consumers[i] == 1;
+            bool ok = true;
             for (int k = 0; k < l->n_in && blocked_out_needs_blocked_in(l->cfg->type); k++)
                 ok = ok && blocked[layer_input(l->cfg, i, k)];
             for (int j = i + 1; j < L && ok; j++)

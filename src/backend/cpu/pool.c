@@ -124,6 +124,104 @@ static int blocked_rows(const window_desc *d)
     return d->n * ((d->c + 15) / 16);
 }
 
+/* One output pixel's window of a blocked row: its bounds. */
+static inline void window_bounds(const window_desc *d, int oy, int ox, int *y0, int *x0,
+                                 int *ky0, int *ky1, int *kx0, int *kx1)
+{
+    *y0 = oy * d->stride - d->pad;
+    *x0 = ox * d->stride - d->pad;
+    *ky0 = *y0 < 0 ? -*y0 : 0;
+    *kx0 = *x0 < 0 ? -*x0 : 0;
+    *ky1 = *y0 + d->k > d->h ? d->h - *y0 : d->k;
+    *kx1 = *x0 + d->k > d->w ? d->w - *x0 : d->k;
+}
+
+/* Row r = (image i, channels c0..c0+15) of a blocked max pool, plain C. */
+CPU_HOT static void maxpool_blocked_row(const pool_args *a, int r, int i, int c0)
+{
+    const window_desc *d = a->d;
+    const float *x = a->x + (size_t)r * d->h * d->w * 16;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int y0, x0, ky0, ky1, kx0, kx1;
+            window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+            int first = (y0 + ky0) * d->w + x0 + kx0;
+            float best[16];
+            int32_t arg[16];
+            for (int l = 0; l < 16; l++) {
+                best[l] = x[(size_t)first * 16 + l];
+                arg[l] = first;
+            }
+            for (int ky = ky0; ky < ky1; ky++)
+                for (int kx = kx0; kx < kx1; kx++) {
+                    int32_t at = (y0 + ky) * d->w + x0 + kx;
+                    const float *v = x + (size_t)at * 16;
+                    for (int l = 0; l < 16; l++) {
+                        bool take = v[l] > best[l] || (v[l] != v[l] && best[l] == best[l]);
+                        best[l] = take ? v[l] : best[l];
+                        arg[l] = take ? at : arg[l];
+                    }
+                }
+            int op = oy * d->ow + ox;
+            for (int l = 0; l < 16; l++) {
+                if (c0 + l >= d->c && !d->blocked_y)
+                    break;
+                size_t o = out_index(d, i, c0 + l, op);
+                /* channels past C stay zero in a blocked output */
+                a->y[o] = c0 + l < d->c ? best[l] : 0.0f;
+                a->mask[o] = c0 + l < d->c ? arg[l] : -1;
+            }
+        }
+}
+
+#ifdef CPU_AVX512_KERNELS
+/* The same row, the 16 channels as one vector: the scalar code's strict >
+ * and NaN rule as masks, so the same maxima and indices. */
+__attribute__((target("avx512f"))) static void maxpool_blocked_row_avx512(const pool_args *a,
+                                                                          int r, int i, int c0)
+{
+    const window_desc *d = a->d;
+    const float *x = a->x + (size_t)r * d->h * d->w * 16;
+    int opix = d->oh * d->ow, lanes = d->c - c0 < 16 ? d->c - c0 : 16;
+    __mmask16 valid = (__mmask16)((1u << lanes) - 1);
+    /* NCHW output: lane l goes to channel plane c0 + l */
+    __m512i plane = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(opix));
+    float *yb = d->blocked_y ? a->y + (size_t)r * opix * 16 : a->y + ((size_t)i * d->c + c0) * opix;
+    int32_t *mb = d->blocked_y ? a->mask + (size_t)r * opix * 16
+                               : a->mask + ((size_t)i * d->c + c0) * opix;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int y0, x0, ky0, ky1, kx0, kx1;
+            window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+            int first = (y0 + ky0) * d->w + x0 + kx0;
+            __m512 best = _mm512_loadu_ps(x + (size_t)first * 16);
+            __m512i arg = _mm512_set1_epi32(first);
+            __mmask16 best_nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
+            for (int ky = ky0; ky < ky1; ky++)
+                for (int kx = kx0; kx < kx1; kx++) {
+                    int at = (y0 + ky) * d->w + x0 + kx;
+                    __m512 v = _mm512_loadu_ps(x + (size_t)at * 16);
+                    __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+                                     (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & ~best_nan);
+                    best = _mm512_mask_mov_ps(best, take, v);
+                    arg = _mm512_mask_mov_epi32(arg, take, _mm512_set1_epi32(at));
+                    best_nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
+                }
+            int op = oy * d->ow + ox;
+            if (d->blocked_y) {
+                _mm512_storeu_ps(yb + (size_t)op * 16, _mm512_maskz_mov_ps(valid, best));
+                _mm512_storeu_si512(mb + (size_t)op * 16,
+                                    _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), valid, arg));
+            } else {
+                _mm512_mask_i32scatter_ps(yb + op, valid, plane, best, 4);
+                _mm512_mask_i32scatter_epi32(mb + op, valid, plane, arg, 4);
+            }
+        }
+}
+#endif
+
 CPU_HOT static void maxpool_blocked_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
@@ -131,41 +229,13 @@ CPU_HOT static void maxpool_blocked_forward_task(void *p, int k, int tasks)
     int cbs = (d->c + 15) / 16, lo, hi;
     cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
     for (int r = lo; r < hi; r++) {
-        int i = r / cbs, c0 = (r % cbs) * 16;
-        const float *x = a->x + (size_t)r * d->h * d->w * 16;
-        for (int oy = 0; oy < d->oh; oy++)
-            for (int ox = 0; ox < d->ow; ox++) {
-                int y0 = oy * d->stride - d->pad, x0 = ox * d->stride - d->pad;
-                int ky0 = y0 < 0 ? -y0 : 0, kx0 = x0 < 0 ? -x0 : 0;
-                int ky1 = y0 + d->k > d->h ? d->h - y0 : d->k;
-                int kx1 = x0 + d->k > d->w ? d->w - x0 : d->k;
-                int first = (y0 + ky0) * d->w + x0 + kx0;
-                float best[16];
-                int32_t arg[16];
-                for (int l = 0; l < 16; l++) {
-                    best[l] = x[(size_t)first * 16 + l];
-                    arg[l] = first;
-                }
-                for (int ky = ky0; ky < ky1; ky++)
-                    for (int kx = kx0; kx < kx1; kx++) {
-                        int32_t at = (y0 + ky) * d->w + x0 + kx;
-                        const float *v = x + (size_t)at * 16;
-                        for (int l = 0; l < 16; l++) {
-                            bool take = v[l] > best[l] || (v[l] != v[l] && best[l] == best[l]);
-                            best[l] = take ? v[l] : best[l];
-                            arg[l] = take ? at : arg[l];
-                        }
-                    }
-                int op = oy * d->ow + ox;
-                for (int l = 0; l < 16; l++) {
-                    if (c0 + l >= d->c && !d->blocked_y)
-                        break;
-                    size_t o = out_index(d, i, c0 + l, op);
-                    /* channels past C stay zero in a blocked output */
-                    a->y[o] = c0 + l < d->c ? best[l] : 0.0f;
-                    a->mask[o] = c0 + l < d->c ? arg[l] : -1;
-                }
-            }
+#ifdef CPU_AVX512_KERNELS
+        if (__builtin_cpu_supports("avx512f")) {
+            maxpool_blocked_row_avx512(a, r, r / cbs, (r % cbs) * 16);
+            continue;
+        }
+#endif
+        maxpool_blocked_row(a, r, r / cbs, (r % cbs) * 16);
     }
 }
 
