@@ -57,6 +57,9 @@ struct backend {
     int device;       /* device id (CPU: tower index) */
     int threads;      /* worker threads this backend instance may use */
     void *impl;       /* private state of the implementation */
+    /* Device pointers are host pointers (the CPU): a tower reads its batch
+     * where the dataflow put it instead of copying it. */
+    bool host_memory;
 
     /* ---- memory ---- */
     void *(*alloc)(backend_t *be, size_t bytes); /* zero-filled, 64-byte aligned; NULL on OOM */

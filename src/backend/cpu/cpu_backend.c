@@ -63,6 +63,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->device = device;
     be->threads = threads;
     be->impl = impl;
+    be->host_memory = true;
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->upload = cpu_memcpy;
