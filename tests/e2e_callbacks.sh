@@ -1,11 +1,6 @@
 #!/bin/sh
 # End-to-end: the callbacks of SPEC 9 on a small fast job (TAP).
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+. "$(dirname "$0")/tt_lib.sh"
 # stats KEY: the per-epoch values of KEY in a log directory's stats.json, as a python list
 stats() { $PY -c 'import json,sys; print([round(e.get(sys.argv[2], -1), 7) for e in json.load(open(sys.argv[1]))])' "$1/stats.json" "$2"; }
 
@@ -94,8 +89,7 @@ if [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
     $PY -c 'import json,sys; e=json.load(open(sys.argv[1]))[-1]; assert {"validation_accuracy","throughput","peak_memory_mb","train_loss"} <= set(e)' "$T/all/stats.json"
   ok $? "jobs/fashion_mnist_callbacks.cfg (every callback and monitor) runs"
 else
-  n=$((n + 1)); echo "ok $n - jobs/fashion_mnist_callbacks.cfg # SKIP dataset-fashion-mnist not installed"
+  skip "jobs/fashion_mnist_callbacks.cfg" "dataset-fashion-mnist not installed"
 fi
 
-echo "1..$n"
-exit $failed
+tt_done

@@ -2,22 +2,17 @@
 # End-to-end: training and bench across MPI ranks (SPEC 6 Distributed, 8) (TAP).
 # Runs mpirun --allow-run-as-root --oversubscribe -np 2 on this machine; skips
 # visibly when the binary was built without MPI or mpirun is missing.
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+. "$(dirname "$0")/tt_lib.sh"
 if ! "$TOWERTRAIN" --version | grep -q mpi || ! command -v mpirun >/dev/null; then
-  echo "ok 1 - training across MPI ranks # SKIP built without MPI or no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
-  echo "1..1"; exit 0
+  skip "training across MPI ranks" "built without MPI or no mpirun (apt-get install openmpi-bin libopenmpi-dev)"
+  tt_done
 fi
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 DATA=/usr/share/datasets/fashion-mnist
 
 # same MODEL_A MODEL_B TOL: every tensor within TOL (max |a-b| / max |a|)
 same() {
-  PYTHONPATH="$TT_SRCDIR/tests" $PY - "$1" "$2" "$3" <<'PYEOF'
+  $PY - "$1" "$2" "$3" <<'PYEOF'
 import sys
 import numpy as np
 from tt_safetensors import load
@@ -158,5 +153,4 @@ rc=$?
 [ $rc = 2 ] && grep -q "start it with mpirun" "$T/out"
 ok $? "bench --algo mpi without mpirun: exit 2, says to use mpirun"
 
-echo "1..$n"
-exit $failed
+tt_done

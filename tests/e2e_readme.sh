@@ -4,11 +4,7 @@
 # sudo is there; it installs every package CI installs; and the README sends no
 # reader outside the repository. The commands run against stubs of apt-get,
 # autoreconf, configure, make and towertrain that record their arguments.
-: "${TT_SRCDIR:?}"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
+. "$(dirname "$0")/tt_lib.sh"
 
 README=$TT_SRCDIR/README.md
 # the two lines of the first sh block after "## Quick start"
@@ -65,5 +61,4 @@ ok $? "the quick start installs every package .ci/run installs (missing:${missin
 ! grep -nE '\.\./|shared/SPEC' "$README"
 ok $? "the README points at nothing outside the repository"
 
-echo "1..$n"
-exit $failed
+tt_done

@@ -9,13 +9,8 @@
 #  (e) a resnet20 checkpoint loads into the equivalent torch.nn module
 #      (load_state_dict strict) and gives the same eval-mode logits to 1e-4
 #      (skipped visibly without python3-torch).
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}" "${TT_BUILDDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok() { n=$((n + 1)); if [ "$1" = 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi; }
-skip() { n=$((n + 1)); echo "ok $n - $1 # SKIP $2"; }
+. "$(dirname "$0")/tt_lib.sh"
+: "${TT_BUILDDIR:?}"
 
 # The shipped job and model, copied so that "../data" means $T/data whatever
 # the source tree holds.
@@ -107,7 +102,7 @@ import sys, numpy as np
 np.random.default_rng(5).standard_normal((8, 3, 32, 32)).astype("<f4").tofile(sys.argv[1])
 PYEOF
   "$TT_BUILDDIR/tests/tt_logits" "$T/logits.cfg" "$ckpt" "$T/x.f32" 8 "$T/ours.f32" &&
-  PYTHONPATH="$TT_SRCDIR/tests" $PY - "$TT_SRCDIR/models/resnet20.cfg" "$ckpt" "$T/x.f32" \
+  $PY - "$TT_SRCDIR/models/resnet20.cfg" "$ckpt" "$T/x.f32" \
       "$T/ours.f32" >"$T/torch" 2>&1 <<'PYEOF'
 import re, sys, warnings
 warnings.filterwarnings("ignore")
@@ -176,5 +171,4 @@ PYEOF
   ok $? "(e) resnet20 checkpoint into torch.nn (strict): same eval-mode logits to 1e-4 ($(tail -1 "$T/torch"))"
 fi
 
-echo "1..$n"
-exit $failed
+tt_done

@@ -2,18 +2,16 @@
 # A towertrain checkpoint loads into the equivalent torch.nn module with
 # load_state_dict(strict=True) and gives the same test-set accuracy as
 # towertrain's inference_runner (TAP; skipped visibly without python3-torch).
-: "${TOWERTRAIN:?}" "${TT_SRCDIR:?}"
-PY=/usr/bin/python3
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
+. "$(dirname "$0")/tt_lib.sh"
 DATA=/usr/share/datasets/fashion-mnist
 if ! $PY -c "import torch" 2>/dev/null; then
-  echo "ok 1 - checkpoint into torch.nn # SKIP python3-torch not installed"; echo "1..1"; exit 0
+  skip "checkpoint into torch.nn" "python3-torch not installed"
+  tt_done
 fi
 if [ ! -f $DATA/t10k-images-idx3-ubyte.gz ]; then
-  echo "ok 1 - checkpoint into torch.nn # SKIP dataset-fashion-mnist not installed"; echo "1..1"; exit 0
+  skip "checkpoint into torch.nn" "dataset-fashion-mnist not installed"
+  tt_done
 fi
-n=0 failed=0
 for model in lenet mlp; do
   "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_$model.cfg" --logdir "$T/$model" --quiet \
     --set max_epoch=1 --set dataflow.limit=12800 \
@@ -22,22 +20,14 @@ for model in lenet mlp; do
        labels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"; };
        augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } ); batch_size = 500; }; },
        "model_saver" )'
-  n=$((n + 1))
   out=$($PY - "$T/$model" "$TT_SRCDIR/models/$model.cfg" 2>&1 <<'PYEOF'
-import gzip, json, re, struct, sys, warnings
+import gzip, json, re, sys, warnings
 warnings.filterwarnings("ignore")
 import numpy as np, torch, torch.nn as nn
+from tt_safetensors import load
 logdir, model_file = sys.argv[1], sys.argv[2]
 ckpt = open(logdir + "/checkpoint").readline().strip()
-b = open(logdir + "/" + ckpt, "rb").read()
-hl = struct.unpack("<Q", b[:8])[0]
-head = json.loads(b[8:8 + hl]); data = b[8 + hl:]
-state = {}
-for k, v in head.items():
-    if k == "__metadata__" or k.startswith("optimizer."):
-        continue
-    lo, hi = v["data_offsets"]
-    state[k] = torch.from_numpy(np.frombuffer(data[lo:hi], dtype="<f4").copy().reshape(v["shape"]))
+state = {k: torch.from_numpy(v.copy()) for k, v in load(logdir + "/" + ckpt)[0].items()}
 # The model file's layers, built as torch.nn modules with the same names.
 text = open(model_file).read()
 layers = re.findall(r"\{([^}]*)\}", text)
@@ -85,9 +75,6 @@ print("torch %.6f towertrain %.6f" % (acc, ours))
 sys.exit(0 if abs(acc - ours) <= 1e-4 else 1)
 PYEOF
 )
-  rc=$?
-  if [ $rc = 0 ]; then echo "ok $n - $model checkpoint in torch.nn (strict): $out"
-  else echo "not ok $n - $model checkpoint in torch.nn (strict): $out"; failed=1; fi
+  ok $? "$model checkpoint in torch.nn (strict): $out"
 done
-echo "1..$n"
-exit $failed
+tt_done

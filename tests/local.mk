@@ -1,6 +1,9 @@
 # End-to-end tests of the command (module tests sit in each module's local.mk).
+# What the tests share: TAP and files, the numerical references (C), and the
+# helpers every e2e script sources.
+EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_lib.sh
 TESTS += tests/e2e_run.sh
-EXTRA_DIST += tests/e2e_run.sh tests/tt_test.h
+EXTRA_DIST += tests/e2e_run.sh
 TESTS += tests/e2e_bad_data.sh
 EXTRA_DIST += tests/e2e_bad_data.sh
 TESTS += tests/e2e_checkpoint.sh
@@ -19,6 +22,8 @@ TESTS += tests/e2e_resnet.sh
 EXTRA_DIST += tests/e2e_resnet.sh
 check_PROGRAMS += tests/tt_logits
 tests_tt_logits_SOURCES = tests/tt_logits.c
+TESTS += tests/e2e_precision.sh
+EXTRA_DIST += tests/e2e_precision.sh
 TESTS += tests/e2e_readme.sh
 EXTRA_DIST += tests/e2e_readme.sh
 TESTS += tests/e2e_resume.sh

@@ -16,17 +16,6 @@
 
 static char cwd[4096];
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    if (f == NULL) {
-        perror(path);
-        exit(99);
-    }
-    fputs(text, f);
-    fclose(f);
-}
-
 #define LENET_MODEL                                                                          \
     "input = [1, 28, 28];\n"                                                                 \
     "classes = 10;\n"                                                                        \
@@ -96,8 +85,8 @@ static void abs_of(char *out, size_t n, const char *rel)
 
 static void test_lenet(void)
 {
-    write_file("models/lenet.cfg", LENET_MODEL);
-    write_file("jobs/lenet.cfg", LENET_JOB);
+    tt_write_file(NULL, "models/lenet.cfg", LENET_MODEL);
+    tt_write_file(NULL, "jobs/lenet.cfg", LENET_JOB);
     job_t job;
     tt_err err = { 0 };
     int rc = job_load("jobs/lenet.cfg", NULL, 0, &job, &err);
@@ -190,7 +179,7 @@ static void test_lenet(void)
 
 static void test_defaults(void)
 {
-    write_file("minimal.cfg", MIN_JOB);
+    tt_write_file(NULL, "minimal.cfg", MIN_JOB);
     job_t job;
     tt_err err = { 0 };
     if (!tt_ok(job_load("minimal.cfg", NULL, 0, &job, &err) == 0, "minimal job (%s)", err.msg))
@@ -284,7 +273,7 @@ static void test_sets(void)
     char *a = job_to_string(&job);
     tt_ok(a != NULL && strstr(a, "learning_rate = 0.0123456789;") != NULL,
           "floats written in full (round-trip form)");
-    write_file("resolved.cfg", a ? a : "");
+    tt_write_file(NULL, "resolved.cfg", a ? a : "");
     job_t again;
     err_clear(&err);
     int rc = job_load_resolved("resolved.cfg", NULL, 0, &again, &err);
@@ -452,9 +441,9 @@ static void test_bad(void)
     for (int i = 0; i < n; i++) {
         const bad_case *b = &bad_cases[i];
         unlink("m.cfg");
-        write_file("bad.cfg", b->job);
+        tt_write_file(NULL, "bad.cfg", b->job);
         if (b->model)
-            write_file("m.cfg", b->model);
+            tt_write_file(NULL, "m.cfg", b->model);
         job_override set = { b->set };
         job_t job;
         tt_err err = { 0 };
@@ -472,7 +461,7 @@ static void test_model_load(void)
 {
     model_cfg m;
     tt_err err = { 0 };
-    write_file("res.cfg", "input = [784];\nclasses = 10;\nlayers = (\n"
+    tt_write_file(NULL, "res.cfg", "input = [784];\nclasses = 10;\nlayers = (\n"
                           " { name = \"a\"; type = \"dense\"; units = 32; activation = \"relu\"; },\n"
                           " { name = \"bn\"; type = \"batchnorm\"; },\n"
                           " { name = \"d\"; type = \"dropout\"; },\n"
@@ -500,8 +489,9 @@ static void test_model_load(void)
 
 int main(void)
 {
-    char tmpl[] = "/tmp/tt_config_XXXXXX";
-    if (mkdtemp(tmpl) == NULL || chdir(tmpl) != 0 || getcwd(cwd, sizeof(cwd)) == NULL) {
+    char tmpl[256];
+    tt_tmpdir_make(tmpl, sizeof(tmpl), "config");
+    if (chdir(tmpl) != 0 || getcwd(cwd, sizeof(cwd)) == NULL) {
         perror("temporary directory");
         return 99;
     }
@@ -514,14 +504,7 @@ int main(void)
     test_model_load();
     test_bad();
     /* leave nothing behind */
-    const char *files[] = { "jobs/lenet.cfg", "models/lenet.cfg", "minimal.cfg",
-                            "resolved.cfg", "bad.cfg", "m.cfg", "res.cfg" };
-    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++)
-        unlink(files[i]);
-    rmdir("jobs");
-    rmdir("models");
-    rmdir("data");
     if (chdir("/") == 0)
-        rmdir(tmpl);
+        tt_tmpdir_remove(tmpl);
     return tt_done();
 }

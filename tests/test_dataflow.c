@@ -16,12 +16,6 @@
 
 static char dir[64];
 
-static void be32(FILE *f, unsigned v)
-{
-    unsigned char b[4] = {v >> 24, v >> 16 & 255, v >> 8 & 255, v & 255};
-    fwrite(b, 1, 4, f);
-}
-
 /* Sample i: pixel 0 holds i % 256 and pixel 1 holds i / 256, so a batch's
  * samples can be identified; the rest vary for the augmentations. */
 static void write_idx(void)
@@ -29,10 +23,10 @@ static void write_idx(void)
     char path[128];
     snprintf(path, sizeof(path), "%s/img", dir);
     FILE *f = fopen(path, "wb");
-    be32(f, 0x803);
-    be32(f, N);
-    be32(f, H);
-    be32(f, H);
+    tt_put_be32(f, 0x803);
+    tt_put_be32(f, N);
+    tt_put_be32(f, H);
+    tt_put_be32(f, H);
     for (int i = 0; i < N; i++)
         for (int k = 0; k < H * H; k++) {
             unsigned char px = k == 0 ? (unsigned char)(i % 256)
@@ -43,8 +37,8 @@ static void write_idx(void)
     fclose(f);
     snprintf(path, sizeof(path), "%s/lab", dir);
     f = fopen(path, "wb");
-    be32(f, 0x801);
-    be32(f, N);
+    tt_put_be32(f, 0x801);
+    tt_put_be32(f, N);
     for (int i = 0; i < N; i++)
         fputc(i % 10, f);
     fclose(f);
@@ -91,9 +85,7 @@ static float *collect(dataset_t *ds, const dataflow_cfg *cfg, int64_t first, int
 
 int main(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tt_df.XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    tt_tmpdir_make(dir, sizeof(dir), "df");
     write_idx();
     dataflow_cfg c0 = make_cfg(0, 1, true);
     dataset_t *ds;
@@ -192,9 +184,6 @@ int main(void)
     free(y3);
     free(yr);
     dataset_free(ds);
-    char cmd[128];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 #include "util/rng.h"
 
@@ -41,20 +42,16 @@ static const char *MODEL =
 static const char *SEP =
     " { name = \"id%d\"; type = \"dropout\"; rate = 0.0; },\n";
 
-static char dir[64];
+static char dir[256];
 
 static int build(bool fused, model_cfg *mc, model_t *m)
 {
-    char seps[4][96], text[4096], path[128];
+    char seps[4][96], text[4096], path[320];
     for (int i = 0; i < 4; i++)
         snprintf(seps[i], sizeof(seps[i]), fused ? "" : SEP, i);
     snprintf(text, sizeof(text), MODEL, seps[0], seps[1], seps[2], seps[3]);
     snprintf(path, sizeof(path), "%s/%s.cfg", dir, fused ? "fused" : "apart");
-    FILE *f = fopen(path, "w");
-    if (f == NULL)
-        return -1;
-    fputs(text, f);
-    fclose(f);
+    tt_write_file(NULL, path, text);
     tt_err err = {0};
     if (model_cfg_load(path, mc, &err) != 0 || model_build(mc, shape3_make(3, 8, 8), m, &err) != 0) {
         tt_diag("%s: %s", path, err.msg);
@@ -97,7 +94,7 @@ static int run(const model_t *m, const model_t *init_from, outcome *o)
 {
     const int n = 6;
     tt_err err = {0};
-    backend_t *be = backend_cpu_create(0, 2, &err);
+    backend_t *be = tt_cpu_backend(2);
     tower_t tw;
     if (be == NULL || tower_create(m, be, n, &tw, &err) != 0) {
         tt_diag("tower: %s", err.msg);
@@ -130,9 +127,7 @@ static int run(const model_t *m, const model_t *init_from, outcome *o)
 
 int main(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tt_fusion_XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    tt_tmpdir_make(dir, sizeof(dir), "fusion");
     model_cfg fc, ac;
     model_t fm, am;
     if (!tt_ok(build(true, &fc, &fm) == 0 && build(false, &ac, &am) == 0,
@@ -181,9 +176,6 @@ int main(void)
     model_free(&am);
     model_cfg_free(&fc);
     model_cfg_free(&ac);
-    char cmd[96];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

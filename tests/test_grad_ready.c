@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "model/model.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 #include "util/rng.h"
 
@@ -48,13 +49,10 @@ static void record(void *arg, size_t lo)
 
 int main(void)
 {
-    char dir[] = "/tmp/tt_grad_ready_XXXXXX", path[64];
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    char dir[256], path[320];
+    tt_tmpdir_make(dir, sizeof(dir), "grad_ready");
     snprintf(path, sizeof(path), "%s/model.cfg", dir);
-    FILE *f = fopen(path, "w");
-    fputs(MODEL, f);
-    fclose(f);
+    tt_write_file(NULL, path, MODEL);
     model_cfg mc;
     model_t m;
     tt_err err = {0};
@@ -62,7 +60,7 @@ int main(void)
                    model_build(&mc, shape3_make(3, 8, 8), &m, &err) == 0,
                "model builds %s", err.msg))
         return tt_done();
-    backend_t *be = backend_cpu_create(0, 2, &err);
+    backend_t *be = tt_cpu_backend(2);
     tower_t tw;
     if (!tt_ok(be != NULL && tower_create(&m, be, 4, &tw, &err) == 0, "tower %s", err.msg))
         return tt_done();
@@ -111,7 +109,6 @@ int main(void)
     be->destroy(be);
     model_free(&m);
     model_cfg_free(&mc);
-    remove(path);
-    rmdir(dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

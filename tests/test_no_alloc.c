@@ -132,15 +132,6 @@ static const char *MODEL =
     ");\n"
     "loss = \"softmax_cross_entropy\";\n";
 
-static void write_file(const char *name, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Allocations made by creating, training for `steps` steps and freeing a
  * trainer (those inside oneDNN into *in_dnnl); -1 when training fails. */
 static long count_allocs(const char *trainer, int workers, int steps, long *in_dnnl)
@@ -157,7 +148,7 @@ static long count_allocs(const char *trainer, int workers, int steps, long *in_d
              "max_epoch = 1; steps_per_epoch = %d;\n"
              "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
              workers, trainer, steps);
-    write_file("job.cfg", job);
+    tt_write_file(dir, "job.cfg", job);
     char path[512];
     snprintf(path, sizeof(path), "%s/job.cfg", dir);
     job_t j;
@@ -185,10 +176,8 @@ int main(void)
         return tt_done();
     }
     log_set_quiet(true);
-    snprintf(dir, sizeof(dir), "/tmp/tt_no_alloc_XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
-    write_file("model.cfg", MODEL);
+    tt_tmpdir_make(dir, sizeof(dir), "no_alloc");
+    tt_write_file(dir, "model.cfg", MODEL);
     long warm;
     count_allocs("{ type = \"simple\"; }", 0, 1, &warm); /* one-time library set-up */
     const char *trainers[] = {"{ type = \"simple\"; threads_per_tower = 2; }",
@@ -206,9 +195,6 @@ int main(void)
                   "%s, %d prefetch workers: %ld allocations for 4 steps, %ld for 12 "
                   "(none per step)", trainers[t], workers, few, many);
         }
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

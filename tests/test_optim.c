@@ -1,140 +1,129 @@
-/* test_optim.c - the CPU backend's sgd_step and adam_step against
- *   (1) an independent float64 re-implementation of torch.optim.SGD and
- *       torch.optim.Adam written here from PyTorch's formulas, over 10 steps;
- *   (2) real torch.optim, when a python3 with torch is found ($PYTHON3, then
- *       /usr/bin/python3); skipped visibly otherwise;
- *   (3) threads = 1 and threads = 2 giving the same bits.
- * The parameter block is long enough to be split over the threads. */
+/* test_optim.c - optimizer_apply (src/optim/optimizer.c, over the CPU
+ * backend's sgd_step and adam_step) for 10 steps of changing gradients: SGD
+ * (plain, weight decay), momentum (the first step's buf = d_p, nesterov on
+ * and off, weight decay, a learning-rate change midway) and Adam (with and
+ * without weight decay, other betas and eps), against
+ *   1. an independent float64 re-implementation of the torch.optim formulas
+ *      written here: parameters to 1e-6 relative, the step they took to
+ *      1e-4, and the optimizer's slots to 1e-6;
+ *   2. torch.optim.SGD / Adam themselves, run by a python3 with torch on the
+ *      same float32 values (exchanged as raw float32, bit-exact), parameters
+ *      and slots to 1e-6; skipped visibly, case by case, without torch.
+ * Also: the slots and their names; the same bits on 1 and 2 threads, on a
+ * block the backend splits over both; and that an optimizer restarted from
+ * saved slots (a resumed run) continues bit for bit.
+ */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "backend/backend.h"
-#include "tests/tt_test.h"
+#include "optim/optimizer.h"
+#include "tt_ref.h"
+#include "tt_test.h"
 
-#define COUNT 40000 /* > 2 chunks of the element-wise split */
+#define COUNT 40000 /* parameters per run: over 2 chunks of the element-wise split */
 #define STEPS 10
-
-typedef enum { OPT_SGD, OPT_ADAM } opt_kind;
+#define TOL 1e-6
 
 typedef struct {
-    const char *name;
-    opt_kind kind;
-    float lr, momentum, weight_decay, beta1, beta2, eps;
-    bool nesterov;
+    const char *label;
+    optimizer_cfg cfg;
+    int decay_at; /* from this step on, lr *= decay (0: never) */
+    float decay;
 } opt_case;
 
-static uint64_t test_state = 987654321;
+/* optimizer_cfg: type, learning_rate, momentum, nesterov, beta1, beta2, epsilon, weight_decay */
+static const opt_case cases[] = {
+    {"sgd", {OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 0, 1.0f},
+    {"sgd weight_decay", {OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.01f}, 0, 1.0f},
+    {"momentum", {OPT_MOMENTUM, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 0, 1.0f},
+    {"momentum nesterov", {OPT_MOMENTUM, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-8f, 0.0f}, 0, 1.0f},
+    {"momentum weight_decay", {OPT_MOMENTUM, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-8f, 5e-4f}, 0,
+     1.0f},
+    {"momentum nesterov weight_decay",
+     {OPT_MOMENTUM, 0.05f, 0.9f, true, 0.9f, 0.999f, 1e-8f, 5e-4f}, 0, 1.0f},
+    {"momentum 0.8 nesterov weight_decay 1e-3",
+     {OPT_MOMENTUM, 0.02f, 0.8f, true, 0.9f, 0.999f, 1e-8f, 1e-3f}, 0, 1.0f},
+    {"momentum 0.5, lr x0.1 from step 6",
+     {OPT_MOMENTUM, 0.2f, 0.5f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 6, 0.1f},
+    {"adam", {OPT_ADAM, 1e-3f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 0, 1.0f},
+    {"adam weight_decay", {OPT_ADAM, 1e-2f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.01f}, 0, 1.0f},
+    {"adam betas 0.8/0.99 eps 1e-6", {OPT_ADAM, 0.05f, 0.0f, false, 0.8f, 0.99f, 1e-6f, 0.0f},
+     0, 1.0f},
+    {"adam betas 0.8/0.99 eps 1e-6 weight_decay 0.05",
+     {OPT_ADAM, 0.01f, 0.0f, false, 0.8f, 0.99f, 1e-6f, 0.05f}, 0, 1.0f},
+    {"adam, lr x0.1 from step 6", {OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 6,
+     0.1f},
+};
+#define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
-static float test_uniform(float lo, float hi)
+static float w0[COUNT], grads[STEPS][COUNT];
+
+/* Initial values in [-1, 1); gradients change every step in sign, size and
+ * scale; every 7th element gets gradients 1000 times smaller, and every
+ * 100th none at all (Adam's eps path). */
+static void make_data(void)
 {
-    test_state ^= test_state << 13;
-    test_state ^= test_state >> 7;
-    test_state ^= test_state << 17;
-    return lo + (hi - lo) * (float)((double)(test_state >> 11) / 9007199254740992.0);
+    tt_rng rng = tt_rng_make(0x0971);
+    tt_fill(&rng, w0, COUNT, -1.0, 1.0);
+    const float scale[STEPS] = {1.0f, 0.5f, 2.0f, 0.1f, 1.0f, 3.0f, 0.01f, 1.0f, 0.7f, 1.5f};
+    for (int t = 0; t < STEPS; t++)
+        for (int i = 0; i < COUNT; i++) {
+            float g = scale[t] * (float)tt_uniform(&rng, -1.0, 1.0);
+            grads[t][i] = i % 100 == 99 ? 0.0f : i % 7 == 0 ? g * 1e-3f : g;
+        }
 }
 
-/* The inputs of one run: initial parameters and one gradient per step. */
-typedef struct {
-    float w0[COUNT];
-    float g[STEPS][COUNT];
-} opt_inputs;
-
-/* The results: parameters and the optimizer's state slots. */
-typedef struct {
-    double w[COUNT], s1[COUNT], s2[COUNT];
-} opt_result;
-
-/* ---- (1) float64 reference of torch.optim, written from its documentation ---- */
-
-static void ref_run(const opt_case *c, const opt_inputs *in, int steps, opt_result *r)
+static float case_lr(const opt_case *c, int step)
 {
+    return c->decay_at && step >= c->decay_at ? c->cfg.learning_rate * c->decay
+                                              : c->cfg.learning_rate;
+}
+
+/* ---- the float64 reference: torch.optim.SGD and Adam, written out ---- */
+
+static void ref_run(const opt_case *c, double *w, double *s0, double *s1)
+{
+    const optimizer_cfg *o = &c->cfg;
+    double mom = o->type == OPT_MOMENTUM ? o->momentum : 0.0;
     for (int i = 0; i < COUNT; i++) {
-        r->w[i] = in->w0[i];
-        r->s1[i] = 0.0;
-        r->s2[i] = 0.0;
+        w[i] = w0[i];
+        s0[i] = s1[i] = 0.0;
     }
-    for (int t = 1; t <= steps; t++) {
+    for (int t = 1; t <= STEPS; t++) {
+        double lr = case_lr(c, t);
         for (int i = 0; i < COUNT; i++) {
-            double w = r->w[i], g = in->g[t - 1][i] + (double)c->weight_decay * w;
-            if (c->kind == OPT_SGD) {
-                /* SGD, dampening 0: buf = g on the first step, then
-                 * buf = momentum * buf + g; nesterov uses g + momentum * buf */
-                double d = g;
-                if (c->momentum != 0.0f) {
-                    r->s1[i] = t == 1 ? g : (double)c->momentum * r->s1[i] + g;
-                    d = c->nesterov ? g + (double)c->momentum * r->s1[i] : r->s1[i];
-                }
-                r->w[i] = w - (double)c->lr * d;
-            } else {
-                /* Adam: m = b1 m + (1-b1) g, v = b2 v + (1-b2) g^2,
-                 * w -= lr / (1-b1^t) * m / (sqrt(v) / sqrt(1-b2^t) + eps) */
-                double b1 = c->beta1, b2 = c->beta2;
-                r->s1[i] = b1 * r->s1[i] + (1.0 - b1) * g;
-                r->s2[i] = b2 * r->s2[i] + (1.0 - b2) * g * g;
+            double g = grads[t - 1][i];
+            if (o->weight_decay != 0.0f)
+                g += (double)o->weight_decay * w[i];
+            if (o->type == OPT_ADAM) {
+                /* exp_avg = b1 m + (1-b1) g; exp_avg_sq = b2 v + (1-b2) g^2;
+                 * w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
+                double b1 = o->beta1, b2 = o->beta2;
+                s0[i] = b1 * s0[i] + (1.0 - b1) * g;
+                s1[i] = b2 * s1[i] + (1.0 - b2) * g * g;
                 double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
-                double denom = sqrt(r->s2[i]) / sqrt(bc2) + (double)c->eps;
-                r->w[i] = w - (double)c->lr / bc1 * r->s1[i] / denom;
+                w[i] -= lr / bc1 * s0[i] / (sqrt(s1[i]) / sqrt(bc2) + (double)o->epsilon);
+            } else {
+                /* SGD, dampening 0: buf = d_p on the first step, then
+                 * mom * buf + d_p; nesterov steps along d_p + mom * buf */
+                double d = g;
+                if (mom != 0.0) {
+                    s0[i] = t == 1 ? d : mom * s0[i] + d;
+                    d = o->nesterov ? d + mom * s0[i] : s0[i];
+                }
+                w[i] -= lr * d;
             }
         }
     }
 }
 
-/* ---- the backend under test ---- */
-
-static int backend_run(const opt_case *c, const opt_inputs *in, int threads, float *w, float *s1,
-                       float *s2)
-{
-    tt_err err;
-    err_clear(&err);
-    backend_t *be = backend_cpu_create(0, threads, &err);
-    if (be == NULL) {
-        tt_diag("backend_cpu_create: %s", err.msg);
-        return -1;
-    }
-    size_t bytes = COUNT * sizeof(float);
-    float *dw = be->alloc(be, bytes), *dg = be->alloc(be, bytes);
-    float *d1 = be->alloc(be, bytes), *d2 = be->alloc(be, bytes);
-    be->upload(be, dw, in->w0, bytes);
-    for (int t = 1; t <= STEPS; t++) {
-        be->upload(be, dg, in->g[t - 1], bytes);
-        if (c->kind == OPT_SGD)
-            be->sgd_step(be, COUNT, c->lr, c->momentum, c->nesterov, c->weight_decay, t == 1, dw,
-                         dg, c->momentum != 0.0f ? d1 : NULL);
-        else
-            be->adam_step(be, COUNT, c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, t, dw,
-                          dg, d1, d2);
-    }
-    be->download(be, w, dw, bytes);
-    be->download(be, s1, d1, bytes);
-    be->download(be, s2, d2, bytes);
-    be->free(be, dw);
-    be->free(be, dg);
-    be->free(be, d1);
-    be->free(be, d2);
-    be->destroy(be);
-    return 0;
-}
-
-/* max |a - ref| / max |ref| over the block */
-static double rel_err(const float *a, const double *ref)
-{
-    double diff = 0.0, scale = 1e-30;
-    for (int i = 0; i < COUNT; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        if (!(d <= diff))
-            diff = d;
-        if (fabs(ref[i]) > scale)
-            scale = fabs(ref[i]);
-    }
-    return diff / scale;
-}
-
-/* The same on the displacement w - w0, which is what the update rule decides. */
-static double step_err(const float *w, const double *ref, const float *w0)
+/* The relative error of the step w - w0, which is what the update rule
+ * decides: parameters much larger than their updates would hide it. */
+static double step_err(const float *w, const double *ref)
 {
     double diff = 0.0, scale = 1e-30;
     for (int i = 0; i < COUNT; i++) {
@@ -147,199 +136,230 @@ static double step_err(const float *w, const double *ref, const float *w0)
     return diff / scale;
 }
 
-/* ---- (2) torch.optim itself ---- */
+/* ---- optimizer_apply ---- */
+
+typedef struct {
+    float w[COUNT], s[OPT_MAX_SLOTS][COUNT];
+    int n_slots;
+} run_out;
+
+/* w and the used slots identical, bit for bit */
+static int same_run(const run_out *a, const run_out *b)
+{
+    if (a->n_slots != b->n_slots || !tt_same_bits(a->w, b->w, COUNT))
+        return 0;
+    for (int k = 0; k < a->n_slots; k++)
+        if (!tt_same_bits(a->s[k], b->s[k], COUNT))
+            return 0;
+    return 1;
+}
+
+/* Steps [from, to] on an optimizer; w and slots come from `in` when from > 1
+ * (a resumed run: the slots are restored and has_state set). */
+static int impl_run(const opt_case *c, backend_t *be, int from, int to, const run_out *in,
+                    run_out *out)
+{
+    tt_err err = {0};
+    optimizer_t opt;
+    if (optimizer_create(&c->cfg, be, COUNT, &opt, &err) != 0) {
+        tt_diag("optimizer_create: %s", err.msg);
+        return -1;
+    }
+    float *w = tt_dev_copy(be, from > 1 ? in->w : w0, COUNT * sizeof(float));
+    float *g = tt_dev_copy(be, NULL, COUNT * sizeof(float));
+    if (from > 1) {
+        for (int k = 0; k < opt.n_slots; k++)
+            be->upload(be, opt.slots[k], in->s[k], COUNT * sizeof(float));
+        opt.has_state = true;
+    }
+    for (int t = from; t <= to; t++) {
+        opt.cfg.learning_rate = case_lr(c, t); /* what scheduled_hyperparam does */
+        be->upload(be, g, grads[t - 1], COUNT * sizeof(float));
+        optimizer_apply(&opt, w, g, t);
+    }
+    be->download(be, out->w, w, COUNT * sizeof(float));
+    out->n_slots = opt.n_slots;
+    for (int k = 0; k < opt.n_slots; k++)
+        be->download(be, out->s[k], opt.slots[k], COUNT * sizeof(float));
+    be->free(be, w);
+    be->free(be, g);
+    optimizer_free(&opt);
+    return 0;
+}
+
+/* ---- torch.optim itself ---- */
 
 /* One python run for every case (importing torch takes a second): argv is
- * steps, n, the input file (w0 then one gradient per step, float32), the
- * output file, then one "kind,lr,momentum,nesterov,wd,beta1,beta2,eps" per
- * case; the output holds w, slot 1, slot 2 (n float32 each) per case. */
+ * steps, count, the input file (w0 then one gradient per step, float32), the
+ * output file, then one "kind,lr,momentum,nesterov,wd,beta1,beta2,eps,
+ * decay_at,decay" per case in hexadecimal floats (the float32 values the C
+ * side uses, exactly); the output holds, per case, w, slot 0 and slot 1
+ * (zeros where there is none), count float32 each. */
 static const char *torch_script =
-    "import struct, sys, torch\n"
+    "import array, sys, torch\n"
+    "torch.set_num_threads(1)\n"
     "steps, n = int(sys.argv[1]), int(sys.argv[2])\n"
-    "raw = open(sys.argv[3], 'rb').read()\n"
-    "vals = torch.tensor(struct.unpack('<%df' % (n * (steps + 1)), raw), dtype=torch.float32)\n"
-    "out = []\n"
+    "vals = torch.frombuffer(bytearray(open(sys.argv[3], 'rb').read()), dtype=torch.float32)\n"
+    "assert vals.numel() == n * (steps + 1)\n"
+    "out = array.array('f')\n"
     "for spec in sys.argv[5:]:\n"
-    "    kind, lr, mom, nest, wd, b1, b2, eps = spec.split(',')\n"
+    "    kind, *h = spec.split(',')\n"
+    "    lr, mom, nest, wd, b1, b2, eps, decay_at, decay = [float.fromhex(v) for v in h]\n"
     "    p = torch.nn.Parameter(vals[:n].clone())\n"
-    "    if kind == 'sgd':\n"
-    "        opt = torch.optim.SGD([p], lr=float(lr), momentum=float(mom), nesterov=nest == '1',\n"
-    "                              weight_decay=float(wd))\n"
+    "    if kind == 'adam':\n"
+    "        opt = torch.optim.Adam([p], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)\n"
     "    else:\n"
-    "        opt = torch.optim.Adam([p], lr=float(lr), betas=(float(b1), float(b2)),\n"
-    "                               eps=float(eps), weight_decay=float(wd))\n"
-    "    for t in range(steps):\n"
-    "        p.grad = vals[n * (t + 1):n * (t + 2)].clone()\n"
+    "        opt = torch.optim.SGD([p], lr=lr, momentum=mom, nesterov=nest != 0,\n"
+    "                              weight_decay=wd)\n"
+    "    for t in range(1, steps + 1):\n"
+    "        for group in opt.param_groups:\n"
+    "            group['lr'] = lr * decay if decay_at and t >= decay_at else lr\n"
+    "        p.grad = vals[n * t:n * (t + 1)].clone()\n"
     "        opt.step()\n"
     "    st = opt.state[p]\n"
     "    zero = torch.zeros(n)\n"
-    "    s1 = st.get('momentum_buffer', st.get('exp_avg', zero))\n"
-    "    s2 = st.get('exp_avg_sq', zero)\n"
-    "    out += torch.cat([p.detach(), zero if s1 is None else s1, s2]).tolist()\n"
-    "open(sys.argv[4], 'wb').write(struct.pack('<%df' % len(out), *out))\n";
+    "    s0 = st.get('momentum_buffer', st.get('exp_avg', zero))\n"
+    "    s1 = st.get('exp_avg_sq', zero)\n"
+    "    for v in (p.detach(), zero if s0 is None else s0, s1):\n"
+    "        out.extend(v.tolist())\n"
+    "open(sys.argv[4], 'wb').write(out.tobytes())\n";
 
-static char torch_python[256];
-static char tmpdir[64];
-
-/* A python3 that imports torch, or NULL. */
-static const char *find_torch(void)
+/* Runs torch.optim for every case; results into out[case][3][COUNT]. */
+static int torch_run(const char *py, const char *dir, float *out)
 {
-    const char *env = getenv("PYTHON3");
-    const char *cands[2] = {env != NULL && env[0] != '\0' ? env : NULL, "/usr/bin/python3"};
-    for (int i = 0; i < 2; i++) {
-        if (cands[i] == NULL)
-            continue;
-        char cmd[512];
-        snprintf(cmd, sizeof(cmd), "'%s' -c 'import torch' >/dev/null 2>&1", cands[i]);
-        if (system(cmd) == 0) {
-            snprintf(torch_python, sizeof(torch_python), "%s", cands[i]);
-            return torch_python;
-        }
-    }
-    return NULL;
-}
-
-/* Runs torch.optim for every case on the first TORCH_N elements; results
- * into out[case][3][TORCH_N] (w, slot 1, slot 2). */
-#define TORCH_N 2000
-static int torch_run(const opt_case *cases, int n_cases, const opt_inputs *in, float *out)
-{
-    char script[128], data[128], res[128], cmd[4096];
-    snprintf(script, sizeof(script), "%s/optim.py", tmpdir);
-    snprintf(data, sizeof(data), "%s/in.bin", tmpdir);
-    snprintf(res, sizeof(res), "%s/out.bin", tmpdir);
-    FILE *f = fopen(script, "w");
-    if (f == NULL || fputs(torch_script, f) < 0 || fclose(f) != 0)
-        return -1;
-    f = fopen(data, "wb");
+    char script[4200], data[4200], res[4200], cmd[8192];
+    snprintf(script, sizeof(script), "%s/optim.py", dir);
+    snprintf(data, sizeof(data), "%s/in.bin", dir);
+    snprintf(res, sizeof(res), "%s/out.bin", dir);
+    tt_write_file(NULL, script, torch_script);
+    FILE *f = fopen(data, "wb");
     if (f == NULL)
         return -1;
-    fwrite(in->w0, sizeof(float), TORCH_N, f);
+    fwrite(w0, sizeof(float), COUNT, f);
     for (int t = 0; t < STEPS; t++)
-        fwrite(in->g[t], sizeof(float), TORCH_N, f);
+        fwrite(grads[t], sizeof(float), COUNT, f);
     if (fclose(f) != 0)
         return -1;
-    int len = snprintf(cmd, sizeof(cmd), "'%s' '%s' %d %d '%s' '%s'", torch_python, script, STEPS,
-                       TORCH_N, data, res);
-    for (int k = 0; k < n_cases && len < (int)sizeof(cmd); k++) {
-        const opt_case *c = &cases[k];
-        len += snprintf(cmd + len, sizeof(cmd) - (size_t)len,
-                        " %s,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%.9g",
-                        c->kind == OPT_SGD ? "sgd" : "adam", c->lr, c->momentum,
-                        c->nesterov ? 1 : 0, c->weight_decay, c->beta1, c->beta2, c->eps);
+    int len = snprintf(cmd, sizeof(cmd), "'%s' '%s' %d %d '%s' '%s'", py, script, STEPS, COUNT,
+                       data, res);
+    for (int k = 0; k < N_CASES && len < (int)sizeof(cmd); k++) {
+        const optimizer_cfg *o = &cases[k].cfg;
+        float mom = o->type == OPT_MOMENTUM ? o->momentum : 0.0f;
+        len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " %s,%a,%a,%a,%a,%a,%a,%a,%a,%a",
+                        o->type == OPT_ADAM ? "adam" : "sgd", (double)o->learning_rate,
+                        (double)mom, o->nesterov ? 1.0 : 0.0, (double)o->weight_decay,
+                        (double)o->beta1, (double)o->beta2, (double)o->epsilon,
+                        (double)cases[k].decay_at, (double)cases[k].decay);
     }
     if (len >= (int)sizeof(cmd) || system(cmd) != 0)
         return -1;
     f = fopen(res, "rb");
     if (f == NULL)
         return -1;
-    size_t want = (size_t)n_cases * 3 * TORCH_N;
+    size_t want = (size_t)N_CASES * 3 * COUNT;
     size_t got = fread(out, sizeof(float), want, f);
     fclose(f);
     return got == want ? 0 : -1;
 }
 
-static double rel_err_n(const float *a, const float *ref, int n)
+/* ---- the checks ---- */
+
+static void check_case(int c, backend_t *be1, backend_t *be2, const float *torch)
 {
-    double diff = 0.0, scale = 1e-30;
-    for (int i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - ref[i]);
-        if (!(d <= diff))
-            diff = d;
-        if (fabs(ref[i]) > scale)
-            scale = fabs(ref[i]);
+    static run_out impl, other, half, resumed;
+    static double rw[COUNT], rs[OPT_MAX_SLOTS][COUNT];
+    const opt_case *oc = &cases[c];
+    if (!tt_ok(impl_run(oc, be1, 1, STEPS, NULL, &impl) == 0, "%s: ran", oc->label))
+        return;
+    int want_slots = oc->cfg.type == OPT_ADAM ? 2 : oc->cfg.type == OPT_MOMENTUM ? 1 : 0;
+    tt_ok(impl.n_slots == want_slots, "%s: %d slot(s)", oc->label, impl.n_slots);
+
+    ref_run(oc, rw, rs[0], rs[1]);
+    double e = tt_rel_err(impl.w, rw, COUNT), es = step_err(impl.w, rw);
+    tt_ok(e < TOL && es < 1e-4,
+          "%s: parameters after %d steps vs float64 torch formulas (err %.2e, on the step "
+          "taken %.2e)", oc->label, STEPS, e, es);
+    double moved = 0.0;
+    for (int i = 0; i < COUNT; i++)
+        moved = fmax(moved, fabs(rw[i] - w0[i]));
+    tt_ok(moved > 1e-3, "%s: the parameters moved (max %.3g), so the check has teeth", oc->label,
+          moved);
+    static const char *const slot_name[2][OPT_MAX_SLOTS] = {{"momentum buffer", NULL},
+                                                            {"exp_avg", "exp_avg_sq"}};
+    for (int k = 0; k < impl.n_slots && k < want_slots; k++) {
+        e = tt_rel_err(impl.s[k], rs[k], COUNT);
+        tt_ok(e < TOL, "%s: %s vs float64 (err %.2e)", oc->label,
+              slot_name[oc->cfg.type == OPT_ADAM][k], e);
     }
-    return diff / scale;
+
+    /* 2 threads split the block: the same bits */
+    tt_ok(impl_run(oc, be2, 1, STEPS, NULL, &other) == 0 && same_run(&other, &impl),
+          "%s: same bits on 2 threads", oc->label);
+
+    /* a resumed run: steps 1..4, then a new optimizer from the saved slots */
+    tt_ok(impl_run(oc, be1, 1, 4, NULL, &half) == 0 &&
+              impl_run(oc, be1, 5, STEPS, &half, &resumed) == 0 && same_run(&resumed, &impl),
+          "%s: restarted from saved slots after step 4, same bits at step %d", oc->label, STEPS);
+
+    if (torch == NULL) {
+        tt_skip("%s: vs torch.optim (no python3 with torch)", oc->label);
+        return;
+    }
+    const float *tw = torch + (size_t)c * 3 * COUNT;
+    e = tt_rel_err_f(impl.w, tw, COUNT);
+    tt_ok(e < TOL, "%s: parameters after %d steps vs torch.optim (err %.2e)", oc->label, STEPS, e);
+    for (int k = 0; k < impl.n_slots; k++) {
+        e = tt_rel_err_f(impl.s[k], tw + (size_t)(k + 1) * COUNT, COUNT);
+        tt_ok(e < TOL, "%s: slot %d vs torch's state (err %.2e)", oc->label, k, e);
+    }
 }
 
 int main(void)
 {
-    static const opt_case cases[] = {
-        {"sgd", OPT_SGD, 0.1f, 0.0f, 0.0f, 0, 0, 0, false},
-        {"sgd weight_decay 0.01", OPT_SGD, 0.05f, 0.0f, 0.01f, 0, 0, 0, false},
-        {"momentum 0.9", OPT_SGD, 0.05f, 0.9f, 0.0f, 0, 0, 0, false},
-        {"momentum 0.9 nesterov", OPT_SGD, 0.05f, 0.9f, 0.0f, 0, 0, 0, true},
-        {"momentum 0.8 nesterov weight_decay 1e-3", OPT_SGD, 0.02f, 0.8f, 1e-3f, 0, 0, 0, true},
-        {"adam", OPT_ADAM, 1e-3f, 0, 0.0f, 0.9f, 0.999f, 1e-8f, false},
-        {"adam betas (0.8, 0.99) eps 1e-6 weight_decay 0.05", OPT_ADAM, 0.01f, 0, 0.05f, 0.8f,
-         0.99f, 1e-6f, false},
-    };
-    opt_inputs *in = malloc(sizeof(*in));
-    opt_result *ref = malloc(sizeof(*ref));
-    float *w1 = malloc(COUNT * sizeof(float)), *a1 = malloc(COUNT * sizeof(float));
-    float *b1 = malloc(COUNT * sizeof(float)), *w2 = malloc(COUNT * sizeof(float));
-    float *a2 = malloc(COUNT * sizeof(float)), *b2 = malloc(COUNT * sizeof(float));
-    for (int i = 0; i < COUNT; i++)
-        in->w0[i] = test_uniform(-1.0f, 1.0f);
-    for (int t = 0; t < STEPS; t++)
-        for (int i = 0; i < COUNT; i++)
-            in->g[t][i] = test_uniform(-1.0f, 1.0f) * (i % 7 == 0 ? 1e-3f : 1.0f);
+    backend_t *be1 = tt_cpu_backend(1), *be2 = tt_cpu_backend(2);
+    if (!tt_ok(be1 != NULL && be2 != NULL, "CPU backends with 1 and 2 threads"))
+        return tt_done();
+    make_data();
 
-    const char *py = find_torch();
-    snprintf(tmpdir, sizeof(tmpdir), "/tmp/tt_optim_XXXXXX");
-    if (py != NULL && mkdtemp(tmpdir) == NULL)
-        py = NULL;
-    if (py == NULL)
+    /* torch first: one python run for all the cases */
+    const char *py = tt_python("torch");
+    float *torch = NULL;
+    char dir[256];
+    if (py == NULL) {
         tt_diag("no python3 with torch ($PYTHON3 or /usr/bin/python3): torch checks skipped");
-    int n_cases = (int)(sizeof(cases) / sizeof(cases[0]));
-    float *torch_out = malloc((size_t)n_cases * 3 * TORCH_N * sizeof(float));
-    bool torch_ok = py != NULL && torch_run(cases, n_cases, in, torch_out) == 0;
-    if (py != NULL)
-        tt_ok(torch_ok, "torch.optim script runs (%s)", py);
-
-    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
-        const opt_case *c = &cases[k];
-        if (backend_run(c, in, 1, w1, a1, b1) != 0 || backend_run(c, in, 2, w2, a2, b2) != 0) {
-            tt_ok(0, "%s: backend runs", c->name);
-            continue;
+    } else {
+        tt_tmpdir_make(dir, sizeof(dir), "optim");
+        torch = malloc((size_t)N_CASES * 3 * COUNT * sizeof(float));
+        if (!tt_ok(torch != NULL && torch_run(py, dir, torch) == 0,
+                   "torch.optim ran on the same values (%s)", py)) {
+            free(torch);
+            torch = NULL;
+            py = NULL;
         }
-        ref_run(c, in, STEPS, ref);
-        double e = rel_err(w1, ref->w), es = step_err(w1, ref->w, in->w0);
-        tt_ok(e < 1e-6 && es < 1e-4,
-              "%s: %d steps vs float64 reference (rel err %.2g, on the steps %.2g)", c->name, STEPS,
-              e, es);
-        if (c->kind == OPT_ADAM || c->momentum != 0.0f) {
-            double e1 = rel_err(a1, ref->s1), e2 = c->kind == OPT_ADAM ? rel_err(b1, ref->s2) : 0;
-            tt_ok(e1 < 1e-5 && e2 < 1e-5, "%s: optimizer state vs reference (%.2g, %.2g)",
-                  c->name, e1, e2);
-        }
-        tt_ok(memcmp(w1, w2, COUNT * sizeof(float)) == 0 &&
-                  memcmp(a1, a2, COUNT * sizeof(float)) == 0 &&
-                  memcmp(b1, b2, COUNT * sizeof(float)) == 0,
-              "%s: threads 1 and 2 give the same bits", c->name);
-
-        if (py == NULL) {
-            tt_skip("%s: vs torch.optim (no python3 with torch)", c->name);
-            continue;
-        }
-        if (!torch_ok)
-            continue;
-        const float *tw = torch_out + (size_t)k * 3 * TORCH_N;
-        e = rel_err_n(w1, tw, TORCH_N);
-        double e1 = rel_err_n(a1, tw + TORCH_N, TORCH_N);
-        double e2 = rel_err_n(b1, tw + 2 * TORCH_N, TORCH_N);
-        tt_ok(e < 1e-6 && e1 < 1e-5 && e2 < 1e-5,
-              "%s: %d steps vs torch.optim (rel err w %.2g, state %.2g, %.2g)", c->name, STEPS, e,
-              e1, e2);
+        tt_tmpdir_remove(dir);
     }
 
-    if (py != NULL) {
-        char path[128];
-        const char *files[] = {"optim.py", "in.bin", "out.bin"};
-        for (int i = 0; i < 3; i++) {
-            snprintf(path, sizeof(path), "%s/%s", tmpdir, files[i]);
-            unlink(path);
-        }
-        rmdir(tmpdir);
-    }
-    free(torch_out);
-    free(in);
-    free(ref);
-    free(w1);
-    free(a1);
-    free(b1);
-    free(w2);
-    free(a2);
-    free(b2);
+    for (int c = 0; c < N_CASES; c++)
+        check_case(c, be1, be2, torch);
+
+    /* slot names as checkpoints write them (optimizer.<param>.<slot>) */
+    tt_err err = {0};
+    optimizer_t opt;
+    optimizer_create(&cases[2].cfg, be1, 10, &opt, &err);
+    tt_ok(opt.n_slots == 1 && strcmp(opt.slot_names[0], "momentum") == 0,
+          "momentum: slot named 'momentum'");
+    optimizer_free(&opt);
+    optimizer_create(&cases[8].cfg, be1, 10, &opt, &err);
+    tt_ok(opt.n_slots == 2 && strcmp(opt.slot_names[0], "exp_avg") == 0 &&
+              strcmp(opt.slot_names[1], "exp_avg_sq") == 0,
+          "adam: slots named 'exp_avg', 'exp_avg_sq'");
+    optimizer_free(&opt);
+    optimizer_create(&cases[0].cfg, be1, 10, &opt, &err);
+    tt_ok(opt.n_slots == 0, "sgd: no slots");
+    optimizer_free(&opt);
+
+    free(torch);
+    be1->destroy(be1);
+    be2->destroy(be2);
     return tt_done();
 }

@@ -7,9 +7,10 @@
 #include <unistd.h>
 
 #include "checkpoint/safetensors.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 
-static char dir[64], path[128];
+static char dir[256], path[320];
 
 static int write_sample(const char *where, float base, tt_err *err)
 {
@@ -54,9 +55,7 @@ static void expect_refused(const char *what, const char *file, const char *needl
 
 int main(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/tt_st.XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    tt_tmpdir_make(dir, sizeof(dir), "st");
     snprintf(path, sizeof(path), "%s/model-42.safetensors", dir);
     tt_err err = {0};
     tt_ok(write_sample(path, 0.5f, &err) == 0, "write: %s", err.msg[0] ? err.msg : "ok");
@@ -81,21 +80,23 @@ int main(void)
     }
 
     /* an independent reader: Python's json and struct, no safetensors code */
-    char cmd[1024];
+    const char *py = tt_python("json, struct");
+    char cmd[2048];
     snprintf(cmd, sizeof(cmd),
-             "/usr/bin/python3 -c 'import json,struct,sys; b=open(sys.argv[1],\"rb\").read(); "
+             "'%s' -c 'import json,struct,sys; b=open(sys.argv[1],\"rb\").read(); "
              "n=struct.unpack(\"<Q\",b[:8])[0]; h=json.loads(b[8:8+n]); d=b[8+n:]; "
              "t=h[\"fc0.weight\"]; lo,hi=t[\"data_offsets\"]; v=struct.unpack(\"<6f\",d[lo:hi]); "
              "assert t[\"shape\"]==[2,3] and t[\"dtype\"]==\"F32\" and v[2]==-2.25, v; "
              "s=h[\"bn.num_batches_tracked\"]; lo,hi=s[\"data_offsets\"]; "
              "assert s[\"shape\"]==[] and struct.unpack(\"<q\",d[lo:hi])[0]==1234567890123; "
-             "assert (8+n)%%8==0 and h[\"__metadata__\"][\"global_step\"]==\"42\"' %s", path);
-    if (access("/usr/bin/python3", X_OK) == 0)
+             "assert (8+n)%%8==0 and h[\"__metadata__\"][\"global_step\"]==\"42\"' '%s'",
+             py ? py : "", path);
+    if (py != NULL)
         tt_ok(system(cmd) == 0, "an independent reader (python json + struct) agrees");
     else
-        tt_skip("independent python reader: /usr/bin/python3 missing");
+        tt_skip("independent python reader: no python3 ($PYTHON3 or /usr/bin/python3)");
 
-    char bad[160];
+    char bad[352];
     snprintf(bad, sizeof(bad), "%s/truncated.safetensors", dir);
     copy_mutated(bad, 5, -1);
     expect_refused("a truncated file", bad, "corrupt or truncated");
@@ -132,8 +133,6 @@ int main(void)
     tt_ok(ok, "after the failed write the previous file still loads, unchanged");
     safetensors_free(f);
 
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

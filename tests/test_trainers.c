@@ -11,25 +11,16 @@
 #include <unistd.h>
 
 #include "train/trainer.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 #include "util/log.h"
 
 static char dir[256];
-
-static void write_file(const char *name, const char *text)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    FILE *f = fopen(path, "w");
-    fputs(text, f);
-    fclose(f);
-}
-
-static void put_be32(FILE *f, unsigned v)
-{
-    unsigned char b[4] = {v >> 24, v >> 16 & 255, v >> 8 & 255, v & 255};
-    fwrite(b, 1, 4, f);
-}
+/* loss scaling (precision fp16's, which runs on GPUs) forced on for CPU
+ * towers, so its logic is checked here; the scale it starts from */
+static float force_loss_scale;
+static float last_loss_scale;
+static int64_t last_good_steps;
 
 /* A learnable toy set: 8x8 images, label = the row of the brightest pixel
  * (0-7), with noise. */
@@ -40,12 +31,12 @@ static void write_toy_idx(int n)
     FILE *fi = fopen(path, "wb");
     snprintf(path, sizeof(path), "%s/toy-labels", dir);
     FILE *fl = fopen(path, "wb");
-    put_be32(fi, 0x803);
-    put_be32(fi, (unsigned)n);
-    put_be32(fi, 8);
-    put_be32(fi, 8);
-    put_be32(fl, 0x801);
-    put_be32(fl, (unsigned)n);
+    tt_put_be32(fi, 0x803);
+    tt_put_be32(fi, (unsigned)n);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fl, 0x801);
+    tt_put_be32(fl, (unsigned)n);
     rng_t rng = rng_make(5, 6, 7);
     for (int i = 0; i < n; i++) {
         int label = (int)rng_below(&rng, 8);
@@ -91,18 +82,29 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
              "max_epoch = 1; steps_per_epoch = 5;\n"
              "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
              model);
-    write_file("job.cfg", job_text);
+    tt_write_file(dir, "job.cfg", job_text);
     job_override sets[16];
     for (int i = 0; i < n_sets; i++)
         sets[i].arg = sets_text[i];
     job_t job;
     tt_err err = {0};
     trainer_t tr;
-    if (job_load(job_path, sets, n_sets, &job, &err) != 0 || trainer_create(&tr, &job, &err) != 0 ||
-        trainer_train(&tr, &err) != 0) {
+    if (job_load(job_path, sets, n_sets, &job, &err) != 0 || trainer_create(&tr, &job, &err) != 0) {
         tt_diag("training failed: %s", err.msg);
         return NULL;
     }
+    if (force_loss_scale > 0) {
+        trainer_enable_loss_scale(&tr);
+        tr.loss_scale.scale = force_loss_scale;
+    }
+    if (trainer_train(&tr, &err) != 0) {
+        tt_diag("training failed: %s", err.msg);
+        trainer_free(&tr);
+        job_free(&job);
+        return NULL;
+    }
+    last_loss_scale = tr.loss_scale.scale;
+    last_good_steps = tr.loss_scale.good_steps;
     trainer_sync_tower0(&tr);
     *count = tr.model.n_floats;
     float *p = malloc(*count * sizeof(float));
@@ -114,28 +116,13 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
     return p;
 }
 
-static double rel_diff(const float *a, const float *b, size_t n)
-{
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num)
-            num = d;
-        if (fabs(b[i]) > den)
-            den = fabs(b[i]);
-    }
-    return num / (den > 0 ? den : 1);
-}
-
 int main(void)
 {
     log_set_quiet(true);
-    snprintf(dir, sizeof(dir), "/tmp/tt_trainers.XXXXXX");
-    if (mkdtemp(dir) == NULL)
-        return 1;
+    tt_tmpdir_make(dir, sizeof(dir), "trainers");
     write_toy_idx(600);
-    write_file("mlp.cfg", models[0]);
-    write_file("cnn.cfg", models[1]);
+    tt_write_file(dir, "mlp.cfg", models[0]);
+    tt_write_file(dir, "cnn.cfg", models[1]);
     const char *model_files[] = {"mlp.cfg", "cnn.cfg"};
     const char *algos[] = {"naive", "ring", "hierarchical"};
 
@@ -157,7 +144,7 @@ int main(void)
                     size_t n;
                     float *p0 = train(model_files[m], s, 2, 0, &n, NULL);
                     float *plast = train(model_files[m], s, 2, K - 1, &n, NULL);
-                    double d = p0 ? rel_diff(p0, ref, n) : 1;
+                    double d = p0 ? tt_rel_err_f(p0, ref, n) : 1;
                     tt_ok(p0 && d < 1e-5, "%s: sync_replicated K=%d %s packing %d equals simple "
                           "(rel diff %.2g)", model_files[m], K, algos[a], pack, d);
                     tt_ok(p0 && plast && memcmp(p0, plast, n * sizeof(float)) == 0,
@@ -173,7 +160,7 @@ int main(void)
                          "ps_device=\"%s\";}", K, ps ? "gpu" : "cpu");
                 size_t n;
                 float *p = train(model_files[m], s, 2, 0, &n, NULL);
-                double d = p ? rel_diff(p, ref, n) : 1;
+                double d = p ? tt_rel_err_f(p, ref, n) : 1;
                 tt_ok(p && d < 1e-5, "%s: sync_parameter_server K=%d ps_device %s equals simple "
                       "(rel diff %.2g)", model_files[m], K, ps ? "gpu" : "cpu", d);
                 free(p);
@@ -184,7 +171,7 @@ int main(void)
 
     /* batchnorm and a residual add: tower-local running statistics are
      * averaged at the epoch end, so the replicas are identical again */
-    write_file("res.cfg",
+    tt_write_file(dir, "res.cfg",
                "input = [1, 8, 8]; classes = 10; layers = ("
                " { name = \"conv0\"; type = \"conv2d\"; filters = 4; kernel = 3; padding = 1; bias = false; },"
                " { name = \"bn0\"; type = \"batchnorm\"; },"
@@ -248,16 +235,16 @@ int main(void)
         size_t n_ref, n_plain;
         float *ref = train("mlp.cfg", r, 2, 0, &n_ref, NULL);
         float *plain = train("mlp.cfg", r, 1, 0, &n_plain, NULL);
-        tt_ok(ref && plain && rel_diff(ref, plain, n_ref) > 1e-3,
+        tt_ok(ref && plain && tt_rel_err_f(ref, plain, n_ref) > 1e-3,
               "schedule: simple with the schedule differs from simple without (rel diff %.2g)",
-              ref && plain ? rel_diff(ref, plain, n_ref) : 0.0);
+              ref && plain ? tt_rel_err_f(ref, plain, n_ref) : 0.0);
         const char *types[] = {"sync_replicated", "sync_parameter_server"};
         for (int i = 0; i < 2; i++) {
             snprintf(r[0], sizeof(r[0]), "dataflow.batch_size=12");
             snprintf(r[2], sizeof(r[2]), "trainer={type=\"%s\"; nr_tower=2;}", types[i]);
             size_t n2; /* replicas: the last one; the parameter server: its copy */
             float *p2 = train("mlp.cfg", r, 3, i == 0 ? 1 : 0, &n2, NULL);
-            double d = p2 && ref ? rel_diff(p2, ref, n2) : 1;
+            double d = p2 && ref ? tt_rel_err_f(p2, ref, n2) : 1;
             tt_ok(p2 && d < 1e-5, "schedule: %s, 2 towers, follows the schedule as simple with "
                   "the global batch does (rel diff %.2g)", types[i], d);
             free(p2);
@@ -279,9 +266,117 @@ int main(void)
         free(pa_plain);
     }
 
-    char cmd[300];
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    if (system(cmd) != 0)
-        tt_diag("could not remove %s", dir);
+    /* Loss scaling, GradScaler's rule: halve and skip on Inf/NaN, double
+     * after LOSS_SCALE_GROWTH_INTERVAL clean steps, never to infinity. */
+    {
+        loss_scale ls;
+        loss_scale_init(&ls);
+        bool applied = loss_scale_update(&ls, true);
+        tt_ok(ls.scale == 65536.0f && ls.good_steps == 1 && applied,
+              "loss scale: starts at 2^16; a clean step is applied and counted");
+        applied = loss_scale_update(&ls, false);
+        tt_ok(ls.scale == 32768.0f && ls.good_steps == 0 && !applied,
+              "loss scale: an overflow skips the step, halves the scale, resets the count");
+        int64_t steps = 0;
+        while (ls.scale == 32768.0f && steps < 10 * LOSS_SCALE_GROWTH_INTERVAL) {
+            loss_scale_update(&ls, true);
+            steps++;
+        }
+        tt_ok(steps == LOSS_SCALE_GROWTH_INTERVAL && ls.scale == 65536.0f && ls.good_steps == 0,
+              "loss scale: doubles after exactly %d clean steps (took %lld)",
+              LOSS_SCALE_GROWTH_INTERVAL, (long long)steps);
+        ls.scale = 0x1p127f;
+        ls.good_steps = LOSS_SCALE_GROWTH_INTERVAL - 1;
+        loss_scale_update(&ls, true);
+        tt_ok(ls.scale == 0x1p127f && ls.good_steps == 0,
+              "loss scale: growth that would overflow keeps the old scale");
+    }
+
+    /* Loss scaling in every trainer type: scaling by a power of two and back
+     * is exact, so a run with it equals a run without, bit for bit; an
+     * overflow (TT_FAULT_GRAD) skips exactly that update in every tower. */
+    {
+        const char *cases[][2] = {
+            {"trainer={type=\"simple\";}", "dataflow.batch_size=24"},
+            {"trainer={type=\"sync_replicated\"; nr_tower=2; gradient_packing=2;}",
+             "dataflow.batch_size=12"},
+            {"trainer={type=\"sync_parameter_server\"; nr_tower=2;}", "dataflow.batch_size=12"},
+            {"trainer={type=\"async\"; nr_tower=1;}", "dataflow.batch_size=24"},
+        };
+        for (int c = 0; c < 4; c++) {
+            char ls[2][160];
+            snprintf(ls[0], sizeof(ls[0]), "%s", cases[c][0]);
+            snprintf(ls[1], sizeof(ls[1]), "%s", cases[c][1]);
+            size_t n1, n2;
+            force_loss_scale = 0;
+            float *plain = train("mlp.cfg", ls, 2, 0, &n1, NULL);
+            force_loss_scale = LOSS_SCALE_INIT;
+            float *scaled = train("mlp.cfg", ls, 2, 0, &n2, NULL);
+            tt_ok(plain && scaled && memcmp(plain, scaled, n1 * sizeof(float)) == 0 &&
+                      last_loss_scale == LOSS_SCALE_INIT && last_good_steps == 5,
+                  "loss scale: %s with scale 2^16 equals the unscaled run bitwise (5 clean "
+                  "steps counted: %lld)", cases[c][0], (long long)last_good_steps);
+            setenv("TT_FAULT_GRAD", "3", 1);
+            float *skipped = train("mlp.cfg", ls, 2, 0, &n2, NULL);
+            bool kept_finite = skipped != NULL;
+            for (size_t i = 0; kept_finite && i < n2; i++)
+                kept_finite = isfinite(skipped[i]);
+            tt_ok(kept_finite && last_loss_scale == LOSS_SCALE_INIT / 2 && last_good_steps == 2 &&
+                      memcmp(skipped, scaled, n2 * sizeof(float)) != 0,
+                  "loss scale: %s, Inf/NaN gradients at step 3: that update alone is skipped "
+                  "(scale %g, %lld clean steps after it), parameters finite", cases[c][0],
+                  (double)last_loss_scale, (long long)last_good_steps);
+            if (c == 1) { /* the replicas agreed on the skip */
+                float *other = train("mlp.cfg", ls, 2, 1, &n2, NULL);
+                tt_ok(other && skipped && memcmp(other, skipped, n2 * sizeof(float)) == 0,
+                      "loss scale: sync_replicated replicas stay identical across a skip");
+                free(other);
+            }
+            force_loss_scale = 0;
+            float *broken = train("mlp.cfg", ls, 2, 0, &n2, NULL);
+            tt_ok(broken == NULL, "loss scale: without it the same fault ends the run (NaN loss)");
+            unsetenv("TT_FAULT_GRAD");
+            free(plain);
+            free(scaled);
+            free(skipped);
+            free(broken);
+        }
+    }
+
+    /* The loss scale travels in the checkpoint: a resumed fp16 run goes on
+     * with the scale and the count of clean steps it had. */
+    {
+        char job_path[512], ckpt[600];
+        snprintf(job_path, sizeof(job_path), "%s/job.cfg", dir);
+        snprintf(ckpt, sizeof(ckpt), "%s/scale.safetensors", dir);
+        job_t job;
+        tt_err err = {0};
+        trainer_t a, b;
+        setenv("TT_FAULT_GRAD", "2", 1);
+        int rc = job_load(job_path, NULL, 0, &job, &err) || trainer_create(&a, &job, &err);
+        if (rc == 0) {
+            trainer_enable_loss_scale(&a);
+            rc = trainer_train(&a, &err) || trainer_save_checkpoint(&a, ckpt, &err);
+        }
+        unsetenv("TT_FAULT_GRAD");
+        rc = rc || trainer_create(&b, &job, &err);
+        if (rc == 0) {
+            trainer_enable_loss_scale(&b);
+            rc = trainer_restore(&b, ckpt, &err);
+        }
+        tt_ok(rc == 0 && a.loss_scale.scale == 32768.0f && a.loss_scale.good_steps == 3 &&
+                  b.loss_scale.scale == a.loss_scale.scale &&
+                  b.loss_scale.good_steps == a.loss_scale.good_steps,
+              "loss scale: resume continues with the checkpoint's scale and clean-step count "
+              "(%g, %lld) %s", (double)b.loss_scale.scale, (long long)b.loss_scale.good_steps,
+              err.msg);
+        if (rc == 0) {
+            trainer_free(&a);
+            trainer_free(&b);
+        }
+        job_free(&job);
+    }
+
+    tt_tmpdir_remove(dir);
     return tt_done();
 }

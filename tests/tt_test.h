@@ -1,15 +1,20 @@
-/* tt_test.h - a tiny TAP producer for the unit tests.
+/* tt_test.h - a tiny TAP producer for the unit tests, and the file chores
+ * they share (a temporary directory, writing a file, big-endian integers).
  *
  * Each check prints one TAP line ("ok 3 - dense backward dx"), so automake's TAP
  * driver counts every check, not every program. tt_done() prints the plan and
- * returns the exit status for main().
+ * returns the exit status for main(). A test that cannot set itself up exits
+ * 99, which the driver reports as a hard error rather than a failed check.
+ * The numerical helpers are in tt_ref.h.
  */
 #ifndef TT_TEST_H
 #define TT_TEST_H
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int tt_test_count, tt_test_failed;
 
@@ -63,6 +68,51 @@ static inline int tt_done(void)
 {
     printf("1..%d\n", tt_test_count);
     return tt_test_failed ? 1 : 0;
+}
+
+/* ---- files ---- */
+
+/* Makes a fresh directory $TMPDIR/tt_<name>.XXXXXX (/tmp without TMPDIR)
+ * into dir[len]; exits 99 when it cannot. */
+static inline void tt_tmpdir_make(char *dir, size_t len, const char *name)
+{
+    const char *tmp = getenv("TMPDIR");
+    int k = snprintf(dir, len, "%s/tt_%s.XXXXXX", tmp != NULL && tmp[0] != '\0' ? tmp : "/tmp",
+                     name);
+    if (k < 0 || (size_t)k >= len || strchr(dir, '\'') != NULL || mkdtemp(dir) == NULL) {
+        fprintf(stderr, "cannot make a temporary directory for %s\n", name);
+        exit(99);
+    }
+}
+
+/* Removes a directory made by tt_tmpdir_make and all it holds. */
+static inline void tt_tmpdir_remove(const char *dir)
+{
+    char cmd[4200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        tt_diag("could not remove %s", dir);
+}
+
+/* Writes text to dir/name (to name itself when dir is NULL); exits 99 when
+ * it cannot. */
+static inline void tt_write_file(const char *dir, const char *name, const char *text)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s%s%s", dir ? dir : "", dir ? "/" : "", name);
+    FILE *f = fopen(path, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
+        perror(path);
+        exit(99);
+    }
+}
+
+/* A 32-bit big-endian integer, as IDX headers hold them. */
+static inline void tt_put_be32(FILE *f, uint32_t v)
+{
+    unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
+                          (unsigned char)(v >> 8), (unsigned char)v};
+    fwrite(b, 1, 4, f);
 }
 
 #endif

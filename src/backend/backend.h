@@ -125,6 +125,8 @@ struct backend {
     /* y = a + b, then relu if asked: one pass (y may be a or b) */
     void (*add)(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
     void (*scale)(backend_t *be, size_t count, float alpha, float *x);
+    /* true when none of x[0, count) is an Inf or a NaN (loss scaling's check) */
+    bool (*all_finite)(backend_t *be, size_t count, const float *x);
 
     /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits.
      * Writes dlogits = (softmax - onehot) / n when dlogits != NULL, and returns

@@ -15,11 +15,10 @@ libtowertrain_a_SOURCES += %reldir%/cuda/none.c
 endif
 EXTRA_DIST += %reldir%/cuda/cuda_device.cu %reldir%/cuda/none.c
 
-# Numerical tests of the CPU backend (float64 references; torch.optim when found).
-check_PROGRAMS += tests/test_backend_cpu tests/test_optim
-tests_test_backend_cpu_SOURCES = tests/test_backend_cpu.c
-tests_test_optim_SOURCES = tests/test_optim.c
-TESTS += tests/test_backend_cpu tests/test_optim
+# The CPU backend's own operations and thread pool against float64 references.
+check_PROGRAMS += tests/test_cpu_ops
+tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c
+TESTS += tests/test_cpu_ops
 
 # The blocked layout between layers gives NCHW's bits (tower level).
 check_PROGRAMS += tests/test_blocked_layout

@@ -27,6 +27,16 @@ static inline TT_HD float tt_relu_grad(float y, float dy)
     return y > 0.0f ? dy : 0.0f;
 }
 
+/* 1 when x is an Inf or a NaN (the exponent bits all set), else 0: the test
+ * loss scaling runs over every gradient (an integer test, so that it
+ * vectorises and no compiler flag can assume it away). */
+static inline TT_HD int tt_not_finite(float x)
+{
+    union { float f; uint32_t u; } b;
+    b.f = x;
+    return (b.u & 0x7f800000u) == 0x7f800000u;
+}
+
 /* torch.optim.SGD, dampening 0, one element. *buf is the momentum buffer (unused
  * when momentum == 0); on the first step torch sets buf = d_p. Returns the new w. */
 static inline TT_HD float tt_sgd_update(float w, float g, float *buf, float lr, float momentum,

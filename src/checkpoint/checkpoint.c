@@ -86,10 +86,14 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
     snprintf(local_s, sizeof(local_s), "%" PRId64, s->local_step);
     snprintf(batch_s, sizeof(batch_s), "%" PRId64, s->global_batch);
     snprintf(rng_s, sizeof(rng_s), "splitmix64 seed %" PRIu64, s->seed);
+    char scale_s[32], good_s[32];
+    snprintf(scale_s, sizeof(scale_s), "%.9g", (double)s->loss_scale);
+    snprintf(good_s, sizeof(good_s), "%" PRId64, s->loss_scale_good_steps);
     const char *meta[] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
                           "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
-                          "job", s->job_text ? s->job_text : ""};
-    rc = safetensors_write(path, ts, k, meta, 7, err);
+                          "job", s->job_text ? s->job_text : "",
+                          "loss_scale", scale_s, "loss_scale_good_steps", good_s};
+    rc = safetensors_write(path, ts, k, meta, s->loss_scale > 0 ? 9 : 7, err);
 out:
     free(ints);
     free(ts);
@@ -204,6 +208,23 @@ static int meta_int(const safetensors_file *f, const char *path, const char *key
     return 0;
 }
 
+/* The optional loss scale: a finite power of two above 0, or 0 when absent. */
+static int meta_scale(const safetensors_file *f, const char *path, float *out, tt_err *err)
+{
+    const char *v = safetensors_meta(f, "loss_scale");
+    *out = 0.0f;
+    if (v == NULL)
+        return 0;
+    char *end = NULL;
+    float x = strtof(v, &end);
+    int e;
+    if (*v == '\0' || *end != '\0' || !isfinite(x) || x <= 0.0f || frexpf(x, &e) != 0.5f)
+        return err_set(err, TT_ERR_USAGE, "%s: metadata loss_scale '%s' is not a power of two",
+                       path, v);
+    *out = x;
+    return 0;
+}
+
 int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_err *err)
 {
     safetensors_file *f = NULL;
@@ -217,7 +238,10 @@ int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_
     else if (meta_int(f, path, "epoch_num", true, &s->epochs_done, err) == 0 &&
              meta_int(f, path, "global_step", true, &s->global_step, err) == 0 &&
              meta_int(f, path, "local_step", true, &s->local_step, err) == 0 &&
-             meta_int(f, path, "global_batch", false, &s->global_batch, err) == 0)
+             meta_int(f, path, "global_batch", false, &s->global_batch, err) == 0 &&
+             meta_int(f, path, "loss_scale_good_steps", false, &s->loss_scale_good_steps,
+                      err) == 0 &&
+             meta_scale(f, path, &s->loss_scale, err) == 0)
         rc = read_tensors(m, f, path, s->params, s, err);
     safetensors_free(f);
     return rc;

@@ -4,8 +4,8 @@
  * A checkpoint holds the model block (parameters and batchnorm statistics)
  * under PyTorch's names, the optimizer slots as optimizer.<param>.<slot>, and
  * in __metadata__ the format, the completed epochs, global_step, local_step
- * (steps done in the running epoch), the global batch, the RNG state and the
- * resolved job. Every random stream in towertrain is a pure function of the
+ * (steps done in the running epoch), the global batch, the RNG state, the
+ * resolved job, and with fp16 the loss scale. Every random stream in towertrain is a pure function of the
  * seed and counters, so the RNG state is the seed and the position is
  * global_step.
  *
@@ -33,6 +33,8 @@ typedef struct {
     int64_t global_batch;           /* samples per step, every tower of every rank; 0: unknown */
     uint64_t seed;
     const char *job_text;           /* the resolved job, as job.cfg holds it */
+    float loss_scale;               /* fp16's dynamic loss scale; 0: none */
+    int64_t loss_scale_good_steps;  /* clean steps since it last changed */
 } checkpoint_state;
 
 /* Writes the state to `path` atomically. A tensor that is not finite is

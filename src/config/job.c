@@ -319,6 +319,10 @@ static int build_job(job_t *job, config_t *cfg)
     tr->scale_gradient = get_bool(t, "scale_gradient", true);
     tr->gradient_packing = get_int(t, "gradient_packing", 0);
     tr->threads_per_tower = get_int(t, "threads_per_tower", 0);
+    const char *prec = get_str(t, "precision", "fp32");
+    tr->precision = strcmp(prec, "bf16") == 0   ? PRECISION_BF16
+                    : strcmp(prec, "fp16") == 0 ? PRECISION_FP16
+                                                : PRECISION_FP32;
 
     static const char *const cb_keys[] = { "callbacks", "extra_callbacks" };
     static const char *const mon_keys[] = { "monitors" };

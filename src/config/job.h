@@ -126,6 +126,10 @@ typedef enum {
 
 typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU } device_kind;
 
+/* What the forward and backward passes compute in (mixed precision against
+ * fp32 master parameters, as torch.autocast); fp16 adds dynamic loss scaling. */
+typedef enum { PRECISION_FP32, PRECISION_BF16, PRECISION_FP16 } precision_kind;
+
 #define TT_MAX_TOWERS 64
 
 typedef struct {
@@ -138,6 +142,7 @@ typedef struct {
     char ps_device[8];         /* "cpu" | "gpu" */
     bool scale_gradient;
     int threads_per_tower;     /* 0 = cores / towers */
+    precision_kind precision;
 } trainer_cfg;
 
 /* ---- callbacks and monitors (SPEC 9, 10) ---- */

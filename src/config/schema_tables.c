@@ -159,6 +159,7 @@ static const group_spec optimizer_spec = {
 static const char *const device_values[] = { "auto", "cpu", "gpu", NULL };
 static const char *const allreduce_values[] = { "auto", "ring", "naive", "hierarchical", "nccl", NULL };
 static const char *const ps_values[] = { "cpu", "gpu", NULL };
+static const char *const precision_values[] = { "fp32", "bf16", "fp16", NULL };
 
 static const variant_spec trainer_variants[] = {
     { .name = "simple", .keys = (const key_spec[]){ END } },
@@ -242,6 +243,7 @@ static const group_spec trainer_spec = {
           .max_len = TT_MAX_TOWERS },
         { .name = "gradient_packing", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "threads_per_tower", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
+        { .name = "precision", .kind = KEY_STRING, .def = "\"fp32\"", .allowed = precision_values },
         END },
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };

@@ -3,7 +3,7 @@ libtowertrain_a_SOURCES += %reldir%/layer.h %reldir%/layer.c %reldir%/pool_commo
 	%reldir%/global_avgpool.c %reldir%/relu.c %reldir%/dropout.c %reldir%/flatten.c \
 	%reldir%/batchnorm.c %reldir%/add.c
 
-# Every layer against a float64 reference and finite differences.
+# Every layer, and a whole model, against float64 references and finite differences.
 check_PROGRAMS += tests/test_layers
 tests_test_layers_SOURCES = tests/test_layers.c
 TESTS += tests/test_layers

@@ -378,6 +378,7 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->model = m;
     t->be = be;
     t->max_n = max_n;
+    t->loss_scale = 1.0f;
     size_t n = (size_t)max_n;
     int L = m->n_layers;
     int *buf_of = malloc((size_t)L * sizeof(int));
@@ -560,6 +561,8 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
                      backward ? t->dact[last] : NULL, &t->loss_sum, &t->correct);
     if (!backward)
         return t->act[last];
+    if (t->loss_scale != 1.0f)
+        be->scale(be, (size_t)n * (size_t)m->cfg->classes, t->loss_scale, t->dact[last]);
 
     /* Reverse order. An output read by several layers gets the sum of their
      * gradients: the first consumer met (the latest layer) overwrites, the

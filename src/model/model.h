@@ -79,6 +79,9 @@ typedef struct {
     bool *grad_written; /* per layer, during backward: dact already holds a gradient */
     double loss_sum;   /* of the last forward with loss */
     int correct;
+    /* The gradient of the loss is multiplied by this before backward (fp16's
+     * loss scaling: the trainer divides the gradients by it again); 1 = off. */
+    float loss_scale;
     /* Called during backward each time a layer's gradients are final, with
      * the lowest offset of the gradient block now final: [lo, n_trainable)
      * will not change again in this step (layers run last to first and own

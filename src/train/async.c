@@ -48,11 +48,14 @@ static void async_tower(const tower_context *ctx, void *p)
     if (tr->job->trainer.scale_gradient && tr->n_towers > 1)
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / (float)tr->n_towers, tw->grads);
 
-    pthread_mutex_lock(&st->lock);
-    st->updates++;
-    optimizer_apply_range(&st->sp.opt, tw->be, st->sp.params, tw->grads, 0,
-                          tr->model.n_trainable, st->updates);
-    optimizer_mark_stepped(&st->sp.opt);
+    bool finite = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
+    pthread_mutex_lock(&st->lock); /* the loss scale too is shared */
+    if (trainer_loss_scale_step(tr, finite)) {
+        st->updates++;
+        optimizer_apply_range(&st->sp.opt, tw->be, st->sp.params, tw->grads, 0,
+                              tr->model.n_trainable, st->updates);
+        optimizer_mark_stepped(&st->sp.opt);
+    }
     pthread_mutex_unlock(&st->lock);
 }
 

@@ -55,6 +55,10 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
     s.global_step = tr->global_step;
     s.global_batch = tr->global_batch;
     s.seed = tr->job->seed;
+    if (tr->loss_scaling) {
+        s.loss_scale = tr->loss_scale.scale;
+        s.loss_scale_good_steps = tr->loss_scale.good_steps;
+    }
     char *job_text = NULL;
     size_t job_len = 0;
     FILE *mem = open_memstream(&job_text, &job_len);
@@ -125,6 +129,10 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
     tr->local_step = s.local_step;
     tr->epoch_num = s.epochs_done + 1;
     tr->resumed_global_batch = s.global_batch;
+    if (tr->loss_scaling && s.loss_scale > 0) { /* else an fp32 run goes on in fp16: from 2^16 */
+        tr->loss_scale.scale = s.loss_scale;
+        tr->loss_scale.good_steps = s.loss_scale_good_steps;
+    }
     if (tr->ops->reload != NULL)
         tr->ops->reload(tr);
     free(s.params);

@@ -1,5 +1,6 @@
 libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/towers.c \
 	%reldir%/checkpointing.c %reldir%/shared_params.c %reldir%/shared_params.h \
+	%reldir%/loss_scale.c %reldir%/loss_scale.h \
 	%reldir%/towers.h %reldir%/simple.c %reldir%/sync_replicated.c \
 	%reldir%/sync_parameter_server.c %reldir%/async.c
 check_PROGRAMS += tests/test_trainers

@@ -17,7 +17,9 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     tower_t *t = &tr->towers[0];
     trainer_tower_compute(tr, 0, b);
-    optimizer_apply(tr->impl, t->params, t->grads, tr->global_step + 1);
+    bool finite = trainer_grads_finite(tr, t->be, t->grads, tr->model.n_trainable);
+    if (trainer_loss_scale_step(tr, finite))
+        optimizer_apply(tr->impl, t->params, t->grads, tr->global_step + 1);
     trainer_collect_step(tr, b);
     return 0;
 }

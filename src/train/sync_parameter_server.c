@@ -27,6 +27,7 @@ typedef struct {
     float *grads;        /* [n_trainable]: the averaged gradients */
     param_range *ranges; /* the placement */
     int n_ranges;
+    bool finite[TT_MAX_TOWERS]; /* loss scaling: each tower's gradients were finite */
 } ps_state;
 
 static void place_even(trainer_t *tr, ps_state *st)
@@ -110,8 +111,11 @@ static void ps_tower_compute(const tower_context *ctx, void *p)
 {
     step_arg *a = p;
     ps_state *st = a->tr->impl;
+    tower_t *tw = &a->tr->towers[ctx->index];
     shared_params_read(a->tr, &st->sp, ctx->index); /* from the server */
     trainer_tower_compute(a->tr, ctx->index, a->b);
+    st->finite[ctx->index] =
+        trainer_grads_finite(a->tr, tw->be, tw->grads, a->tr->model.n_trainable);
 }
 
 /* The ranges this tower owns: average the towers' gradients there, update. */
@@ -139,8 +143,14 @@ static int ps_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     ps_state *st = tr->impl;
     step_arg a = {tr, b};
     tower_team_run(tr->team, true, ps_tower_compute, &a);
-    tower_team_run(tr->team, true, ps_tower_update, &a);
-    optimizer_mark_stepped(&st->sp.opt);
+    /* the average holds an Inf or a NaN when any tower's gradients do */
+    bool finite = true;
+    for (int t = 0; t < tr->n_towers; t++)
+        finite = finite && st->finite[t];
+    if (trainer_loss_scale_step(tr, finite)) {
+        tower_team_run(tr->team, true, ps_tower_update, &a);
+        optimizer_mark_stepped(&st->sp.opt);
+    }
     trainer_collect_step(tr, b);
     return 0;
 }

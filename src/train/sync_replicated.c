@@ -39,6 +39,7 @@ typedef struct {
     bool algo_auto;                  /* allreduce = "auto" chose algo */
     int packs;                       /* gradient_packing: all-reduces per step (1 = off) */
     pack_cursor cursors[TT_MAX_TOWERS];
+    bool finite[TT_MAX_TOWERS];      /* loss scaling: the averaged gradients were finite */
 } replicated_state;
 
 typedef struct {
@@ -150,13 +151,18 @@ static void replicated_tower(const tower_context *ctx, void *p)
     c->pending = st->packs;
     trainer_tower_compute(tr, t, a->b); /* averages packs as they are ready */
     average_ready_packs(c, 0);          /* and the rest */
-    optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->global_step + 1);
+    /* every tower holds the same averaged gradients: the same verdict */
+    st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
+    if (st->finite[t])
+        optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->global_step + 1);
 }
 
 static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
+    replicated_state *st = tr->impl;
     tower_team_run(tr->team, true, replicated_tower, &a);
+    trainer_loss_scale_step(tr, st->finite[0]);
     trainer_collect_step(tr, b);
     return 0;
 }

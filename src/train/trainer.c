@@ -52,6 +52,23 @@ static int trainer_check_device(const job_t *job, tt_err *err)
                    "device(s) but cannot train yet; use device = \"cpu\"", n);
 }
 
+/* The precision the towers' backend can run, or a usage error: never a
+ * silent fp32 run. */
+static int trainer_check_precision(const job_t *job, tt_err *err)
+{
+    switch (job->trainer.precision) {
+    case PRECISION_FP32:
+        return 0;
+    case PRECISION_FP16:
+        return err_set(err, TT_ERR_USAGE, "trainer.precision = \"fp16\" runs on GPU towers only "
+                       "(this job trains on the CPU); use \"bf16\" or \"fp32\"");
+    case PRECISION_BF16:
+        break;
+    }
+    return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\": the CPU backend of this "
+                   "build computes in fp32 only; use \"fp32\"");
+}
+
 static int trainer_create_towers(trainer_t *tr, tt_err *err)
 {
     const job_t *job = tr->job;
@@ -125,8 +142,10 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
 {
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
-    if (trainer_check_device(job, err) != 0)
+    if (trainer_check_device(job, err) != 0 || trainer_check_precision(job, err) != 0)
         return -1;
+    if (job->trainer.precision == PRECISION_FP16)
+        trainer_enable_loss_scale(tr);
     tr->ops = trainer_ops_for(job->trainer.type);
     tr->n_towers = job->trainer.nr_tower;
     tr->rank = dist_rank();
@@ -256,6 +275,15 @@ int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err
     return 0;
 }
 
+/* Test hook: TT_FAULT_GRAD=<s> makes tower 0's loss gradient infinite at
+ * global step s (from 1), so that its backward gives Inf and NaN gradients,
+ * as an fp16 overflow would: loss scaling must skip exactly that update. */
+static bool fault_gradient_step(const trainer_t *tr, int t)
+{
+    const char *s = getenv("TT_FAULT_GRAD");
+    return t == 0 && s != NULL && *s != '\0' && atoll(s) == tr->global_step + 1;
+}
+
 void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
 {
     tower_t *tw = &tr->towers[t];
@@ -267,7 +295,37 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
      * K towers in one process draw */
     uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
     uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, tower);
+    float scale = tw->loss_scale;
+    if (fault_gradient_step(tr, t)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
+        tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
+    if (tw->loss_scale != 1.0f) /* a power of two: exact both ways */
+        tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
+    tw->loss_scale = scale;
+}
+
+void trainer_enable_loss_scale(trainer_t *tr)
+{
+    tr->loss_scaling = true;
+    loss_scale_init(&tr->loss_scale);
+}
+
+bool trainer_grads_finite(trainer_t *tr, backend_t *be, const float *g, size_t count)
+{
+    return !tr->loss_scaling || be->all_finite(be, count, g);
+}
+
+bool trainer_loss_scale_step(trainer_t *tr, bool grads_finite)
+{
+    if (!tr->loss_scaling)
+        return true;
+    float before = tr->loss_scale.scale;
+    if (loss_scale_update(&tr->loss_scale, grads_finite))
+        return true;
+    log_printf("global step %lld: gradients hold Inf or NaN at loss scale %g: update skipped, "
+               "loss scale now %g\n", (long long)tr->global_step + 1, (double)before,
+               (double)tr->loss_scale.scale);
+    return false;
 }
 
 void trainer_collect_step(trainer_t *tr, const batch_t *b)
@@ -470,6 +528,10 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         const batch_t *b = dataflow_next(tr->train_flow);
         if (b == NULL)
             return err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+        /* the step's scale, fixed for the whole step (async may change
+         * tr->loss_scale while other towers still compute) */
+        for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
+            tr->towers[t].loss_scale = tr->loss_scale.scale;
         if (tr->ops->run_step(tr, b, err) != 0)
             return -1;
         if (!isfinite(tr->step_loss))
@@ -497,6 +559,9 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
     dump_tower_statistics(tr);
     if (trainer_put_scalar(tr, "learning_rate",
                            float_shortest(trainer_get_learning_rate(tr)), err) != 0)
+        return -1;
+    if (tr->loss_scaling &&
+        trainer_put_scalar(tr, "loss_scale", (double)tr->loss_scale.scale, err) != 0)
         return -1;
     for (int i = 0; i < tr->n_callbacks; i++) {
         callback_t *cb = &tr->callbacks[i];

@@ -19,6 +19,7 @@
 #include "dataflow/dataflow.h"
 #include "model/model.h"
 #include "optim/optimizer.h"
+#include "train/loss_scale.h"
 #include "train/towers.h"
 #include "util/err.h"
 
@@ -145,6 +146,10 @@ struct trainer {
     double step_accuracy;
     double epoch_seconds;    /* wall time of the running epoch's steps */
     int64_t resumed_global_batch; /* the checkpoint's global batch (resume), else 0 */
+
+    /* precision = "fp16": dynamic loss scaling (loss_scale.h) */
+    bool loss_scaling;
+    loss_scale loss_scale;
     double epoch_start_time;
 
     callback_t *callbacks;
@@ -206,8 +211,23 @@ extern const trainer_ops trainer_simple_ops, trainer_sync_replicated_ops,
     trainer_sync_parameter_server_ops, trainer_async_ops;
 
 /* Tower t's part of a step: loads its slice of the batch and runs forward and
- * backward (gradients of its slice's mean loss into its grads). */
+ * backward (gradients of its slice's mean loss into its grads; with loss
+ * scaling, scaled by the tower's loss_scale during backward and divided by it
+ * again here). */
 void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b);
+
+/* ---- loss scaling (precision = "fp16"); every trainer type, once per
+ *      update: check the gradients it is about to apply, then advance ---- */
+
+/* Turns loss scaling on (trainer_create does for fp16; tests on CPU too). */
+void trainer_enable_loss_scale(trainer_t *tr);
+
+/* Whether g[0, count) is free of Inf and NaN; true when loss scaling is off. */
+bool trainer_grads_finite(trainer_t *tr, backend_t *be, const float *g, size_t count);
+
+/* Advances the loss scale after an update was checked; a skipped step is
+ * logged. Returns whether the update is applied. No-op (true) when off. */
+bool trainer_loss_scale_step(trainer_t *tr, bool grads_finite);
 
 /* Sums the towers' losses and accuracies of the step into step_loss and
  * step_accuracy (over the whole global batch, every rank's towers); under MPI

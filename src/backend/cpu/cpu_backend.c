@@ -100,6 +100,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->axpy = cpu_axpy;
     be->add = cpu_add;
     be->scale = cpu_scale;
+    be->all_finite = cpu_all_finite;
     be->softmax_xent = cpu_softmax_xent;
     be->sgd_step = cpu_sgd_step;
     be->adam_step = cpu_adam_step;

@@ -138,6 +138,14 @@ void cpu_scale(backend_t *be, size_t count, float alpha, float *x)
     ew_run(be, &e);
 }
 
+CPU_HOT bool cpu_all_finite(backend_t *be, size_t count, const float *x)
+{
+    int bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad |= tt_not_finite(x[i]);
+    return bad == 0;
+}
+
 void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
                   float weight_decay, bool first_step, float *w, const float *g, float *buf)
 {
