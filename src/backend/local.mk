@@ -24,3 +24,8 @@ TESTS += tests/test_cpu_ops
 check_PROGRAMS += tests/test_blocked_layout
 tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
 TESTS += tests/test_blocked_layout
+
+# The dense layers' matrix product: float64, an fmaf chain, any split.
+check_PROGRAMS += tests/test_tile_gemm
+tests_test_tile_gemm_SOURCES = tests/test_tile_gemm.c
+TESTS += tests/test_tile_gemm
