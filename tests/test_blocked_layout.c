@@ -55,6 +55,7 @@ static const char *LENET =
     " { name = \"c1\"; type = \"conv2d\"; filters = 16; kernel = 3; padding = 1; activation = \"relu\"; },\n"
     " { name = \"m1\"; type = \"maxpool\"; kernel = 3; stride = 2; padding = 1; },\n"
     " { name = \"c2\"; type = \"conv2d\"; filters = 16; kernel = 1; },\n"
+    " { name = \"m2\"; type = \"maxpool\"; kernel = 3; stride = 1; padding = 1; },\n"
     " { name = \"v0\"; type = \"avgpool\"; kernel = 3; stride = 2; padding = 1; },\n"
     " { name = \"c3\"; type = \"conv2d\"; filters = 16; kernel = 1; activation = \"relu\"; },\n"
     " { name = \"v1\"; type = \"avgpool\"; kernel = 2; },\n"
@@ -209,7 +210,7 @@ int main(void)
     static const char *const resnet_expect[] = {"c0=1", "b0=1", "r0=1", "c1=1", "b1=1",
                                                 "b2=1", "a0=1", "c3=1", "b3=1", "p0=1",
                                                 "pb=1", "a1=1", "r3=1", "g=0", "fc=0", NULL};
-    static const char *const lenet_expect[] = {"c0=0", "m0=0", "c1=1", "m1=1", "c2=1", "v0=1",
+    static const char *const lenet_expect[] = {"c0=0", "m0=0", "c1=1", "m1=1", "c2=1", "m2=1", "v0=1",
                                                "c3=1", "v1=0", "fc=0", NULL};
     check_model("residual model", RESNET, resnet_expect, 6);
     check_model("LeNet-like model", LENET, lenet_expect, 5);
