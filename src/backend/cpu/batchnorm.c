@@ -328,6 +328,132 @@ CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y,
     }
 }
 
+#ifdef CPU_AVX512_KERNELS
+/* block_row_sum with the 16 lane accumulators in registers: the same
+ * additions in the same order (the scalar loops above did not vectorise
+ * cleanly and made blocked batchnorm slower than NCHW's). */
+__attribute__((target("avx512f"))) static void block_row_sum_avx512(const float *x, int hw,
+                                                                    const float *shift, bool sq,
+                                                                    double *part)
+{
+    __m512 acc[LANES], sh = _mm512_loadu_ps(shift);
+    for (int j = 0; j < LANES; j++)
+        acc[j] = _mm512_setzero_ps();
+    int q = 0;
+    for (; q + LANES <= hw; q += LANES)
+        for (int j = 0; j < LANES; j++) {
+            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)(q + j) * LANES), sh);
+            acc[j] = _mm512_add_ps(acc[j], sq ? _mm512_mul_ps(d, d) : d);
+        }
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (int j = 0; j < LANES; j++) {
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(acc[j])));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                   _mm512_castps_pd(acc[j]), 1))));
+    }
+    for (; q < hw; q++) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)q * LANES), sh);
+        if (sq)
+            d = _mm512_mul_ps(d, d);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(d)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                   _mm512_extractf64x4_pd(_mm512_castps_pd(d), 1))));
+    }
+    _mm512_storeu_pd(part, _mm512_add_pd(_mm512_loadu_pd(part), lo));
+    _mm512_storeu_pd(part + 8, _mm512_add_pd(_mm512_loadu_pd(part + 8), hi));
+}
+
+/* block_row_sums_dy likewise; the 32 accumulators do not fit the
+ * registers, so the pixels go in two halves (lanes 0-7 and 8-15 of each
+ * 16): every accumulator still sees its pixels in order. */
+__attribute__((target("avx512f"))) static void
+block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, const float *mean,
+                         double *sdy, double *sdyx)
+{
+    __m512 mv = _mm512_loadu_ps(mean), zero = _mm512_setzero_ps();
+    __m512d s_lo = _mm512_setzero_pd(), s_hi = s_lo, t_lo = s_lo, t_hi = s_lo;
+    int full = hw / LANES * LANES;
+    for (int half = 0; half < 2; half++) {
+        __m512 sa[8], sb[8];
+        for (int j = 0; j < 8; j++)
+            sa[j] = sb[j] = zero;
+        for (int q = 0; q < full; q += LANES)
+            for (int j = 0; j < 8; j++) {
+                size_t o = (size_t)(q + 8 * half + j) * LANES;
+                __m512 g = _mm512_loadu_ps(dy + o);
+                if (y != NULL) { /* tt_relu_grad: dy where y > 0, else 0 */
+                    __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
+                    g = _mm512_maskz_mov_ps(pos, g);
+                    _mm512_storeu_ps(dy + o, g);
+                }
+                sa[j] = _mm512_add_ps(sa[j], g);
+                sb[j] = _mm512_add_ps(sb[j],
+                                      _mm512_mul_ps(g, _mm512_sub_ps(_mm512_loadu_ps(x + o), mv)));
+            }
+        /* the lanes' order: j = 0..15 over both halves */
+        for (int j = 0; j < 8; j++) {
+            s_lo = _mm512_add_pd(s_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(sa[j])));
+            s_hi = _mm512_add_pd(s_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                           _mm512_extractf64x4_pd(_mm512_castps_pd(sa[j]), 1))));
+            t_lo = _mm512_add_pd(t_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(sb[j])));
+            t_hi = _mm512_add_pd(t_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                           _mm512_extractf64x4_pd(_mm512_castps_pd(sb[j]), 1))));
+        }
+    }
+    for (int q = full; q < hw; q++) { /* the rest, one by one in double */
+        size_t o = (size_t)q * LANES;
+        __m512 g = _mm512_loadu_ps(dy + o);
+        if (y != NULL) {
+            __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
+            g = _mm512_maskz_mov_ps(pos, g);
+            _mm512_storeu_ps(dy + o, g);
+        }
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + o), mv);
+        __m512d g_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
+        __m512d g_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1)));
+        __m512d d_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(d));
+        __m512d d_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)));
+        s_lo = _mm512_add_pd(s_lo, g_lo);
+        s_hi = _mm512_add_pd(s_hi, g_hi);
+        t_lo = _mm512_add_pd(t_lo, _mm512_mul_pd(g_lo, d_lo));
+        t_hi = _mm512_add_pd(t_hi, _mm512_mul_pd(g_hi, d_hi));
+    }
+    _mm512_storeu_pd(sdy, _mm512_add_pd(_mm512_loadu_pd(sdy), s_lo));
+    _mm512_storeu_pd(sdy + 8, _mm512_add_pd(_mm512_loadu_pd(sdy + 8), s_hi));
+    _mm512_storeu_pd(sdyx, _mm512_add_pd(_mm512_loadu_pd(sdyx), t_lo));
+    _mm512_storeu_pd(sdyx + 8, _mm512_add_pd(_mm512_loadu_pd(sdyx + 8), t_hi));
+}
+
+/* One row (image, block) of the element passes. */
+__attribute__((target("avx512f"))) static void
+block_apply_avx512(const float *x, const float *dy, float *out, int hw, const float *k1,
+                   const float *k2, const float *k3, bool relu)
+{
+    __m512 a = _mm512_loadu_ps(k1), b = _mm512_loadu_ps(k2), zero = _mm512_setzero_ps();
+    if (k3 == NULL) { /* y = x * scale + shift (relu: max with 0 is tt_relu) */
+        for (int q = 0; q < hw * LANES; q += LANES) {
+            __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + q), a), b);
+            _mm512_storeu_ps(out + q, relu ? _mm512_max_ps(v, zero) : v);
+        }
+        return;
+    }
+    __m512 c = _mm512_loadu_ps(k3); /* dx = A dy + B x + C */
+    for (int q = 0; q < hw * LANES; q += LANES)
+        _mm512_storeu_ps(out + q, _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(a, _mm512_loadu_ps(dy + q)),
+                                                              _mm512_mul_ps(b, _mm512_loadu_ps(x + q))),
+                                                c));
+}
+#endif
+
+static bool bn_avx512(void)
+{
+#ifdef CPU_AVX512_KERNELS
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
 /* Task (group g, block b): the group's sums for 16 channels. k1 holds the
  * shift (0 for the mean pass, the mean for the squares); part2 NULL: the
  * forward sums into part, else the backward sums into part and part2. */
@@ -340,10 +466,19 @@ static void bn_blocked_sum_task(void *p, int k, int tasks)
     double *part = a->part + (size_t)g * a->cn + (size_t)b * LANES;
     for (int ch = 0; ch < LANES; ch++)
         part[ch] = 0;
+    bool v512 = bn_avx512();
     if (a->part2 == NULL) {
-        for (int i = i0; i < i1; i++)
+        for (int i = i0; i < i1; i++) {
+#ifdef CPU_AVX512_KERNELS
+            if (v512) {
+                block_row_sum_avx512(a->x + blk_off(a, i, b), a->hw, a->k1 + b * LANES,
+                                     a->k2 != NULL, part);
+                continue;
+            }
+#endif
             block_row_sum(a->x + blk_off(a, i, b), a->hw, a->k1 + b * LANES, a->k2 != NULL,
                           part);
+        }
         return;
     }
     double *part2 = a->part2 + (size_t)g * a->cn + (size_t)b * LANES;
@@ -351,6 +486,13 @@ static void bn_blocked_sum_task(void *p, int k, int tasks)
         part2[ch] = 0;
     for (int i = i0; i < i1; i++) {
         size_t off = blk_off(a, i, b);
+#ifdef CPU_AVX512_KERNELS
+        if (v512) {
+            block_row_sums_dy_avx512(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
+                                     a->k1 + b * LANES, part, part2);
+            continue;
+        }
+#endif
         block_row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
                           a->k1 + b * LANES, part, part2);
     }
@@ -367,6 +509,14 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
         int i = r / blocks, b = r % blocks;
         size_t off = blk_off(a, i, b);
         const float *k1 = a->k1 + b * LANES, *k2 = a->k2 + b * LANES;
+#ifdef CPU_AVX512_KERNELS
+        if (bn_avx512()) {
+            block_apply_avx512(a->x + off, a->k3 ? a->dy + off : NULL,
+                               (a->k3 ? a->dx : a->y) + off, a->hw, k1, k2,
+                               a->k3 ? a->k3 + b * LANES : NULL, a->relu);
+            continue;
+        }
+#endif
         if (a->k3 == NULL) {
             const float *x = a->x + off;
             float *y = a->y + off;
