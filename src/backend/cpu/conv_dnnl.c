@@ -421,6 +421,8 @@ typedef struct {
     char *ws;
     size_t group_bytes; /* workspace stride between groups */
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
+    char *shared_wei;   /* room for the weights in a kernel's layout */
+    const void *wei;    /* the weights reordered once for every group, or NULL */
 } dnnl_args;
 
 /* oneDNN failing on a primitive it built and accepted is a broken library or
@@ -523,7 +525,9 @@ static void dnnl_forward_group(void *arg, int g, int groups)
     const float *x = a->x + (size_t)lo * image_in(d);
     float *y = a->yo + (size_t)lo * image_out(d);
     const void *src = reorder(p, g, s, P_R_SRC, M_X, x, M_SRC_B, group_buf(a, p, g, B_SRC));
-    const void *wei = reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B, group_buf(a, p, g, B_WEI));
+    const void *wei = a->wei != NULL ? a->wei
+                                     : reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B,
+                                               group_buf(a, p, g, B_WEI));
     void *dst = p->prim[P_R_DST] != NULL ? (void *)group_buf(a, p, g, B_DST) : (void *)y;
     bind b[4] = {{DNNL_ARG_SRC, M_SRC_B, src}, {DNNL_ARG_WEIGHTS, M_WEI_B, wei},
                  {DNNL_ARG_DST, M_DST_B, dst}, {DNNL_ARG_BIAS, M_BIAS, a->b}};
@@ -550,8 +554,9 @@ static void dnnl_backward_group(void *arg, int g, int groups)
     const void *ddst = reorder(p, g, s, P_R_DDST, M_DY, dy, M_DDST_B, group_buf(a, p, g, B_DST));
     if (a->dx != NULL) {
         float *dx = a->dx + (size_t)lo * in;
-        const void *wei =
-            reorder(p, g, s, P_R_WEI_BD, M_W, a->w, M_WEI_BD, group_buf(a, p, g, B_WEI));
+        const void *wei = a->wei != NULL ? a->wei
+                                         : reorder(p, g, s, P_R_WEI_BD, M_W, a->w, M_WEI_BD,
+                                                   group_buf(a, p, g, B_WEI));
         void *dsrc = p->prim[P_R_DSRC] != NULL ? (void *)group_buf(a, p, g, B_DSRC) : (void *)dx;
         bind b[3] = {{DNNL_ARG_DIFF_DST, M_DDST_B, ddst}, {DNNL_ARG_WEIGHTS, M_WEI_BD, wei},
                      {DNNL_ARG_DIFF_SRC, M_DSRC_B, dsrc}};
@@ -629,6 +634,14 @@ static bool prims_for_call(backend_t *be, const window_desc *d, bool relu, bool 
     return true;
 }
 
+/* The weights in the forward or backward-data kernel's layout, whichever
+ * is larger. */
+static size_t shared_wei_bytes(const conv_prim *p)
+{
+    size_t f = dnnl_memory_desc_get_size(&p->wei_b), b = dnnl_memory_desc_get_size(&p->wei_bd_b);
+    return ALIGN(f > b ? f : b);
+}
+
 static size_t partial_dw_bytes(const window_desc *d)
 {
     return ALIGN(CONV_GROUPS * (size_t)d->f * d->c * d->k * d->k * sizeof(float));
@@ -642,7 +655,7 @@ size_t cpu_conv_dnnl_workspace(backend_t *be, const window_desc *d)
     if (!prims_for_call(be, d, false, false, prim))
         return fallback;
     size_t bytes = CONV_GROUPS * prim[1]->group_bytes + partial_dw_bytes(d) +
-                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float));
+                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)) + shared_wei_bytes(prim[1]);
     return bytes > fallback ? bytes : fallback;
 }
 
@@ -664,6 +677,7 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
     a->group_bytes = a->prim[1]->group_bytes;
     a->pdw = (float *)(a->ws + CONV_GROUPS * a->group_bytes);
     a->pdb = (float *)((char *)a->pdw + partial_dw_bytes(d));
+    a->shared_wei = (char *)a->pdb + ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float));
     return true;
 }
 
@@ -679,6 +693,23 @@ static void no_blocked_fallback(const window_desc *d)
     }
 }
 
+/* The weights change every step, but not between the groups of one call:
+ * reorder them once, here on the calling thread (with group 0's memory
+ * objects, before its task), instead of once per group (8 reorders per
+ * layer and step). Only when both primitives of the call want the same
+ * layout. */
+static void share_weights(dnnl_args *a, int reorder_i, int role)
+{
+    conv_prim *p0 = a->prim[0], *p1 = a->prim[1];
+    a->wei = NULL;
+    if (p1->prim[reorder_i] == NULL || p0->prim[reorder_i] == NULL ||
+        !dnnl_memory_desc_equal(p0->md[role], p1->md[role]) ||
+        dnnl_memory_desc_get_size(p1->md[role]) > shared_wei_bytes(p1))
+        return;
+    single_thread();
+    a->wei = reorder(p1, 0, a->streams[0], reorder_i, M_W, a->w, role, a->shared_wei);
+}
+
 void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
                            const float *b, bool relu, float *y, void *ws)
 {
@@ -688,6 +719,7 @@ void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, 
         cpu_conv_forward(be, d, x, w, b, relu, y, ws);
         return;
     }
+    share_weights(&a, P_R_WEI, M_WEI_B);
     cpu_run(be, CONV_GROUPS, dnnl_forward_group, &a);
 }
 
@@ -703,6 +735,8 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
         cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }
+    if (dx != NULL)
+        share_weights(&a, P_R_WEI_BD, M_WEI_BD);
     cpu_run(be, CONV_GROUPS, dnnl_backward_group, &a);
     if (dw != NULL)
         cpu_run(be, be->threads, dnnl_reduce_task, &a);
