@@ -4,10 +4,10 @@
  * The update of a layer's parameters runs as soon as backward has made its
  * gradients final (the tower's grad_ready hook), while they are still in
  * cache, instead of one memory-bound pass over the whole block after
- * backward (8% of an MLP step). Nothing later in the step reads them: the
- * forward is done and backward goes on with earlier layers. With loss
- * scaling (fp16) the update waits for the whole block, which may hold an
- * Inf that skips it. */
+ * backward (8% of an MLP step on the CPU). Nothing later in the step reads
+ * them: the forward is done and backward goes on with earlier layers. With
+ * loss scaling (fp16) the update waits for the whole block, which may hold
+ * an Inf that skips it. */
 #include <stdlib.h>
 
 #include "train/trainer.h"
@@ -46,7 +46,8 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     simple_state *st = tr->impl;
     tower_t *t = &tr->towers[0];
-    st->per_layer = !tr->loss_scaling && t->loss_scale == 1.0f;
+    /* on the CPU only: a GPU's one pass is cheap, a kernel per layer is not */
+    st->per_layer = t->be->host_memory && !tr->loss_scaling && t->loss_scale == 1.0f;
     st->pending = tr->model.n_trainable;
     trainer_tower_compute(tr, 0, b);
     if (st->per_layer) {

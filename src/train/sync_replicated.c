@@ -171,7 +171,7 @@ static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *er
     st->packs = packs;
     for (int t = 0; t < tr->n_towers; t++) {
         pack_schedule_init(&st->sched[t], count, packs, NCCL_ALIGN);
-        st->cursors[t] = (pack_cursor){tr, t, 0};
+        st->cursors[t] = (pack_cursor){tr, t, 0, false};
         if (st->sched[t].packs > 1) {
             tr->towers[t].grad_ready = pack_ready;
             tr->towers[t].grad_ready_arg = &st->cursors[t];
