@@ -63,6 +63,16 @@ int main(void)
         tt_ok(strstr(err.msg, reason) != NULL, "the line carries CUDA's reason (%s)", reason);
     else
         tt_ok(strstr(err.msg, "no such device") != NULL, "the line says no such device");
+    /* the mixed-precision backends are refused the same way */
+    backend_t *(*create[2])(int, const cuda_options *, tt_err *) = {backend_cuda_create_bf16,
+                                                                     backend_cuda_create_fp16};
+    for (int i = 0; i < 2; i++) {
+        tt_err e = {0};
+        be = create[i](gpus > 0 ? gpus : 0, &opt, &e);
+        tt_ok(be == NULL && e.code == TT_ERR_USAGE && strchr(e.msg, '\n') == NULL &&
+                  strcmp(e.msg, err.msg) == 0,
+              "a %s GPU tower there: refused with the same line", i == 0 ? "bf16" : "fp16");
+    }
     return tt_done();
 }
 #endif

@@ -7,7 +7,9 @@
  * backend (src/backend/cuda/) with cuBLAS, cuDNN and kernels. Per-element math
  * both share lives in backend/math.h.
  *
- * Conventions: float32, NCHW, row-major matrices. Pointers passed to operations
+ * Conventions: float32, NCHW, row-major matrices (a bf16 backend computes
+ * inside its convolution and dense operations in bf16, below; every pointer
+ * still holds float32). Pointers passed to operations
  * are device pointers of this backend. Backward operations OVERWRITE dx, dw and
  * db (the model accumulates where an activation has several consumers). Any of
  * dx, dw, db may be NULL when not needed. Results never depend on the number of
@@ -54,6 +56,11 @@ static inline int window_out_size(int in, int k, int stride, int pad)
 
 struct backend {
     const char *name; /* "cpu" or "cuda" */
+    /* "fp32", or "bf16": dense and convolution forward and backward round
+     * their float32 inputs (x, w, dy) to bfloat16 and multiply them with
+     * float32 accumulation; their outputs and every other operation stay
+     * float32 (mixed precision as torch.autocast; see backend_cpu_create_bf16) */
+    const char *precision;
     int device;       /* device id (CPU: tower index) */
     int threads;      /* worker threads this backend instance may use */
     void *impl;       /* private state of the implementation */
@@ -125,6 +132,9 @@ struct backend {
     /* y = a + b, then relu if asked: one pass (y may be a or b) */
     void (*add)(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
     void (*scale)(backend_t *be, size_t count, float alpha, float *x);
+    /* x += alpha, element by element (batchnorm's num_batches_tracked: the
+     * count stays on the device, so counting a batch never waits for it) */
+    void (*add_scalar)(backend_t *be, size_t count, float alpha, float *x);
     /* true when none of x[0, count) is an Inf or a NaN (loss scaling's check) */
     bool (*all_finite)(backend_t *be, size_t count, const float *x);
 

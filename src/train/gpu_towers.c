@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_staging.h"
 #include "backend/cuda/mem_pool.h"
+#include "backend/cuda/precision.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
@@ -55,11 +56,22 @@ int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_l
     return 0;
 }
 
+static prec_t job_prec(const job_t *job)
+{
+    return job->trainer.precision == PRECISION_BF16   ? PREC_BF16
+           : job->trainer.precision == PRECISION_FP16 ? PREC_FP16
+                                                      : PREC_FP32;
+}
+
 backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err)
 {
     cuda_options opt = {.tf32 = job->trainer.tf32, .deterministic = job->trainer.deterministic};
     tt_err be_err = {0};
-    backend_t *be = backend_cuda_create(job->trainer.towers[t], &opt, &be_err);
+    int d = job->trainer.towers[t];
+    prec_t p = job_prec(job);
+    backend_t *be = p == PREC_BF16   ? backend_cuda_create_bf16(d, &opt, &be_err)
+                    : p == PREC_FP16 ? backend_cuda_create_fp16(d, &opt, &be_err)
+                                     : backend_cuda_create(d, &opt, &be_err);
     if (be == NULL)
         err_set(err, be_err.code, "tower %d: %s", t, be_err.msg);
     return be;
@@ -87,6 +99,34 @@ bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
     return false;
 }
 
+size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n)
+{
+    prec_t p = precision == PRECISION_BF16   ? PREC_BF16
+               : precision == PRECISION_FP16 ? PREC_FP16
+                                             : PREC_FP32;
+    size_t most = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        size_t bytes = 0;
+        if (l->cfg->type == LAYER_DENSE) {
+            prec_dense_copies dc;
+            prec_dense_copies_of(p, max_n, (int)shape3_size(l->in[0]), l->out.c, &dc);
+            bytes = dc.bytes;
+        } else if (l->cfg->type == LAYER_CONV2D) {
+            /* conv2d.c's window */
+            window_desc d = {max_n,         l->in[0].c,      l->in[0].h,       l->in[0].w,
+                             l->cfg->filters, l->cfg->kernel, l->cfg->stride, l->cfg->padding,
+                             l->out.h,      l->out.w};
+            prec_conv_copies cc;
+            prec_conv_copies_of(p, &d, &cc);
+            bytes = cc.bytes;
+        }
+        if (bytes > most)
+            most = bytes;
+    }
+    return most;
+}
+
 /* Each tower's thread works on its device from now on. */
 static void bind_tower(const tower_context *ctx, void *arg)
 {
@@ -110,6 +150,12 @@ int gpu_towers_create(trainer_t *tr, tt_err *err)
         g->labels[t] = tw->labels;
         if (backend_cuda_device_info(tr->backends[t]->device, &g->info[t], err) != 0)
             return -1;
+        /* mixed precision: room for the 16-bit copies of the largest layer */
+        size_t copies = gpu_copies_bytes(&tr->model, tr->job->trainer.precision, batch);
+        if (backend_cuda_reserve_copies(tr->backends[t], copies, err) != 0) {
+            gpu_explain_setup_failure(tr, t, err);
+            return -1;
+        }
         tt_err st_err = {0};
         g->staging[t] = cuda_staging_create(tr->backends[t], (size_t)batch * sample * sizeof(float),
                                             (size_t)batch * sizeof(int32_t), &st_err);
@@ -216,4 +262,11 @@ void gpu_print_table(const trainer_t *tr)
     log_printf("%s; tf32 %s, deterministic %s; input staged through pinned buffers (2 per "
                "tower)\n", built ? built : "cuda", job->trainer.tf32 ? "on" : "off",
                job->trainer.deterministic ? "on" : "off");
+    prec_t p = job_prec(job);
+    if (p != PREC_FP32) {
+        char what[256];
+        prec_describe(p, what, sizeof(what));
+        log_printf("precision %s: %s%s\n", prec_name(p), what,
+                   p == PREC_FP16 ? "; dynamic loss scaling" : "");
+    }
 }

@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "config/job.h"
+#include "model/model.h"
 #include "util/err.h"
 
 typedef struct trainer trainer_t;
@@ -28,6 +29,11 @@ int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_l
 
 /* Tower t's CUDA backend on device trainer.towers[t]. */
 backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err);
+
+/* Mixed precision: the bytes of the 16-bit copies of the model's largest
+ * dense or conv2d call at batch max_n (0 for fp32), which each tower's
+ * backend reserves at setup (backend_cuda_reserve_copies). */
+size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n);
 
 /* Rewrites a failure of tower_create on tower t's device as the issue's
  * "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)

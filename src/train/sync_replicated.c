@@ -134,8 +134,14 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
     for (int first = 0; first < n; first += NCCL_GROUP) {
         size_t plo[NCCL_GROUP], phi[NCCL_GROUP];
         int m = n - first < NCCL_GROUP ? n - first : NCCL_GROUP;
-        for (int i = 0; i < m; i++)
+        for (int i = 0; i < m; i++) {
             pack_schedule_range(&st->sched[t], top - first - i, &plo[i], &phi[i]);
+            /* loss scaling: unscaled on the compute stream before NCCL reads
+             * the pack (trainer_tower_compute leaves packed towers to us) */
+            if (tw->loss_scale != 1.0f && tw->grad_ready != NULL)
+                tw->be->scale(tw->be, phi[i] - plo[i], 1.0f / tw->loss_scale,
+                              tw->grads + plo[i]);
+        }
         tt_err err = {0};
         if (nccl_comm_allreduce(st->nccl, t, backend_cuda_stream(tw->be), tw->grads, plo, phi, m,
                                 true, &err) != 0)

@@ -42,10 +42,8 @@ static const trainer_ops *trainer_ops_for(trainer_type t)
  * silent fp32 run. */
 static int trainer_check_precision(const job_t *job, bool gpu, tt_err *err)
 {
-    if (gpu && job->trainer.precision != PRECISION_FP32)
-        return err_set(err, TT_ERR_USAGE, "trainer.precision = \"%s\": the CUDA backend of "
-                       "this build computes in fp32 only; use \"fp32\"",
-                       job->trainer.precision == PRECISION_FP16 ? "fp16" : "bf16");
+    if (gpu) /* every precision: each tower's CUDA backend checks what its GPU can run */
+        return 0;
     switch (job->trainer.precision) {
     case PRECISION_FP32:
         return 0;
@@ -332,7 +330,10 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     tower_step(tw, n, true, true, seed);
     if (tr->gpu != NULL)
         gpu_tower_consumed(tr, t);
-    if (tw->loss_scale != 1.0f) /* a power of two: exact both ways */
+    /* a power of two: exact both ways. GPU towers that hand packs to NCCL
+     * during backward unscale each pack before it goes (sync_replicated.c):
+     * the whole block here would race with the all-reduce. */
+    if (tw->loss_scale != 1.0f && (tr->gpu == NULL || tw->grad_ready == NULL))
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
 }

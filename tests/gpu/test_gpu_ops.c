@@ -3,7 +3,10 @@
  * (max |gpu - cpu| / max |cpu|), the same bits where both run the same
  * per-element code (pooling, dropout, element-wise, optimizers, the dense
  * bias gradient); batchnorm's running statistics; repeated calls give the
- * same bits (deterministic algorithms); TF32 runs within 1e-2.
+ * same bits (deterministic algorithms); TF32 runs within 1e-2. Mixed
+ * precision: the bf16 and fp16 backends' dense and conv2d, forward and
+ * backward, against the fp32 CPU backend within 1e-2, the bias gradients
+ * (float32 in every precision) on the CPU's bits, and repeatable bits.
  *
  * Without a GPU every check is reported as SKIP (visible in make check).
  * Also run by tests/gpu/run.sh on a GPU machine.
@@ -43,7 +46,7 @@ typedef struct {
     float *host, *cpu, *gpu;
 } twin;
 
-static backend_t *cpu_be, *gpu_be, *gpu_tf32;
+static backend_t *cpu_be, *gpu_be, *gpu_tf32, *gpu_bf16, *gpu_fp16;
 
 static twin twin_make(backend_t *g, const float *host, size_t n)
 {
@@ -131,6 +134,9 @@ static void test_dense(backend_t *g, double tol, const char *tag)
         snprintf(what, sizeof(what), "%s dense forward [%d x %d] -> %d%s", tag, n, in, out,
                  relu ? " + relu" : "");
         check(g, &y, tol, what);
+        /* backward from the CPU's y, so that the relu masks agree (a y near
+         * 0 may take either sign within the tolerance) */
+        g->upload(g, y.gpu, y.cpu, (size_t)n * out * sizeof(float));
         cpu_be->dense_backward(cpu_be, n, in, out, x.cpu, w.cpu, y.cpu, relu, dy.cpu, dx.cpu,
                                dw.cpu, db.cpu);
         g->dense_backward(g, n, in, out, x.gpu, w.gpu, y.gpu, relu, dy.gpu, dx.gpu, dw.gpu, db.gpu);
@@ -138,11 +144,8 @@ static void test_dense(backend_t *g, double tol, const char *tag)
         check(g, &dx, tol, what);
         snprintf(what, sizeof(what), "%s dense backward dw [%d x %d]", tag, out, in);
         check(g, &dw, tol, what);
-        if (!relu) { /* with relu the mask itself follows y, which differs in the last bits */
-            snprintf(what, sizeof(what), "%s dense backward db [%d] (rows summed in order)", tag,
-                     out);
-            check_bits(g, &db, what);
-        }
+        snprintf(what, sizeof(what), "%s dense backward db [%d] (rows summed in order)", tag, out);
+        check_bits(g, &db, what);
         twin *all[] = {&x, &w, &b, &y, &dy, &dx, &dw, &db};
         for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
             twin_free(g, all[i]);
@@ -185,6 +188,7 @@ static void test_conv(backend_t *g, double tol, const char *tag)
                  d.c, d.h, d.w, d.f, d.k, d.stride, d.pad, bias ? " + bias" : "",
                  relu ? " + relu" : "");
         check(g, &y, tol, what);
+        g->upload(g, y.gpu, y.cpu, yn * sizeof(float)); /* the same relu mask */
         cpu_be->conv_backward(cpu_be, &d, x.cpu, w.cpu, y.cpu, relu, dy.cpu, dx.cpu, dw.cpu,
                               bias ? db.cpu : NULL, cw);
         /* twice on the GPU (dy is masked already; masking again changes
@@ -203,7 +207,7 @@ static void test_conv(backend_t *g, double tol, const char *tag)
             snprintf(what, sizeof(what), "%s conv backward db [%d]", tag, d.f);
             check(g, &db, tol, what);
         }
-        if (gpu_tf32 != g)
+        if (gpu_tf32 != g) /* deterministic = true */
             tt_ok(memcmp(first, again, wn * sizeof(float)) == 0,
                   "%s conv backward filter twice: the same bits (deterministic)", tag);
         free(first);
@@ -360,6 +364,9 @@ static void test_elementwise(backend_t *g)
     cpu_be->scale(cpu_be, n, -1.7f, y.cpu);
     g->scale(g, n, -1.7f, y.gpu);
     check_bits(g, &y, "scale");
+    cpu_be->add_scalar(cpu_be, n, 1.0f, y.cpu);
+    g->add_scalar(g, n, 1.0f, y.gpu);
+    check_bits(g, &y, "add_scalar (batchnorm's batch count)");
     bool fin = g->all_finite(g, n, y.gpu);
     float inf = INFINITY;
     g->upload(g, y.gpu + n / 2, &inf, sizeof(float));
@@ -452,12 +459,22 @@ int main(void)
         err_clear(&err);
         gpu_tf32 = backend_cuda_create(0, &fast, &err);
     }
-    if (gpu_be == NULL || gpu_tf32 == NULL || cpu_be == NULL) {
+    if (gpus > 0 && gpu_tf32 != NULL) {
+        gpu_bf16 = backend_cuda_create_bf16(0, &strict, &err);
+        gpu_fp16 = backend_cuda_create_fp16(0, &strict, &err);
+    }
+    if (gpu_be == NULL || gpu_tf32 == NULL || gpu_bf16 == NULL || gpu_fp16 == NULL ||
+        cpu_be == NULL) {
         tt_skip("every backend operation on the GPU against the CPU backend (no GPU: %s)",
                 gpus > 0 ? err.msg : reason);
         tt_skip("the same with tf32 = true, deterministic = false");
+        tt_skip("dense and conv2d in bf16 against the fp32 CPU backend within 1e-2");
+        tt_skip("dense and conv2d in fp16 against the fp32 CPU backend within 1e-2");
         return tt_done();
     }
+    tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
+              strcmp(gpu_fp16->precision, "fp16") == 0 && strcmp(cpu_be->precision, "fp32") == 0,
+          "each backend says its precision");
     test_dense(gpu_be, TOL, "fp32");
     test_conv(gpu_be, TOL, "fp32");
     test_pool(gpu_be);
@@ -466,8 +483,16 @@ int main(void)
     /* TF32 keeps 10 mantissa bits: 1e-2 */
     test_dense(gpu_tf32, 1e-2, "tf32");
     test_conv(gpu_tf32, 1e-2, "tf32");
+    /* mixed precision: 8 (bf16) or 11 (fp16) significant bits in the
+     * products' operands, float32 sums: 1e-2 */
+    test_dense(gpu_bf16, 1e-2, "bf16");
+    test_conv(gpu_bf16, 1e-2, "bf16");
+    test_dense(gpu_fp16, 1e-2, "fp16");
+    test_conv(gpu_fp16, 1e-2, "fp16");
     gpu_be->destroy(gpu_be);
     gpu_tf32->destroy(gpu_tf32);
+    gpu_bf16->destroy(gpu_bf16);
+    gpu_fp16->destroy(gpu_fp16);
     cpu_be->destroy(cpu_be);
     return tt_done();
 }

@@ -60,6 +60,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
         return NULL;
     }
     be->name = "cpu";
+    be->precision = "fp32";
     be->device = device;
     be->threads = threads;
     be->impl = impl;
@@ -101,6 +102,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->add = cpu_add;
     be->scale = cpu_scale;
     be->all_finite = cpu_all_finite;
+    be->add_scalar = cpu_add_scalar;
     be->softmax_xent = cpu_softmax_xent;
     be->sgd_step = cpu_sgd_step;
     be->adam_step = cpu_adam_step;

@@ -198,27 +198,102 @@ static void cuda_copy(backend_t *be, void *dst, const void *src, size_t bytes)
             "cudaMemcpyAsync (copy)");
 }
 
+/* ---- the 16-bit copies of mixed precision (precision.h) ---- */
+
+void *cuda_copies(cuda_impl *c, size_t bytes)
+{
+    if (bytes <= c->copies_bytes && c->copies != NULL)
+        return c->copies;
+    if (mem_pool_frozen(c->pool)) {
+        c->failed = true;
+        err_set(&c->err, TT_ERR_RUNTIME,
+                "cuda:%d: the %s copies of a layer need %zu bytes but setup reserved %zu",
+                c->device, prec_name(c->prec), bytes, c->copies_bytes);
+        return NULL;
+    }
+    /* the old block's pending users run on this stream, before any new one */
+    mem_pool_free(c->pool, c->copies);
+    c->copies = NULL;
+    c->copies_bytes = 0;
+    tt_err err = {0};
+    c->copies = mem_pool_alloc(c->pool, bytes, &err);
+    if (c->copies == NULL) {
+        snprintf(c->alloc_error, sizeof(c->alloc_error), "%s", err.msg);
+        c->failed = true;
+        err_set(&c->err, TT_ERR_USAGE, "cuda:%d: %s", c->device, err.msg);
+        return NULL;
+    }
+    c->copies_bytes = bytes;
+    return c->copies;
+}
+
+cudaDataType_t cuda_blas_type(prec_t p)
+{
+    return p == PREC_BF16 ? CUDA_R_16BF : p == PREC_FP16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+cudnnDataType_t cuda_dnn_type(prec_t p)
+{
+    return p == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : p == PREC_FP16 ? CUDNN_DATA_HALF
+                                                                   : CUDNN_DATA_FLOAT;
+}
+
+int cuda_to_half(cuda_impl *c, size_t count, const float *src, void *dst)
+{
+    return cuda_ok(c, tt_k_to_half(c->stream, count, c->prec == PREC_BF16, src, dst),
+                   "float32 to 16-bit kernel");
+}
+
+int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst)
+{
+    return cuda_ok(c, tt_k_from_half(c->stream, count, c->prec == PREC_BF16, src, dst),
+                   "16-bit to float32 kernel");
+}
+
 /* ---- dense through cuBLAS ----
  * cuBLAS is column-major: a row-major [r, c] matrix is its transpose, a
  * column-major [c, r]. So y[n,out] = x[n,in] w[out,in]^T is, column-major,
  * y^T[out,n] = w^T^T x^T: gemm(T, N, m=out, n=n, k=in, A=w (lda in), B=x
- * (ldb in), C=y (ldc out)). */
+ * (ldb in), C=y (ldc out)).
+ *
+ * Mixed precision: A and B are the 16-bit copies (CUDA_R_16BF or
+ * CUDA_R_16F), C stays CUDA_R_32F, and the products are summed in float32
+ * (CUBLAS_COMPUTE_32F; cublasGemmEx's table of supported types has both
+ * combinations, on tensor cores). TF32 concerns float32 inputs only. */
 
 static cublasComputeType_t compute_type(const cuda_impl *c)
 {
+    if (c->prec != PREC_FP32)
+        return CUBLAS_COMPUTE_32F;
     return c->opt.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
+/* a and b hold the backend's type (float32 or its 16-bit copies), y float32 */
 static int gemm(cuda_impl *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
-                const float *a, int lda, const float *b, int ldb, float *y, int ldc,
+                const void *a, int lda, const void *b, int ldb, float *y, int ldc,
                 const char *what)
 {
     const float one = 1.0f, zero = 0.0f;
+    cudaDataType_t ab = cuda_blas_type(c->prec);
     return cublas_ok(c,
-                     cu.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, CUDA_R_32F, lda, b,
-                                     CUDA_R_32F, ldb, &zero, y, CUDA_R_32F, ldc, compute_type(c),
+                     cu.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, ab, lda, b, ab, ldb,
+                                     &zero, y, CUDA_R_32F, ldc, compute_type(c),
                                      CUBLAS_GEMM_DEFAULT),
                      what);
+}
+
+/* The operands dense multiplies: x and w themselves in float32, else their
+ * 16-bit copies (converted when `need_x` / `need_w`). NULL after an error. */
+static char *dense_operands(cuda_impl *c, int n, int in, int out, const float *x, bool need_x,
+                            const float *w, bool need_w, prec_dense_copies *l)
+{
+    prec_dense_copies_of(c->prec, n, in, out, l);
+    char *buf = cuda_copies(c, l->bytes);
+    if (buf == NULL ||
+        (need_x && cuda_to_half(c, (size_t)n * in, x, buf + l->x) != 0) ||
+        (need_w && cuda_to_half(c, (size_t)out * in, w, buf + l->w) != 0))
+        return NULL;
+    return buf;
 }
 
 static void cuda_dense_forward(backend_t *be, int n, int in, int out, const float *x,
@@ -230,6 +305,12 @@ static void cuda_dense_forward(backend_t *be, int n, int in, int out, const floa
     if (in <= 0) { /* no inputs: y = b */
         cuda_ok(c, cudaMemsetAsync(y, 0, (size_t)n * out * sizeof(float), c->stream),
                 "cudaMemsetAsync");
+    } else if (prec_reduced(c->prec, PREC_OP_DENSE)) {
+        prec_dense_copies l;
+        char *h = dense_operands(c, n, in, out, x, true, w, true, &l);
+        if (h == NULL || gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h + l.w, in, h + l.x, in,
+                              y, out, "cublasGemmEx (dense forward)") != 0)
+            return;
     } else if (gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out,
                     "cublasGemmEx (dense forward)") != 0) {
         return;
@@ -239,7 +320,9 @@ static void cuda_dense_forward(backend_t *be, int n, int in, int out, const floa
 
 /* dx[n,in] = dy[n,out] w[out,in]:   column-major dx^T = w^T dy^T: gemm(N, N, in, n, out)
  * dw[out,in] = dy^T x:              column-major dw^T = x^T dy:  gemm(N, T, in, out, n)
- * db[out] = column sums of dy, rows in order (the CPU's bits). */
+ * db[out] = column sums of dy, rows in order (the CPU's bits), in float32.
+ * Mixed precision: the products read the 16-bit copies of x, w and of dy
+ * after the relu mask. */
 static void cuda_dense_backward(backend_t *be, int n, int in, int out, const float *x,
                                 const float *w, const float *y, bool relu, float *dy, float *dx,
                                 float *dw, float *db)
@@ -250,11 +333,23 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
     if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, (size_t)n * out, y, dy, dy),
                         "relu mask kernel") != 0)
         return;
+    const void *xa = x, *wa = w, *dya = dy; /* the operands of the products */
+    bool want_dw = dw != NULL && in > 0 && out > 0 && n > 0;
+    bool want_dx = dx != NULL && n > 0 && in > 0 && out > 0;
+    if (prec_reduced(c->prec, PREC_OP_DENSE) && (want_dw || want_dx)) {
+        prec_dense_copies l;
+        char *h = dense_operands(c, n, in, out, x, want_dw, w, want_dx, &l);
+        if (h == NULL || cuda_to_half(c, (size_t)n * out, dy, h + l.dy) != 0)
+            return;
+        xa = h + l.x;
+        wa = h + l.w;
+        dya = h + l.dy;
+    }
     if (dw != NULL && in > 0 && out > 0) {
         if (n <= 0)
             cuda_ok(c, cudaMemsetAsync(dw, 0, (size_t)out * in * sizeof(float), c->stream),
                     "cudaMemsetAsync");
-        else if (gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, x, in, dy, out, dw, in,
+        else if (gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, dw, in,
                       "cublasGemmEx (dense dw)") != 0)
             return;
     }
@@ -266,7 +361,7 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
             cuda_ok(c, cudaMemsetAsync(dx, 0, (size_t)n * in * sizeof(float), c->stream),
                     "cudaMemsetAsync");
         else
-            gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, w, in, dy, out, dx, in,
+            gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out, dx, in,
                  "cublasGemmEx (dense dx)");
     }
 }
@@ -350,6 +445,13 @@ static void cuda_scale(backend_t *be, size_t count, float alpha, float *x)
 {
     if (cuda_begin(be))
         cuda_ok(cuda_of(be), tt_k_scale(cuda_of(be)->stream, count, alpha, x), "scale kernel");
+}
+
+static void cuda_add_scalar(backend_t *be, size_t count, float alpha, float *x)
+{
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be), tt_k_add_scalar(cuda_of(be)->stream, count, alpha, x),
+                "add scalar kernel");
 }
 
 /* loss scaling's check of the gradients: a flag on the device, read back */
@@ -457,6 +559,8 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
     cuda_device_info info;
     if (backend_cuda_device_info(d, &info, err) != 0)
         return -1;
+    if (prec_check_device(c->prec, d, info.name, info.major, info.minor, err) != 0)
+        return -1;
     if (info.major * 10 + info.minor < 80)
         return err_set(err, TT_ERR_USAGE,
                        "cuda:%d (%s): compute capability %d.%d is below "
@@ -509,7 +613,7 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
     return 0;
 }
 
-backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
+static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, tt_err *err)
 {
     backend_t *be = calloc(1, sizeof(*be));
     cuda_impl *c = calloc(1, sizeof(*c));
@@ -520,6 +624,7 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
         return NULL;
     }
     c->device = device;
+    c->prec = prec;
     if (cuda_libs_load(err) != 0) {
         free(be);
         free(c);
@@ -528,6 +633,7 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
     if (opt != NULL)
         c->opt = *opt;
     be->name = "cuda";
+    be->precision = prec_name(prec);
     be->device = device;
     be->threads = 1;
     be->impl = c;
@@ -558,12 +664,38 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
     be->axpy = cuda_axpy;
     be->add = cuda_add;
     be->scale = cuda_scale;
+    be->add_scalar = cuda_add_scalar;
     be->all_finite = cuda_all_finite;
     be->softmax_xent = cuda_softmax_xent;
     be->sgd_step = cuda_sgd_step;
     be->adam_step = cuda_adam_step;
     be->destroy = cuda_destroy;
     return be;
+}
+
+backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
+{
+    return cuda_create(device, opt, PREC_FP32, err);
+}
+
+backend_t *backend_cuda_create_bf16(int device, const cuda_options *opt, tt_err *err)
+{
+    return cuda_create(device, opt, PREC_BF16, err);
+}
+
+backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err *err)
+{
+    return cuda_create(device, opt, PREC_FP16, err);
+}
+
+int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
+{
+    cuda_impl *c = cuda_of(be);
+    if (bytes == 0 || c->prec == PREC_FP32)
+        return 0;
+    if (cuda_begin(be) && cuda_copies(c, bytes) != NULL)
+        return 0;
+    return err_set(err, c->err.code, "%s", c->err.msg);
 }
 
 bool backend_is_cuda(const backend_t *be)

@@ -40,6 +40,21 @@ typedef struct {
  * the CUDA error string. */
 backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err);
 
+/* The same in mixed precision (precision "bf16" or "fp16", precision.h):
+ * dense and conv2d, forward and backward, multiply 16-bit copies of their
+ * operands on tensor cores with float32 accumulation; every tensor, and
+ * every other operation, stays float32. TT_ERR_USAGE as above, and for a
+ * GPU whose tensor cores lack the type (one line naming it). */
+backend_t *backend_cuda_create_bf16(int device, const cuda_options *opt, tt_err *err);
+backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err *err);
+
+/* Setup, mixed precision: reserves the scratch region of the 16-bit copies
+ * for the largest dense or conv2d call the tower will make (bytes from
+ * precision.h's layouts). Training never grows it; a call that would need
+ * more is an error. Nothing to do in fp32. TT_ERR_USAGE when out of device
+ * memory (backend_cuda_alloc_error says more). */
+int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err);
+
 /* Is `be` a CUDA backend? */
 bool backend_is_cuda(const backend_t *be);
 

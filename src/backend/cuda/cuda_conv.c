@@ -10,6 +10,14 @@
  * cuDNN 9 keeps these legacy calls (deprecated, without warnings unless
  * CUDNN_WARN_DEPRECATED is defined); the graph API would replace them.
  *
+ * Mixed precision (precision.h): x, w and dy are converted to the 16-bit
+ * type in the backend's scratch region, and the three passes run on those
+ * copies with a float32 convolution compute type (cuDNN's PSEUDO_BFLOAT16
+ * and PSEUDO_HALF configurations: 16-bit tensors, float32 accumulation),
+ * tensor-core math allowed; cuDNN writes y, dx and dw in the 16-bit type
+ * and a kernel widens them to the float32 outputs. Bias, relu and the bias
+ * gradient stay float32.
+ *
  * Workspace: the model asks conv_workspace(max batch) once per layer at
  * setup and passes a buffer of at least the largest answer to every call.
  * The backend remembers that largest answer (conv_ws_budget) as the limit
@@ -26,8 +34,8 @@
 /* The buffers a timing run (cudnnFind*AlgorithmEx) reads and overwrites:
  * for forward x, w -> y; backward data w, dy -> dx; backward filter x, dy -> dw. */
 typedef struct {
-    const float *x, *w, *dy;
-    float *y, *dx, *dw;
+    const void *x, *w, *dy; /* in the backend's type: float32 or the 16-bit copies */
+    void *y, *dx, *dw;
     void *ws;
     size_t ws_bytes;
 } conv_bufs;
@@ -39,19 +47,26 @@ static const char *pass_name(conv_pass p)
                                           : "backward filter";
 }
 
+/* Tensor-core math: with tf32 for float32 data; always for 16-bit data,
+ * whose products are exact in float32 (no TF32 rounding involved). */
+static bool tensor_math_ok(const cuda_impl *c)
+{
+    return c->opt.tf32 || prec_reduced(c->prec, PREC_OP_CONV);
+}
+
+/* x, y and w in the backend's type (float32 or the 16-bit copies'); the
+ * convolution computes in float32 either way */
 static int set_descs(cuda_impl *c, const window_desc *d, int math_type)
 {
     cudnnStatus_t rc;
-    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->c,
-                                       d->h, d->w);
+    cudnnDataType_t t = cuda_dnn_type(prec_reduced(c->prec, PREC_OP_CONV) ? c->prec : PREC_FP32);
+    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, t, d->n, d->c, d->h, d->w);
     if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (x)") != 0)
         return -1;
-    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, d->n, d->f,
-                                       d->oh, d->ow);
+    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, t, d->n, d->f, d->oh, d->ow);
     if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (y)") != 0)
         return -1;
-    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, d->f, d->c,
-                                       d->k, d->k);
+    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, t, CUDNN_TENSOR_NCHW, d->f, d->c, d->k, d->k);
     if (cudnn_ok(c, rc, "cudnnSetFilter4dDescriptor") != 0)
         return -1;
     rc = cu.cudnnSetConvolution2dDescriptor(c->conv_desc, d->pad, d->pad, d->stride, d->stride, 1,
@@ -149,12 +164,13 @@ static int query_ws(cuda_impl *c, conv_pass pass, int algo, size_t *bytes)
 static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc *d,
                                  const conv_bufs *b, size_t ws_limit)
 {
-    algo_key key = algo_key_make(pass, d, c->opt.tf32, c->opt.deterministic);
+    bool tensor = tensor_math_ok(c);
+    algo_key key = algo_key_make(pass, d, tensor, c->opt.deterministic);
     const algo_choice *found = algo_cache_find(c->algos, &key);
     if (found != NULL)
         return set_descs(c, d, found->math_type) == 0 ? found : NULL;
     /* without tf32, FMA math only: cuDNN's default math allows TF32 on Ampere */
-    if (set_descs(c, d, c->opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) != 0)
+    if (set_descs(c, d, tensor ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) != 0)
         return NULL;
     algo_perf perf[MAX_ALGOS];
     int n = 0;
@@ -164,15 +180,15 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
      * the descriptors as set exceeds the limit: then the next one */
     algo_choice ch;
     for (;;) {
-        int i = algo_pick(perf, n, c->opt.deterministic, c->opt.tf32, ws_limit);
+        int i = algo_pick(perf, n, c->opt.deterministic, tensor, ws_limit);
         if (i < 0) {
             c->failed = true;
             err_set(&c->err, TT_ERR_RUNTIME,
-                    "cuda:%d: cuDNN has no %s%s algorithm for conv2d %s of [%d, %d, %d, %d] "
+                    "cuda:%d: cuDNN has no %s%salgorithm for %s conv2d %s of [%d, %d, %d, %d] "
                     "with %d filters %dx%d, stride %d, padding %d within %zu bytes of workspace",
                     c->device, c->opt.deterministic ? "deterministic " : "",
-                    c->opt.tf32 ? "" : "FMA (no TF32)", pass_name(pass), d->n, d->c, d->h, d->w,
-                    d->f, d->k, d->k, d->stride, d->pad, ws_limit);
+                    tensor ? "" : "FMA (no TF32) ", prec_name(c->prec), pass_name(pass), d->n,
+                    d->c, d->h, d->w, d->f, d->k, d->k, d->stride, d->pad, ws_limit);
             return NULL;
         }
         ch = (algo_choice){.algo = perf[i].algo,
@@ -208,6 +224,11 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
     if (cuda_ok(c, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo") != 0)
         return 0;
     size_t limit = free_b / 8 < WS_CAP ? free_b / 8 : WS_CAP;
+    /* mixed precision: the 16-bit copies of this shape, reserved now */
+    prec_conv_copies l;
+    prec_conv_copies_of(c->prec, d, &l);
+    if (l.bytes > 0 && cuda_copies(c, l.bytes) == NULL)
+        return 0;
     conv_bufs bufs = {0}, *b = NULL;
     void *tmp[4] = {NULL, NULL, NULL, NULL};
     if (!c->opt.deterministic) {
@@ -253,6 +274,20 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
     return need;
 }
 
+/* Mixed precision: the 16-bit copies of this call, x and w converted when
+ * asked; NULL after an error. */
+static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
+                         prec_conv_copies *l)
+{
+    prec_conv_copies_of(c->prec, d, l);
+    char *h = cuda_copies(c, l->bytes);
+    size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
+    if (h == NULL || (x != NULL && cuda_to_half(c, xs, x, h + l->x) != 0) ||
+        (w != NULL && cuda_to_half(c, ws, w, h + l->w) != 0))
+        return NULL;
+    return h;
+}
+
 void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
                        const float *b, bool relu, float *y, void *ws)
 {
@@ -260,20 +295,34 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
     if (d->n <= 0 || !cuda_begin(be))
         return;
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
+    size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
     conv_bufs bufs = {.x = x, .w = w, .y = y, .ws = ws, .ws_bytes = limit};
+    prec_conv_copies l;
+    char *h = NULL;
+    if (prec_reduced(c->prec, PREC_OP_CONV)) {
+        if ((h = conv_copies(c, d, x, w, &l)) == NULL)
+            return;
+        bufs.x = h + l.x;
+        bufs.w = h + l.w;
+        bufs.y = h + l.y;
+    }
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
     const float one = 1.0f, zero = 0.0f;
     if (ch == NULL ||
         cudnn_ok(c,
-                 cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, x, c->w_desc, w,
+                 cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
                                             c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
-                                            ch->ws_bytes, &zero, c->y_desc, y),
+                                            ch->ws_bytes, &zero, c->y_desc, bufs.y),
                  "cudnnConvolutionForward") != 0)
+        return;
+    if (h != NULL && cuda_from_half(c, ys, h + l.y, y) != 0)
         return;
     cuda_ok(c, tt_k_bias_relu(c->stream, d->n, d->f, d->oh * d->ow, b, relu, y),
             "conv bias/relu kernel");
 }
 
+/* Backward filter first, then backward data: with 16-bit copies dx takes
+ * x's place, which backward filter has read by then (one stream). */
 void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
                         const float *y, bool relu, float *dy, float *dx, float *dw, float *db,
                         void *ws)
@@ -282,34 +331,56 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (d->n <= 0 || !cuda_begin(be))
         return;
     size_t out = (size_t)d->n * d->f * d->oh * d->ow;
+    size_t xs = (size_t)d->n * d->c * d->h * d->w, wn = (size_t)d->f * d->c * d->k * d->k;
     if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, out, y, dy, dy), "relu mask kernel") != 0)
         return;
     if (db != NULL && cuda_ok(c, tt_k_channel_sum(c->stream, d->n, d->f, d->oh * d->ow, dy, db),
                               "conv bias gradient kernel") != 0)
         return;
+    if (dw == NULL && dx == NULL)
+        return;
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
     const float one = 1.0f, zero = 0.0f;
+    /* the operands and results of the passes, float32 or the 16-bit copies */
+    const void *xa = x, *wa = w, *dya = dy;
+    void *dxa = dx, *dwa = dw;
+    prec_conv_copies l;
+    char *h = NULL;
+    if (prec_reduced(c->prec, PREC_OP_CONV)) {
+        if ((h = conv_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l)) == NULL ||
+            cuda_to_half(c, out, dy, h + l.y) != 0)
+            return;
+        xa = h + l.x;
+        wa = h + l.w;
+        dya = h + l.y;
+        dxa = h + l.x;
+        dwa = h + l.dw;
+    }
     if (dw != NULL) {
-        conv_bufs bufs = {.x = x, .dy = dy, .dw = dw, .ws = ws, .ws_bytes = limit};
+        conv_bufs bufs = {.x = xa, .dy = dya, .dw = dwa, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
         if (ch == NULL || cudnn_ok(c,
                                    cu.cudnnConvolutionBackwardFilter(
-                                       c->cudnn, &one, c->x_desc, x, c->y_desc, dy, c->conv_desc,
+                                       c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
                                        (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes,
-                                       &zero, c->w_desc, dw),
+                                       &zero, c->w_desc, dwa),
                                    "cudnnConvolutionBackwardFilter") != 0)
+            return;
+        if (h != NULL && cuda_from_half(c, wn, dwa, dw) != 0)
             return;
     }
     if (dx != NULL) {
-        conv_bufs bufs = {.w = w, .dy = dy, .dx = dx, .ws = ws, .ws_bytes = limit};
+        conv_bufs bufs = {.w = wa, .dy = dya, .dx = dxa, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
-        if (ch == NULL)
+        if (ch == NULL ||
+            cudnn_ok(c,
+                     cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, wa, c->y_desc, dya,
+                                                     c->conv_desc,
+                                                     (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
+                                                     ch->ws_bytes, &zero, c->x_desc, dxa),
+                     "cudnnConvolutionBackwardData") != 0)
             return;
-        cudnn_ok(c,
-                 cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, w, c->y_desc, dy,
-                                                 c->conv_desc,
-                                                 (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
-                                                 ch->ws_bytes, &zero, c->x_desc, dx),
-                 "cudnnConvolutionBackwardData");
+        if (h != NULL)
+            cuda_from_half(c, xs, dxa, dx);
     }
 }

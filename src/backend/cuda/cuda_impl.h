@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_libs.h"
 #include "backend/cuda/mem_pool.h"
+#include "backend/cuda/precision.h"
 
 /* batchnorm: the epsilon of each layer's forward, found again by its
  * save_mean buffer in backward (cuDNN wants the same one in both) */
@@ -27,6 +28,9 @@ typedef struct {
 typedef struct {
     int device;
     cuda_options opt;
+    prec_t prec;                   /* what dense and conv2d multiply in (precision.h) */
+    void *copies;                  /* their 16-bit operands (prec != fp32), from the pool */
+    size_t copies_bytes;
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;
@@ -66,6 +70,21 @@ int cublas_check_err(cublasStatus_t rc, int device, const char *what, int code, 
 /* The start of every operation: binds the device; false when the backend has
  * failed before (the operation is skipped). */
 bool cuda_begin(backend_t *be);
+
+/* The scratch region of the 16-bit copies, at least `bytes` long: grown
+ * while the pool is not frozen (setup; work queued on the tower's one
+ * stream before a regrowth is done before anything reuses the old block),
+ * after that an error (the setup sized it too small). NULL after recording
+ * an error. */
+void *cuda_copies(cuda_impl *c, size_t bytes);
+
+/* count float32 values to the backend's 16-bit type, and back (exact). */
+int cuda_to_half(cuda_impl *c, size_t count, const float *src, void *dst);
+int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst);
+
+/* The cuBLAS / cuDNN element type of the 16-bit copies (or of float32). */
+cudaDataType_t cuda_blas_type(prec_t p);
+cudnnDataType_t cuda_dnn_type(prec_t p);
 
 /* cuda_conv.c */
 size_t cuda_conv_workspace(backend_t *be, const window_desc *d);

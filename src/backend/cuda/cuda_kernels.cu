@@ -10,6 +10,9 @@
  */
 #include "backend/cuda/cuda_kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #define THREADS 256
 #define MAX_BLOCKS 65535
 
@@ -69,6 +72,33 @@ __global__ void k_add(size_t n, const float *a, const float *b, int relu, float 
 __global__ void k_scale(size_t n, float alpha, float *x)
 {
     FOR_EACH(i, n) x[i] *= alpha;
+}
+
+__global__ void k_add_scalar(size_t n, float alpha, float *x)
+{
+    FOR_EACH(i, n) x[i] += alpha;
+}
+
+/* ---- mixed precision: float32 to and from the 16-bit types ---- */
+
+__global__ void k_to_bf16(size_t n, const float *x, __nv_bfloat16 *y)
+{
+    FOR_EACH(i, n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void k_to_fp16(size_t n, const float *x, __half *y)
+{
+    FOR_EACH(i, n) y[i] = __float2half_rn(x[i]);
+}
+
+__global__ void k_from_bf16(size_t n, const __nv_bfloat16 *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = __bfloat162float(x[i]);
+}
+
+__global__ void k_from_fp16(size_t n, const __half *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = __half2float(x[i]);
 }
 
 /* threads that find one all write 1: the same value, no order needed */
@@ -321,6 +351,36 @@ cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x)
     if (n == 0)
         return cudaSuccess;
     k_scale<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_add_scalar<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_to_half(cudaStream_t s, size_t n, bool bf16, const float *x, void *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (bf16)
+        k_to_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, x, (__nv_bfloat16 *)y);
+    else
+        k_to_fp16<<<blocks_for(n), THREADS, 0, s>>>(n, x, (__half *)y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, float *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (bf16)
+        k_from_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)x, y);
+    else
+        k_from_fp16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __half *)x, y);
     return cudaGetLastError();
 }
 

@@ -29,6 +29,12 @@ cudaError_t tt_k_axpy(cudaStream_t s, size_t n, float alpha, const float *x, flo
 cudaError_t tt_k_add(cudaStream_t s, size_t n, const float *a, const float *b, bool relu,
                      float *y);
 cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x);
+cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x);
+/* Mixed precision (precision.h): y[i] = x[i] rounded to nearest even in
+ * bfloat16 (bf16) or IEEE half (else; beyond its range: +-Inf), stored as
+ * 16-bit values; and back, exactly, to float32. */
+cudaError_t tt_k_to_half(cudaStream_t s, size_t n, bool bf16, const float *x, void *y);
+cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, float *y);
 /* *flag = 1 when some x[i] is an Inf or a NaN (flag zeroed first). */
 cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag);
 cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,

@@ -22,6 +22,21 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
     return NULL;
 }
 
+backend_t *backend_cuda_create_bf16(int device, const cuda_options *opt, tt_err *err)
+{
+    return backend_cuda_create(device, opt, err);
+}
+
+backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err *err)
+{
+    return backend_cuda_create(device, opt, err);
+}
+
+int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
 bool backend_is_cuda(const backend_t *be)
 {
     return false;
