@@ -65,8 +65,10 @@ static int trainer_check_precision(const job_t *job, tt_err *err)
     case PRECISION_BF16:
         break;
     }
-    return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\": the CPU backend of this "
-                   "build computes in fp32 only; use \"fp32\"");
+    char why[256];
+    if (backend_cpu_bf16_isa(why, sizeof(why)) == NULL)
+        return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\" %s; use \"fp32\"", why);
+    return 0;
 }
 
 static int trainer_create_towers(trainer_t *tr, tt_err *err)
@@ -91,7 +93,9 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
      * all the same, as SPEC 6 says */
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
-        tr->backends[t] = backend_cpu_create(job->trainer.towers[t], threads, err);
+        tr->backends[t] = job->trainer.precision == PRECISION_BF16
+                              ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
+                              : backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
                          err) != 0) {
@@ -496,6 +500,9 @@ static void trainer_print_table(const trainer_t *tr)
     for (int t = 0; t < tr->n_towers; t++)
         log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name, job->trainer.towers[t],
                    tr->backends[t]->threads, job->dataflow.batch_size);
+    if (job->trainer.precision == PRECISION_BF16)
+        log_printf("precision bf16: conv2d and dense in bf16 on %s (oneDNN), float32 "
+                   "accumulation, parameters and the rest\n", backend_cpu_bf16_isa(NULL, 0));
     if (tr->n_ranks > 1)
         log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "
                    "%lld steps per epoch\n", tr->ops->name, tr->n_ranks,

@@ -41,6 +41,7 @@ static void cpu_destroy(backend_t *be)
         threadpool_destroy(impl->pool);
 #ifdef HAVE_DNNL
         cpu_conv_dnnl_free(impl->conv);
+        cpu_dense_bf16_free(impl->dense_bf16);
 #endif
     }
     free(impl);
@@ -59,6 +60,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
         return NULL;
     }
     be->name = "cpu";
+    be->precision = "fp32";
     be->device = device;
     be->threads = threads;
     be->impl = impl;
