@@ -423,6 +423,12 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--version") == 0) {
         printf("towertrain %s (backends: %s%s)\n", PACKAGE_VERSION, backend_list_built(),
                dist_built() ? " mpi" : "");
+        char why[256];
+        const char *bf16 = backend_cpu_bf16_isa(why, sizeof(why));
+        if (bf16 != NULL)
+            printf("cpu precision: fp32 bf16 (bf16 on %s)\n", bf16);
+        else
+            printf("cpu precision: fp32 (bf16 %s)\n", why);
         return 0;
     }
     if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)
