@@ -95,8 +95,8 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
 const char *backend_cpu_bf16_isa(char *why, size_t why_len)
 {
     if (why != NULL)
-        snprintf(why, why_len, "needs oneDNN, and this build has none (configure found no "
-                 "libdnnl-dev)");
+        snprintf(why, why_len, "needs oneDNN, and this build has none: configure found no "
+                 "libdnnl-dev");
     return NULL;
 }
 
