@@ -226,13 +226,20 @@ static bool prim_build(dense_bf16 *c, mm_prim *p)
         return false;
     }
     if (s > c->scratch_bytes) {
-        for (int i = 0; i < c->slots; i++) {
-            free(c->scratch[i]);
-            if ((c->scratch[i] = aligned_alloc(64, s)) == NULL) {
-                c->scratch_bytes = 0;
-                return false;
-            }
+        /* every slot's larger buffer first, so that a failure leaves the
+         * old ones (which the other primitives fit) in place */
+        char **bigger = calloc((size_t)c->slots, sizeof(*bigger));
+        bool got = bigger != NULL;
+        for (int i = 0; got && i < c->slots; i++)
+            got = (bigger[i] = aligned_alloc(64, s)) != NULL;
+        for (int i = 0; bigger != NULL && i < c->slots; i++) {
+            free(got ? c->scratch[i] : bigger[i]);
+            if (got)
+                c->scratch[i] = bigger[i];
         }
+        free(bigger);
+        if (!got)
+            return false;
         c->scratch_bytes = s;
     }
     return true;
@@ -368,6 +375,20 @@ static void forward_task(void *p, int s, int tasks)
     }
 }
 
+/* The conversion pass over `count` elements: on the calling thread when it
+ * is small (a dense layer's few hundred thousand: less than waking the team
+ * and waiting for it costs on a busy machine), else split over the team.
+ * Elementwise, so the split does not change the bits. */
+#define CONVERT_SERIAL (1 << 20)
+
+static void convert(backend_t *be, size_t count, threadpool_fn fn, dense_args *a)
+{
+    if (count < CONVERT_SERIAL)
+        fn(a, 0, 1);
+    else
+        cpu_run(be, be->threads, fn, a);
+}
+
 static int tasks_for(const backend_t *be, int chunks)
 {
     return chunks < be->threads ? chunks : be->threads;
@@ -386,7 +407,7 @@ void cpu_dense_bf16_forward(backend_t *be, int n, int in, int out, const float *
         cpu_dense_forward(be, n, in, out, x, w, b, relu, y);
         return;
     }
-    cpu_run(be, be->threads, convert_fwd_task, &a);
+    convert(be, (size_t)(n + out) * in, convert_fwd_task, &a);
     cpu_run(be, tasks_for(be, chunks_of(n)), forward_task, &a);
 }
 
@@ -467,7 +488,7 @@ void cpu_dense_bf16_backward(backend_t *be, int n, int in, int out, const float 
         cpu_dense_backward(be, n, in, out, x, w, y, relu, dy, dx, dw, db);
         return;
     }
-    cpu_run(be, be->threads, convert_bwd_task, &a);
+    convert(be, (size_t)(n + out) * in + (size_t)n * out, convert_bwd_task, &a);
     int chunks = (dw != NULL || db != NULL ? chunks_of(out) : 0) + (dx != NULL ? chunks_of(n) : 0);
     if (chunks > 0)
         cpu_run(be, tasks_for(be, chunks), backward_task, &a);
