@@ -1,4 +1,4 @@
-/* main.c - the towertrain command: run, resume, bench, validate.
+/* main.c - the towertrain command: run, resume, bench, validate, eval, plot.
  *
  * Every error comes back here as a tt_err and is printed as one line,
  * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
@@ -21,10 +21,13 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "checkpoint/checkpoint.h"
 #include "bench/bench.h"
 #include "comm/dist.h"
 #include "config/job.h"
+#include "dataflow/image_decode.h"
+#include "eval/eval.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"
@@ -42,6 +45,7 @@ static const char usage[] =
     "       towertrain resume LOGDIR|CHECKPOINT.safetensors [--max-epoch N] [--set KEY=VALUE]... [--quiet]\n"
     "       towertrain bench [options]\n"
     "       towertrain validate JOB.cfg [--set KEY=VALUE]...\n"
+    "       towertrain eval LOGDIR|CHECKPOINT.safetensors [--job JOB.cfg] [--set KEY=VALUE]... [--json FILE]\n"
     "       towertrain plot LOGDIR [-o FILE.svg]\n"
     "       towertrain --help | --version\n"
     "See towertrain(1) and towertrain.cfg(5).\n";
@@ -69,11 +73,13 @@ static int usage_error(const char *fmt, const char *arg)
     return TT_ERR_USAGE;
 }
 
-/* The options of run, resume and validate; each command allows some. */
-enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4 };
+/* The options of run, resume, validate and eval; each command allows some. */
+enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4, OPT_JOB = 8, OPT_JSON = 16 };
 
 typedef struct {
-    const char *target;    /* the job file; resume: the log directory or checkpoint */
+    const char *target;    /* the job file; resume, eval: the log directory or checkpoint */
+    const char *job;       /* eval: --job JOB.cfg */
+    const char *json;      /* eval: --json FILE */
     job_override sets[MAX_SETS + 2]; /* --set, then --logdir and --max-epoch as overrides */
     int n_sets;
     bool quiet;
@@ -129,6 +135,16 @@ static int parse_args(int argc, char **argv, const char *cmd, const char *target
             if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
                 return usage_error("--max-epoch %s: must be an integer >= 1", v);
             snprintf(a->max_epoch_set, sizeof(a->max_epoch_set), "max_epoch=%ld", n);
+        } else if ((allowed & OPT_JOB) &&
+                   ((v = option_value(argc, argv, &i, "--job", &missing)) != NULL || missing)) {
+            if (v == NULL || *v == '\0')
+                return usage_error("%s: needs a job file", "--job");
+            a->job = v;
+        } else if ((allowed & OPT_JSON) &&
+                   ((v = option_value(argc, argv, &i, "--json", &missing)) != NULL || missing)) {
+            if (v == NULL || *v == '\0')
+                return usage_error("%s: needs a file name", "--json");
+            a->json = v;
         } else if ((allowed & OPT_QUIET) && strcmp(s, "--quiet") == 0) {
             a->quiet = true;
         } else if (s[0] == '-' && s[1] != '\0') {
@@ -283,6 +299,26 @@ static int cmd_run(int argc, char **argv)
     return rc;
 }
 
+/* The log directory and checkpoint a LOGDIR|CHECKPOINT argument names (resume,
+ * eval): a directory's latest checkpoint, or a file and the directory it is in. */
+static int locate_checkpoint(const char *cmd, const char *target, char *logdir, size_t ld_len,
+                             char *ckpt, size_t ck_len, tt_err *err)
+{
+    struct stat st;
+    char real[4400];
+    if (stat(target, &st) != 0)
+        return err_set(err, TT_ERR_USAGE, "%s: %s: no such log directory or checkpoint", cmd,
+                       target);
+    if (realpath(target, real) == NULL)
+        return err_set(err, TT_ERR_USAGE, "%s: %s: cannot resolve the path", cmd, target);
+    snprintf(logdir, ld_len, "%s", real);
+    if (S_ISDIR(st.st_mode))
+        return checkpoint_latest(logdir, ckpt, ck_len, err);
+    snprintf(ckpt, ck_len, "%s", real);
+    *strrchr(logdir, '/') = '\0';
+    return 0;
+}
+
 /* towertrain resume LOGDIR|CHECKPOINT [--max-epoch N] [--set KEY=VALUE]... [--quiet] */
 static int cmd_resume(int argc, char **argv)
 {
@@ -296,23 +332,8 @@ static int cmd_resume(int argc, char **argv)
 
     tt_err err = {0};
     char logdir[4400], ckpt[4400], job_path[4500];
-    struct stat st;
-    if (stat(target, &st) != 0) {
-        err_set(&err, TT_ERR_USAGE, "resume: %s: no such log directory or checkpoint", target);
+    if (locate_checkpoint("resume", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
         return fail(&err);
-    }
-    if (realpath(target, ckpt) == NULL) {
-        err_set(&err, TT_ERR_USAGE, "resume: %s: cannot resolve the path", target);
-        return fail(&err);
-    }
-    if (S_ISDIR(st.st_mode)) {
-        snprintf(logdir, sizeof(logdir), "%s", ckpt);
-        if (checkpoint_latest(logdir, ckpt, sizeof(ckpt), &err) != 0)
-            return fail(&err);
-    } else {
-        snprintf(logdir, sizeof(logdir), "%s", ckpt);
-        *strrchr(logdir, '/') = '\0';
-    }
     if (strchr(logdir, '"') || strchr(logdir, '\\')) {
         err_set(&err, TT_ERR_USAGE, "resume: %s: quotes and backslashes are not supported", logdir);
         return fail(&err);
@@ -342,6 +363,52 @@ static int cmd_resume(int argc, char **argv)
     return rc;
 }
 
+/* towertrain eval LOGDIR|CHECKPOINT [--job JOB.cfg] [--set KEY=VALUE]... [--json FILE]
+ * Reads the checkpoint, the job and the data; writes nothing but --json. */
+static int cmd_eval(int argc, char **argv)
+{
+    cmd_args a;
+    int rc = parse_args(argc, argv, "eval", "the log directory or checkpoint", OPT_JOB | OPT_JSON,
+                        &a);
+    if (rc != 0)
+        return rc;
+    const char *target = a.target, *job_file = a.job, *json = a.json;
+    tt_err err = {0};
+    char logdir[4400], ckpt[4400], job_path[4500];
+    if (locate_checkpoint("eval", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
+        return fail(&err);
+    job_t job;
+    if (job_file != NULL) {
+        if (job_load(job_file, a.sets, a.n_sets, &job, &err) != 0)
+            return fail(&err);
+    } else {
+        snprintf(job_path, sizeof(job_path), "%s/job.cfg", logdir);
+        if (!path_exists(job_path)) {
+            err_set(&err, TT_ERR_USAGE, "eval: %s: no job.cfg beside the checkpoint; name the "
+                    "job with --job JOB.cfg", logdir);
+            return fail(&err);
+        }
+        if (job_load_resolved(job_path, a.sets, a.n_sets, &job, &err) != 0)
+            return fail(&err);
+    }
+    dataflow_cfg *owned = NULL;
+    const char *what = NULL;
+    const dataflow_cfg *df = eval_pick_dataflow(&job, &owned, &what, &err);
+    eval_result r = {0};
+    if (df == NULL || eval_run(&job, df, ckpt, &r, &err) != 0 ||
+        (json != NULL && dist_rank() == 0 && eval_write_json(&r, json, &err) != 0)) {
+        rc = fail(&err);
+    } else {
+        eval_print(&r, what, stdout);
+        if (fflush(stdout) != 0)
+            rc = 1;
+    }
+    eval_result_free(&r);
+    eval_dataflow_free(owned);
+    job_free(&job);
+    return rc;
+}
+
 /* towertrain plot LOGDIR [-o FILE.svg] */
 static int cmd_plot(int argc, char **argv)
 {
@@ -358,13 +425,12 @@ static int cmd_plot(int argc, char **argv)
     }
     if (logdir == NULL)
         return usage_error("%s: missing the log directory", "plot");
-    char stats[4200], svg[4200];
-    snprintf(stats, sizeof(stats), "%s/stats.json", logdir);
+    char svg[4200];
     snprintf(svg, sizeof(svg), "%s", out ? out : "");
     if (out == NULL)
         snprintf(svg, sizeof(svg), "%s/stats.svg", logdir);
     tt_err err = {0};
-    if (plot_stats_svg(stats, svg, &err) != 0)
+    if (plot_logdir_svg(logdir, svg, &err) != 0)
         return fail(&err);
     printf("wrote %s\n", svg);
     return 0;
@@ -382,8 +448,8 @@ static int cmd_bench(int argc, char **argv)
     return wrong == 0 ? 0 : 1;
 }
 
-/* run, resume and bench: the commands that may span MPI ranks. Ranks other
- * than 0 print only their errors. */
+/* run, resume, bench and eval: the commands that may span MPI ranks. Ranks
+ * other than 0 print only their errors. */
 static int distributed(const char *cmd, int argc, char **argv)
 {
     tt_err err = {0};
@@ -395,6 +461,8 @@ static int distributed(const char *cmd, int argc, char **argv)
         return cmd_run(argc, argv);
     if (strcmp(cmd, "resume") == 0)
         return cmd_resume(argc, argv);
+    if (strcmp(cmd, "eval") == 0)
+        return cmd_eval(argc, argv);
     return cmd_bench(argc, argv);
 }
 
@@ -421,17 +489,22 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "--version") == 0) {
-        printf("towertrain %s (backends: %s%s)\n", PACKAGE_VERSION, backend_list_built(),
-               dist_built() ? " mpi" : "");
+        printf("towertrain %s (backends: %s%s; images: %s)\n", PACKAGE_VERSION,
+               backend_list_built(), dist_built() ? " mpi" : "", image_formats_built());
+        /* what the CPU backend computes in here: bf16 needs oneDNN and the CPU */
         char why[256];
         const char *bf16 = backend_cpu_bf16_isa(why, sizeof(why));
         if (bf16 != NULL)
             printf("cpu precision: fp32 bf16 (bf16 on %s)\n", bf16);
         else
             printf("cpu precision: fp32 (bf16 %s)\n", why);
+        /* which GPUs the binary serves, and the libraries it was built against */
+        if (backend_cuda_build_info() != NULL)
+            printf("%s\n", backend_cuda_build_info());
         return 0;
     }
-    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0)
+    if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0 ||
+        strcmp(cmd, "eval") == 0)
         return finish(distributed(cmd, argc - 2, argv + 2));
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(argc - 2, argv + 2);

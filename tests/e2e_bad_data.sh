@@ -42,4 +42,63 @@ job missing "$T/nothing-here" "$T/good-labels";     expect missing "nothing-here
 job limit "$T/good-images" "$T/good-labels" "limit = 4;"; expect limit "fewer than one global batch"
 job labels_as_images "$T/good-labels" "$T/good-labels"; expect labels_as_images "not an IDX image file"
 
+# SPEC 3's label rule: every label below the model's classes, whatever the
+# source; a label out of range names the file, the sample and the value.
+$PY - "$T" <<'PYEOF'
+import struct, sys
+T = sys.argv[1]
+def idx(path, magic, dims, data):
+    open(path, "wb").write(struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + bytes(data))
+idx(T + "/four-images", 0x803, (40, 4, 4), [7] * 640)
+idx(T + "/four-labels", 0x801, (40,), [i % 4 for i in range(40)])
+idx(T + "/ten-labels", 0x801, (40,), [10 if i == 37 else i % 10 for i in range(40)])
+rec = lambda label: bytes([label]) + bytes(3072)
+open(T + "/cifar-a.bin", "wb").write(b"".join(rec(i % 4) for i in range(16)))
+open(T + "/cifar-b.bin", "wb").write(b"".join(rec(12 if i == 5 else i % 4) for i in range(16)))
+def npy(path, descr, shape, data):
+    head = "{'descr': '%s', 'fortran_order': False, 'shape': %s, }" % (descr, shape)
+    head += " " * (63 - (10 + len(head)) % 64) + "\n"
+    open(path, "wb").write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(head)) + head.encode() + data)
+npy(T + "/x.npy", "|u1", "(40, 4, 4)", bytes(640))
+npy(T + "/y.npy", "<i8", "(40,)", b"".join(struct.pack("<q", -1 if i == 9 else i % 4) for i in range(40)))
+PYEOF
+job four "$T/four-images" "$T/four-labels"
+"$TOWERTRAIN" run "$T/four.cfg" --logdir "$T/log-four" --quiet --set 'model.classes=4' \
+  --set 'model.layers=( { name = "fc"; type = "dense"; units = 4; } )'
+ok $? "IDX labels 0-3 train a model of classes = 4 (an IDX file has no class count)"
+job tenth "$T/four-images" "$T/ten-labels";  expect tenth "ten-labels: sample 37: label 10 >= classes 10"
+job valid "$T/four-images" "$T/four-labels"
+cat >> "$T/valid.cfg" <<CFG
+callbacks = ( { type = "inference_runner"; dataflow = {
+  source = { type = "idx"; images = "$T/four-images"; labels = "$T/ten-labels"; }; }; } );
+CFG
+expect valid "ten-labels: sample 37: label 10 >= classes 10"
+cat > "$T/cifar.cfg" <<CFG
+dataflow = { source = { type = "cifar10"; files = [ "$T/cifar-a.bin" ]; }; batch_size = 8; };
+model = { input = [3, 32, 32]; classes = 4; layers = ( { name = "fc"; type = "dense"; units = 4; } ); };
+optimizer = { type = "sgd"; learning_rate = 0.1; };
+max_epoch = 1;
+CFG
+"$TOWERTRAIN" run "$T/cifar.cfg" --logdir "$T/log-cifar" --quiet
+ok $? "CIFAR-10 records with labels 0-3 train a model of classes = 4"
+tt_refused "CIFAR-10: a label out of range names the file, its record and the value" \
+  "towertrain: $T/cifar-b.bin: sample 5: label 12 >= classes 4" "$T/log-cifar2" \
+  "$TOWERTRAIN" run "$T/cifar.cfg" --logdir "$T/log-cifar2" \
+  --set "dataflow.source.files=[\"$T/cifar-a.bin\", \"$T/cifar-b.bin\"]"
+cat > "$T/npy.cfg" <<CFG
+dataflow = { source = { type = "npy"; images = "$T/x.npy"; labels = "$T/y.npy"; }; batch_size = 8; };
+model = { input = [16]; classes = 4; layers = ( { name = "fc"; type = "dense"; units = 4; } ); };
+optimizer = { type = "sgd"; learning_rate = 0.1; };
+max_epoch = 1;
+CFG
+tt_refused "npy: a negative label names the file, the sample and the value" \
+  "towertrain: $T/y.npy: sample 9: label -1 < 0" "$T/log-npy" \
+  "$TOWERTRAIN" run "$T/npy.cfg" --logdir "$T/log-npy"
+"$TOWERTRAIN" run "$T/npy.cfg" --logdir "$T/log-npy2" --set dataflow.limit=8 --quiet
+ok $? "npy: samples beyond limit are not read (their labels are not checked)"
+tt_refused "fake: classes above the model's are refused" \
+  "towertrain: dataflow.source: fake data with classes = 5 has labels up to 4, but the model has classes = 4" \
+  "$T/log-fake" "$TOWERTRAIN" run "$T/npy.cfg" --logdir "$T/log-fake" \
+  --set 'dataflow.source={type="fake"; shape=[16]; classes=5;}'
+
 tt_done

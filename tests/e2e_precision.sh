@@ -122,7 +122,7 @@ for m in lenet resnet; do
     d="$T/$m-t$t"; [ -e "$d" ] && d="$d-again"
     "$TOWERTRAIN" run "$T/$m.cfg" --logdir "$d" --quiet --set trainer.threads_per_tower=$t ||
       why="$why $m $t threads failed;"
-    grep -q "precision bf16: conv2d and dense in bf16 on $isa" "$d/log.log" ||
+    grep -q "^precision bf16: dense, conv2d in bf16 (fp32 accumulation); .*; on $isa (oneDNN)$" "$d/log.log" ||
       why="$why $m $t threads: no bf16 line in the log;"
     [ $t = 1 ] || same "$T/$m-t1/$final" "$d/$final" 0 >/dev/null || why="$why $m: $t threads differ;"
   done
@@ -185,8 +185,8 @@ why=""
   --set 'trainer.precision="fp32"' &&
   "$TOWERTRAIN" resume "$T/f2b" --max-epoch 2 --quiet --set 'trainer.precision="bf16"' ||
   why="$why fp32 -> bf16 failed;"
-[ "$(grep -c 'precision bf16: conv2d' "$T/b2f/log.log")" = 1 ] || why="$why b2f: not one bf16 segment;"
-[ "$(grep -c 'precision bf16: conv2d' "$T/f2b/log.log")" = 1 ] || why="$why f2b: not one bf16 segment;"
+[ "$(grep -c '^precision bf16: dense, conv2d' "$T/b2f/log.log")" = 1 ] || why="$why b2f: not one bf16 segment;"
+[ "$(grep -c '^precision bf16: dense, conv2d' "$T/f2b/log.log")" = 1 ] || why="$why f2b: not one bf16 segment;"
 for d in b2f f2b; do
   all_f32 "$T/$d/model-40.safetensors" || why="$why $d: a tensor is not F32;"
   same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 0 >/dev/null &&

@@ -90,6 +90,17 @@ for s in steps:
     prev = t0
 PYEOF
 ok $? "(d) 2 towers, 2 epochs: running statistics of both towers bitwise equal after each epoch end, and moving"
+$PY - "$T/stats/model-2.safetensors" <<'PYEOF'
+import json, struct, sys
+import tt_safetensors as st
+t, _ = st.load(sys.argv[1])
+b = open(sys.argv[1], "rb").read()
+head = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+counts = {k: int(v) for k, v in t.items() if k.endswith(".num_batches_tracked")}
+assert len(counts) == 21 and set(counts.values()) == {2}, counts
+assert all(head[k]["dtype"] == "I64" and head[k]["shape"] == [] for k in counts)
+PYEOF
+ok $? "(d) num_batches_tracked (counted on the backend) is the global step, 2, an I64 scalar, in every batchnorm of the checkpoint"
 
 # (e) a checkpoint in torch
 if ! $PY -c "import torch" 2>/dev/null; then

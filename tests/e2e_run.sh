@@ -39,6 +39,33 @@ PYEOF
   grep -q "validation_accuracy" "$T/lenet/log.log" && grep -q "conv0" "$T/lenet/log.log"
   ok $? "log.log holds the model table and the printed scalars"
   ls "$T"/lenet/events.out.tfevents.* >/dev/null 2>&1; ok $? "an events file is written"
+  # towertrain eval on the main job's checkpoint: the last validation_accuracy, to the last digit
+  "$TOWERTRAIN" eval "$T/lenet" > "$T/eval.out" 2>&1
+  want=$($PY -c 'import re,sys; print(re.findall(r"\"validation_accuracy\":\s*([0-9.e+-]+)", open(sys.argv[1]).read())[-1])' "$T/lenet/stats.json")
+  got=$(sed -n 's/^accuracy  *\([^ ]*\).*/\1/p' "$T/eval.out")
+  [ -n "$got" ] && [ "$got" = "$want" ]
+  ok $? "towertrain eval of its checkpoint prints accuracy $got: the run's last validation_accuracy $want"
+  # the same data as an image folder of PNGs (jobs/fashion_mnist_export.py), decoded in
+  # the prefetch workers: the IDX job's accuracy within 0.01 after 3 epochs
+  if "$TOWERTRAIN" --version | grep -q "images: jpeg png"; then
+    $PY "$TT_SRCDIR/jobs/fashion_mnist_export.py" folder "$T/folder" > /dev/null &&
+      "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_folder.cfg" --logdir "$T/folder-lenet" --quiet \
+        --set "dataflow.source.root=\"$T/folder/train\"" \
+        --set "callbacks[0].dataflow.source.root=\"$T/folder/test\""
+    rc=$?
+    facc=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$T/folder-lenet/stats.json" 2>/dev/null)
+    $PY -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.01 else 1)' "${facc:-0}" "$want" 2>/dev/null
+    close=$?
+    ok $([ $rc = 0 ] && [ $close = 0 ]; echo $?) "LeNet on the Fashion-MNIST PNG folder: validation_accuracy $facc, the IDX job's $want within 0.01"
+    "$TOWERTRAIN" eval "$T/lenet" --set "callbacks[0].dataflow.source={ type = \"image_folder\";
+      root = \"$T/folder/test\"; channels = 1; }" > "$T/eval-png.out" 2>&1
+    got=$(sed -n 's/^accuracy  *\([^ ]*\).*/\1/p' "$T/eval-png.out")
+    [ "$got" = "$want" ] && grep -q "^    9     1000  [0-9.]*  *9-ankle-boot$" "$T/eval-png.out"
+    ok $? "eval of the IDX job's checkpoint on the test images as PNGs: accuracy $got as on the IDX file, classes named by their folders"
+    rm -rf "$T/folder"
+  else
+    skip "LeNet on the Fashion-MNIST PNG folder" "built without libturbojpeg0-dev or libpng-dev"
+  fi
   "$TOWERTRAIN" validate "$T/lenet/job.cfg" > "$T/job2.cfg" 2>"$T/err" &&
     cmp -s "$T/lenet/job.cfg" "$T/job2.cfg"
   ok $? "job.cfg is a valid job that validates to itself"

@@ -90,7 +90,7 @@ int main(void)
     dataflow_cfg c0 = make_cfg(0, 1, true);
     dataset_t *ds;
     tt_err err = {0};
-    if (!tt_ok(dataset_open(&c0.source, 0, &ds, &err) == 0, "open the generated IDX: %s",
+    if (!tt_ok(dataset_open(&c0.source, 0, 10, &ds, &err) == 0, "open the generated IDX: %s",
                err.msg))
         return tt_done();
     const int B = N / G, steps = 2 * B;
@@ -172,7 +172,7 @@ int main(void)
     dataset_t *small;
     dataflow_t *dl = NULL;
     tt_err e2 = {0};
-    int refused = dataset_open(&cl.source, 10, &small, &e2) == 0 &&
+    int refused = dataset_open(&cl.source, 10, 10, &small, &e2) == 0 &&
                   dataflow_create(&cl, small, 1, DATAFLOW_TRAIN, G, 0, G, &dl, &e2) != 0 &&
                   e2.code == TT_ERR_USAGE && strstr(e2.msg, "fewer than one global batch");
     tt_ok(refused, "limit 10 below a global batch of %d is refused: %s", G, e2.msg);

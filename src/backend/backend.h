@@ -41,10 +41,11 @@ static inline int window_out_size(int in, int k, int stride, int pad)
 
 struct backend {
     const char *name; /* "cpu" or "cuda" */
-    /* "fp32", or "bf16": dense and convolution forward and backward round
-     * their float32 inputs (x, w, dy) to bfloat16 and multiply them with
-     * float32 accumulation; their outputs and every other operation stay
-     * float32 (mixed precision as torch.autocast; see backend_cpu_create_bf16) */
+    /* "fp32", or "bf16" / "fp16" (CUDA): dense and convolution forward and
+     * backward round their float32 inputs (x, w, dy) to the 16-bit type and
+     * multiply them with float32 accumulation; their outputs and every other
+     * operation stay float32 (mixed precision as torch.autocast; see
+     * backend_cpu_create_bf16) */
     const char *precision;
     int device;       /* device id (CPU: tower index) */
     int threads;      /* worker threads this backend instance may use */
@@ -114,6 +115,9 @@ struct backend {
     /* y = a + b, then relu if asked: one pass (y may be a or b) */
     void (*add)(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
     void (*scale)(backend_t *be, size_t count, float alpha, float *x);
+    /* x += alpha, element by element (batchnorm's num_batches_tracked: the
+     * count stays on the device, so counting a batch never waits for it) */
+    void (*add_scalar)(backend_t *be, size_t count, float alpha, float *x);
     /* true when none of x[0, count) is an Inf or a NaN (loss scaling's check) */
     bool (*all_finite)(backend_t *be, size_t count, const float *x);
 

@@ -8,12 +8,43 @@ if HAVE_DNNL
 libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
 endif
 EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
+
+# The CUDA backend. Its GPU-independent parts (memory pool, algorithm cache,
+# staging ring) are plain C, built and unit-tested everywhere. The parts
+# that call CUDA, cuBLAS and cuDNN are built when configure finds them, as
+# a separate set of objects so that their host code compiles with warnings
+# as errors; they go into libtowertrain.a with the rest. Without CUDA,
+# none.c answers "built without CUDA".
+libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/cuda/mem_pool.c \
+	%reldir%/cuda/mem_pool.h %reldir%/cuda/algo_cache.c %reldir%/cuda/algo_cache.h \
+	%reldir%/cuda/staging_ring.c %reldir%/cuda/staging_ring.h \
+	%reldir%/cuda/precision.c %reldir%/cuda/precision.h
+CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
+	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
+	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_staging.c \
+	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h %reldir%/cuda/cuda_staging.h
 if HAVE_CUDA
-libtowertrain_a_SOURCES += %reldir%/cuda/cuda_device.cu
+noinst_LIBRARIES += libttcuda.a
+libttcuda_a_SOURCES = $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu
+libttcuda_a_CFLAGS = $(AM_CFLAGS) -Werror
+libtowertrain_a_LIBADD = $(libttcuda_a_OBJECTS)
+libtowertrain_a_DEPENDENCIES = $(libttcuda_a_OBJECTS)
 else
 libtowertrain_a_SOURCES += %reldir%/cuda/none.c
 endif
-EXTRA_DIST += %reldir%/cuda/cuda_device.cu %reldir%/cuda/none.c
+EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/none.c
+
+# The GPU-independent logic of the CUDA backend, on the CPU.
+check_PROGRAMS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
+	tests/test_backend_math tests/test_cuda_libs tests/test_precision
+tests_test_mem_pool_SOURCES = tests/test_mem_pool.c
+tests_test_algo_cache_SOURCES = tests/test_algo_cache.c
+tests_test_staging_ring_SOURCES = tests/test_staging_ring.c
+tests_test_backend_math_SOURCES = tests/test_backend_math.c
+tests_test_cuda_libs_SOURCES = tests/test_cuda_libs.c
+tests_test_precision_SOURCES = tests/test_precision.c
+TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
+	tests/test_backend_math tests/test_cuda_libs tests/test_precision
 
 # The CPU backend's own operations and thread pool against float64 references.
 check_PROGRAMS += tests/test_cpu_ops

@@ -106,4 +106,123 @@ static inline TT_HD float tt_dropout_factor(uint64_t seed, uint64_t i, float rat
     return u < rate ? 0.0f : 1.0f / (1.0f - rate);
 }
 
+/* ---- pooling, one output or one input element at a time (PyTorch
+ * semantics, as the CPU backend's loops): the CUDA kernels run one thread
+ * per element through these, and tests/test_backend_math.c checks them
+ * bit for bit against the CPU backend. Planes are h x w, outputs oh x ow. ---- */
+
+/* Max over the window of output (oy, ox), padding ignored; the first maximum
+ * in scan order wins and a NaN propagates. *arg: its index in the plane. */
+static inline TT_HD float tt_maxpool_window(int h, int w, int k, int stride, int pad,
+                                            const float *x, int oy, int ox, int32_t *arg)
+{
+    int y0 = oy * stride - pad, x0 = ox * stride - pad;
+    int ky0 = y0 < 0 ? -y0 : 0, kx0 = x0 < 0 ? -x0 : 0;
+    int ky1 = y0 + k > h ? h - y0 : k, kx1 = x0 + k > w ? w - x0 : k;
+    float best = x[(y0 + ky0) * w + x0 + kx0];
+    int32_t at = (y0 + ky0) * w + x0 + kx0;
+    for (int ky = ky0; ky < ky1; ky++) {
+        const float *row = x + (y0 + ky) * w + x0;
+        for (int kx = kx0; kx < kx1; kx++) {
+            float v = row[kx];
+            if (v > best || (v != v && best == best)) {
+                best = v;
+                at = (y0 + ky) * w + x0 + kx;
+            }
+        }
+    }
+    *arg = at;
+    return best;
+}
+
+/* The outputs whose windows hold input row (or column) i: [*o0, *o1). */
+static inline TT_HD void tt_pool_outputs_of(int i, int k, int stride, int pad, int on, int *o0,
+                                            int *o1)
+{
+    int first = i + pad - k + 1; /* the lowest window start that still reaches i */
+    int lo = first <= 0 ? 0 : (first + stride - 1) / stride;
+    int hi = (i + pad) / stride + 1;
+    *o0 = lo;
+    *o1 = hi < on ? hi : on;
+}
+
+/* Gradient at input (iy, ix) of max pooling: the sum, in output order, of
+ * dy over the outputs whose argmax (mask) is this input - what the CPU's
+ * scatter over outputs adds into it, in the same order. */
+static inline TT_HD float tt_maxpool_grad(int w, int oh, int ow, int k, int stride, int pad,
+                                          const float *dy, const int32_t *mask, int iy, int ix)
+{
+    int oy0, oy1, ox0, ox1;
+    tt_pool_outputs_of(iy, k, stride, pad, oh, &oy0, &oy1);
+    tt_pool_outputs_of(ix, k, stride, pad, ow, &ox0, &ox1);
+    int32_t self = iy * w + ix;
+    float g = 0.0f;
+    for (int oy = oy0; oy < oy1; oy++)
+        for (int ox = ox0; ox < ox1; ox++)
+            if (mask[oy * ow + ox] == self)
+                g += dy[oy * ow + ox];
+    return g;
+}
+
+/* Average over the window of output (oy, ox), padding counted as zeros
+ * (count_include_pad = True). */
+static inline TT_HD float tt_avgpool_window(int h, int w, int k, int stride, int pad,
+                                            const float *x, int oy, int ox)
+{
+    float s = 0.0f;
+    for (int ky = 0; ky < k; ky++) {
+        int iy = oy * stride - pad + ky;
+        if (iy < 0 || iy >= h)
+            continue;
+        for (int kx = 0; kx < k; kx++) {
+            int ix = ox * stride - pad + kx;
+            if (ix >= 0 && ix < w)
+                s += x[iy * w + ix];
+        }
+    }
+    return s * (1.0f / (float)(k * k));
+}
+
+/* Gradient at input (iy, ix) of average pooling, in output order. */
+static inline TT_HD float tt_avgpool_grad(int oh, int ow, int k, int stride, int pad,
+                                          const float *dy, int iy, int ix)
+{
+    float inv = 1.0f / (float)(k * k);
+    int oy0, oy1, ox0, ox1;
+    tt_pool_outputs_of(iy, k, stride, pad, oh, &oy0, &oy1);
+    tt_pool_outputs_of(ix, k, stride, pad, ow, &ox0, &ox1);
+    float g = 0.0f;
+    for (int oy = oy0; oy < oy1; oy++)
+        for (int ox = ox0; ox < ox1; ox++)
+            g += dy[oy * ow + ox] * inv;
+    return g;
+}
+
+/* ---- softmax cross-entropy of one row of logits z[classes] ---- */
+
+/* Returns the row's loss (-log softmax(z)[label]) and its argmax (the first
+ * maximum); when d != NULL writes d[j] = (softmax_j - onehot_j) / n, the
+ * row's part of the gradient of the mean loss over n rows. In double where
+ * the CPU backend uses double. */
+static inline TT_HD double tt_softmax_xent_row(const float *z, int classes, int label, int n,
+                                               float *d, int *argmax)
+{
+    int arg = 0;
+    for (int j = 1; j < classes; j++)
+        if (z[j] > z[arg])
+            arg = j;
+    float zmax = z[arg];
+    double sum = 0.0;
+    for (int j = 0; j < classes; j++)
+        sum += exp((double)z[j] - zmax);
+    double log_sum = log(sum);
+    if (d != NULL)
+        for (int j = 0; j < classes; j++) {
+            double pj = exp((double)z[j] - zmax - log_sum);
+            d[j] = (float)((pj - (j == label ? 1.0 : 0.0)) / n);
+        }
+    *argmax = arg;
+    return log_sum - ((double)z[label] - zmax);
+}
+
 #endif

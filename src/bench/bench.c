@@ -68,22 +68,25 @@ int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
     o->iters = 20;
     o->warmup = 5;
     o->check = true;
+    bool towers_given = false, algo_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        algo_given |= strcmp(a, "--algo") == 0;
         int bad = 0, c;
         if (v == NULL)
             return err_set(err, TT_ERR_USAGE, "bench: %s needs a value", a);
         if (strcmp(a, "--device") == 0) {
-            if (strcmp(v, "gpu") == 0)
-                return err_set(err, TT_ERR_USAGE, "bench: --device gpu needs the CUDA backend's "
-                               "collectives, not in this version");
-            bad = strcmp(v, "cpu") != 0;
+            o->gpu = strcmp(v, "gpu") == 0;
+            bad = !o->gpu && strcmp(v, "cpu") != 0;
         } else if (strcmp(a, "--towers") == 0) {
             bad = parse_int(v, 1, &o->towers) || o->towers > 64;
+            towers_given = true;
+        } else if (strcmp(a, "--algo") == 0 && strcmp(v, "nccl") == 0) {
+            snprintf(o->algo, sizeof(o->algo), "nccl"); /* checked below: GPU towers */
         } else if (strcmp(a, "--algo") == 0) {
             bool mpi = strcmp(v, "mpi") == 0;
             bad = strcmp(v, "all") != 0 && !mpi && allreduce_algo_parse(v) < 0;
-            if (strcmp(v, "nccl") == 0 || (mpi && !dist_built()))
+            if (mpi && !dist_built())
                 return err_set(err, TT_ERR_USAGE, "bench: --algo %s is not built in this "
                                "version (CPU towers: ring, naive, hierarchical, all)", v);
             if (mpi && dist_size() < 2)
@@ -115,6 +118,18 @@ int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
     if (o->min_bytes > o->max_bytes)
         return err_set(err, TT_ERR_USAGE, "bench: -b %zu is larger than -e %zu", o->min_bytes,
                        o->max_bytes);
+    bool nccl = strcmp(o->algo, "nccl") == 0;
+    if (nccl && !o->gpu)
+        return err_set(err, TT_ERR_USAGE, "bench: --algo nccl all-reduces GPU towers: add "
+                       "--device gpu (CPU towers: ring, naive, hierarchical, all)");
+    if (o->gpu && !nccl && algo_given)
+        return err_set(err, TT_ERR_USAGE, "bench: --device gpu all-reduces with --algo nccl "
+                       "(got --algo %s)", o->algo);
+    if (o->gpu) {
+        snprintf(o->algo, sizeof(o->algo), "nccl");
+        if (!towers_given)
+            o->towers = 0; /* every GPU this rank may use */
+    }
     return 0;
 }
 
@@ -203,6 +218,8 @@ static long count_wrong(const bench_job *j)
 
 long bench_run(const bench_opts *o, tt_err *err)
 {
+    if (o->gpu)
+        return bench_gpu_run(o, err);
     int n = o->towers, ranks = dist_size();
     allreduce_algo algos[3];
     int n_algos = 0;

@@ -9,8 +9,9 @@
 #include "util/err.h"
 
 typedef struct {
-    int towers;            /* --towers, default: the number of cores */
-    char algo[16];         /* ring | naive | hierarchical | all (CPU towers) */
+    int towers;            /* --towers, default: the number of cores (GPU: 0, every GPU) */
+    char algo[16];         /* ring | naive | hierarchical | all (CPU towers); nccl (GPU) */
+    bool gpu;              /* --device gpu: NCCL over this rank's GPUs (bench_gpu.c) */
     size_t min_bytes, max_bytes;
     int factor;            /* -f */
     int iters, warmup;     /* -n, -w */
@@ -24,5 +25,8 @@ int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err);
 /* Runs the benchmark, prints the table; returns the number of wrong elements
  * seen (0 when correct) or -1 on error. */
 long bench_run(const bench_opts *o, tt_err *err);
+
+/* The GPU towers' run of bench_run (--device gpu --algo nccl). */
+long bench_gpu_run(const bench_opts *o, tt_err *err);
 
 #endif

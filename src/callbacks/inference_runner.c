@@ -21,7 +21,7 @@ static int inference_create(callback_t *cb, trainer_t *tr, tt_err *err)
     if (s == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     cb->state = s;
-    if (dataset_open(&dc->source, dc->limit, &s->set, err) != 0 ||
+    if (dataset_open(&dc->source, dc->limit, tr->job->model.classes, &s->set, err) != 0 ||
         dataflow_create(dc, s->set, tr->job->seed, DATAFLOW_EVAL, dc->batch_size, 0,
                         dc->batch_size, &s->flow, err) != 0)
         return -1;
@@ -30,9 +30,6 @@ static int inference_create(callback_t *cb, trainer_t *tr, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "inference_runner: its data has samples of "
                        "%dx%dx%d but training uses %dx%dx%d", got.c, got.h, got.w, want.c,
                        want.h, want.w);
-    if (dataset_classes(s->set) > tr->job->model.classes)
-        return err_set(err, TT_ERR_USAGE, "inference_runner: the data has %d classes but the "
-                       "model has classes = %d", dataset_classes(s->set), tr->job->model.classes);
     return 0;
 }
 

@@ -25,6 +25,9 @@ int dist_rank(void);
 int dist_size(void);
 /* Ranks on this machine (they share its cores). */
 int dist_local_size(void);
+/* This rank among those on its machine, 0 .. dist_local_size() - 1 (the GPU
+ * bench gives each its own devices). */
+int dist_local_rank(void);
 
 /* Whether this binary was built with MPI ("mpi" in --version). */
 bool dist_built(void);

@@ -11,7 +11,7 @@
 
 #include "comm/dist.h"
 
-static int rank, size = 1, local_size = 1;
+static int rank, size = 1, local_size = 1, local_rank = 0;
 static bool active; /* MPI_Init_thread was called */
 
 /* mpirun (Open MPI's, or a PMI launcher) tells its children so through the
@@ -44,6 +44,7 @@ int dist_init(int *argc, char ***argv, tt_err *err)
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) ==
         MPI_SUCCESS) {
         MPI_Comm_size(local, &local_size);
+        MPI_Comm_rank(local, &local_rank);
         MPI_Comm_free(&local);
     }
     return 0;
@@ -69,6 +70,11 @@ int dist_size(void)
 int dist_local_size(void)
 {
     return local_size;
+}
+
+int dist_local_rank(void)
+{
+    return local_rank;
 }
 
 bool dist_built(void)

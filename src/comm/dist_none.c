@@ -37,6 +37,11 @@ int dist_local_size(void)
     return 1;
 }
 
+int dist_local_rank(void)
+{
+    return 0;
+}
+
 bool dist_built(void)
 {
     return false;

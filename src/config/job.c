@@ -178,8 +178,11 @@ static int build_dataflow(const config_setting_t *g, dataflow_cfg *d)
     const config_setting_t *src = config_setting_get_member(g, "source");
     const char *type = get_str(src, "type", "fake");
     source_cfg *s = &d->source;
-    s->type = strcmp(type, "idx") == 0 ? SOURCE_IDX
-              : strcmp(type, "cifar10") == 0 ? SOURCE_CIFAR10 : SOURCE_FAKE;
+    s->type = strcmp(type, "idx") == 0            ? SOURCE_IDX
+              : strcmp(type, "cifar10") == 0      ? SOURCE_CIFAR10
+              : strcmp(type, "image_folder") == 0 ? SOURCE_IMAGE_FOLDER
+              : strcmp(type, "npy") == 0          ? SOURCE_NPY
+                                                  : SOURCE_FAKE;
     copy_str(s->images, sizeof(s->images), get_str(src, "images", ""));
     copy_str(s->labels, sizeof(s->labels), get_str(src, "labels", ""));
     const config_setting_t *files = config_setting_get_member(src, "files");
@@ -199,6 +202,10 @@ static int build_dataflow(const config_setting_t *g, dataflow_cfg *d)
     }
     s->classes = get_int(src, "classes", 0);
     s->size = get_int(src, "size", 0);
+    copy_str(s->root, sizeof(s->root), get_str(src, "root", ""));
+    s->channels = get_int(src, "channels", 3);
+    s->skip_corrupt = get_bool(src, "skip_corrupt", false);
+    s->nhwc = strcmp(get_str(src, "layout", "nchw"), "nhwc") == 0;
 
     d->shuffle = get_bool(g, "shuffle", false);
     d->batch_size = get_int(g, "batch_size", 1);
@@ -215,8 +222,13 @@ static int build_dataflow(const config_setting_t *g, dataflow_cfg *d)
         const config_setting_t *a = config_setting_get_elem(aug, (unsigned)i);
         augment_cfg *o = &d->augment[i];
         const char *t = get_str(a, "type", "flip");
-        o->type = strcmp(t, "normalize") == 0 ? AUG_NORMALIZE
-                  : strcmp(t, "random_crop") == 0 ? AUG_RANDOM_CROP : AUG_FLIP;
+        o->type = strcmp(t, "normalize") == 0             ? AUG_NORMALIZE
+                  : strcmp(t, "random_crop") == 0         ? AUG_RANDOM_CROP
+                  : strcmp(t, "resize") == 0              ? AUG_RESIZE
+                  : strcmp(t, "center_crop") == 0         ? AUG_CENTER_CROP
+                  : strcmp(t, "random_resized_crop") == 0 ? AUG_RANDOM_RESIZED_CROP
+                  : strcmp(t, "color_jitter") == 0        ? AUG_COLOR_JITTER
+                                                          : AUG_FLIP;
         const config_setting_t *m = config_setting_get_member(a, "mean");
         const config_setting_t *sd = config_setting_get_member(a, "std");
         o->n_mean = m ? config_setting_length(m) : 0;
@@ -227,6 +239,15 @@ static int build_dataflow(const config_setting_t *g, dataflow_cfg *d)
             o->std[k] = (float)schema_number(config_setting_get_elem(sd, (unsigned)k));
         o->size = get_int(a, "size", 0);
         o->padding = get_int(a, "padding", 0);
+        const config_setting_t *sc = config_setting_get_member(a, "scale");
+        const config_setting_t *ra = config_setting_get_member(a, "ratio");
+        for (int k = 0; k < 2; k++) {
+            o->scale[k] = sc ? schema_number(config_setting_get_elem(sc, (unsigned)k)) : 0;
+            o->ratio[k] = ra ? schema_number(config_setting_get_elem(ra, (unsigned)k)) : 0;
+        }
+        o->brightness = (float)get_num(a, "brightness", 0);
+        o->contrast = (float)get_num(a, "contrast", 0);
+        o->saturation = (float)get_num(a, "saturation", 0);
     }
     return 0;
 }
@@ -319,10 +340,18 @@ static int build_job(job_t *job, config_t *cfg)
     tr->scale_gradient = get_bool(t, "scale_gradient", true);
     tr->gradient_packing = get_int(t, "gradient_packing", 0);
     tr->threads_per_tower = get_int(t, "threads_per_tower", 0);
+    tr->tf32 = get_bool(t, "tf32", false);
+    tr->deterministic = get_bool(t, "deterministic", true);
     const char *prec = get_str(t, "precision", "fp32");
     tr->precision = strcmp(prec, "bf16") == 0   ? PRECISION_BF16
                     : strcmp(prec, "fp16") == 0 ? PRECISION_FP16
                                                 : PRECISION_FP32;
+
+    const config_setting_t *ev = config_setting_get_member(root, "eval");
+    const config_setting_t *evd = ev ? config_setting_get_member(ev, "dataflow") : NULL;
+    if (evd != NULL && ((job->eval_dataflow = calloc(1, sizeof(dataflow_cfg))) == NULL ||
+                        build_dataflow(evd, job->eval_dataflow) != 0))
+        return -1;
 
     static const char *const cb_keys[] = { "callbacks", "extra_callbacks" };
     static const char *const mon_keys[] = { "monitors" };
@@ -404,6 +433,10 @@ void job_free(job_t *job)
         }
     free(job->callbacks);
     free(job->monitors);
+    if (job->eval_dataflow != NULL) {
+        free_dataflow(job->eval_dataflow);
+        free(job->eval_dataflow);
+    }
     model_cfg_free(&job->model);
     if (job->tree != NULL) {
         config_destroy(job->tree);

@@ -67,11 +67,11 @@ typedef struct {
 
 /* ---- dataflow (SPEC 3) ---- */
 
-typedef enum { SOURCE_IDX, SOURCE_CIFAR10, SOURCE_FAKE } source_type;
+typedef enum { SOURCE_IDX, SOURCE_CIFAR10, SOURCE_FAKE, SOURCE_IMAGE_FOLDER, SOURCE_NPY } source_type;
 
 typedef struct {
     source_type type;
-    char images[4096];  /* idx: absolute paths */
+    char images[4096];  /* idx, npy: absolute paths */
     char labels[4096];
     char **files;       /* cifar10: absolute paths */
     int n_files;
@@ -79,16 +79,31 @@ typedef struct {
     int shape_rank;
     int classes;        /* fake */
     int size;           /* fake */
+    char root[4096];    /* image_folder: absolute path */
+    int channels;       /* image_folder: 3 (RGB) or 1 (grey) */
+    bool skip_corrupt;  /* image_folder */
+    bool nhwc;          /* npy: layout = "nhwc" */
 } source_cfg;
 
-typedef enum { AUG_NORMALIZE, AUG_RANDOM_CROP, AUG_FLIP } augment_type;
+typedef enum {
+    AUG_NORMALIZE,
+    AUG_RANDOM_CROP,
+    AUG_FLIP,
+    AUG_RESIZE,
+    AUG_CENTER_CROP,
+    AUG_RANDOM_RESIZED_CROP,
+    AUG_COLOR_JITTER
+} augment_type;
 
 typedef struct {
     augment_type type;
     float mean[TT_MAX_DIMS * 4]; /* normalize: one value per channel, or one for all */
     float std[TT_MAX_DIMS * 4];
     int n_mean, n_std;
-    int size, padding;  /* random_crop */
+    int size, padding;  /* random_crop; size: resize, center_crop, random_resized_crop */
+    double scale[2];    /* random_resized_crop: area fraction range */
+    double ratio[2];    /* random_resized_crop: aspect ratio range */
+    float brightness, contrast, saturation; /* color_jitter */
 } augment_cfg;
 
 typedef struct {
@@ -143,6 +158,8 @@ typedef struct {
     bool scale_gradient;
     int threads_per_tower;     /* 0 = cores / towers */
     precision_kind precision;
+    bool tf32;                 /* GPU: TF32 tensor cores in fp32 matmul and conv */
+    bool deterministic;        /* GPU: deterministic cuDNN algorithms only */
 } trainer_cfg;
 
 /* ---- callbacks and monitors (SPEC 9, 10) ---- */
@@ -178,6 +195,7 @@ typedef struct {
     int n_callbacks;
     plugin_cfg *monitors;
     int n_monitors;
+    dataflow_cfg *eval_dataflow; /* eval.dataflow (towertrain eval), NULL when absent */
     void *tree;              /* the resolved libconfig tree (config_t *) */
 } job_t;
 

@@ -34,10 +34,30 @@ static const key_spec fake_keys[] = {
     { .name = "size", .kind = KEY_INT, .def = "50000", .lo_kind = GE, .lo = 1, .doc = "samples" },
     END
 };
+static const key_spec image_folder_keys[] = {
+    { .name = "root", .kind = KEY_PATH, .required = true,
+      .doc = "root/<class>/<image>.jpg|.jpeg|.png, classes in byte order" },
+    { .name = "channels", .kind = KEY_INT, .def = "3", .lo_kind = GE, .lo = 1, .hi_kind = LE,
+      .hi = 3, .doc = "3: RGB, 1: grey" },
+    { .name = "skip_corrupt", .kind = KEY_BOOL, .def = "false",
+      .doc = "skip files that do not decode (counted in the log)" },
+    END
+};
+static const char *const layout_values[] = { "nchw", "nhwc", NULL };
+static const key_spec npy_keys[] = {
+    { .name = "images", .kind = KEY_PATH, .required = true,
+      .doc = ".npy, uint8 or float32, [N, H, W], [N, C, H, W] or [N, H, W, C]" },
+    { .name = "labels", .kind = KEY_PATH, .required = true, .doc = ".npy, integers, [N]" },
+    { .name = "layout", .kind = KEY_STRING, .def = "\"nchw\"", .allowed = layout_values,
+      .doc = "of 4-dimensional images" },
+    END
+};
 static const variant_spec source_variants[] = {
     { .name = "idx", .keys = idx_keys },
     { .name = "cifar10", .keys = cifar_keys },
     { .name = "fake", .keys = fake_keys },
+    { .name = "image_folder", .keys = image_folder_keys },
+    { .name = "npy", .keys = npy_keys },
     END
 };
 
@@ -48,6 +68,12 @@ static int check_source(vctx *c, config_setting_t *g, const char *path, const va
         char key[300];
         snprintf(key, sizeof(key), "%s.shape", path);
         return schema_error(c, shape, key, "must be [C, H, W] or [N] (got 2 elements)");
+    }
+    config_setting_t *ch = config_setting_get_member(g, "channels");
+    if (ch != NULL && config_setting_get_int(ch) == 2) {
+        char key[300];
+        snprintf(key, sizeof(key), "%s.channels", path);
+        return schema_error(c, ch, key, "must be 1 (grey) or 3 (RGB) (got 2)");
     }
     return 0;
 }
@@ -69,14 +95,54 @@ static const key_spec crop_keys[] = {
     { .name = "padding", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0, .doc = "zeros added on each side first" },
     END
 };
+#define SIZE_KEY(what) { .name = "size", .kind = KEY_INT, .required = true, .lo_kind = GE, \
+                        .lo = 1, .hi_kind = LE, .hi = 65536, .doc = what }
+#define JITTER_KEY(n) { .name = n, .kind = KEY_FLOAT, .def = "0.0", .lo_kind = GE, .lo = 0, \
+                        .doc = "factor uniform in [max(0, 1 - v), 1 + v]" }
 static const variant_spec augment_variants[] = {
     { .name = "normalize", .keys = normalize_keys },
     { .name = "random_crop", .keys = crop_keys },
     { .name = "flip", .keys = (const key_spec[]){ END } },
+    { .name = "resize", .keys = (const key_spec[]){ SIZE_KEY("the shorter side"), END } },
+    { .name = "center_crop", .keys = (const key_spec[]){ SIZE_KEY("output height and width"), END } },
+    { .name = "random_resized_crop",
+      .keys = (const key_spec[]){
+          SIZE_KEY("output height and width"),
+          { .name = "scale", .kind = KEY_FLOAT_ARRAY, .def = "[0.08, 1.0]", .min_len = 2,
+            .max_len = 2, .lo_kind = GT, .lo = 0, .hi_kind = LE, .hi = 1,
+            .doc = "range of the crop's area as a fraction of the image's" },
+          { .name = "ratio", .kind = KEY_FLOAT_ARRAY, .def = "[0.75, 1.3333333333333333]",
+            .min_len = 2, .max_len = 2, .lo_kind = GT, .lo = 0, .hi_kind = LE, .hi = 1000,
+            .doc = "range of the crop's aspect ratio (width / height)" },
+          END } },
+    { .name = "color_jitter",
+      .keys = (const key_spec[]){
+          JITTER_KEY("brightness"), JITTER_KEY("contrast"), JITTER_KEY("saturation"), END } },
     END
 };
+
+/* random_resized_crop: each range is [low, high] */
+static int check_augment(vctx *c, config_setting_t *g, const char *path, const variant_spec *v)
+{
+    static const char *const ranges[] = { "scale", "ratio" };
+    for (int i = 0; i < 2; i++) {
+        config_setting_t *r = config_setting_get_member(g, ranges[i]);
+        if (r == NULL || config_setting_length(r) != 2)
+            continue;
+        double lo = schema_number(config_setting_get_elem(r, 0));
+        double hi = schema_number(config_setting_get_elem(r, 1));
+        if (lo > hi) {
+            char key[300];
+            snprintf(key, sizeof(key), "%s.%s", path, ranges[i]);
+            return schema_error(c, r, key, "must be [low, high] (got [%g, %g])", lo, hi);
+        }
+    }
+    return 0;
+}
+
 static const group_spec augment_spec = {
     .what = "augment", .keys = (const key_spec[]){ END }, .variants = augment_variants,
+    .check = check_augment,
 };
 
 static const group_spec prefetch_spec = {
@@ -113,6 +179,36 @@ static const group_spec eval_dataflow_spec = {
         { .name = "limit", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "prefetch", .kind = KEY_GROUP, .sub = &prefetch_spec },
         END },
+};
+
+/* eval: the dataflow `towertrain eval` reads by default; batch_size and
+ * prefetch default to the training dataflow's, as an inference_runner's. */
+static int inherit_batching(vctx *c, config_setting_t *df)
+{
+    config_setting_t *train = config_lookup(c->cfg, "dataflow");
+    if (train == NULL || df == NULL)
+        return 0; /* reported as missing elsewhere */
+    if (config_setting_get_member(df, "batch_size") == NULL &&
+        schema_copy(df, "batch_size", config_setting_get_member(train, "batch_size")) == NULL)
+        return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
+    if (config_setting_get_member(df, "prefetch") == NULL &&
+        schema_copy(df, "prefetch", config_setting_get_member(train, "prefetch")) == NULL)
+        return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
+    return 0;
+}
+
+static int check_eval(vctx *c, config_setting_t *g, const char *path, const variant_spec *v)
+{
+    return inherit_batching(c, config_setting_get_member(g, "dataflow"));
+}
+
+static const group_spec eval_spec = {
+    .what = "eval",
+    .keys = (const key_spec[]){
+        { .name = "dataflow", .kind = KEY_GROUP, .required = true, .sub = &eval_dataflow_spec,
+          .doc = "the dataflow towertrain eval reads" },
+        END },
+    .check = check_eval,
 };
 
 /* ---- optimizer (SPEC 5) ---- */
@@ -244,6 +340,8 @@ static const group_spec trainer_spec = {
         { .name = "gradient_packing", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "threads_per_tower", .kind = KEY_INT, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "precision", .kind = KEY_STRING, .def = "\"fp32\"", .allowed = precision_values },
+        { .name = "tf32", .kind = KEY_BOOL, .def = "false" },
+        { .name = "deterministic", .kind = KEY_BOOL, .def = "true" },
         END },
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };
@@ -356,18 +454,8 @@ static int check_plugin(vctx *c, config_setting_t *g, const char *path, const va
     if (st == NULL && schema_add_value(g, "every_k_steps", buf) == NULL)
         return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
 
-    if (strcmp(v->name, "inference_runner") == 0) {
-        config_setting_t *df = config_setting_get_member(g, "dataflow");
-        config_setting_t *train = config_lookup(c->cfg, "dataflow");
-        if (train == NULL)
-            return 0; /* reported as missing elsewhere */
-        if (config_setting_get_member(df, "batch_size") == NULL &&
-            schema_copy(df, "batch_size", config_setting_get_member(train, "batch_size")) == NULL)
-            return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
-        if (config_setting_get_member(df, "prefetch") == NULL &&
-            schema_copy(df, "prefetch", config_setting_get_member(train, "prefetch")) == NULL)
-            return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
-    }
+    if (strcmp(v->name, "inference_runner") == 0)
+        return inherit_batching(c, config_setting_get_member(g, "dataflow"));
     return 0;
 }
 
@@ -418,6 +506,7 @@ const group_spec job_spec = {
         { .name = "steps_per_epoch", .kind = KEY_INT64, .def = "0", .lo_kind = GE, .lo = 0 },
         { .name = "starting_epoch", .kind = KEY_INT64, .def = "1", .lo_kind = GE, .lo = 1 },
         { .name = "session_init", .kind = KEY_PATH },
+        { .name = "eval", .kind = KEY_GROUP, .sub = &eval_spec },
         { .name = "callbacks", .kind = KEY_PLUGIN_LIST, .def = "( )", .sub = &callback_spec },
         { .name = "extra_callbacks", .kind = KEY_PLUGIN_LIST,
           .def = "( \"progress_bar\", \"moving_average_summary\" )", .sub = &callback_spec },

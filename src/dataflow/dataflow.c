@@ -18,6 +18,8 @@
 typedef struct {
     batch_t batch;
     int64_t ready_step; /* the step whose batch the slot holds, -1 when none */
+    bool failed;        /* a sample of that step did not read: err says which */
+    tt_err err;
 } slot_t;
 
 struct dataflow {
@@ -28,7 +30,7 @@ struct dataflow {
     int global_batch;        /* G (train) or the batch size (eval) */
     int local_offset, local_count;
     int64_t batches;         /* per pass */
-    shape3 in_shape, out_shape;
+    shape3 out_shape;
     size_t sample_floats;    /* per-sample scratch size */
 
     /* permutations of recent passes, shared by the workers */
@@ -51,6 +53,9 @@ struct dataflow {
     int64_t end;             /* eval: number of batches; train: INT64_MAX */
     bool stop;
     float *inline_tmp;       /* workers = 0 */
+    dataset_scratch inline_scratch;
+    bool failed;             /* the consumer reached a batch that did not read */
+    tt_err error;
 };
 
 /* Fisher-Yates with a stream that depends only on (seed, pass). */
@@ -91,8 +96,10 @@ static void step_indices(dataflow_t *df, int64_t step, uint32_t *idx)
 }
 
 /* Fills out with the batch of `step` using scratch of 2 * sample_floats floats
- * plus local_count indices. */
-static void fill_batch(dataflow_t *df, int64_t step, batch_t *out, float *tmp)
+ * plus local_count indices, and a reader's buffers. Returns 0, or -1 with err
+ * when a sample does not read (a corrupt image). */
+static int fill_batch(dataflow_t *df, int64_t step, batch_t *out, float *tmp,
+                      dataset_scratch *scratch, tt_err *err)
 {
     const dataflow_cfg *cfg = df->cfg;
     size_t out_floats = shape3_size(df->out_shape);
@@ -111,16 +118,20 @@ static void fill_batch(dataflow_t *df, int64_t step, batch_t *out, float *tmp)
             idx[j] = (uint32_t)(first + (size_t)j);
         pass = 0;
     }
+    out->step = step;
     for (int j = 0; j < n; j++) {
         float *x = tmp;
-        out->y[j] = dataset_get(df->ds, idx[j], x);
+        shape3 in;
+        int label = dataset_read(df->ds, idx[j], x, &in, scratch, err);
+        if (label < 0)
+            return -1;
+        out->y[j] = label;
         rng_t rng = rng_make(df->seed ^ 0xa06a06ULL, (uint64_t)pass, idx[j]);
-        augment_apply(cfg->augment, cfg->n_augment, &rng, x, df->in_shape,
-                      tmp + df->sample_floats);
+        augment_apply(cfg->augment, cfg->n_augment, &rng, x, in, tmp + df->sample_floats);
         memcpy(out->x + (size_t)j * out_floats, x, out_floats * sizeof(float));
     }
     out->n = n;
-    out->step = step;
+    return 0;
 }
 
 static size_t scratch_bytes(const dataflow_t *df)
@@ -128,16 +139,62 @@ static size_t scratch_bytes(const dataflow_t *df)
     return 2 * df->sample_floats * sizeof(float) + (size_t)df->global_batch * sizeof(uint32_t);
 }
 
-void dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out)
+int dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out, tt_err *err)
 {
     float *tmp = malloc(scratch_bytes(df));
-    if (tmp == NULL) {
-        out->n = 0;
-        return;
-    }
+    if (tmp == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    dataset_scratch scratch = {0};
     /* the permutation cache is the only state touched, under its lock */
-    fill_batch((dataflow_t *)df, step, out, tmp);
+    int rc = fill_batch((dataflow_t *)df, step, out, tmp, &scratch, err);
+    dataset_scratch_free(&scratch);
     free(tmp);
+    return rc;
+}
+
+/* Every sample must leave the augmentations with one shape; the scratch must
+ * hold the largest stage of any. Samples of one size (all but image folders)
+ * take one look. */
+static int plan_shapes(dataflow_t *df, tt_err *err)
+{
+    const dataflow_cfg *cfg = df->cfg;
+    const dataset_t *ds = df->ds;
+    size_t n = dataset_uniform(ds) ? 1 : dataset_size(ds);
+    shape3 prev = {0, 0, 0};
+    size_t first = 0;
+    df->sample_floats = dataset_max_floats(ds);
+    for (size_t i = 0; i < n; i++) {
+        shape3 in = dataset_sample_shape(ds, i), out;
+        if (i > 0 && in.c == prev.c && in.h == prev.h && in.w == prev.w)
+            continue;
+        prev = in;
+        tt_err e = {0};
+        if (augment_output_shape(cfg->augment, cfg->n_augment, in, &out, &e) != 0) {
+            if (dataset_uniform(ds))
+                return err_set(err, e.code, "%s", e.msg);
+            char path[4400];
+            image_folder_path(ds, i, path, sizeof(path));
+            return err_set(err, TT_ERR_USAGE, "%s (%dx%d): %s", path, in.h, in.w, e.msg);
+        }
+        size_t need = augment_buffer_size(cfg->augment, cfg->n_augment, in);
+        df->sample_floats = need > df->sample_floats ? need : df->sample_floats;
+        if (i == 0) {
+            df->out_shape = out;
+            continue;
+        }
+        if (out.c != df->out_shape.c || out.h != df->out_shape.h || out.w != df->out_shape.w) {
+            char a[4400], b[4400];
+            image_folder_path(ds, first, a, sizeof(a));
+            image_folder_path(ds, i, b, sizeof(b));
+            shape3 fa = dataset_sample_shape(ds, first);
+            return err_set(err, TT_ERR_USAGE, "%s is %dx%d but %s is %dx%d, and the dataflow's "
+                           "augment keeps sizes apart (%dx%d and %dx%d): images of different "
+                           "sizes need an augment that fixes the size (resize and center_crop, "
+                           "or random_resized_crop)", a, fa.h, fa.w, b, in.h, in.w,
+                           df->out_shape.h, df->out_shape.w, out.h, out.w);
+        }
+    }
+    return 0;
 }
 
 int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
@@ -165,15 +222,13 @@ int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
     df->local_count = mode == DATAFLOW_TRAIN ? local_count : global_batch;
     df->batches = mode == DATAFLOW_TRAIN ? (int64_t)(n / (size_t)global_batch)
                                          : (int64_t)((n + (size_t)global_batch - 1) / global_batch);
-    df->in_shape = dataset_shape(ds);
     pthread_mutex_init(&df->perm_lock, NULL);
     pthread_mutex_init(&df->lock, NULL);
     pthread_cond_init(&df->space, NULL);
     pthread_cond_init(&df->ready, NULL);
     *out = df; /* from here dataflow_free cleans up */
-    if (augment_output_shape(cfg->augment, cfg->n_augment, df->in_shape, &df->out_shape, err))
+    if (plan_shapes(df, err) != 0)
         goto fail;
-    df->sample_floats = augment_buffer_size(cfg->augment, cfg->n_augment, df->in_shape);
     for (int k = 0; k < PERM_CACHE; k++) {
         df->perm_pass[k] = -1;
         if (mode == DATAFLOW_TRAIN && (df->perm[k] = malloc(n * sizeof(uint32_t))) == NULL)
@@ -217,6 +272,7 @@ static void *worker_main(void *p)
 {
     dataflow_t *df = p;
     float *tmp = malloc(scratch_bytes(df));
+    dataset_scratch scratch = {0};
     pthread_mutex_lock(&df->lock);
     for (;;) {
         while (!df->stop && (df->next_claim >= df->end ||
@@ -227,12 +283,16 @@ static void *worker_main(void *p)
         int64_t step = df->next_claim++;
         slot_t *slot = &df->slots[step % df->n_slots];
         pthread_mutex_unlock(&df->lock);
-        fill_batch(df, step, &slot->batch, tmp);
+        tt_err err = {0};
+        bool failed = fill_batch(df, step, &slot->batch, tmp, &scratch, &err) != 0;
         pthread_mutex_lock(&df->lock);
+        slot->failed = failed;
+        slot->err = err;
         slot->ready_step = step;
         pthread_cond_broadcast(&df->ready);
     }
     pthread_mutex_unlock(&df->lock);
+    dataset_scratch_free(&scratch);
     free(tmp);
     return NULL;
 }
@@ -257,9 +317,13 @@ int dataflow_start(dataflow_t *df, int64_t first_step, tt_err *err)
     stop_workers(df);
     df->stop = false;
     df->next_claim = df->next_out = df->mode == DATAFLOW_EVAL ? 0 : first_step;
+    df->failed = false;
+    err_clear(&df->error);
     df->end = df->mode == DATAFLOW_EVAL ? df->batches : INT64_MAX;
-    for (int i = 0; i < df->n_slots; i++)
+    for (int i = 0; i < df->n_slots; i++) {
         df->slots[i].ready_step = -1;
+        df->slots[i].failed = false;
+    }
     if (df->n_workers == 0)
         return 0;
     df->workers = calloc((size_t)df->n_workers, sizeof(pthread_t));
@@ -280,22 +344,41 @@ int dataflow_start(dataflow_t *df, int64_t first_step, tt_err *err)
 const batch_t *dataflow_next(dataflow_t *df)
 {
     int64_t want = df->next_out;
-    if (want >= df->end)
+    if (want >= df->end || df->failed)
         return NULL;
     if (df->n_workers == 0) {
         df->next_out++;
-        fill_batch(df, want, &df->slots[0].batch, df->inline_tmp);
+        if (fill_batch(df, want, &df->slots[0].batch, df->inline_tmp, &df->inline_scratch,
+                       &df->error) != 0) {
+            df->failed = true;
+            return NULL;
+        }
         return &df->slots[0].batch;
     }
     slot_t *slot = &df->slots[want % df->n_slots];
     pthread_mutex_lock(&df->lock);
     while (slot->ready_step != want)
         pthread_cond_wait(&df->ready, &df->lock);
+    if (slot->failed) {
+        /* the error of this step, whichever worker made it: the same as
+         * with no workers */
+        df->failed = true;
+        df->error = slot->err;
+        pthread_mutex_unlock(&df->lock);
+        return NULL;
+    }
     /* Taking `want` releases the batch handed out before it. */
     df->next_out = want + 1;
     pthread_cond_broadcast(&df->space);
     pthread_mutex_unlock(&df->lock);
     return &slot->batch;
+}
+
+int dataflow_error(const dataflow_t *df, tt_err *err)
+{
+    if (!df->failed)
+        return 0;
+    return err_set(err, df->error.code, "%s", df->error.msg);
 }
 
 void dataflow_free(dataflow_t *df)
@@ -311,6 +394,7 @@ void dataflow_free(dataflow_t *df)
     }
     free(df->slots);
     free(df->inline_tmp);
+    dataset_scratch_free(&df->inline_scratch);
     pthread_mutex_destroy(&df->perm_lock);
     pthread_mutex_destroy(&df->lock);
     pthread_cond_destroy(&df->space);

@@ -21,19 +21,51 @@
 #include "tensor.h"
 #include "util/err.h"
 
-/* ---- datasets: the samples of a source, in memory as bytes ---- */
+/* ---- datasets: the samples of a source ---- */
 
 typedef struct dataset dataset_t;
 
-/* Opens a source (idx raw or gzip, cifar10, fake). limit > 0 keeps the first
- * `limit` samples. Bad files (truncated, wrong magic, label count mismatch, label
- * out of range) are TT_ERR_USAGE errors naming the file. */
-int dataset_open(const source_cfg *src, int limit, dataset_t **out, tt_err *err);
+/* Opens a source (idx raw or gzip, cifar10, fake, image_folder, npy). limit > 0
+ * keeps the first `limit` samples. Every label kept must be in [0, classes)
+ * (the model's classes; classes <= 0 skips the check): a source imposes no
+ * class count of its own. Bad files (truncated, wrong magic, label count
+ * mismatch, a label out of range, an image that does not decode) are
+ * TT_ERR_USAGE errors naming the file, and the sample and value where there
+ * is one. image_folder reads only the file list and each image's header here;
+ * pixels are decoded by dataset_read, in the prefetch workers. */
+int dataset_open(const source_cfg *src, int limit, int classes, dataset_t **out, tt_err *err);
 size_t dataset_size(const dataset_t *ds);
+/* The shape of every sample, or of sample 0 when their sizes differ
+ * (image_folder); dataset_sample_shape gives each one's. */
 shape3 dataset_shape(const dataset_t *ds);
-int dataset_classes(const dataset_t *ds);
-/* Writes sample i scaled to [0, 1] into x[shape3_size(shape)], returns its label. */
-int dataset_get(const dataset_t *ds, size_t i, float *x);
+shape3 dataset_sample_shape(const dataset_t *ds, size_t i);
+/* Whether every sample has dataset_shape(ds). */
+bool dataset_uniform(const dataset_t *ds);
+/* The most floats any sample takes. */
+size_t dataset_max_floats(const dataset_t *ds);
+/* The name of class k where the source has one (an image folder's class
+ * folder), else NULL. */
+const char *dataset_class_name(const dataset_t *ds, int k);
+
+/* A reader thread's reusable buffers (file bytes, decoded pixels, decoder
+ * handles): one per prefetch worker, zero-initialised, freed with
+ * dataset_scratch_free. */
+typedef struct {
+    uint8_t *bytes;
+    size_t bytes_cap;
+    uint8_t *pix;
+    size_t pix_cap;
+    void *jpeg;  /* a TurboJPEG handle, made on first use */
+} dataset_scratch;
+void dataset_scratch_free(dataset_scratch *s);
+
+/* Reads sample i scaled to [0, 1] into x (dataset_max_floats floats, C x H x W)
+ * and its shape into *shape; returns its label, or -1 with err when the file
+ * does not decode (image_folder without skip_corrupt; with it the next image
+ * in file order that decodes stands in, and the file is reported once in the
+ * log). Thread-safe for distinct scratches. */
+int dataset_read(const dataset_t *ds, size_t i, float *x, shape3 *shape, dataset_scratch *s,
+                 tt_err *err);
 void dataset_free(dataset_t *ds);
 
 /* ---- batches ---- */
@@ -58,24 +90,30 @@ int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
                     dataflow_mode mode, int global_batch, int local_offset, int local_count,
                     dataflow_t **out, tt_err *err);
 
-/* Shape of one sample as the dataflow outputs it (after random_crop). */
+/* Shape of one sample as the dataflow outputs it (after the augmentations). */
 shape3 dataflow_shape(const dataflow_t *df);
 
 /* Batches per pass: floor(N / G) in train mode, ceil(N / batch) in eval mode. */
 int64_t dataflow_batches_per_pass(const dataflow_t *df);
 
 /* Computes the batch of one step (or eval batch index) synchronously into out,
- * whose x and y must hold local_count samples. Pure: depends on (seed, step). */
-void dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out);
+ * whose x and y must hold local_count samples. Pure: depends on (seed, step).
+ * -1 with err when a sample does not read. */
+int dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out, tt_err *err);
 
 /* Starts the prefetch workers (cfg->workers; 0 = compute inline in next) at
  * `first_step` (eval: 0). Stops any earlier run first. */
 int dataflow_start(dataflow_t *df, int64_t first_step, tt_err *err);
 
-/* The next batch in order; NULL at the end of an eval pass. Valid until the next
+/* The next batch in order; NULL at the end of an eval pass, or when a sample
+ * of the batch did not read (dataflow_error says which). Valid until the next
  * call of dataflow_next, dataflow_start or dataflow_free. Blocks while the
  * workers catch up. */
 const batch_t *dataflow_next(dataflow_t *df);
+
+/* 0, or -1 with err filled when dataflow_next stopped at a sample that did
+ * not read (a corrupt image: TT_ERR_USAGE naming the file). */
+int dataflow_error(const dataflow_t *df, tt_err *err);
 
 /* Stops the workers and frees everything. */
 void dataflow_free(dataflow_t *df);

@@ -1,6 +1,8 @@
 /* idx.c - the IDX format of MNIST and Fashion-MNIST, raw or gzip-compressed
  * (zlib's gzread reads both). Images: magic 0x00000803, then N, H, W as
- * big-endian uint32, then N*H*W bytes. Labels: magic 0x00000801, N, then N bytes. */
+ * big-endian uint32, then N*H*W bytes. Labels: magic 0x00000801, N, then N bytes.
+ * IDX has no class count: any label byte is read, and dataset_open checks it
+ * against the model's classes. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,7 +94,8 @@ int idx_read(const source_cfg *src, struct dataset *ds, tt_err *err)
         err_set(err, TT_ERR_USAGE, "%s: bad IDX dimensions %ux%ux%u", src->images, n, h, w);
         goto out;
     }
-    if (img_len - 16 < (size_t)n * h * w) {
+    size_t bytes;
+    if (__builtin_mul_overflow((size_t)n, (size_t)h * w, &bytes) || img_len - 16 < bytes) {
         err_set(err, TT_ERR_USAGE, "%s: truncated: header says %u images of %ux%u (%zu bytes) "
                 "but %zu bytes follow", src->images, n, h, w, (size_t)n * h * w, img_len - 16);
         goto out;
@@ -107,21 +110,20 @@ int idx_read(const source_cfg *src, struct dataset *ds, tt_err *err)
                 src->images, n);
         goto out;
     }
-    int max_label = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (lab[8 + i] > max_label)
-            max_label = lab[8 + i];
     ds->n = n;
     ds->shape = shape3_make(1, (int)h, (int)w);
-    /* IDX has no class count: ten (MNIST's) unless a label says more */
-    ds->classes = max_label < 10 ? 10 : max_label + 1;
+    /* IDX has no class count: labels are checked against the model's */
+    if ((ds->labels = malloc((size_t)n * sizeof(int32_t))) == NULL) {
+        err_set(err, TT_ERR_RUNTIME, "out of memory for %u labels", n);
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        ds->labels[i] = lab[8 + i];
     memmove(img, img + 16, (size_t)n * h * w);
-    memmove(lab, lab + 8, n);
     ds->pixels = realloc(img, (size_t)n * h * w);
-    ds->labels = lab;
     if (ds->pixels == NULL)
         ds->pixels = img;
-    img = lab = NULL;
+    img = NULL;
     rc = 0;
 out:
     free(img);

@@ -1,22 +1,39 @@
-/* plot.c - one panel per scalar: a polyline of its value at every epoch, with
- * the value range and epochs labelled. The SVG is built in memory and written
- * atomically. */
+/* plot.c - a log directory's scalars as an SVG (plot.h).
+ *
+ * Sources: stats.json (one entry per epoch: epoch_num, global_step and every
+ * scalar's value at the epoch's end) and the event files (TFRecords of Event
+ * protos, monitors/events.c: scalars every few steps and at every epoch end).
+ * Steps become epochs through stats.json's (global_step, epoch_num) pairs.
+ * The SVG is built in memory and written atomically. Text widths are
+ * estimated (CHAR_W of the font size per character, generous for digits and
+ * lower-case sans-serif), and margins are made from them, so every label
+ * stays inside the picture.
+ */
 #include "plot/plot.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cJSON.h>
 
+#include "util/crc32c.h"
 #include "util/fileio.h"
 
-#define PANEL_W 360
-#define PANEL_H 220
-#define MARGIN 46
-#define COLUMNS 3
+#define PANEL_W 440
+#define PANEL_H 290
+#define COLUMNS 2
+#define CHAR_W 0.62      /* of the font size: an upper bound for digits and most letters */
+#define SMOOTHING 0.6    /* TensorBoard's default */
+#define MAX_SERIES 128
+#define MAX_EVENT_FILES 64
+
+/* ---- a growing text buffer ---- */
 
 typedef struct {
     char *text;
@@ -52,7 +69,7 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
     }
 }
 
-/* Escapes the few characters XML needs escaped in a scalar name. */
+/* Escapes what XML needs escaped; control bytes become '?'. */
 static void sb_escaped(sbuf *b, const char *s)
 {
     for (; *s; s++) {
@@ -65,61 +82,439 @@ static void sb_escaped(sbuf *b, const char *s)
         else if (*s == '"')
             sb_printf(b, "&quot;");
         else
-            sb_printf(b, "%c", *s);
+            sb_printf(b, "%c", (unsigned char)*s < 0x20 ? '?' : *s);
     }
 }
 
-static void plot_panel(sbuf *b, const cJSON *stats, const char *name, int index)
+/* ---- series ---- */
+
+typedef struct {
+    double x, y;
+} point;
+
+typedef struct {
+    char name[64];
+    point *p;            /* stats.json: (epoch, value); events: (step, value) until mapped */
+    int n, cap;
+} points;
+
+typedef struct {
+    char name[64];
+    points epoch;        /* from stats.json */
+    points step;         /* from the event files */
+    bool per_step;       /* drawn from `step` */
+} series;
+
+static int points_add(points *s, double x, double y)
 {
-    int x0 = (index % COLUMNS) * PANEL_W, y0 = (index / COLUMNS) * PANEL_H;
-    double lo = INFINITY, hi = -INFINITY, e_lo = INFINITY, e_hi = -INFINITY;
-    for (const cJSON *e = stats->child; e; e = e->next) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, name);
-        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(e, "epoch_num");
-        if (!cJSON_IsNumber(v) || !cJSON_IsNumber(ep))
-            continue;
-        lo = fmin(lo, v->valuedouble);
-        hi = fmax(hi, v->valuedouble);
-        e_lo = fmin(e_lo, ep->valuedouble);
-        e_hi = fmax(e_hi, ep->valuedouble);
+    if (s->n == s->cap) {
+        int cap = s->cap ? s->cap * 2 : 64;
+        point *p = realloc(s->p, (size_t)cap * sizeof(point));
+        if (p == NULL)
+            return -1;
+        s->p = p;
+        s->cap = cap;
     }
-    if (hi == lo) {
-        hi += 0.5;
-        lo -= 0.5;
-    }
-    if (e_hi == e_lo)
-        e_hi = e_lo + 1;
-    int pw = PANEL_W - MARGIN - 14, ph = PANEL_H - MARGIN - 24;
-    int px = x0 + MARGIN, py = y0 + 24;
-    sb_printf(b, "<g class=\"panel\" data-scalar=\"");
-    sb_escaped(b, name);
-    sb_printf(b, "\">\n<text class=\"title\" x=\"%d\" y=\"%d\" font-size=\"14\">", px, y0 + 16);
-    sb_escaped(b, name);
-    sb_printf(b, "</text>\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-              "stroke=\"#999\"/>\n", px, py, pw, ph);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%.4g</text>\n",
-              px - 4, py + 10, hi);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%.4g</text>\n",
-              px - 4, py + ph, lo);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\">epoch %.0f</text>\n", px,
-              py + ph + 14, e_lo);
-    sb_printf(b, "<text x=\"%d\" y=\"%d\" font-size=\"10\" text-anchor=\"end\">%.0f</text>\n",
-              px + pw, py + ph + 14, e_hi);
-    sb_printf(b, "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\" points=\"");
-    for (const cJSON *e = stats->child; e; e = e->next) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(e, name);
-        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(e, "epoch_num");
-        if (!cJSON_IsNumber(v) || !cJSON_IsNumber(ep))
-            continue;
-        double x = px + (ep->valuedouble - e_lo) / (e_hi - e_lo) * pw;
-        double y = py + ph - (v->valuedouble - lo) / (hi - lo) * ph;
-        sb_printf(b, "%.1f,%.1f ", x, y);
-    }
-    sb_printf(b, "\"/>\n</g>\n");
+    s->p[s->n++] = (point){x, y};
+    return 0;
 }
 
-int plot_stats_svg(const char *stats_path, const char *svg_path, tt_err *err)
+static series *series_get(series *all, int *n, const char *name)
 {
+    for (int i = 0; i < *n; i++)
+        if (strcmp(all[i].name, name) == 0)
+            return &all[i];
+    if (*n == MAX_SERIES)
+        return NULL;
+    series *s = &all[(*n)++];
+    memset(s, 0, sizeof(*s));
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    return s;
+}
+
+/* ---- event files: TFRecords of Event protos ---- */
+
+typedef struct {
+    const uint8_t *p, *end;
+} pb;
+
+static bool pb_varint(pb *b, uint64_t *v)
+{
+    *v = 0;
+    for (int shift = 0; shift < 64 && b->p < b->end; shift += 7) {
+        uint8_t c = *b->p++;
+        *v |= (uint64_t)(c & 0x7f) << shift;
+        if (!(c & 0x80))
+            return true;
+    }
+    return false;
+}
+
+/* Reads one field's key and, for length-delimited fields, its contents. */
+static bool pb_field(pb *b, int *field, int *wire, pb *sub, uint64_t *num)
+{
+    uint64_t key;
+    if (!pb_varint(b, &key))
+        return false;
+    *field = (int)(key >> 3);
+    *wire = (int)(key & 7);
+    switch (*wire) {
+    case 0:
+        return pb_varint(b, num);
+    case 1:
+        if (b->end - b->p < 8)
+            return false;
+        memcpy(num, b->p, 8);
+        b->p += 8;
+        return true;
+    case 5:
+        if (b->end - b->p < 4)
+            return false;
+        *num = 0;
+        memcpy(num, b->p, 4);
+        b->p += 4;
+        return true;
+    case 2: {
+        uint64_t len;
+        if (!pb_varint(b, &len) || len > (uint64_t)(b->end - b->p))
+            return false;
+        sub->p = b->p;
+        sub->end = b->p + len;
+        b->p += len;
+        return true;
+    }
+    default:
+        return false;
+    }
+}
+
+/* Event { int64 step = 2; Summary summary = 5; } Summary { repeated Value value = 1; }
+ * Value { string tag = 1; float simple_value = 2; } */
+static void read_event(const uint8_t *data, size_t len, series *all, int *n_series)
+{
+    pb ev = {data, data + len}, summary = {NULL, NULL}, sub;
+    int64_t step = 0;
+    int field, wire;
+    uint64_t num;
+    while (ev.p < ev.end && pb_field(&ev, &field, &wire, &sub, &num)) {
+        if (field == 2 && wire == 0)
+            step = (int64_t)num;
+        else if (field == 5 && wire == 2)
+            summary = sub;
+    }
+    if (summary.p == NULL)
+        return;
+    while (summary.p < summary.end && pb_field(&summary, &field, &wire, &sub, &num)) {
+        if (field != 1 || wire != 2)
+            continue;
+        pb value = sub;
+        char tag[64] = "";
+        bool have = false;
+        float v = 0;
+        while (value.p < value.end && pb_field(&value, &field, &wire, &sub, &num)) {
+            if (field == 1 && wire == 2) {
+                size_t n = (size_t)(sub.end - sub.p);
+                n = n < sizeof(tag) - 1 ? n : sizeof(tag) - 1;
+                memcpy(tag, sub.p, n);
+                tag[n] = '\0';
+            } else if (field == 2 && wire == 5) {
+                uint32_t bits = (uint32_t)num;
+                memcpy(&v, &bits, 4);
+                have = true;
+            }
+        }
+        series *s = tag[0] && have ? series_get(all, n_series, tag) : NULL;
+        if (s == NULL)
+            continue;
+        /* a resumed run re-writes steps from its checkpoint on: the later
+         * file's values replace the earlier ones from that step */
+        while (s->step.n > 0 && s->step.p[s->step.n - 1].x >= (double)step)
+            s->step.n--;
+        points_add(&s->step, (double)step, (double)v);
+    }
+}
+
+static void read_event_file(const char *path, series *all, int *n_series)
+{
+    char *text = NULL;
+    size_t len = 0;
+    tt_err err = {0};
+    if (file_read_all(path, &text, &len, &err) != 0)
+        return; /* the plot still has stats.json */
+    const uint8_t *b = (const uint8_t *)text;
+    size_t off = 0;
+    /* uint64 length, masked CRC of it, the bytes, masked CRC of them; a
+     * record cut short (a run that is still writing) ends the file */
+    while (len - off >= 12) {
+        uint64_t n;
+        uint32_t crc;
+        memcpy(&n, b + off, 8);
+        memcpy(&crc, b + off + 8, 4);
+        if (crc32c_mask(crc32c_update(0, b + off, 8)) != crc || n > len - off - 16)
+            break;
+        memcpy(&crc, b + off + 12 + n, 4);
+        if (crc32c_mask(crc32c_update(0, b + off + 12, n)) != crc)
+            break;
+        read_event(b + off + 12, n, all, n_series);
+        off += 16 + n;
+    }
+    free(text);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void read_events(const char *logdir, series *all, int *n_series)
+{
+    DIR *d = opendir(logdir);
+    if (d == NULL)
+        return;
+    char *names[MAX_EVENT_FILES];
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL && n < MAX_EVENT_FILES)
+        if (strncmp(e->d_name, "events.out.tfevents.", 20) == 0 &&
+            (names[n] = strdup(e->d_name)) != NULL)
+            n++;
+    closedir(d);
+    /* events.out.tfevents.<unix seconds>.<host>: in name order, in time order */
+    qsort(names, (size_t)n, sizeof(char *), cmp_name);
+    for (int i = 0; i < n; i++) {
+        char path[4400];
+        snprintf(path, sizeof(path), "%s/%s", logdir, names[i]);
+        read_event_file(path, all, n_series);
+        free(names[i]);
+    }
+}
+
+/* ---- axes ---- */
+
+typedef struct {
+    double lo, hi, step;
+    int decimals;
+    double scale;        /* labels are value / scale ... */
+    const char *suffix;  /* ... followed by this ("", "k", "M") */
+} axis;
+
+/* A step of 1, 2 or 5 times a power of ten giving about `target` intervals. */
+static double nice_step(double range, int target)
+{
+    double raw = range / target;
+    double mag = pow(10.0, floor(log10(raw)));
+    double f = raw / mag;
+    return (f <= 1.0 ? 1.0 : f <= 2.0 ? 2.0 : f <= 5.0 ? 5.0 : 10.0) * mag;
+}
+
+static axis make_axis(double lo, double hi, int target, bool integer)
+{
+    axis a = {.scale = 1.0, .suffix = ""};
+    if (!isfinite(lo) || !isfinite(hi)) {
+        lo = 0.0;
+        hi = 1.0;
+    }
+    if (hi - lo <= 1e-9 * fmax(fabs(lo), fabs(hi))) {
+        /* constant: its value in the middle of a range around it */
+        double v = (lo + hi) / 2, half = v != 0.0 ? fabs(v) / 2 : 1.0;
+        lo = v - half;
+        hi = v + half;
+    }
+    a.step = nice_step(hi - lo, target);
+    if (integer && a.step < 1.0)
+        a.step = 1.0;
+    a.lo = floor(lo / a.step + 1e-9) * a.step;
+    a.hi = ceil(hi / a.step - 1e-9) * a.step;
+    double big = fmax(fabs(a.lo), fabs(a.hi));
+    if (big >= 1e7) {
+        a.scale = 1e6;
+        a.suffix = "M";
+    } else if (big >= 1e4) {
+        a.scale = 1e3;
+        a.suffix = "k";
+    }
+    double s = a.step / a.scale;
+    a.decimals = s >= 1.0 ? 0 : (int)ceil(-log10(s) - 1e-9);
+    return a;
+}
+
+static void tick_label(const axis *a, double v, char *out, size_t n)
+{
+    if (fabs(v) < a->step * 1e-6)
+        v = 0.0; /* never "-0" */
+    snprintf(out, n, "%.*f%s", a->decimals, v / a->scale, a->suffix);
+}
+
+/* ---- drawing ---- */
+
+typedef struct {
+    const char *title;
+    int members[2];
+    int n_members;
+    bool paired;        /* a train_X / validation_X panel */
+} panel;
+
+static const char *const colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+
+static const point *shown(const series *s, int *n)
+{
+    *n = s->per_step ? s->step.n : s->epoch.n;
+    return s->per_step ? s->step.p : s->epoch.p;
+}
+
+static double text_w(const char *s, double size)
+{
+    return (double)strlen(s) * size * CHAR_W;
+}
+
+static void polyline(sbuf *b, const char *cls, const char *name, const point *p, int n,
+                     const double *ys, const axis *ax, const axis *ay, double left, double top,
+                     double w, double h, const char *colour, const char *extra)
+{
+    sb_printf(b, "<polyline class=\"%s\" data-scalar=\"", cls);
+    sb_escaped(b, name);
+    sb_printf(b, "\" fill=\"none\" stroke=\"%s\" %s points=\"", colour, extra);
+    for (int i = 0; i < n; i++) {
+        double y = ys ? ys[i] : p[i].y;
+        if (!isfinite(y))
+            continue;
+        sb_printf(b, "%.1f,%.1f ", left + (p[i].x - ax->lo) / (ax->hi - ax->lo) * w,
+                  top + h - (y - ay->lo) / (ay->hi - ay->lo) * h);
+    }
+    sb_printf(b, "\"/>\n");
+}
+
+/* TensorBoard's smoothing: a debiased exponential moving average; constant
+ * series and non-finite values are left as they are. */
+static void smooth(const point *p, int n, double *out)
+{
+    bool constant = true;
+    for (int i = 1; i < n; i++)
+        constant &= p[i].y == p[0].y;
+    double last = 0.0;
+    int count = 0;
+    for (int i = 0; i < n; i++) {
+        if (constant || !isfinite(p[i].y)) {
+            out[i] = p[i].y;
+            continue;
+        }
+        last = last * SMOOTHING + (1.0 - SMOOTHING) * p[i].y;
+        count++;
+        out[i] = last / (1.0 - pow(SMOOTHING, count));
+    }
+}
+
+static void draw_panel(sbuf *b, const panel *pn, const series *all, int index, double x_lo,
+                       double x_hi)
+{
+    double x0 = (index % COLUMNS) * PANEL_W, y0 = (index / COLUMNS) * PANEL_H;
+    double lo = INFINITY, hi = -INFINITY;
+    for (int m = 0; m < pn->n_members; m++) {
+        int n;
+        const point *p = shown(&all[pn->members[m]], &n);
+        for (int i = 0; i < n; i++)
+            if (isfinite(p[i].y)) {
+                lo = fmin(lo, p[i].y);
+                hi = fmax(hi, p[i].y);
+            }
+    }
+    axis ay = make_axis(lo, hi, 5, false);
+    axis ax = make_axis(x_lo, x_hi, 8, true);
+    /* the widest y label sets the left margin */
+    double label_w = 0;
+    char lab[64];
+    for (double v = ay.lo; v <= ay.hi + ay.step / 2; v += ay.step) {
+        tick_label(&ay, v, lab, sizeof(lab));
+        label_w = fmax(label_w, text_w(lab, 11));
+    }
+    double left = x0 + 14 + label_w + 8, right = x0 + PANEL_W - 18;
+    double top = y0 + 34 + 15 * pn->n_members, bottom = y0 + PANEL_H - 40;
+    double w = right - left, h = bottom - top;
+
+    sb_printf(b, "<g class=\"panel\" data-quantity=\"");
+    sb_escaped(b, pn->title);
+    sb_printf(b, "\">\n<text class=\"title\" x=\"%.1f\" y=\"%.1f\" font-size=\"14\" "
+              "font-weight=\"bold\">", x0 + 14, y0 + 20);
+    sb_escaped(b, pn->title);
+    sb_printf(b, "</text>\n");
+    /* legend: a stroke of each series' colour and its name */
+    for (int m = 0; m < pn->n_members; m++) {
+        const series *s = &all[pn->members[m]];
+        double ly = y0 + 38 + 15 * m;
+        char text[160];
+        snprintf(text, sizeof(text), "%s%s", s->name,
+                 s->per_step ? " (per step, smoothed 0.6; raw faint)" : " (per epoch)");
+        /* keep inside the panel: cut the text to the room there is */
+        size_t room = (size_t)((PANEL_W - 14 - 30 - 14) / (11 * CHAR_W));
+        if (strlen(text) > room)
+            snprintf(text + room - 3, sizeof(text) - room + 3, "...");
+        sb_printf(b, "<g class=\"legend\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                  "stroke=\"%s\" stroke-width=\"2.5\"/><text x=\"%.1f\" y=\"%.1f\" "
+                  "font-size=\"11\">", x0 + 14, ly - 4, x0 + 36, ly - 4, colours[m], x0 + 42, ly);
+        sb_escaped(b, text);
+        sb_printf(b, "</text></g>\n");
+    }
+    /* grid, ticks and labels */
+    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+              "stroke=\"#888\"/>\n", left, top, w, h);
+    for (double v = ay.lo; v <= ay.hi + ay.step / 2; v += ay.step) {
+        double y = bottom - (v - ay.lo) / (ay.hi - ay.lo) * h;
+        tick_label(&ay, v, lab, sizeof(lab));
+        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                  "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                  "text-anchor=\"end\">%s</text>\n", left, y, right, y, left - 6, y + 4, lab);
+    }
+    for (double v = ax.lo; v <= ax.hi + ax.step / 2; v += ax.step) {
+        double x = left + (v - ax.lo) / (ax.hi - ax.lo) * w;
+        tick_label(&ax, v, lab, sizeof(lab));
+        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                  "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                  "text-anchor=\"middle\">%s</text>\n", x, top, x, bottom, x, bottom + 15, lab);
+    }
+    sb_printf(b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+              "text-anchor=\"middle\">epoch</text>\n", left + w / 2, bottom + 31);
+    /* the series: per step raw faint and smoothed, per epoch a line with dots */
+    for (int m = 0; m < pn->n_members; m++) {
+        const series *s = &all[pn->members[m]];
+        int n;
+        const point *p = shown(s, &n);
+        if (s->per_step) {
+            double *sm = malloc((size_t)(n ? n : 1) * sizeof(double));
+            polyline(b, "raw", s->name, p, n, NULL, &ax, &ay, left, top, w, h, colours[m],
+                     "stroke-width=\"1\" stroke-opacity=\"0.25\"");
+            if (sm != NULL) {
+                smooth(p, n, sm);
+                polyline(b, "smoothed", s->name, p, n, sm, &ax, &ay, left, top, w, h,
+                         colours[m], "stroke-width=\"2\"");
+            }
+            free(sm);
+        } else {
+            polyline(b, "epoch", s->name, p, n, NULL, &ax, &ay, left, top, w, h, colours[m],
+                     "stroke-width=\"2\"");
+            for (int i = 0; i < n; i++)
+                if (isfinite(p[i].y))
+                    sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                              left + (p[i].x - ax.lo) / (ax.hi - ax.lo) * w,
+                              bottom - (p[i].y - ay.lo) / (ay.hi - ay.lo) * h, colours[m]);
+        }
+    }
+    sb_printf(b, "</g>\n");
+}
+
+/* train_X and validation_X are quantity X; any other name is its own. */
+static const char *quantity(const char *name)
+{
+    if (strncmp(name, "train_", 6) == 0)
+        return name + 6;
+    if (strncmp(name, "validation_", 11) == 0)
+        return name + 11;
+    return name;
+}
+
+int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
+{
+    char stats_path[4400];
+    snprintf(stats_path, sizeof(stats_path), "%s/stats.json", logdir);
     char *text = NULL;
     size_t len = 0;
     if (file_read_all(stats_path, &text, &len, err) != 0)
@@ -131,30 +526,103 @@ int plot_stats_svg(const char *stats_path, const char *svg_path, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "%s: expected a non-empty JSON array of epochs",
                        stats_path);
     }
-    /* scalar names in first-seen order, without the counters */
-    const char *names[256];
-    int n = 0;
-    for (const cJSON *e = stats->child; e; e = e->next)
+    series *all = calloc(MAX_SERIES, sizeof(series));
+    if (all == NULL) {
+        cJSON_Delete(stats);
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    }
+    int n_series = 0, n_entries = 0;
+    double e_first = 0, e_last = 0, s_first = 0, s_last = 0;
+    for (const cJSON *e = stats->child; e; e = e->next) {
+        const cJSON *ep = cJSON_GetObjectItemCaseSensitive(e, "epoch_num");
+        const cJSON *gs = cJSON_GetObjectItemCaseSensitive(e, "global_step");
+        if (!cJSON_IsNumber(ep) || !cJSON_IsNumber(gs))
+            continue;
+        if (n_entries++ == 0) {
+            e_first = ep->valuedouble;
+            s_first = gs->valuedouble;
+        }
+        e_last = ep->valuedouble;
+        s_last = gs->valuedouble;
         for (const cJSON *f = e->child; f; f = f->next) {
             if (!cJSON_IsNumber(f) || strcmp(f->string, "epoch_num") == 0 ||
                 strcmp(f->string, "global_step") == 0)
                 continue;
-            int seen = 0;
-            for (int i = 0; i < n && !seen; i++)
-                seen = strcmp(names[i], f->string) == 0;
-            if (!seen && n < 256)
-                names[n++] = f->string;
+            series *s = series_get(all, &n_series, f->string);
+            if (s != NULL)
+                points_add(&s->epoch, ep->valuedouble, f->valuedouble);
         }
-    int rows = (n + COLUMNS - 1) / COLUMNS;
+    }
+    cJSON_Delete(stats);
+    if (n_entries == 0) {
+        free(all);
+        return err_set(err, TT_ERR_USAGE, "%s: no entry has epoch_num and global_step",
+                       stats_path);
+    }
+    read_events(logdir, all, &n_series);
+
+    /* steps to epochs: the steps per epoch of stats.json, counted from the
+     * end of the epoch before its first entry */
+    double spe = e_last > e_first ? (s_last - s_first) / (e_last - e_first)
+                                  : (e_first > 0 ? s_first / e_first : s_first);
+    if (!(spe > 0))
+        spe = 1;
+    double x_lo = e_first - 1, x_hi = e_last;
+    for (int i = 0; i < n_series; i++) {
+        series *s = &all[i];
+        s->per_step = s->step.n > n_entries;
+        for (int k = 0; k < s->step.n; k++) {
+            s->step.p[k].x = e_first + (s->step.p[k].x - s_first) / spe;
+            if (s->per_step) {
+                x_lo = fmin(x_lo, floor(s->step.p[k].x));
+                x_hi = fmax(x_hi, ceil(s->step.p[k].x));
+            }
+        }
+        if (!s->per_step && s->epoch.n == 0) /* only in the events, once an epoch */
+            s->per_step = s->step.n > 0;
+    }
+
+    /* panels: train_X with validation_X, in order of first appearance */
+    panel panels[MAX_SERIES];
+    int n_panels = 0;
+    for (int i = 0; i < n_series; i++) {
+        const char *q = quantity(all[i].name);
+        bool prefixed = q != all[i].name;
+        int p = n_panels;
+        for (int k = 0; prefixed && k < n_panels; k++)
+            if (panels[k].paired && panels[k].n_members == 1 &&
+                strcmp(panels[k].title, q) == 0 &&
+                strncmp(all[panels[k].members[0]].name, all[i].name, 6) != 0)
+                p = k;
+        if (p == n_panels)
+            panels[n_panels++] = (panel){.title = q, .paired = prefixed};
+        panels[p].members[panels[p].n_members++] = i;
+    }
+    /* train first, then validation, in a shared panel */
+    for (int p = 0; p < n_panels; p++)
+        if (panels[p].n_members == 2 &&
+            strncmp(all[panels[p].members[0]].name, "validation_", 11) == 0) {
+            int t = panels[p].members[0];
+            panels[p].members[0] = panels[p].members[1];
+            panels[p].members[1] = t;
+        }
+
+    int rows = (n_panels + COLUMNS - 1) / COLUMNS;
+    int width = COLUMNS * PANEL_W, height = (rows > 0 ? rows : 1) * PANEL_H;
     sbuf b = {0};
     sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
               "xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-              "font-family=\"sans-serif\">\n<rect width=\"100%%\" height=\"100%%\" "
-              "fill=\"white\"/>\n", COLUMNS * PANEL_W, (rows > 0 ? rows : 1) * PANEL_H);
-    for (int i = 0; i < n; i++)
-        plot_panel(&b, stats, names[i], i);
+              "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
+              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height, width,
+              height);
+    for (int p = 0; p < n_panels; p++)
+        draw_panel(&b, &panels[p], all, p, x_lo, x_hi);
     sb_printf(&b, "</svg>\n");
-    cJSON_Delete(stats);
+    for (int i = 0; i < n_series; i++) {
+        free(all[i].epoch.p);
+        free(all[i].step.p);
+    }
+    free(all);
     int rc = b.failed ? err_set(err, TT_ERR_RUNTIME, "out of memory")
                       : file_write_atomic(svg_path, b.text, b.len, err);
     free(b.text);

@@ -5,7 +5,10 @@
  * lock as the updates, so it is always one consistent state, but possibly
  * some updates old by the time its gradient is applied (stale gradients, as
  * in tensorpack). The order in which towers take the lock varies from run to
- * run: not deterministic. */
+ * run: not deterministic.
+ *
+ * GPU towers: the shared copy is in host memory (shared_params.h); a tower
+ * uploads it, computes, downloads its gradient and applies it on the host. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -49,11 +52,14 @@ static void async_tower(const tower_context *ctx, void *p)
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / (float)tr->n_towers, tw->grads);
 
     bool finite = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
+    /* where the update runs: this tower's backend, or the host's for GPU towers */
+    float *grads = shared_params_grads(tr, &st->sp, ctx->index);
+    backend_t *be = st->sp.server != NULL ? st->sp.server : tw->be;
     pthread_mutex_lock(&st->lock); /* the loss scale too is shared */
     if (trainer_loss_scale_step(tr, finite)) {
         st->updates++;
-        optimizer_apply_range(&st->sp.opt, tw->be, st->sp.params, tw->grads, 0,
-                              tr->model.n_trainable, st->updates);
+        optimizer_apply_range(&st->sp.opt, be, st->sp.params, grads, 0, tr->model.n_trainable,
+                              st->updates);
         optimizer_mark_stepped(&st->sp.opt);
     }
     pthread_mutex_unlock(&st->lock);

@@ -1,10 +1,26 @@
 /* shared_params.c - the parameter copy of sync_parameter_server and async. */
 #include "train/shared_params.h"
 
+#include "util/threadpool.h"
+
+backend_t *shared_params_backend(const trainer_t *tr, const shared_params *sp)
+{
+    return sp->server != NULL ? sp->server : tr->backends[0];
+}
+
 int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
 {
-    backend_t *be = tr->backends[0];
     size_t n = tr->model.n_trainable ? tr->model.n_trainable : 1;
+    if (tr->gpu != NULL) { /* the copy in host memory */
+        int threads = threadpool_cpu_count();
+        sp->server = backend_cpu_create(0, threads > 0 ? threads : 1, err);
+        if (sp->server == NULL)
+            return -1;
+        for (int t = 0; t < tr->n_towers; t++)
+            if ((sp->host_grads[t] = sp->server->alloc(sp->server, n * sizeof(float))) == NULL)
+                return err_set(err, TT_ERR_RUNTIME, "out of memory for the towers' gradients");
+    }
+    backend_t *be = shared_params_backend(tr, sp);
     sp->params = be->alloc(be, n * sizeof(float));
     if (sp->params == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory for the shared parameters");
@@ -15,20 +31,44 @@ int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
 void shared_params_read(trainer_t *tr, const shared_params *sp, int t)
 {
     tower_t *tw = &tr->towers[t];
-    tw->be->copy(tw->be, tw->params, sp->params, tr->model.n_trainable * sizeof(float));
+    size_t bytes = tr->model.n_trainable * sizeof(float);
+    if (sp->server != NULL) /* host to device, in the tower's stream order */
+        tw->be->upload(tw->be, tw->params, sp->params, bytes);
+    else
+        tw->be->copy(tw->be, tw->params, sp->params, bytes);
+}
+
+float *shared_params_grads(trainer_t *tr, shared_params *sp, int t)
+{
+    tower_t *tw = &tr->towers[t];
+    if (sp->server == NULL)
+        return tw->grads;
+    tw->be->download(tw->be, sp->host_grads[t], tw->grads, tr->model.n_trainable * sizeof(float));
+    return sp->host_grads[t];
 }
 
 void shared_params_reload(trainer_t *tr, shared_params *sp)
 {
+    size_t bytes = tr->model.n_trainable * sizeof(float);
     backend_t *be = tr->backends[0];
-    be->copy(be, sp->params, tr->towers[0].params, tr->model.n_trainable * sizeof(float));
+    if (sp->server != NULL)
+        be->download(be, sp->params, tr->towers[0].params, bytes);
+    else
+        be->copy(be, sp->params, tr->towers[0].params, bytes);
 }
 
 void shared_params_free(trainer_t *tr, shared_params *sp)
 {
+    backend_t *be = shared_params_backend(tr, sp);
     if (sp->opt.be != NULL)
         optimizer_free(&sp->opt);
     if (sp->params != NULL)
-        tr->backends[0]->free(tr->backends[0], sp->params);
+        be->free(be, sp->params);
     sp->params = NULL;
+    if (sp->server != NULL) {
+        for (int t = 0; t < TT_MAX_TOWERS; t++)
+            sp->server->free(sp->server, sp->host_grads[t]);
+        sp->server->destroy(sp->server);
+        sp->server = NULL;
+    }
 }

@@ -13,17 +13,31 @@
  * earlier layers' backward is still to run, as PyTorch DDP's buckets: the
  * last layers' packs go first. Every tower meets the packs in the same
  * order, and a pack's sum does not depend on when it runs, so the bits are
- * those of averaging after the whole backward. */
+ * those of averaging after the whole backward.
+ *
+ * GPU towers all-reduce with NCCL (comm/nccl_comm.h): one communicator over
+ * every GPU of every rank, the packs (comm/pack_schedule.h) started from the
+ * grad-ready hook on each tower's communication stream after an event on
+ * its compute stream, and the optimizer queued after an event at their end:
+ * the host never waits for the all-reduce. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/cuda_backend.h"
 #include "comm/allreduce.h"
 #include "comm/dist.h"
+#include "comm/nccl_comm.h"
+#include "comm/pack_schedule.h"
+#include "train/gpu_towers.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
 /* gradient_packing below this many elements per pack does not pay. */
 #define MIN_PACK 1024
+/* NCCL packs start on 64-float (256-byte) boundaries; at most this many
+ * go in one ncclGroupStart/End. */
+#define NCCL_ALIGN 64
+#define NCCL_GROUP 32
 
 /* A tower's progress through the packs of the current step. */
 typedef struct {
@@ -40,6 +54,8 @@ typedef struct {
     int packs;                       /* gradient_packing: all-reduces per step (1 = off) */
     pack_cursor cursors[TT_MAX_TOWERS];
     bool finite[TT_MAX_TOWERS];      /* loss scaling: the averaged gradients were finite */
+    nccl_comm *nccl;                 /* GPU towers: the all-reduce */
+    pack_schedule sched[TT_MAX_TOWERS]; /* GPU towers: each one's packs in this step */
 } replicated_state;
 
 typedef struct {
@@ -51,7 +67,11 @@ static void replicated_describe(const trainer_t *tr)
 {
     const replicated_state *st = tr->impl;
     const trainer_cfg *tc = &tr->job->trainer;
-    if (st->algo_auto)
+    if (st->nccl != NULL)
+        log_printf("allreduce: nccl over %d GPU(s) (%d rank(s) x %d tower(s)), %d pack(s) of "
+                   "%zu gradients\n", nccl_comm_size(st->nccl), tr->n_ranks, tr->n_towers,
+                   st->sched[0].packs, tr->model.n_trainable);
+    else if (st->algo_auto)
         log_printf("allreduce: auto chose %s for %d towers and %zu gradients\n",
                    allreduce_algo_name(st->algo), tr->n_towers, tr->model.n_trainable);
     if (tc->gradient_packing > 0 && st->packs == 1)
@@ -98,10 +118,66 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
     }
 }
 
+/* GPU towers: starts, in one group, the packs that lie wholly in
+ * [lo, n_trainable) and have not started yet (every one left when lo is 0). */
+static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
+{
+    replicated_state *st = tr->impl;
+    tower_t *tw = &tr->towers[t];
+    int top, n = pack_schedule_ready(&st->sched[t], lo, &top);
+    for (int first = 0; first < n; first += NCCL_GROUP) {
+        size_t plo[NCCL_GROUP], phi[NCCL_GROUP];
+        int m = n - first < NCCL_GROUP ? n - first : NCCL_GROUP;
+        for (int i = 0; i < m; i++) {
+            pack_schedule_range(&st->sched[t], top - first - i, &plo[i], &phi[i]);
+            /* loss scaling: unscaled on the compute stream before NCCL reads
+             * the pack (trainer_tower_compute leaves packed towers to us) */
+            if (tw->loss_scale != 1.0f && tw->grad_ready != NULL)
+                tw->be->scale(tw->be, phi[i] - plo[i], 1.0f / tw->loss_scale,
+                              tw->grads + plo[i]);
+        }
+        tt_err err = {0};
+        if (nccl_comm_allreduce(st->nccl, t, backend_cuda_stream(tw->be), tw->grads, plo, phi, m,
+                                true, &err) != 0)
+            gpu_tower_fail(tr, t, &err);
+    }
+}
+
 /* tower_t.grad_ready: called by backward as layers finish. */
 static void pack_ready(void *arg, size_t lo)
 {
-    average_ready_packs(arg, lo);
+    pack_cursor *c = arg;
+    if (c->tr->gpu != NULL)
+        nccl_start_ready_packs(c->tr, c->t, lo);
+    else
+        average_ready_packs(c, lo);
+}
+
+/* GPU towers: NCCL over every GPU of every rank; "auto" means it. */
+static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *err)
+{
+    const trainer_cfg *tc = &tr->job->trainer;
+    if (strcmp(tc->allreduce, "auto") != 0 && strcmp(tc->allreduce, "nccl") != 0)
+        return err_set(err, TT_ERR_USAGE, "trainer.allreduce = \"%s\": GPU towers all-reduce "
+                       "with \"nccl\" (or \"auto\"); \"%s\" is for CPU towers", tc->allreduce,
+                       tc->allreduce);
+    st->nccl = nccl_comm_create(tr->n_towers, tc->towers, err);
+    if (st->nccl == NULL)
+        return -1;
+    size_t count = tr->model.n_trainable;
+    int packs = 1;
+    if (tc->gradient_packing > 0 && count / (size_t)tc->gradient_packing >= MIN_PACK)
+        packs = tc->gradient_packing;
+    st->packs = packs;
+    for (int t = 0; t < tr->n_towers; t++) {
+        pack_schedule_init(&st->sched[t], count, packs, NCCL_ALIGN);
+        st->cursors[t] = (pack_cursor){tr, t, 0};
+        if (st->sched[t].packs > 1) {
+            tr->towers[t].grad_ready = pack_ready;
+            tr->towers[t].grad_ready_arg = &st->cursors[t];
+        }
+    }
+    return 0;
 }
 
 static int replicated_setup(trainer_t *tr, tt_err *err)
@@ -114,6 +190,8 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
     tr->impl = st;
     if (trainer_create_optimizers(tr, tr->backends, tr->n_towers, st->opts, err) != 0)
         return -1;
+    if (tr->gpu != NULL)
+        return replicated_setup_nccl(tr, st, err);
     st->allreduce = allreduce_create(tr->n_towers, err);
     if (st->allreduce == NULL)
         return -1;
@@ -140,6 +218,26 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* GPU towers: the packs go as backward makes them final, the rest after
+ * it; the compute stream waits for them (an event) before the update. */
+static void replicated_tower_gpu(const tower_context *ctx, void *p)
+{
+    step_arg *a = p;
+    trainer_t *tr = a->tr;
+    replicated_state *st = tr->impl;
+    int t = ctx->index;
+    tower_t *tw = &tr->towers[t];
+    pack_schedule_begin(&st->sched[t]);
+    trainer_tower_compute(tr, t, a->b);
+    nccl_start_ready_packs(tr, t, 0);
+    tt_err err = {0};
+    if (nccl_comm_join(st->nccl, t, backend_cuda_stream(tw->be), &err) != 0)
+        gpu_tower_fail(tr, t, &err);
+    st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
+    if (st->finite[t])
+        optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->global_step + 1);
+}
+
 static void replicated_tower(const tower_context *ctx, void *p)
 {
     step_arg *a = p;
@@ -161,7 +259,11 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
     replicated_state *st = tr->impl;
-    tower_team_run(tr->team, true, replicated_tower, &a);
+    tower_team_run(tr->team, true, tr->gpu != NULL ? replicated_tower_gpu : replicated_tower,
+                   &a);
+    for (int t = 0; st->nccl != NULL && t < tr->n_towers; t++)
+        if (nccl_comm_check(st->nccl, t, err) != 0)
+            return -1;
     trainer_loss_scale_step(tr, st->finite[0]);
     trainer_collect_step(tr, b);
     return 0;
@@ -180,6 +282,7 @@ static void replicated_destroy(trainer_t *tr)
         if (st->opts[t].be != NULL)
             optimizer_free(&st->opts[t]);
     allreduce_free(st->allreduce);
+    nccl_comm_free(st->nccl);
     free(st);
     tr->impl = NULL;
 }

@@ -7,7 +7,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cuda/precision.h"
 #include "comm/dist.h"
+#include "train/gpu_towers.h"
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/strutil.h"
@@ -37,25 +39,12 @@ static const trainer_ops *trainer_ops_for(trainer_type t)
     return NULL;
 }
 
-/* Picks the device: "gpu" without a GPU is a usage error (SPEC 1); "auto" takes
- * the CPU while the CUDA backend cannot train yet. */
-static int trainer_check_device(const job_t *job, tt_err *err)
-{
-    if (job->trainer.device != DEVICE_GPU)
-        return 0;
-    char reason[256] = "";
-    int n = backend_cuda_device_count(reason, sizeof(reason));
-    if (n == 0)
-        return err_set(err, TT_ERR_USAGE, "trainer.device = \"gpu\" but no GPU is available (%s)",
-                       reason);
-    return err_set(err, TT_ERR_USAGE, "trainer.device = \"gpu\": the CUDA backend finds %d "
-                   "device(s) but cannot train yet; use device = \"cpu\"", n);
-}
-
 /* The precision the towers' backend can run, or a usage error: never a
  * silent fp32 run. */
-static int trainer_check_precision(const job_t *job, tt_err *err)
+static int trainer_check_precision(const job_t *job, bool gpu, tt_err *err)
 {
+    if (gpu) /* every precision: each tower's CUDA backend checks what its GPU can run */
+        return 0;
     switch (job->trainer.precision) {
     case PRECISION_FP32:
         return 0;
@@ -71,7 +60,7 @@ static int trainer_check_precision(const job_t *job, tt_err *err)
     return 0;
 }
 
-static int trainer_create_towers(trainer_t *tr, tt_err *err)
+static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
 {
     const job_t *job = tr->job;
     int n = tr->n_towers;
@@ -93,12 +82,15 @@ static int trainer_create_towers(trainer_t *tr, tt_err *err)
      * all the same, as SPEC 6 says */
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
-        tr->backends[t] = job->trainer.precision == PRECISION_BF16
+        tr->backends[t] = gpu ? gpu_backend_create(job, t, err)
+                          : job->trainer.precision == PRECISION_BF16
                               ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
                               : backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
                          err) != 0) {
+            if (gpu) /* out of device memory names the tower and the bytes */
+                gpu_explain_setup_failure(tr, t, err);
             free(host);
             return -1;
         }
@@ -146,7 +138,9 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
 {
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
-    if (trainer_check_device(job, err) != 0 || trainer_check_precision(job, err) != 0)
+    bool gpu;
+    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+        trainer_check_precision(job, gpu, err) != 0)
         return -1;
     if (job->trainer.precision == PRECISION_FP16)
         trainer_enable_loss_scale(tr);
@@ -160,26 +154,30 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->local_batch = job->dataflow.batch_size * tr->n_towers;
     tr->global_batch = tr->local_batch * tr->n_ranks;
 
-    if (dataset_open(&job->dataflow.source, job->dataflow.limit, &tr->train_set, err) != 0)
+    if (dataset_open(&job->dataflow.source, job->dataflow.limit, job->model.classes,
+                     &tr->train_set, err) != 0)
         return -1;
     /* rank r reads slices r*towers .. of every global batch (SPEC 3) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
                         tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
                         &tr->train_flow, err) != 0)
         return -1;
-    if (dataset_classes(tr->train_set) > job->model.classes)
-        return err_set(err, TT_ERR_USAGE, "the data has %d classes but the model has "
-                       "classes = %d", dataset_classes(tr->train_set), job->model.classes);
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
-    if (trainer_create_towers(tr, err) != 0)
+    if (trainer_create_towers(tr, gpu, err) != 0)
         return -1;
     /* session_init before the type's setup: every copy starts there */
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
         return -1;
     tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || tr->ops->setup(tr, err) != 0)
+    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
         return -1;
+    if (tr->ops->setup(tr, err) != 0) {
+        for (int t = 0; gpu && t < tr->n_towers; t++) /* out of device memory: which tower */
+            if (gpu_explain_setup_failure(tr, t, err))
+                break;
+        return -1;
+    }
 
     tr->steps_per_epoch = job->steps_per_epoch > 0
                               ? job->steps_per_epoch
@@ -188,7 +186,35 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->epoch_num = job->starting_epoch;
     tr->global_step = 0;
     tr->local_step = 0;
-    return trainer_create_plugins(tr, err);
+    if (trainer_create_plugins(tr, err) != 0)
+        return -1;
+    /* GPU: nothing is cudaMalloc'ed from here on */
+    return gpu ? gpu_towers_finish_setup(tr, err) : 0;
+}
+
+int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *err)
+{
+    memset(tr, 0, sizeof(*tr));
+    tr->job = job;
+    bool gpu;
+    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0)
+        return -1;
+    /* the towers alone, whatever the job's type: the type's setup is not
+     * run (tr->impl stays NULL), and simple has no shared copy to publish */
+    tr->ops = &trainer_simple_ops;
+    tr->n_towers = 1; /* evaluation runs on tower 0, as the inference_runner's */
+    tr->rank = dist_rank();
+    tr->n_ranks = dist_size();
+    if (model_build(&job->model, data, &tr->model, err) != 0 ||
+        trainer_create_towers(tr, gpu, err) != 0)
+        return -1;
+    if (!gpu)
+        return 0;
+    /* a GPU tower as trainer_create sets one up */
+    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
+    if (tr->team == NULL || gpu_towers_create(tr, err) != 0)
+        return -1;
+    return gpu_towers_finish_setup(tr, err);
 }
 
 void trainer_free(trainer_t *tr)
@@ -204,6 +230,7 @@ void trainer_free(trainer_t *tr)
     tower_team_free(tr->team);
     if (tr->impl != NULL)
         tr->ops->destroy(tr);
+    gpu_towers_free(tr);
     for (int t = 0; t < tr->n_towers; t++) {
         if (tr->towers && tr->towers[t].be)
             tower_free(&tr->towers[t]);
@@ -293,7 +320,10 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     tower_t *tw = &tr->towers[t];
     int n = b->n / tr->n_towers;
     size_t sample = shape3_size(tr->model.input);
-    tower_load_batch(tw, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
+    if (tr->gpu != NULL) /* staged: the copy runs beside the device's previous step */
+        gpu_tower_load(tr, t, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
+    else
+        tower_load_batch(tw, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
     /* dropout differs per step and per tower, and depends on nothing else:
      * the tower's global index, so K towers spread over ranks draw the masks
      * K towers in one process draw */
@@ -303,7 +333,12 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     if (fault_gradient_step(tr, t)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
         tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
-    if (tw->loss_scale != 1.0f) /* a power of two: exact both ways */
+    if (tr->gpu != NULL)
+        gpu_tower_consumed(tr, t);
+    /* a power of two: exact both ways. GPU towers that hand packs to NCCL
+     * during backward unscale each pack before it goes (sync_replicated.c):
+     * the whole block here would race with the all-reduce. */
+    if (tw->loss_scale != 1.0f && (tr->gpu == NULL || tw->grad_ready == NULL))
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
 }
@@ -416,10 +451,20 @@ static void dump_tower_statistics(trainer_t *tr)
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err)
 {
+    return trainer_evaluate_each(tr, df, NULL, NULL, loss, accuracy, err);
+}
+
+int trainer_evaluate_each(trainer_t *tr, dataflow_t *df, trainer_eval_visit visit, void *arg,
+                          double *loss, double *accuracy, tt_err *err)
+{
     tower_t *t = &tr->towers[0];
     trainer_sync_tower0(tr);
     if (dataflow_start(df, 0, err) != 0)
         return -1;
+    int classes = tr->job->model.classes;
+    float *logits = visit ? malloc((size_t)t->max_n * classes * sizeof(float)) : NULL;
+    if (visit && logits == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
     double sums[3] = {0.0, 0.0, 0.0}; /* loss, correct, samples */
     const batch_t *b;
     size_t sample = shape3_size(tr->model.input);
@@ -431,12 +476,19 @@ int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accura
         for (int off = 0; off < b->n; off += t->max_n) {
             int n = b->n - off < t->max_n ? b->n - off : t->max_n;
             tower_load_batch(t, n, b->x + (size_t)off * sample, b->y + off);
-            tower_step(t, n, false, false, 0);
+            const float *out = tower_step(t, n, false, false, 0);
+            if (visit != NULL) {
+                t->be->download(t->be, logits, out, (size_t)n * classes * sizeof(float));
+                visit(arg, logits, b->y + off, n);
+            }
             sums[0] += t->loss_sum;
             sums[1] += t->correct;
             sums[2] += n;
         }
     }
+    free(logits);
+    if (dataflow_error(df, err) != 0)
+        return -1;
     dist_sum_doubles(sums, 3);
     if (sums[2] == 0)
         return err_set(err, TT_ERR_USAGE, "inference dataflow is empty");
@@ -496,13 +548,23 @@ static void trainer_print_table(const trainer_t *tr)
     const job_t *job = tr->job;
     if (tr->ops->describe != NULL)
         tr->ops->describe(tr);
-    log_printf("%-6s %-8s %-8s %-8s\n", "tower", "device", "threads", "batch");
-    for (int t = 0; t < tr->n_towers; t++)
-        log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name, job->trainer.towers[t],
-                   tr->backends[t]->threads, job->dataflow.batch_size);
-    if (job->trainer.precision == PRECISION_BF16)
-        log_printf("precision bf16: conv2d and dense in bf16 on %s (oneDNN), float32 "
-                   "accumulation, parameters and the rest\n", backend_cpu_bf16_isa(NULL, 0));
+    if (tr->device_note[0] != '\0')
+        log_printf("%s\n", tr->device_note);
+    if (tr->gpu != NULL) {
+        gpu_print_table(tr);
+    } else {
+        log_printf("%-6s %-8s %-8s %-8s\n", "tower", "device", "threads", "batch");
+        for (int t = 0; t < tr->n_towers; t++)
+            log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name,
+                       job->trainer.towers[t], tr->backends[t]->threads,
+                       job->dataflow.batch_size);
+        if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */
+            char what[256];
+            prec_describe(PREC_BF16, what, sizeof(what));
+            log_printf("precision bf16: %s; on %s (oneDNN)\n", what,
+                       backend_cpu_bf16_isa(NULL, 0));
+        }
+    }
     if (tr->n_ranks > 1)
         log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "
                    "%lld steps per epoch\n", tr->ops->name, tr->n_ranks,
@@ -534,13 +596,17 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             return TT_STOPPED_BY_SIGNAL;
         const batch_t *b = dataflow_next(tr->train_flow);
         if (b == NULL)
-            return err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+            return dataflow_error(tr->train_flow, err) != 0
+                       ? -1
+                       : err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
         /* the step's scale, fixed for the whole step (async may change
          * tr->loss_scale while other towers still compute) */
         for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
             tr->towers[t].loss_scale = tr->loss_scale.scale;
         if (tr->ops->run_step(tr, b, err) != 0)
             return -1;
+        if (tr->gpu != NULL && gpu_towers_check(tr, err) != 0)
+            return -1; /* a CUDA error: exit 1, the monitors flushed on the way out */
         if (!isfinite(tr->step_loss))
             return err_set(err, TT_ERR_RUNTIME, "loss became %s at global step %lld",
                            isnan(tr->step_loss) ? "NaN" : "Inf", (long long)tr->global_step);

@@ -121,6 +121,8 @@ struct trainer {
     backend_t **backends;  /* one per tower */
     tower_t *towers;
     tower_team *team;      /* call_for_each_tower */
+    struct gpu_towers *gpu; /* GPU towers' staging and devices (gpu_towers.c); NULL on CPU */
+    char device_note[320];  /* device = "auto" without a GPU: why the CPU (logged with the table) */
 
     dataset_t *train_set;
     dataflow_t *train_flow;
@@ -206,6 +208,20 @@ int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimi
  * accuracy over all samples. Used by inference_runner. */
 int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
                      tt_err *err);
+
+/* The same, calling visit with every chunk's logits (host, n x classes) and
+ * labels as it goes (towertrain eval's per-class counts). Under MPI each rank
+ * visits its own batches; loss and accuracy are reduced over the ranks. */
+typedef void (*trainer_eval_visit)(void *arg, const float *logits, const int32_t *labels,
+                                   int n);
+int trainer_evaluate_each(trainer_t *tr, dataflow_t *df, trainer_eval_visit visit, void *arg,
+                          double *loss, double *accuracy, tt_err *err);
+
+/* What `towertrain eval` needs of a trainer: the model for data of shape
+ * `data` and one tower (tower 0, as the inference_runner evaluates on), no
+ * dataset, optimizer state or plug-ins. Fill its parameters with
+ * trainer_load_params; free with trainer_free. */
+int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *err);
 
 extern const trainer_ops trainer_simple_ops, trainer_sync_replicated_ops,
     trainer_sync_parameter_server_ops, trainer_async_ops;

@@ -1,5 +1,6 @@
 #include "util/log.h"
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,8 @@ static FILE *log_file;
 static bool log_quiet;
 static char *pending;
 static size_t pending_len;
+/* prefetch workers log too (a corrupt image skipped) */
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int log_open(const char *path)
 {
@@ -60,6 +63,7 @@ void log_printf(const char *fmt, ...)
     if (n < 0)
         return;
     size_t len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
+    pthread_mutex_lock(&log_lock);
     if (!log_quiet) {
         fwrite(buf, 1, len, stdout);
         fflush(stdout);
@@ -70,6 +74,7 @@ void log_printf(const char *fmt, ...)
     } else {
         keep_pending(buf, len);
     }
+    pthread_mutex_unlock(&log_lock);
 }
 
 void log_tty(const char *fmt, ...)

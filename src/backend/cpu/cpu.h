@@ -78,6 +78,7 @@ void cpu_axpy(backend_t *be, size_t count, float alpha, const float *x, float *y
 void cpu_add(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
 void cpu_scale(backend_t *be, size_t count, float alpha, float *x);
 bool cpu_all_finite(backend_t *be, size_t count, const float *x);
+void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x);
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
                       const int32_t *labels, float *dlogits, double *loss_sum, int *correct);
 void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,

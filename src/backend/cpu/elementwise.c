@@ -146,6 +146,13 @@ CPU_HOT bool cpu_all_finite(backend_t *be, size_t count, const float *x)
     return bad == 0;
 }
 
+/* On the calling thread: batchnorm adds 1 to one counter per step. */
+void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x)
+{
+    for (size_t i = 0; i < count; i++)
+        x[i] += alpha;
+}
+
 void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
                   float weight_decay, bool first_step, float *w, const float *g, float *buf)
 {

@@ -1,0 +1,386 @@
+/* cuda_conv.c - conv2d through cuDNN: forward, backward data, backward
+ * filter, with the algorithm of each pass chosen once per shape
+ * (algo_cache.h says how) and its workspace from the tower's pool.
+ *
+ * Shapes: x [n, c, h, w], w [f, c, k, k], y [n, f, oh, ow], NCHW float,
+ * cross-correlation as torch.nn.Conv2d. Bias and the fused relu are the
+ * backend's own kernels (as on the CPU); the bias gradient is a fixed-order
+ * reduction.
+ *
+ * cuDNN 9 keeps these legacy calls (deprecated, without warnings unless
+ * CUDNN_WARN_DEPRECATED is defined); the graph API would replace them.
+ *
+ * Mixed precision (precision.h): x, w and dy are converted to the 16-bit
+ * type in the backend's scratch region, and the three passes run on those
+ * copies with a float32 convolution compute type (cuDNN's PSEUDO_BFLOAT16
+ * and PSEUDO_HALF configurations: 16-bit tensors, float32 accumulation),
+ * tensor-core math allowed; cuDNN writes y, dx and dw in the 16-bit type
+ * and a kernel widens them to the float32 outputs. Bias, relu and the bias
+ * gradient stay float32.
+ *
+ * Workspace: the model asks conv_workspace(max batch) once per layer at
+ * setup and passes a buffer of at least the largest answer to every call.
+ * The backend remembers that largest answer (conv_ws_budget) as the limit
+ * for shapes first met later (a smaller last evaluation batch).
+ */
+#include "backend/cuda/cuda_impl.h"
+
+#include <stdio.h>
+
+/* The most device memory one pass may use as workspace at setup. */
+#define WS_CAP ((size_t)512 << 20)
+#define MAX_ALGOS 16
+
+/* The buffers a timing run (cudnnFind*AlgorithmEx) reads and overwrites:
+ * for forward x, w -> y; backward data w, dy -> dx; backward filter x, dy -> dw. */
+typedef struct {
+    const void *x, *w, *dy; /* in the backend's type: float32 or the 16-bit copies */
+    void *y, *dx, *dw;
+    void *ws;
+    size_t ws_bytes;
+} conv_bufs;
+
+static const char *pass_name(conv_pass p)
+{
+    return p == CONV_PASS_FORWARD         ? "forward"
+           : p == CONV_PASS_BACKWARD_DATA ? "backward data"
+                                          : "backward filter";
+}
+
+/* Tensor-core math: with tf32 for float32 data; always for 16-bit data,
+ * whose products are exact in float32 (no TF32 rounding involved). */
+static bool tensor_math_ok(const cuda_impl *c)
+{
+    return c->opt.tf32 || prec_reduced(c->prec, PREC_OP_CONV);
+}
+
+/* x, y and w in the backend's type (float32 or the 16-bit copies'); the
+ * convolution computes in float32 either way */
+static int set_descs(cuda_impl *c, const window_desc *d, int math_type)
+{
+    cudnnStatus_t rc;
+    cudnnDataType_t t = cuda_dnn_type(prec_reduced(c->prec, PREC_OP_CONV) ? c->prec : PREC_FP32);
+    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, t, d->n, d->c, d->h, d->w);
+    if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (x)") != 0)
+        return -1;
+    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, t, d->n, d->f, d->oh, d->ow);
+    if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (y)") != 0)
+        return -1;
+    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, t, CUDNN_TENSOR_NCHW, d->f, d->c, d->k, d->k);
+    if (cudnn_ok(c, rc, "cudnnSetFilter4dDescriptor") != 0)
+        return -1;
+    rc = cu.cudnnSetConvolution2dDescriptor(c->conv_desc, d->pad, d->pad, d->stride, d->stride, 1,
+                                            1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT);
+    if (cudnn_ok(c, rc, "cudnnSetConvolution2dDescriptor") != 0)
+        return -1;
+    rc = cu.cudnnSetConvolutionMathType(c->conv_desc, (cudnnMathType_t)math_type);
+    return cudnn_ok(c, rc, "cudnnSetConvolutionMathType");
+}
+
+/* One candidate of any pass as algo_perf. */
+static algo_perf perf_of(int algo, cudnnStatus_t status, float time, size_t memory,
+                         cudnnDeterminism_t det, cudnnMathType_t math)
+{
+    algo_perf p = {.algo = algo,
+                   .ok = status == CUDNN_STATUS_SUCCESS,
+                   .time_ms = time,
+                   .memory = memory,
+                   .deterministic = det == CUDNN_DETERMINISTIC,
+                   .tensor_math = math != CUDNN_FMA_MATH,
+                   .math_type = (int)math};
+    return p;
+}
+
+/* The candidates of a pass in cuDNN's order: timed on b's buffers when b is
+ * given (fastest first), else ranked by cuDNN's heuristics. */
+static int rank_candidates(cuda_impl *c, conv_pass pass, const conv_bufs *b, algo_perf *out, int *n)
+{
+    int got = 0;
+    cudnnStatus_t rc;
+    if (pass == CONV_PASS_FORWARD) {
+        cudnnConvolutionFwdAlgoPerf_t r[MAX_ALGOS];
+        rc = b != NULL
+                 ? cu.cudnnFindConvolutionForwardAlgorithmEx(c->cudnn, c->x_desc, b->x, c->w_desc,
+                                                             b->w, c->conv_desc, c->y_desc, b->y,
+                                                             MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
+                 : cu.cudnnGetConvolutionForwardAlgorithm_v7(
+                       c->cudnn, c->x_desc, c->w_desc, c->conv_desc, c->y_desc, MAX_ALGOS, &got, r);
+        for (int i = 0; rc == CUDNN_STATUS_SUCCESS && i < got; i++)
+            out[i] = perf_of(r[i].algo, r[i].status, r[i].time, r[i].memory, r[i].determinism,
+                             r[i].mathType);
+    } else if (pass == CONV_PASS_BACKWARD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t r[MAX_ALGOS];
+        rc = b != NULL
+                 ? cu.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                       c->cudnn, c->w_desc, b->w, c->y_desc, b->dy, c->conv_desc, c->x_desc, b->dx,
+                       MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
+                 : cu.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                       c->cudnn, c->w_desc, c->y_desc, c->conv_desc, c->x_desc, MAX_ALGOS, &got, r);
+        for (int i = 0; rc == CUDNN_STATUS_SUCCESS && i < got; i++)
+            out[i] = perf_of(r[i].algo, r[i].status, r[i].time, r[i].memory, r[i].determinism,
+                             r[i].mathType);
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t r[MAX_ALGOS];
+        rc = b != NULL
+                 ? cu.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                       c->cudnn, c->x_desc, b->x, c->y_desc, b->dy, c->conv_desc, c->w_desc, b->dw,
+                       MAX_ALGOS, &got, r, b->ws, b->ws_bytes)
+                 : cu.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                       c->cudnn, c->x_desc, c->y_desc, c->conv_desc, c->w_desc, MAX_ALGOS, &got, r);
+        for (int i = 0; rc == CUDNN_STATUS_SUCCESS && i < got; i++)
+            out[i] = perf_of(r[i].algo, r[i].status, r[i].time, r[i].memory, r[i].determinism,
+                             r[i].mathType);
+    }
+    *n = got;
+    return cudnn_ok(
+        c, rc, b != NULL ? "cudnnFindConvolution*AlgorithmEx" : "cudnnGetConvolution*Algorithm_v7");
+}
+
+/* The workspace cuDNN asks for the algorithm on the descriptors as set. */
+static int query_ws(cuda_impl *c, conv_pass pass, int algo, size_t *bytes)
+{
+    *bytes = 0;
+    if (pass == CONV_PASS_FORWARD)
+        return cudnn_ok(c,
+                        cu.cudnnGetConvolutionForwardWorkspaceSize(
+                            c->cudnn, c->x_desc, c->w_desc, c->conv_desc, c->y_desc,
+                            (cudnnConvolutionFwdAlgo_t)algo, bytes),
+                        "cudnnGetConvolutionForwardWorkspaceSize");
+    if (pass == CONV_PASS_BACKWARD_DATA)
+        return cudnn_ok(c,
+                        cu.cudnnGetConvolutionBackwardDataWorkspaceSize(
+                            c->cudnn, c->w_desc, c->y_desc, c->conv_desc, c->x_desc,
+                            (cudnnConvolutionBwdDataAlgo_t)algo, bytes),
+                        "cudnnGetConvolutionBackwardDataWorkspaceSize");
+    return cudnn_ok(c,
+                    cu.cudnnGetConvolutionBackwardFilterWorkspaceSize(
+                        c->cudnn, c->x_desc, c->y_desc, c->conv_desc, c->w_desc,
+                        (cudnnConvolutionBwdFilterAlgo_t)algo, bytes),
+                    "cudnnGetConvolutionBackwardFilterWorkspaceSize");
+}
+
+/* The algorithm of a pass for a shape, from the cache or chosen now (with
+ * the descriptors then set for it). NULL after recording an error. */
+static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc *d,
+                                 const conv_bufs *b, size_t ws_limit)
+{
+    bool tensor = tensor_math_ok(c);
+    algo_key key = algo_key_make(pass, d, tensor, c->opt.deterministic);
+    const algo_choice *found = algo_cache_find(c->algos, &key);
+    if (found != NULL)
+        return set_descs(c, d, found->math_type) == 0 ? found : NULL;
+    /* without tf32, FMA math only: cuDNN's default math allows TF32 on Ampere */
+    if (set_descs(c, d, tensor ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) != 0)
+        return NULL;
+    algo_perf perf[MAX_ALGOS];
+    int n = 0;
+    if (rank_candidates(c, pass, c->opt.deterministic ? NULL : b, perf, &n) != 0)
+        return NULL;
+    /* the first that qualifies, unless the workspace cuDNN then asks for
+     * the descriptors as set exceeds the limit: then the next one */
+    algo_choice ch;
+    for (;;) {
+        int i = algo_pick(perf, n, c->opt.deterministic, tensor, ws_limit);
+        if (i < 0) {
+            c->failed = true;
+            err_set(&c->err, TT_ERR_RUNTIME,
+                    "cuda:%d: cuDNN has no %s%salgorithm for %s conv2d %s of [%d, %d, %d, %d] "
+                    "with %d filters %dx%d, stride %d, padding %d within %zu bytes of workspace",
+                    c->device, c->opt.deterministic ? "deterministic " : "",
+                    tensor ? "" : "FMA (no TF32) ", prec_name(c->prec), pass_name(pass), d->n,
+                    d->c, d->h, d->w, d->f, d->k, d->k, d->stride, d->pad, ws_limit);
+            return NULL;
+        }
+        ch = (algo_choice){.algo = perf[i].algo,
+                           .math_type = perf[i].math_type,
+                           .ws_bytes = perf[i].memory,
+                           .time_ms = perf[i].time_ms};
+        size_t asked;
+        if (set_descs(c, d, ch.math_type) != 0 || query_ws(c, pass, ch.algo, &asked) != 0)
+            return NULL;
+        if (asked > ch.ws_bytes)
+            ch.ws_bytes = asked;
+        if (ch.ws_bytes <= ws_limit)
+            break;
+        perf[i].ok = false;
+    }
+    if (algo_cache_put(c->algos, &key, &ch) != 0) {
+        c->failed = true;
+        err_set(&c->err, TT_ERR_RUNTIME, "out of host memory");
+        return NULL;
+    }
+    return algo_cache_find(c->algos, &key);
+}
+
+/* At setup, for the model's largest batch: chooses the three passes and
+ * returns the largest workspace they need. Timing runs (deterministic =
+ * false) get scratch buffers from the pool, returned at once. */
+size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
+{
+    cuda_impl *c = cuda_of(be);
+    if (!cuda_begin(be))
+        return 0;
+    size_t free_b = 0, total_b = 0;
+    if (cuda_ok(c, cudaMemGetInfo(&free_b, &total_b), "cudaMemGetInfo") != 0)
+        return 0;
+    size_t limit = free_b / 8 < WS_CAP ? free_b / 8 : WS_CAP;
+    /* mixed precision: the 16-bit copies of this shape, reserved now */
+    prec_conv_copies l;
+    prec_conv_copies_of(c->prec, d, &l);
+    if (l.bytes > 0 && cuda_copies(c, l.bytes) == NULL)
+        return 0;
+    conv_bufs bufs = {0}, *b = NULL;
+    void *tmp[4] = {NULL, NULL, NULL, NULL};
+    if (!c->opt.deterministic) {
+        tt_err ignore = {0};
+        size_t xs = (size_t)d->n * d->c * d->h * d->w * sizeof(float);
+        size_t wsz = (size_t)d->f * d->c * d->k * d->k * sizeof(float);
+        size_t ys = (size_t)d->n * d->f * d->oh * d->ow * sizeof(float);
+        tmp[0] = mem_pool_alloc(c->pool, xs, &ignore);
+        tmp[1] = mem_pool_alloc(c->pool, wsz, &ignore);
+        tmp[2] = mem_pool_alloc(c->pool, ys, &ignore);
+        tmp[3] = limit > 0 ? mem_pool_alloc(c->pool, limit, &ignore) : NULL;
+        if (tmp[0] && tmp[1] && tmp[2] && (tmp[3] || limit == 0) &&
+            cuda_ok(c, cudaMemsetAsync(tmp[0], 0, xs, c->stream), "cudaMemsetAsync") == 0 &&
+            cuda_ok(c, cudaMemsetAsync(tmp[1], 0, wsz, c->stream), "cudaMemsetAsync") == 0 &&
+            cuda_ok(c, cudaMemsetAsync(tmp[2], 0, ys, c->stream), "cudaMemsetAsync") == 0) {
+            /* x doubles as dx, w as dw, y as dy: a timing run's outputs are scratch */
+            bufs = (conv_bufs){.x = tmp[0],
+                               .w = tmp[1],
+                               .dy = tmp[2],
+                               .y = tmp[2],
+                               .dx = tmp[0],
+                               .dw = tmp[1],
+                               .ws = tmp[3],
+                               .ws_bytes = limit};
+            b = &bufs;
+        }
+        /* else not enough memory to time: cuDNN's heuristics choose (b = NULL) */
+    }
+    size_t need = 0;
+    for (int p = CONV_PASS_FORWARD; p <= CONV_PASS_BACKWARD_FILTER; p++) {
+        const algo_choice *ch = choose(c, (conv_pass)p, d, b, limit);
+        if (ch == NULL)
+            break;
+        if (ch->ws_bytes > need)
+            need = ch->ws_bytes;
+    }
+    /* the scratch may be reused only after the timing runs are done */
+    cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
+    for (int i = 0; i < 4; i++)
+        mem_pool_free(c->pool, tmp[i]);
+    if (need > c->conv_ws_budget)
+        c->conv_ws_budget = need;
+    return need;
+}
+
+/* Mixed precision: the 16-bit copies of this call, x and w converted when
+ * asked; NULL after an error. */
+static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
+                         prec_conv_copies *l)
+{
+    prec_conv_copies_of(c->prec, d, l);
+    char *h = cuda_copies(c, l->bytes);
+    size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
+    if (h == NULL || (x != NULL && cuda_to_half(c, xs, x, h + l->x) != 0) ||
+        (w != NULL && cuda_to_half(c, ws, w, h + l->w) != 0))
+        return NULL;
+    return h;
+}
+
+void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                       const float *b, bool relu, float *y, void *ws)
+{
+    cuda_impl *c = cuda_of(be);
+    if (d->n <= 0 || !cuda_begin(be))
+        return;
+    size_t limit = ws != NULL ? c->conv_ws_budget : 0;
+    size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
+    conv_bufs bufs = {.x = x, .w = w, .y = y, .ws = ws, .ws_bytes = limit};
+    prec_conv_copies l;
+    char *h = NULL;
+    if (prec_reduced(c->prec, PREC_OP_CONV)) {
+        if ((h = conv_copies(c, d, x, w, &l)) == NULL)
+            return;
+        bufs.x = h + l.x;
+        bufs.w = h + l.w;
+        bufs.y = h + l.y;
+    }
+    const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
+    const float one = 1.0f, zero = 0.0f;
+    if (ch == NULL ||
+        cudnn_ok(c,
+                 cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
+                                            c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
+                                            ch->ws_bytes, &zero, c->y_desc, bufs.y),
+                 "cudnnConvolutionForward") != 0)
+        return;
+    if (h != NULL && cuda_from_half(c, ys, h + l.y, y) != 0)
+        return;
+    cuda_ok(c, tt_k_bias_relu(c->stream, d->n, d->f, d->oh * d->ow, b, relu, y),
+            "conv bias/relu kernel");
+}
+
+/* Backward filter first, then backward data: with 16-bit copies dx takes
+ * x's place, which backward filter has read by then (one stream). */
+void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                        const float *y, bool relu, float *dy, float *dx, float *dw, float *db,
+                        void *ws)
+{
+    cuda_impl *c = cuda_of(be);
+    if (d->n <= 0 || !cuda_begin(be))
+        return;
+    size_t out = (size_t)d->n * d->f * d->oh * d->ow;
+    size_t xs = (size_t)d->n * d->c * d->h * d->w, wn = (size_t)d->f * d->c * d->k * d->k;
+    if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, out, y, dy, dy), "relu mask kernel") != 0)
+        return;
+    if (db != NULL && cuda_ok(c, tt_k_channel_sum(c->stream, d->n, d->f, d->oh * d->ow, dy, db),
+                              "conv bias gradient kernel") != 0)
+        return;
+    if (dw == NULL && dx == NULL)
+        return;
+    size_t limit = ws != NULL ? c->conv_ws_budget : 0;
+    const float one = 1.0f, zero = 0.0f;
+    /* the operands and results of the passes, float32 or the 16-bit copies */
+    const void *xa = x, *wa = w, *dya = dy;
+    void *dxa = dx, *dwa = dw;
+    prec_conv_copies l;
+    char *h = NULL;
+    if (prec_reduced(c->prec, PREC_OP_CONV)) {
+        if ((h = conv_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l)) == NULL ||
+            cuda_to_half(c, out, dy, h + l.y) != 0)
+            return;
+        xa = h + l.x;
+        wa = h + l.w;
+        dya = h + l.y;
+        dxa = h + l.x;
+        dwa = h + l.dw;
+    }
+    if (dw != NULL) {
+        conv_bufs bufs = {.x = xa, .dy = dya, .dw = dwa, .ws = ws, .ws_bytes = limit};
+        const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
+        if (ch == NULL || cudnn_ok(c,
+                                   cu.cudnnConvolutionBackwardFilter(
+                                       c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
+                                       (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes,
+                                       &zero, c->w_desc, dwa),
+                                   "cudnnConvolutionBackwardFilter") != 0)
+            return;
+        if (h != NULL && cuda_from_half(c, wn, dwa, dw) != 0)
+            return;
+    }
+    if (dx != NULL) {
+        conv_bufs bufs = {.w = wa, .dy = dya, .dx = dxa, .ws = ws, .ws_bytes = limit};
+        const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
+        if (ch == NULL ||
+            cudnn_ok(c,
+                     cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, wa, c->y_desc, dya,
+                                                     c->conv_desc,
+                                                     (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
+                                                     ch->ws_bytes, &zero, c->x_desc, dxa),
+                     "cudnnConvolutionBackwardData") != 0)
+            return;
+        if (h != NULL)
+            cuda_from_half(c, xs, dxa, dx);
+    }
+}

@@ -1,0 +1,107 @@
+/* cuda_impl.h - private to the CUDA backend: a tower's state, the error
+ * bookkeeping, and the operations by file (cuda_backend.c: memory, dense and
+ * element-wise; cuda_conv.c; cuda_batchnorm.c; kernels in cuda_kernels.cu). */
+#ifndef TT_CUDA_IMPL_H
+#define TT_CUDA_IMPL_H
+
+#include <stdbool.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include "backend/backend.h"
+#include "backend/cuda/algo_cache.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_libs.h"
+#include "backend/cuda/mem_pool.h"
+#include "backend/cuda/precision.h"
+
+/* batchnorm: the epsilon of each layer's forward, found again by its
+ * save_mean buffer in backward (cuDNN wants the same one in both) */
+typedef struct {
+    const float *save_mean;
+    double eps;
+} bn_eps_entry;
+
+typedef struct {
+    int device;
+    cuda_options opt;
+    prec_t prec;                   /* what dense and conv2d multiply in (precision.h) */
+    void *copies;                  /* their 16-bit operands (prec != fp32), from the pool */
+    size_t copies_bytes;
+    cudaStream_t stream;
+    cublasHandle_t cublas;
+    cudnnHandle_t cudnn;
+    mem_pool *pool;
+    void *cublas_ws;               /* cuBLAS workspace, from the pool */
+    /* descriptors, set per call (setting them allocates nothing) */
+    cudnnTensorDescriptor_t x_desc, y_desc, bn_desc;
+    cudnnFilterDescriptor_t w_desc;
+    cudnnConvolutionDescriptor_t conv_desc;
+    algo_cache *algos;
+    size_t conv_ws_budget;         /* the largest conv workspace reported to the model */
+    bn_eps_entry *bn_eps;
+    int n_bn_eps, cap_bn_eps;
+    tt_xent_result *xent_dev;      /* the loss kernel's result, device */
+    tt_xent_result *xent_host;     /* and its pinned copy */
+    bool failed;                   /* an error was recorded: later operations are skipped */
+    tt_err err;
+    char alloc_error[sizeof(((tt_err *)0)->msg)];
+} cuda_impl;
+
+static inline cuda_impl *cuda_of(backend_t *be)
+{
+    return (cuda_impl *)be->impl;
+}
+
+/* Error bookkeeping: each returns 0 on success, else records the first error
+ * (TT_ERR_RUNTIME, "cuda:D: what: library error string") and returns -1. */
+int cuda_ok(cuda_impl *c, cudaError_t rc, const char *what);
+int cublas_ok(cuda_impl *c, cublasStatus_t rc, const char *what);
+int cudnn_ok(cuda_impl *c, cudnnStatus_t rc, const char *what);
+
+/* The same into a tt_err, for code that is not an operation (setup). */
+int cuda_check_err(cudaError_t rc, int device, const char *what, int code, tt_err *err);
+int cudnn_check_err(cudnnStatus_t rc, int device, const char *what, int code, tt_err *err);
+int cublas_check_err(cublasStatus_t rc, int device, const char *what, int code, tt_err *err);
+
+/* The start of every operation: binds the device; false when the backend has
+ * failed before (the operation is skipped). */
+bool cuda_begin(backend_t *be);
+
+/* The scratch region of the 16-bit copies, at least `bytes` long: grown
+ * while the pool is not frozen (setup; work queued on the tower's one
+ * stream before a regrowth is done before anything reuses the old block),
+ * after that an error (the setup sized it too small). NULL after recording
+ * an error. */
+void *cuda_copies(cuda_impl *c, size_t bytes);
+
+/* count float32 values to the backend's 16-bit type, and back (exact). */
+int cuda_to_half(cuda_impl *c, size_t count, const float *src, void *dst);
+int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst);
+
+/* The cuBLAS / cuDNN element type of the 16-bit copies (or of float32). */
+cudaDataType_t cuda_blas_type(prec_t p);
+cudnnDataType_t cuda_dnn_type(prec_t p);
+
+/* cuda_conv.c */
+size_t cuda_conv_workspace(backend_t *be, const window_desc *d);
+void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                       const float *b, bool relu, float *y, void *ws);
+void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                        const float *y, bool relu, float *dy, float *dx, float *dw, float *db,
+                        void *ws);
+
+/* cuda_batchnorm.c */
+void cuda_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x,
+                            const float *gamma, const float *beta, float *running_mean,
+                            float *running_var, float momentum, float eps, bool training,
+                            bool relu, float *y, float *save_mean, float *save_invstd);
+void cuda_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *save_mean,
+                             const float *save_invstd, const float *y, bool relu, float *dy,
+                             float *dx, float *dgamma, float *dbeta);
+
+#endif

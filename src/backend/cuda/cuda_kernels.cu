@@ -1,0 +1,494 @@
+/* cuda_kernels.cu - the element-wise, pooling, loss and optimizer kernels of
+ * the CUDA backend. Each thread computes elements through the same
+ * `static inline` functions of backend/math.h the CPU backend loops over, so
+ * the CPU tests check this arithmetic; built with --fmad=false (Makefile.am)
+ * so that a*b+c is not fused where the CPU does not fuse it, and the
+ * optimizers, dropout and pooling give the CPU's bits.
+ *
+ * Reductions (bias gradients, the loss) sum in a fixed order that does not
+ * depend on timing: same inputs, same bits, run after run.
+ */
+#include "backend/cuda/cuda_kernels.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#define THREADS 256
+#define MAX_BLOCKS 65535
+
+/* Blocks for n elements with grid-stride loops. */
+static unsigned blocks_for(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
+}
+
+#define FOR_EACH(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)blockDim.x * gridDim.x)
+
+/* ---- element-wise ---- */
+
+__global__ void k_relu_forward(size_t n, const float *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = tt_relu(x[i]);
+}
+
+__global__ void k_relu_backward(size_t n, const float *y, const float *dy, float *dx)
+{
+    FOR_EACH(i, n) dx[i] = tt_relu_grad(y[i], dy[i]);
+}
+
+__global__ void k_dropout(size_t n, float rate, uint64_t seed, const float *x, float *y,
+                          float *mask)
+{
+    FOR_EACH(i, n)
+    {
+        float f = tt_dropout_factor(seed, i, rate);
+        mask[i] = f;
+        y[i] = x[i] * f;
+    }
+}
+
+__global__ void k_mul(size_t n, const float *a, const float *b, float *y)
+{
+    FOR_EACH(i, n) y[i] = a[i] * b[i];
+}
+
+__global__ void k_axpy(size_t n, float alpha, const float *x, float *y)
+{
+    FOR_EACH(i, n) y[i] += alpha * x[i];
+}
+
+__global__ void k_add(size_t n, const float *a, const float *b, int relu, float *y)
+{
+    FOR_EACH(i, n)
+    {
+        float v = a[i] + b[i];
+        y[i] = relu ? tt_relu(v) : v;
+    }
+}
+
+__global__ void k_scale(size_t n, float alpha, float *x)
+{
+    FOR_EACH(i, n) x[i] *= alpha;
+}
+
+__global__ void k_add_scalar(size_t n, float alpha, float *x)
+{
+    FOR_EACH(i, n) x[i] += alpha;
+}
+
+/* ---- mixed precision: float32 to and from the 16-bit types ---- */
+
+__global__ void k_to_bf16(size_t n, const float *x, __nv_bfloat16 *y)
+{
+    FOR_EACH(i, n) y[i] = __float2bfloat16_rn(x[i]);
+}
+
+__global__ void k_to_fp16(size_t n, const float *x, __half *y)
+{
+    FOR_EACH(i, n) y[i] = __float2half_rn(x[i]);
+}
+
+__global__ void k_from_bf16(size_t n, const __nv_bfloat16 *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = __bfloat162float(x[i]);
+}
+
+__global__ void k_from_fp16(size_t n, const __half *x, float *y)
+{
+    FOR_EACH(i, n) y[i] = __half2float(x[i]);
+}
+
+/* threads that find one all write 1: the same value, no order needed */
+__global__ void k_not_finite(size_t n, const float *x, int *flag)
+{
+    FOR_EACH(i, n)
+    {
+        if (tt_not_finite(x[i]))
+            *flag = 1;
+    }
+}
+
+__global__ void k_sgd(size_t n, float lr, float momentum, int nesterov, float weight_decay,
+                      int first_step, float *w, const float *g, float *buf)
+{
+    FOR_EACH(i, n)
+    {
+        float unused = 0.0f;
+        w[i] = tt_sgd_update(w[i], g[i], buf != NULL ? &buf[i] : &unused, lr,
+                             buf != NULL ? momentum : 0.0f, nesterov, weight_decay, first_step);
+    }
+}
+
+__global__ void k_adam(size_t n, tt_adam_consts c, float *w, const float *g, float *m, float *v)
+{
+    FOR_EACH(i, n) w[i] = tt_adam_update(w[i], g[i], &m[i], &v[i], &c);
+}
+
+/* y = relu(y + b[channel]) over [rows, channels, inner] */
+__global__ void k_bias_relu(size_t n, int channels, int inner, const float *b, int relu, float *y)
+{
+    FOR_EACH(i, n)
+    {
+        float v = y[i];
+        if (b != NULL)
+            v = v + b[(i / (size_t)inner) % (size_t)channels];
+        y[i] = relu ? tt_relu(v) : v;
+    }
+}
+
+/* inner == 1 (dense): one thread per column sums its rows in order, from 0,
+ * as the CPU backend does - the same bits. */
+__global__ void k_column_sum(int rows, int cols, const float *dy, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols)
+        return;
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++)
+        s += dy[(size_t)r * cols + j];
+    db[j] = s;
+}
+
+/* inner > 1 (conv): one block per channel; each thread sums a fixed strided
+ * share in double, then a fixed tree in shared memory. */
+__global__ void k_channel_sum(int rows, int channels, int inner, const float *dy, float *db)
+{
+    __shared__ double part[THREADS];
+    int ch = blockIdx.x;
+    size_t per = (size_t)rows * inner;
+    double s = 0.0;
+    for (size_t q = threadIdx.x; q < per; q += blockDim.x) {
+        size_t r = q / inner, i = q % inner;
+        s += dy[(r * channels + ch) * inner + i];
+    }
+    part[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half)
+            part[threadIdx.x] += part[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        db[ch] = (float)part[0];
+}
+
+/* ---- pooling: one thread per output (forward) or per input (backward) ---- */
+
+__global__ void k_maxpool_forward(window_desc d, const float *x, float *y, int32_t *mask)
+{
+    size_t per = (size_t)d.oh * d.ow, n = (size_t)d.n * d.c * per;
+    FOR_EACH(i, n)
+    {
+        size_t plane = i / per;
+        int o = (int)(i % per), oy = o / d.ow, ox = o % d.ow;
+        y[i] = tt_maxpool_window(d.h, d.w, d.k, d.stride, d.pad, x + plane * d.h * d.w, oy, ox,
+                                 &mask[i]);
+    }
+}
+
+__global__ void k_maxpool_backward(window_desc d, const float *dy, const int32_t *mask, float *dx)
+{
+    size_t per = (size_t)d.h * d.w, out = (size_t)d.oh * d.ow, n = (size_t)d.n * d.c * per;
+    FOR_EACH(i, n)
+    {
+        size_t plane = i / per;
+        int q = (int)(i % per);
+        dx[i] = tt_maxpool_grad(d.w, d.oh, d.ow, d.k, d.stride, d.pad, dy + plane * out,
+                                mask + plane * out, q / d.w, q % d.w);
+    }
+}
+
+__global__ void k_avgpool_forward(window_desc d, const float *x, float *y)
+{
+    size_t per = (size_t)d.oh * d.ow, n = (size_t)d.n * d.c * per;
+    FOR_EACH(i, n)
+    {
+        size_t plane = i / per;
+        int o = (int)(i % per);
+        y[i] = tt_avgpool_window(d.h, d.w, d.k, d.stride, d.pad, x + plane * d.h * d.w,
+                                 o / d.ow, o % d.ow);
+    }
+}
+
+__global__ void k_avgpool_backward(window_desc d, const float *dy, float *dx)
+{
+    size_t per = (size_t)d.h * d.w, out = (size_t)d.oh * d.ow, n = (size_t)d.n * d.c * per;
+    FOR_EACH(i, n)
+    {
+        size_t plane = i / per;
+        int q = (int)(i % per);
+        dx[i] = tt_avgpool_grad(d.oh, d.ow, d.k, d.stride, d.pad, dy + plane * out, q / d.w,
+                                q % d.w);
+    }
+}
+
+/* ---- loss: one block; thread t takes rows t, t + THREADS, ...; the sums
+ * meet in a fixed tree ---- */
+
+__global__ void k_softmax_xent(int n, int classes, const float *logits, const int32_t *labels,
+                               float *dlogits, tt_xent_result *out)
+{
+    __shared__ double loss[THREADS];
+    __shared__ int right[THREADS];
+    double l = 0.0;
+    int c = 0;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+        int arg;
+        l += tt_softmax_xent_row(logits + (size_t)r * classes, classes, labels[r], n,
+                                 dlogits != NULL ? dlogits + (size_t)r * classes : NULL, &arg);
+        c += arg == labels[r];
+    }
+    loss[threadIdx.x] = l;
+    right[threadIdx.x] = c;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) {
+            loss[threadIdx.x] += loss[threadIdx.x + half];
+            right[threadIdx.x] += right[threadIdx.x + half];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        out->loss = loss[0];
+        out->correct = right[0];
+    }
+}
+
+/* ---- batchnorm parameter gradients: one block per channel ---- */
+
+__global__ void k_bn_param_grads(int n, int c, int hw, const float *x, const float *dy,
+                                 const float *mean, const float *invstd, float *dgamma,
+                                 float *dbeta)
+{
+    __shared__ double sdy[THREADS], sdyx[THREADS];
+    int ch = blockIdx.x;
+    size_t per = (size_t)n * hw;
+    float mu = mean[ch];
+    double a = 0.0, b = 0.0;
+    for (size_t q = threadIdx.x; q < per; q += blockDim.x) {
+        size_t off = ((q / hw) * c + ch) * hw + q % hw;
+        a += dy[off];
+        b += (double)dy[off] * (x[off] - mu);
+    }
+    sdy[threadIdx.x] = a;
+    sdyx[threadIdx.x] = b;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half) {
+            sdy[threadIdx.x] += sdy[threadIdx.x + half];
+            sdyx[threadIdx.x] += sdyx[threadIdx.x + half];
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        if (dbeta != NULL)
+            dbeta[ch] = (float)sdy[0];
+        if (dgamma != NULL)
+            dgamma[ch] = (float)(sdyx[0] * invstd[ch]);
+    }
+}
+
+/* ---- launchers ---- */
+
+extern "C" {
+
+cudaError_t tt_k_relu_forward(cudaStream_t s, size_t n, const float *x, float *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_relu_forward<<<blocks_for(n), THREADS, 0, s>>>(n, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_relu_backward(cudaStream_t s, size_t n, const float *y, const float *dy,
+                               float *dx)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_relu_backward<<<blocks_for(n), THREADS, 0, s>>>(n, y, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_dropout(cudaStream_t s, size_t n, float rate, uint64_t seed, const float *x,
+                         float *y, float *mask)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_dropout<<<blocks_for(n), THREADS, 0, s>>>(n, rate, seed, x, y, mask);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_mul(cudaStream_t s, size_t n, const float *a, const float *b, float *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_mul<<<blocks_for(n), THREADS, 0, s>>>(n, a, b, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_axpy(cudaStream_t s, size_t n, float alpha, const float *x, float *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_axpy<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_add(cudaStream_t s, size_t n, const float *a, const float *b, bool relu,
+                     float *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_add<<<blocks_for(n), THREADS, 0, s>>>(n, a, b, relu ? 1 : 0, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_scale<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_add_scalar<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_to_half(cudaStream_t s, size_t n, bool bf16, const float *x, void *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (bf16)
+        k_to_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, x, (__nv_bfloat16 *)y);
+    else
+        k_to_fp16<<<blocks_for(n), THREADS, 0, s>>>(n, x, (__half *)y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, float *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (bf16)
+        k_from_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)x, y);
+    else
+        k_from_fp16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __half *)x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag)
+{
+    cudaError_t rc = cudaMemsetAsync(flag, 0, sizeof(int), s);
+    if (rc != cudaSuccess || n == 0)
+        return rc;
+    k_not_finite<<<blocks_for(n), THREADS, 0, s>>>(n, x, flag);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,
+                     float weight_decay, bool first_step, float *w, const float *g, float *buf)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_sgd<<<blocks_for(n), THREADS, 0, s>>>(n, lr, momentum, nesterov ? 1 : 0, weight_decay,
+                                             first_step ? 1 : 0, w, g,
+                                             momentum != 0.0f ? buf : NULL);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_adam(cudaStream_t s, size_t n, tt_adam_consts c, float *w, const float *g,
+                      float *m, float *v)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_adam<<<blocks_for(n), THREADS, 0, s>>>(n, c, w, g, m, v);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_bias_relu(cudaStream_t s, int rows, int channels, int inner, const float *b,
+                           bool relu, float *y)
+{
+    size_t n = (size_t)rows * channels * inner;
+    if (n == 0 || (b == NULL && !relu))
+        return cudaSuccess;
+    k_bias_relu<<<blocks_for(n), THREADS, 0, s>>>(n, channels, inner, b, relu ? 1 : 0, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_channel_sum(cudaStream_t s, int rows, int channels, int inner, const float *dy,
+                             float *db)
+{
+    if (channels <= 0)
+        return cudaSuccess;
+    if (inner == 1)
+        k_column_sum<<<(channels + THREADS - 1) / THREADS, THREADS, 0, s>>>(rows, channels, dy,
+                                                                             db);
+    else
+        k_channel_sum<<<channels, THREADS, 0, s>>>(rows, channels, inner, dy, db);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_maxpool_forward(cudaStream_t s, window_desc d, const float *x, float *y,
+                                 int32_t *mask)
+{
+    size_t n = (size_t)d.n * d.c * d.oh * d.ow;
+    if (n == 0)
+        return cudaSuccess;
+    k_maxpool_forward<<<blocks_for(n), THREADS, 0, s>>>(d, x, y, mask);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_maxpool_backward(cudaStream_t s, window_desc d, const float *dy,
+                                  const int32_t *mask, float *dx)
+{
+    size_t n = (size_t)d.n * d.c * d.h * d.w;
+    if (n == 0)
+        return cudaSuccess;
+    k_maxpool_backward<<<blocks_for(n), THREADS, 0, s>>>(d, dy, mask, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_avgpool_forward(cudaStream_t s, window_desc d, const float *x, float *y)
+{
+    size_t n = (size_t)d.n * d.c * d.oh * d.ow;
+    if (n == 0)
+        return cudaSuccess;
+    k_avgpool_forward<<<blocks_for(n), THREADS, 0, s>>>(d, x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_avgpool_backward(cudaStream_t s, window_desc d, const float *dy, float *dx)
+{
+    size_t n = (size_t)d.n * d.c * d.h * d.w;
+    if (n == 0)
+        return cudaSuccess;
+    k_avgpool_backward<<<blocks_for(n), THREADS, 0, s>>>(d, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
+                              const int32_t *labels, float *dlogits, tt_xent_result *out)
+{
+    k_softmax_xent<<<1, THREADS, 0, s>>>(n, classes, logits, labels, dlogits, out);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_bn_param_grads(cudaStream_t s, int n, int c, int hw, const float *x,
+                                const float *dy, const float *mean, const float *invstd,
+                                float *dgamma, float *dbeta)
+{
+    if (c <= 0)
+        return cudaSuccess;
+    k_bn_param_grads<<<c, THREADS, 0, s>>>(n, c, hw, x, dy, mean, invstd, dgamma, dbeta);
+    return cudaGetLastError();
+}
+
+} /* extern "C" */

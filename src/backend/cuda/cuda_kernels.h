@@ -1,0 +1,80 @@
+/* cuda_kernels.h - the CUDA backend's own kernels (cuda_kernels.cu), as C
+ * launchers: each queues its kernel on the stream and returns the launch
+ * status (cudaGetLastError), which the caller turns into a tt_err. Counts of
+ * 0 launch nothing. The per-element math is backend/math.h's.
+ */
+#ifndef TT_CUDA_KERNELS_H
+#define TT_CUDA_KERNELS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "backend/backend.h"
+#include "backend/math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+cudaError_t tt_k_relu_forward(cudaStream_t s, size_t n, const float *x, float *y);
+cudaError_t tt_k_relu_backward(cudaStream_t s, size_t n, const float *y, const float *dy,
+                               float *dx);
+cudaError_t tt_k_dropout(cudaStream_t s, size_t n, float rate, uint64_t seed, const float *x,
+                         float *y, float *mask);
+cudaError_t tt_k_mul(cudaStream_t s, size_t n, const float *a, const float *b, float *y);
+cudaError_t tt_k_axpy(cudaStream_t s, size_t n, float alpha, const float *x, float *y);
+cudaError_t tt_k_add(cudaStream_t s, size_t n, const float *a, const float *b, bool relu,
+                     float *y);
+cudaError_t tt_k_scale(cudaStream_t s, size_t n, float alpha, float *x);
+cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x);
+/* Mixed precision (precision.h): y[i] = x[i] rounded to nearest even in
+ * bfloat16 (bf16) or IEEE half (else; beyond its range: +-Inf), stored as
+ * 16-bit values; and back, exactly, to float32. */
+cudaError_t tt_k_to_half(cudaStream_t s, size_t n, bool bf16, const float *x, void *y);
+cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, float *y);
+/* *flag = 1 when some x[i] is an Inf or a NaN (flag zeroed first). */
+cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag);
+cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,
+                     float weight_decay, bool first_step, float *w, const float *g, float *buf);
+cudaError_t tt_k_adam(cudaStream_t s, size_t n, tt_adam_consts c, float *w, const float *g,
+                      float *m, float *v);
+
+/* y[r, ch, i] (+)= b[ch] then relu, over rows x channels x inner: dense
+ * (inner 1) and conv (inner = oh*ow) bias; b may be NULL (relu only). */
+cudaError_t tt_k_bias_relu(cudaStream_t s, int rows, int channels, int inner, const float *b,
+                           bool relu, float *y);
+/* db[ch] = sum over r, i of dy[r, ch, i]; each channel summed in a fixed
+ * order (rows in order when inner is 1, as the CPU's dense bias gradient). */
+cudaError_t tt_k_channel_sum(cudaStream_t s, int rows, int channels, int inner, const float *dy,
+                             float *db);
+
+cudaError_t tt_k_maxpool_forward(cudaStream_t s, window_desc d, const float *x, float *y,
+                                 int32_t *mask);
+cudaError_t tt_k_maxpool_backward(cudaStream_t s, window_desc d, const float *dy,
+                                  const int32_t *mask, float *dx);
+cudaError_t tt_k_avgpool_forward(cudaStream_t s, window_desc d, const float *x, float *y);
+cudaError_t tt_k_avgpool_backward(cudaStream_t s, window_desc d, const float *dy, float *dx);
+
+/* The loss of n rows into out->loss (double, summed) and out->correct. */
+typedef struct {
+    double loss;
+    int correct;
+    int not_finite; /* tt_k_not_finite's flag, in the same small buffer */
+} tt_xent_result;
+cudaError_t tt_k_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
+                              const int32_t *labels, float *dlogits, tt_xent_result *out);
+
+/* Batchnorm's parameter gradients alone (when no dx is wanted):
+ * dbeta[ch] = sum dy, dgamma[ch] = sum dy * (x - mean) * invstd. */
+cudaError_t tt_k_bn_param_grads(cudaStream_t s, int n, int c, int hw, const float *x,
+                                const float *dy, const float *mean, const float *invstd,
+                                float *dgamma, float *dbeta);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

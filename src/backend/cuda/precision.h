@@ -1,0 +1,94 @@
+/* precision.h - mixed precision on the CUDA backend: which operations
+ * compute in a 16-bit type, what a GPU needs for it, and where the 16-bit
+ * copies of a dense or conv2d call's operands live.
+ *
+ * A CUDA backend of precision "bf16" or "fp16" keeps every tensor float32,
+ * as backend.h says (the parameters are the fp32 master weights, as
+ * torch.autocast keeps them). Its dense and conv2d operations, forward,
+ * backward-data and backward-weights, round their float32 operands (x, w,
+ * dy) to the 16-bit type (to nearest even) in one scratch region of the
+ * tower's memory pool, multiply them on tensor cores with float32
+ * accumulation (cuBLAS with CUBLAS_COMPUTE_32F; cuDNN with a float32
+ * convolution compute type, PSEUDO_HALF / PSEUDO_BFLOAT16 configurations),
+ * and hand back float32: cuBLAS writes float32 itself, cuDNN writes the
+ * 16-bit type into the scratch region and a kernel widens it. Batchnorm,
+ * pooling, the element-wise operations, softmax and the loss, the
+ * all-reduce and the optimizer stay float32.
+ *
+ * The scratch region is sized while the run sets up (the largest call of
+ * the model at its batch size) and never grows during training.
+ *
+ * Plain C and GPU-independent, so tests/test_precision.c checks it on the
+ * CPU; cuda_backend.c and cuda_conv.c follow it.
+ */
+#ifndef TT_PRECISION_H
+#define TT_PRECISION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "util/err.h"
+
+typedef enum { PREC_FP32, PREC_BF16, PREC_FP16 } prec_t;
+
+/* The backend operations, for prec_reduced. */
+typedef enum {
+    PREC_OP_DENSE,      /* dense forward and backward (cuBLAS) */
+    PREC_OP_CONV,       /* conv2d forward, backward data, backward filter (cuDNN) */
+    PREC_OP_BATCHNORM,  /* statistics and normalisation (cuDNN) */
+    PREC_OP_POOL,       /* max and average pooling */
+    PREC_OP_ELEMENTWISE, /* relu, add, dropout, bias, scale, ... */
+    PREC_OP_LOSS,       /* softmax and cross-entropy */
+    PREC_OP_ALLREDUCE,  /* NCCL, on the float32 gradients */
+    PREC_OP_OPTIMIZER,  /* the update of the float32 master parameters */
+    PREC_OP_COUNT
+} prec_op;
+
+/* "fp32", "bf16", "fp16": 0 and the type in *p; -1 for anything else. */
+int prec_parse(const char *name, prec_t *p);
+const char *prec_name(prec_t p);
+
+/* Does op compute in p's 16-bit type? (false for every op of fp32) */
+bool prec_reduced(prec_t p, prec_op op);
+const char *prec_op_name(prec_op op);
+
+/* Bytes of one element of the type the reduced ops multiply: 4 or 2. */
+size_t prec_elem_bytes(prec_t p);
+
+/* The lowest compute capability (major * 10 + minor) whose tensor cores
+ * multiply p's type: bf16 8.0 (Ampere), fp16 7.0 (Volta), fp32 none (0). */
+int prec_min_capability(prec_t p);
+
+/* TT_ERR_USAGE, one line naming the device, its name and capability, when
+ * the GPU cannot run p; else 0. */
+int prec_check_device(prec_t p, int device, const char *gpu_name, int major, int minor,
+                      tt_err *err);
+
+/* "dense, conv2d in bf16 (fp32 accumulation); batchnorm, pooling, ... in
+ * fp32", for the tower table and --version. */
+void prec_describe(prec_t p, char *buf, size_t len);
+
+/* The 16-bit copies of one dense call, y[n,out] = x[n,in] w[out,in]^T:
+ * byte offsets in the scratch region (each MEM_POOL_ALIGN-aligned) of x,
+ * w and dy [n,out], and the region's size. cuBLAS writes y, dx and dw in
+ * float32 directly. All zero for fp32. */
+typedef struct {
+    size_t x, w, dy;
+    size_t bytes;
+} prec_dense_copies;
+void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l);
+
+/* The same for one conv2d call (cuDNN reads and writes one type):
+ *   x  [n,c,h,w]    x for forward and backward filter; backward data's dx
+ *   w  [f,c,k,k]    w for forward and backward data
+ *   y  [n,f,oh,ow]  forward's y; backward's dy
+ *   dw [f,c,k,k]    backward filter's dw
+ * Backward filter runs before backward data, which then reuses x's place. */
+typedef struct {
+    size_t x, w, y, dw;
+    size_t bytes;
+} prec_conv_copies;
+void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l);
+
+#endif

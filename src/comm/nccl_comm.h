@@ -1,0 +1,53 @@
+/* nccl_comm.h - NCCL all-reduce among GPU towers: within a process, and
+ * under mpirun across every GPU of every rank with one communicator.
+ *
+ * Each tower has its NCCL communicator (one per device, ncclCommInitAll in a
+ * single process; ncclCommInitRank with global rank = rank x towers + tower
+ * under MPI, the unique id sent from rank 0 with MPI_Bcast through
+ * comm/dist.h) and a communication stream. A tower thread starts a group of
+ * packs on its communication stream after an event recorded on its compute
+ * stream (the gradients are final there), and later makes its compute stream
+ * wait for an event after the last group: the host never waits.
+ *
+ * Built without CUDA, nccl_none.c answers "built without CUDA".
+ */
+#ifndef TT_NCCL_COMM_H
+#define TT_NCCL_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "util/err.h"
+
+typedef struct nccl_comm nccl_comm;
+
+/* Communicators for this process's n towers on CUDA devices `devices`.
+ * Collective over the MPI ranks: every rank calls it, from its main thread,
+ * with the same n. Errors name the device and NCCL's (or CUDA's) string. */
+nccl_comm *nccl_comm_create(int n, const int *devices, tt_err *err);
+void nccl_comm_free(nccl_comm *c);
+
+/* Participants: towers x ranks. */
+int nccl_comm_size(const nccl_comm *c);
+
+/* Tower t: after the work queued so far on its compute stream, all-reduces
+ * the packs [lo[i], hi[i]) of buf in place (sum, or mean over every
+ * participant), in one ncclGroupStart/End on the tower's communication
+ * stream. Returns at once. */
+int nccl_comm_allreduce(nccl_comm *c, int t, void *compute_stream, float *buf, const size_t *lo,
+                        const size_t *hi, int n_packs, bool mean, tt_err *err);
+
+/* Tower t's compute stream waits for every all-reduce tower t started. */
+int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err);
+
+/* An asynchronous NCCL error of tower t's communicator (a peer gone, a
+ * network failure), or 0. */
+int nccl_comm_check(nccl_comm *c, int t, tt_err *err);
+
+/* The bench: from one thread, one group over the n local towers, each
+ * reducing count floats from send[t] to recv[t] (in place when equal) on
+ * streams[t]; sum. */
+int nccl_comm_allreduce_all(nccl_comm *c, float *const *send, float *const *recv, size_t count,
+                            void *const *streams, tt_err *err);
+
+#endif

@@ -1,0 +1,496 @@
+/* image_folder.c - torchvision's ImageFolder layout: root/<class>/<image>.
+ *
+ * Classes are root's sub-directories in byte order (class i = the i-th name),
+ * as torchvision's find_classes; an empty one keeps its index, so a training
+ * and a validation folder with the same class names agree. A class's images
+ * are its files ending in .jpg, .jpeg or .png (any case), in sub-directories
+ * too, in the order of Python's sorted(os.walk(class_dir)) and sorted(files),
+ * as torchvision's make_dataset. The list is read once, at open, with every
+ * image's header (format, size), so a file that is not an image, is cut short
+ * before its pixels, or has an unsupported size is found before anything is
+ * written; pixels are decoded by image_folder_sample, in the prefetch workers.
+ *
+ * skip_corrupt: files whose header does not read are left out at open, with a
+ * count in the log. A file whose header reads but whose pixels do not decode
+ * is found by the worker that decodes it; the next image in file order that
+ * decodes stands in for it (so batches keep their size and the stream stays a
+ * function of the seed), and the log names it once.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "dataflow/dataset_impl.h"
+#include "dataflow/image_decode.h"
+#include "util/log.h"
+
+#define PROBE_BYTES 65536
+#define MAX_DEPTH 32
+
+typedef struct {
+    size_t dir;     /* offset of the directory relative to root ("cat", "cat/sub") */
+    size_t name;    /* offset of the file name */
+    int32_t label;
+    int32_t w, h;
+} folder_entry;
+
+struct image_folder {
+    char root[4096];
+    int channels;
+    bool skip_corrupt;
+    folder_entry *entries;
+    size_t n, cap;
+    char *names;    /* NUL-separated strings */
+    size_t names_len, names_cap;
+    int n_classes;
+    size_t *class_name;   /* [n_classes]: offsets of the class folders' names */
+    pthread_mutex_t lock; /* reported */
+    uint8_t *reported;    /* [n] files a worker found corrupt */
+};
+
+static size_t add_name(struct image_folder *f, const char *s)
+{
+    size_t n = strlen(s) + 1;
+    if (f->names_len + n > f->names_cap) {
+        size_t cap = (f->names_cap + n) * 2;
+        char *p = realloc(f->names, cap);
+        if (p == NULL)
+            return (size_t)-1;
+        f->names = p;
+        f->names_cap = cap;
+    }
+    memcpy(f->names + f->names_len, s, n);
+    f->names_len += n;
+    return f->names_len - n;
+}
+
+void image_folder_path(const struct dataset *ds, size_t i, char *out, size_t len)
+{
+    const struct image_folder *f = ds->folder;
+    const folder_entry *e = &f->entries[i];
+    snprintf(out, len, "%s/%s/%s", f->root, f->names + e->dir, f->names + e->name);
+}
+
+static bool has_image_extension(const char *name)
+{
+    static const char *const ext[] = {".jpg", ".jpeg", ".png"};
+    size_t n = strlen(name);
+    for (size_t k = 0; k < sizeof(ext) / sizeof(ext[0]); k++) {
+        size_t e = strlen(ext[k]);
+        if (n > e && strcasecmp(name + n - e, ext[k]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* torchvision reads these too (through PIL); say so rather than pass over
+ * them in silence */
+static bool has_other_image_extension(const char *name)
+{
+    static const char *const ext[] = {".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+    size_t n = strlen(name);
+    for (size_t k = 0; k < sizeof(ext) / sizeof(ext[0]); k++) {
+        size_t e = strlen(ext[k]);
+        if (n > e && strcasecmp(name + n - e, ext[k]) == 0)
+            return true;
+    }
+    return false;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The names in a directory (sorted), with whether each is a directory. */
+typedef struct {
+    char **names;
+    bool *is_dir;
+    int n;
+} dir_list;
+
+static void dir_list_free(dir_list *l)
+{
+    for (int i = 0; i < l->n; i++)
+        free(l->names[i]);
+    free(l->names);
+    free(l->is_dir);
+    memset(l, 0, sizeof(*l));
+}
+
+static int list_dir(const char *path, dir_list *l, tt_err *err)
+{
+    memset(l, 0, sizeof(*l));
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return err_set(err, TT_ERR_USAGE, "%s: cannot open the directory: %s", path,
+                       strerror(errno));
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (l->n == cap) {
+            cap = cap ? cap * 2 : 64;
+            char **nn = realloc(l->names, (size_t)cap * sizeof(char *));
+            if (nn == NULL)
+                break;
+            l->names = nn;
+        }
+        if ((l->names[l->n] = strdup(e->d_name)) == NULL)
+            break;
+        l->n++;
+    }
+    bool oom = e != NULL;
+    closedir(d);
+    if (oom)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory listing %s", path);
+    if (l->n > 1)
+        qsort(l->names, (size_t)l->n, sizeof(char *), cmp_str);
+    if ((l->is_dir = calloc((size_t)l->n + 1, sizeof(bool))) == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory listing %s", path);
+    for (int i = 0; i < l->n; i++) {
+        char p[8192];
+        struct stat st;
+        snprintf(p, sizeof(p), "%s/%s", path, l->names[i]);
+        /* stat, not lstat: links are followed, as os.walk(followlinks=True) */
+        l->is_dir[i] = stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+    }
+    return 0;
+}
+
+typedef struct {
+    size_t others;  /* files of image types this reader does not take */
+} walk_stats;
+
+/* Adds class `label`'s images under root/rel (rel: "cat", "cat/sub"). Files
+ * first, then sub-directories: with the class's entries sorted afterwards by
+ * (directory, name) that is sorted(os.walk()) order. */
+static int walk(struct image_folder *f, const char *rel, int label, int depth, walk_stats *ws,
+                tt_err *err)
+{
+    char path[8192];
+    if (snprintf(path, sizeof(path), "%s/%s", f->root, rel) >= (int)sizeof(path))
+        return err_set(err, TT_ERR_USAGE, "%s/%.200s...: path too long", f->root, rel);
+    if (depth > MAX_DEPTH)
+        return err_set(err, TT_ERR_USAGE, "%s: directories nested more than %d deep (a link "
+                       "loop?)", path, MAX_DEPTH);
+    dir_list l;
+    if (list_dir(path, &l, err) != 0) {
+        dir_list_free(&l);
+        return -1;
+    }
+    size_t dir = add_name(f, rel);
+    int rc = dir == (size_t)-1 ? err_set(err, TT_ERR_RUNTIME, "out of memory") : 0;
+    for (int i = 0; rc == 0 && i < l.n; i++) {
+        if (l.is_dir[i]) {
+            char sub[4096];
+            if (snprintf(sub, sizeof(sub), "%s/%s", rel, l.names[i]) >= (int)sizeof(sub))
+                rc = err_set(err, TT_ERR_USAGE, "%s/%.200s...: path too long", f->root, rel);
+            else
+                rc = walk(f, sub, label, depth + 1, ws, err);
+            continue;
+        }
+        if (!has_image_extension(l.names[i])) {
+            ws->others += has_other_image_extension(l.names[i]);
+            continue;
+        }
+        if (f->n == f->cap) {
+            size_t cap = f->cap ? f->cap * 2 : 1024;
+            folder_entry *p = realloc(f->entries, cap * sizeof(folder_entry));
+            if (p == NULL) {
+                rc = err_set(err, TT_ERR_RUNTIME, "out of memory");
+                break;
+            }
+            f->entries = p;
+            f->cap = cap;
+        }
+        size_t name = add_name(f, l.names[i]);
+        if (name == (size_t)-1) {
+            rc = err_set(err, TT_ERR_RUNTIME, "out of memory");
+            break;
+        }
+        f->entries[f->n++] = (folder_entry){.dir = dir, .name = name, .label = label};
+    }
+    dir_list_free(&l);
+    return rc;
+}
+
+static const char *sort_names; /* qsort has no context argument */
+
+static int cmp_entry(const void *a, const void *b)
+{
+    const folder_entry *x = a, *y = b;
+    int c = strcmp(sort_names + x->dir, sort_names + y->dir);
+    return c != 0 ? c : strcmp(sort_names + x->name, sort_names + y->name);
+}
+
+/* Reads a file (all of it, or its first `most` bytes) into the scratch. */
+static int read_file(const char *path, size_t most, dataset_scratch *s, size_t *len,
+                     size_t *file_size, char *why, size_t why_len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(why, why_len, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        snprintf(why, why_len, "not a regular file");
+        return -1;
+    }
+    size_t want = (size_t)st.st_size < most ? (size_t)st.st_size : most;
+    if (s->bytes_cap < want + 1) {
+        uint8_t *p = realloc(s->bytes, want + 1);
+        if (p == NULL) {
+            close(fd);
+            snprintf(why, why_len, "out of memory for %zu bytes", want);
+            return -1;
+        }
+        s->bytes = p;
+        s->bytes_cap = want + 1;
+    }
+    size_t got = 0;
+    while (got < want) {
+        ssize_t r = read(fd, s->bytes + got, want - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0) {
+            close(fd);
+            snprintf(why, why_len, "read error: %s", r < 0 ? strerror(errno) : "file shrank");
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    *len = got;
+    *file_size = (size_t)st.st_size;
+    return 0;
+}
+
+/* Reads image i's header into its entry; -1 with why when it does not. */
+static int probe(struct image_folder *f, size_t i, dataset_scratch *s, char *why, size_t why_len)
+{
+    char path[8400];
+    folder_entry *e = &f->entries[i];
+    snprintf(path, sizeof(path), "%s/%s/%s", f->root, f->names + e->dir, f->names + e->name);
+    size_t len, size;
+    if (read_file(path, PROBE_BYTES, s, &len, &size, why, why_len) != 0)
+        return -1;
+    int w = 0, h = 0;
+    int rc = image_probe(s->bytes, len, &s->jpeg, &w, &h, why, why_len);
+    if (rc == 1 && size > len) { /* a header longer than the first bytes (large EXIF) */
+        if (read_file(path, SIZE_MAX, s, &len, &size, why, why_len) != 0)
+            return -1;
+        rc = image_probe(s->bytes, len, &s->jpeg, &w, &h, why, why_len);
+    }
+    if (rc == 1 && len == 0)
+        snprintf(why, why_len, "empty file");
+    else if (rc == 1 && (len < 8 || why[0] == '\0'))
+        snprintf(why, why_len, "truncated image header");
+    if (rc != 0)
+        return rc == IMAGE_NOT_BUILT ? IMAGE_NOT_BUILT : -1;
+    e->w = w;
+    e->h = h;
+    return 0;
+}
+
+int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
+{
+    struct image_folder *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    ds->folder = f;
+    pthread_mutex_init(&f->lock, NULL);
+    snprintf(f->root, sizeof(f->root), "%s", src->root);
+    f->channels = src->channels == 1 ? 1 : 3;
+    f->skip_corrupt = src->skip_corrupt;
+
+    dir_list classes;
+    if (list_dir(f->root, &classes, err) != 0) {
+        dir_list_free(&classes);
+        return -1;
+    }
+    walk_stats ws = {0};
+    int rc = 0;
+    if ((f->class_name = calloc((size_t)classes.n + 1, sizeof(size_t))) == NULL)
+        rc = err_set(err, TT_ERR_RUNTIME, "out of memory");
+    char empty[256] = "";
+    int n_empty = 0;
+    for (int i = 0; rc == 0 && i < classes.n; i++) {
+        if (!classes.is_dir[i])
+            continue; /* files in root itself are not images of a class */
+        size_t first = f->n;
+        f->class_name[f->n_classes] = add_name(f, classes.names[i]);
+        rc = walk(f, classes.names[i], f->n_classes, 0, &ws, err);
+        if (rc == 0 && f->n == first && n_empty++ < 3)
+            snprintf(empty + strlen(empty), sizeof(empty) - strlen(empty), "%s'%s'",
+                     n_empty > 1 ? ", " : "", classes.names[i]);
+        sort_names = f->names; /* stable: f->names does not move during the sort */
+        if (f->n - first > 1)
+            qsort(f->entries + first, f->n - first, sizeof(folder_entry), cmp_entry);
+        f->n_classes++;
+    }
+    dir_list_free(&classes);
+    if (rc != 0)
+        return -1;
+    if (f->n_classes == 0)
+        return err_set(err, TT_ERR_USAGE, "%s: no class folders (image_folder wants "
+                       "root/<class>/<image>.jpg|.jpeg|.png)", f->root);
+    if (f->n == 0)
+        return err_set(err, TT_ERR_USAGE, "%s: no .jpg, .jpeg or .png files in its %d class "
+                       "folder(s)", f->root, f->n_classes);
+
+    /* every header, once; corrupt ones leave the list (skip_corrupt) or stop */
+    dataset_scratch s = {0};
+    size_t kept = 0, skipped = 0;
+    char first_bad[1024] = "";
+    for (size_t i = 0; i < f->n; i++) {
+        char why[300] = "";
+        int rc_probe = probe(f, i, &s, why, sizeof(why));
+        if (rc_probe != 0) {
+            char path[4400];
+            folder_entry keep = f->entries[i];
+            snprintf(path, sizeof(path), "%s/%s/%s", f->root, f->names + keep.dir,
+                     f->names + keep.name);
+            if (rc_probe == IMAGE_NOT_BUILT) { /* the build's lack, not the file's fault */
+                dataset_scratch_free(&s);
+                return err_set(err, TT_ERR_USAGE, "%s: %s", path, why);
+            }
+            if (!f->skip_corrupt) {
+                dataset_scratch_free(&s);
+                return err_set(err, TT_ERR_USAGE, "%s: %s (skip_corrupt = true skips files that "
+                               "do not decode)", path, why);
+            }
+            if (skipped++ == 0)
+                snprintf(first_bad, sizeof(first_bad), "%.700s: %s", path, why);
+            continue;
+        }
+        f->entries[kept++] = f->entries[i];
+    }
+    dataset_scratch_free(&s);
+    f->n = kept;
+    if (f->n == 0)
+        return err_set(err, TT_ERR_USAGE, "%s: none of its images decodes (the first: %s)",
+                       f->root, first_bad);
+    if ((f->reported = calloc(f->n, 1)) == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+
+    ds->n = f->n;
+    ds->uniform = true;
+    size_t most = 0;
+    for (size_t i = 0; i < f->n; i++) {
+        size_t px = (size_t)f->entries[i].w * (size_t)f->entries[i].h;
+        most = px > most ? px : most;
+        ds->uniform &= f->entries[i].w == f->entries[0].w && f->entries[i].h == f->entries[0].h;
+    }
+    ds->shape = shape3_make(f->channels, f->entries[0].h, f->entries[0].w);
+    ds->max_floats = most * (size_t)f->channels;
+    if ((ds->labels = malloc(f->n * sizeof(int32_t))) == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    for (size_t i = 0; i < f->n; i++)
+        ds->labels[i] = f->entries[i].label;
+
+    log_printf("image_folder %s: %zu images in %d classes%s\n", f->root, f->n, f->n_classes,
+               ds->uniform ? "" : " (of different sizes)");
+    if (n_empty > 0)
+        log_printf("image_folder %s: %d class folder(s) without images keep their class "
+                   "index: %s%s\n", f->root, n_empty, empty, n_empty > 3 ? ", ..." : "");
+    if (skipped > 0)
+        log_printf("image_folder %s: skipped %zu file(s) that do not decode (skip_corrupt); "
+                   "the first: %s\n", f->root, skipped, first_bad);
+    if (ws.others > 0)
+        log_printf("image_folder %s: %zu .bmp/.ppm/.pgm/.tif/.tiff/.webp file(s) are not read "
+                   "(JPEG and PNG are)\n", f->root, ws.others);
+    return 0;
+}
+
+const char *image_folder_class(const struct dataset *ds, int k)
+{
+    const struct image_folder *f = ds->folder;
+    if (k < 0 || k >= f->n_classes || f->class_name[k] == (size_t)-1)
+        return NULL;
+    return f->names + f->class_name[k];
+}
+
+shape3 image_folder_shape(const struct dataset *ds, size_t i)
+{
+    const folder_entry *e = &ds->folder->entries[i];
+    return shape3_make(ds->folder->channels, e->h, e->w);
+}
+
+/* Decodes image i into x as C x H x W floats in [0, 1]. */
+static int decode_one(const struct dataset *ds, size_t i, float *x, shape3 *shape,
+                      dataset_scratch *s, char *why, size_t why_len)
+{
+    struct image_folder *f = ds->folder;
+    const folder_entry *e = &f->entries[i];
+    char path[8400];
+    snprintf(path, sizeof(path), "%s/%s/%s", f->root, f->names + e->dir, f->names + e->name);
+    size_t len, size;
+    int w, h;
+    if (read_file(path, SIZE_MAX, s, &len, &size, why, why_len) != 0 ||
+        image_decode(s->bytes, len, f->channels, &s->jpeg, &s->pix, &s->pix_cap, &w, &h, why,
+                     why_len) != 0)
+        return -1;
+    if (w != e->w || h != e->h) {
+        snprintf(why, why_len, "is %dx%d now but was %dx%d when the folder was opened", w, h,
+                 e->w, e->h);
+        return -1;
+    }
+    int c = f->channels;
+    size_t plane = (size_t)w * h;
+    for (int k = 0; k < c; k++) {
+        const uint8_t *p = s->pix + k;
+        float *o = x + (size_t)k * plane;
+        for (size_t j = 0; j < plane; j++)
+            o[j] = (float)p[j * c] / 255.0f; /* as torchvision ToTensor */
+    }
+    *shape = shape3_make(c, h, w);
+    return 0;
+}
+
+int image_folder_sample(const struct dataset *ds, size_t i, float *x, shape3 *shape,
+                        dataset_scratch *s, tt_err *err)
+{
+    struct image_folder *f = ds->folder;
+    for (size_t k = 0; k < ds->n; k++) {
+        size_t j = (i + k) % ds->n;
+        char why[300] = "";
+        if (decode_one(ds, j, x, shape, s, why, sizeof(why)) == 0)
+            return f->entries[j].label;
+        char path[4400];
+        image_folder_path(ds, j, path, sizeof(path));
+        if (!f->skip_corrupt)
+            return err_set(err, TT_ERR_USAGE, "%s: %s (skip_corrupt = true skips files that "
+                           "do not decode)", path, why);
+        pthread_mutex_lock(&f->lock);
+        bool first = !f->reported[j];
+        f->reported[j] = 1;
+        pthread_mutex_unlock(&f->lock);
+        if (first)
+            log_printf("image_folder: skipping %s: %s (the next image stands in for it)\n",
+                       path, why);
+    }
+    return err_set(err, TT_ERR_USAGE, "%s: none of its images decodes", f->root);
+}
+
+void image_folder_close(struct image_folder *f)
+{
+    if (f == NULL)
+        return;
+    pthread_mutex_destroy(&f->lock);
+    free(f->entries);
+    free(f->names);
+    free(f->class_name);
+    free(f->reported);
+    free(f);
+}

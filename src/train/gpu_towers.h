@@ -1,0 +1,69 @@
+/* gpu_towers.h - the GPU side of the trainer: which device a job trains on,
+ * each tower's CUDA backend, its staged input (tensorpack's StagingInput),
+ * the tower table a GPU user sees, and the error check after every step.
+ *
+ * The trainer calls these only when trainer.device resolves to the GPU
+ * (tr->gpu != NULL); CPU towers never reach this file.
+ */
+#ifndef TT_GPU_TOWERS_H
+#define TT_GPU_TOWERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "config/job.h"
+#include "model/model.h"
+#include "util/err.h"
+
+typedef struct trainer trainer_t;
+typedef struct gpu_towers gpu_towers;
+
+/* Resolves trainer.device. "cpu": false. "gpu": true, or TT_ERR_USAGE when
+ * no GPU is usable, a tower's device id does not exist, or its compute
+ * capability is below 8.0 (one line naming the device and CUDA's error
+ * string). "auto": true when a GPU is present, else false, and note (may be
+ * NULL) says why training runs on the CPU, for the log. */
+int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err);
+
+/* Tower t's CUDA backend on device trainer.towers[t]. */
+backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err);
+
+/* Mixed precision: the bytes of the 16-bit copies of the model's largest
+ * dense or conv2d call at batch max_n (0 for fp32), which each tower's
+ * backend reserves at setup (backend_cuda_reserve_copies). */
+size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n);
+
+/* Rewrites a failure of tower_create on tower t's device as the issue's
+ * "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)
+ * when the pool refused an allocation, or names the tower's CUDA error;
+ * returns whether tower t explains the failure (else err is left alone). */
+bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);
+
+/* Once the towers and their threads exist: binds each tower's thread to its
+ * device and makes its staging buffers. */
+int gpu_towers_create(trainer_t *tr, tt_err *err);
+
+/* The end of setup: waits for every device and surfaces an error of the
+ * setup's queued work; freezes the memory pools. */
+int gpu_towers_finish_setup(trainer_t *tr, tt_err *err);
+
+void gpu_towers_free(trainer_t *tr);
+
+/* Tower t's slice of the step's batch, staged to the device (replaces
+ * tower_load_batch for the training step), and the end of its use. */
+void gpu_tower_load(trainer_t *tr, int t, int n, const float *x, const int32_t *y);
+void gpu_tower_consumed(trainer_t *tr, int t);
+
+/* After a step: the first CUDA, cuDNN, cuBLAS or staging error of any tower
+ * (TT_ERR_RUNTIME, exit 1), or 0. */
+int gpu_towers_check(trainer_t *tr, tt_err *err);
+
+/* Records an error found on tower t's thread for gpu_towers_check. */
+void gpu_tower_fail(trainer_t *tr, int t, const tt_err *err);
+
+/* The tower table with device names and memory, and the library versions. */
+void gpu_print_table(const trainer_t *tr);
+
+#endif

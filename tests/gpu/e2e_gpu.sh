@@ -1,0 +1,164 @@
+#!/bin/sh
+# End-to-end GPU towers (TAP). Without a GPU: what a user sees then (exit 2
+# and one line), and every GPU check reported as SKIP. With GPUs: a LeNet
+# run reaching the CPU run's accuracy, bitwise repeatability with
+# deterministic = true, checkpoints resumed across devices, SPEC 6's
+# equivalence on 2 GPU towers (sync_replicated with NCCL,
+# sync_parameter_server with both ps_device), async, NCCL's all-reduce
+# correct at every size of the bench table (and over 2 MPI ranks), and the
+# error for a tower id that does not exist.
+. "$(dirname "$0")/../tt_lib.sh"
+# make check hides the GPUs from the CPU tests (Makefile.am); these get them back
+case ${TT_GPUS-all} in
+  all) unset CUDA_VISIBLE_DEVICES ;;
+  *) CUDA_VISIBLE_DEVICES=$TT_GPUS; export CUDA_VISIBLE_DEVICES ;;
+esac
+
+built=$("$TOWERTRAIN" --version | sed -n 's/^cuda: //p')
+if "$TOWERTRAIN" --version | grep -q 'backends: cpu cuda'; then
+  echo "$built" | grep -q '^sm_80 sm_90 +ptx (CUDA [0-9.]*, cuDNN 9\.[0-9.]*, NCCL 2\.[0-9.]*)$'
+  ok $? "--version names the GPU architectures and the CUDA, cuDNN and NCCL versions ($built)"
+else
+  skip "--version names the GPU architectures" "built without CUDA"
+fi
+
+# the number of GPUs, as the CUDA backend sees them (0 without a driver)
+GPUS=$("$TOWERTRAIN" bench --device gpu -b 8 -e 8 -n 1 -w 0 2>/dev/null | grep -c '^#  rank')
+
+# a small job: LeNet on 4096 Fashion-MNIST samples, 2 epochs, deterministic
+DATA=/usr/share/datasets/fashion-mnist
+cat > "$T/lenet.cfg" <<EOF
+seed = 7;
+dataflow = {
+  source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz";
+             labels = "$DATA/train-labels-idx1-ubyte.gz"; };
+  batch_size = 64; limit = 4096; shuffle = true;
+};
+model = "$TT_SRCDIR/models/lenet.cfg";
+optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
+trainer = { type = "simple"; device = "gpu"; };
+max_epoch = 2;
+callbacks = ( { type = "model_saver"; },
+              { type = "inference_runner"; dataflow = {
+                  source = { type = "idx"; images = "$DATA/t10k-images-idx3-ubyte.gz";
+                             labels = "$DATA/t10k-labels-idx1-ubyte.gz"; };
+                  batch_size = 100; limit = 2000; }; } );
+monitors = ( "json" );
+EOF
+
+if [ "$GPUS" = 0 ]; then
+  tt_refused "device = gpu without a GPU: exit 2, one line with CUDA's reason, nothing written" \
+    'towertrain: trainer.device = "gpu" but no GPU is available (CUDA: ' "$T/nogpu" \
+    "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/nogpu"
+  tt_refused "bench --device gpu without a GPU: exit 2, one line" \
+    'towertrain: bench: --device gpu: no GPU is available (' "" "$TOWERTRAIN" bench --device gpu
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/auto" --set 'trainer.device="auto"' \
+    --set max_epoch=1 --set 'callbacks=()' >"$T/out" 2>"$T/err"
+  [ $? = 0 ] && [ "$(grep -c 'trainer.device = "auto": no GPU' "$T/out")" = 1 ] &&
+    grep -q 'training on the CPU' "$T/auto/log.log" && grep -q '^0 *cpu:0' "$T/out"
+  ok $? "device = auto without a GPU: trains on the CPU, one log line says why"
+  for what in "LeNet on a GPU reaches the CPU run's accuracy" \
+      "deterministic = true: two GPU runs give the same bits" \
+      "a GPU checkpoint resumes on the CPU and a CPU one on the GPU" \
+      "2 GPU towers: sync_replicated (NCCL), sync_parameter_server (ps_device cpu, gpu) equal simple" \
+      "async on 2 GPU towers" "NCCL all-reduce correct at every bench size" \
+      "NCCL over 2 MPI ranks" "a tower id that does not exist: exit 2"; do
+    skip "$what" "no GPU here"
+  done
+  tt_done
+fi
+
+if [ ! -f $DATA/train-images-idx3-ubyte.gz ]; then
+  skip "GPU training runs" "dataset-fashion-mnist not installed"
+  tt_done
+fi
+
+# ---- LeNet on the GPU against the CPU ----
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu1" > "$T/gpu1.out" 2>&1
+ok $? "LeNet on one GPU tower exits 0"
+grep -q '^0 *cuda:0 ' "$T/gpu1.out" && grep -q 'sm_' "$T/gpu1.out" && grep -q 'GiB' "$T/gpu1.out"
+ok $? "the tower table names the GPU, its capability and memory"
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/cpu1" --set 'trainer.device="cpu"' > /dev/null 2>&1
+acc() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$1"; }
+ga=$(acc "$T/gpu1/stats.json"); ca=$(acc "$T/cpu1/stats.json")
+$PY -c 'import sys; g, c = map(float, sys.argv[1:]); sys.exit(0 if g >= c - 0.02 and g > 0.6 else 1)' "$ga" "$ca"
+ok $? "LeNet on a GPU reaches the CPU run's accuracy (GPU $ga, CPU $ca)"
+
+# ---- bitwise repeatability ----
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu2" > /dev/null 2>&1
+$PY - "$T/gpu1/model-128.safetensors" "$T/gpu2/model-128.safetensors" <<'PYEOF'
+import sys
+import numpy as np, tt_safetensors as st
+a, _ = st.load(sys.argv[1], optimizer=True)
+b, _ = st.load(sys.argv[2], optimizer=True)
+assert a.keys() == b.keys()
+bad = [k for k in a if a[k].tobytes() != b[k].tobytes()]
+assert not bad, bad
+PYEOF
+ok $? "deterministic = true: two GPU runs give the same bits (parameters and optimizer state)"
+
+# ---- checkpoints across devices ----
+"$TOWERTRAIN" resume "$T/gpu1" --max-epoch 3 --set 'trainer.device="cpu"' > "$T/r1.out" 2>&1 &&
+  [ -f "$T/gpu1/model-192.safetensors" ] &&
+  "$TOWERTRAIN" resume "$T/cpu1" --max-epoch 3 --set 'trainer.device="gpu"' > "$T/r2.out" 2>&1 &&
+  [ -f "$T/cpu1/model-192.safetensors" ] && grep -q 'cuda:0' "$T/r2.out"
+ok $? "a GPU checkpoint resumes on the CPU and a CPU one on the GPU"
+
+# ---- SPEC 6 equivalence on 2 GPUs ----
+if [ "$GPUS" -ge 2 ]; then
+  common="--set max_epoch=1 --set callbacks=(\"model_saver\") --set dataflow.shuffle=false"
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/eq_simple" $common --set dataflow.batch_size=128 >/dev/null 2>&1
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/eq_rep" $common \
+    --set 'trainer={type="sync_replicated"; device="gpu"; towers=[0,1]; gradient_packing=4;}' > "$T/rep.out" 2>&1
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/eq_psc" $common \
+    --set 'trainer={type="sync_parameter_server"; device="gpu"; towers=[0,1]; ps_device="cpu";}' >/dev/null 2>&1
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/eq_psg" $common \
+    --set 'trainer={type="sync_parameter_server"; device="gpu"; towers=[0,1]; ps_device="gpu";}' >/dev/null 2>&1
+  $PY - "$T" <<'PYEOF'
+import sys
+import numpy as np, tt_safetensors as st
+ref, _ = st.load(sys.argv[1] + "/eq_simple/model-32.safetensors")
+for d in ("eq_rep", "eq_psc", "eq_psg"):
+    t, _ = st.load(sys.argv[1] + "/" + d + "/model-32.safetensors")
+    for k in ref:
+        if k.endswith("num_batches_tracked"):
+            continue
+        err = np.max(np.abs(t[k] - ref[k])) / max(1e-6, np.max(np.abs(ref[k])))
+        assert err < 1e-3, (d, k, err)
+PYEOF
+  ok $? "2 GPU towers: sync_replicated (NCCL), sync_parameter_server (ps_device cpu, gpu) equal simple with the double batch"
+  grep -q 'allreduce: nccl over 2 GPU' "$T/rep.out"
+  ok $? "sync_replicated on GPUs says it all-reduces with NCCL"
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/async" --set max_epoch=1 \
+    --set 'trainer={type="async"; device="gpu"; towers=[0,1];}' > /dev/null 2>&1
+  ok $? "async on 2 GPU towers"
+else
+  skip "2 GPU towers: sync_replicated (NCCL), sync_parameter_server equal simple" "one GPU"
+  skip "async on 2 GPU towers" "one GPU"
+fi
+
+# ---- NCCL at every size of the bench table ----
+"$TOWERTRAIN" bench --device gpu -b 8 -e 128M -f 2 -n 2 -w 1 --json "$T/nccl.json" > "$T/nccl.out" 2>&1
+rc=$?
+$PY - "$T/nccl.json" $rc <<'PYEOF'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert int(sys.argv[2]) == 0
+assert len(rows) == 25, len(rows)   # 8 B .. 128 MiB by 2
+assert all(r["out_of_place"]["wrong"] == 0 and r["in_place"]["wrong"] == 0 for r in rows)
+PYEOF
+ok $? "NCCL all-reduce correct at every bench size, 8 B to 128 MiB, out-of-place and in-place"
+if [ "$GPUS" -ge 2 ] && command -v mpirun >/dev/null 2>&1 && "$TOWERTRAIN" --version | grep -q mpi; then
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$TOWERTRAIN" bench --device gpu --towers 1 \
+    -b 1K -e 16M -f 4 -n 2 -w 1 > "$T/mpi.out" 2>&1 &&
+    grep -q '# Out of bounds values : 0 OK' "$T/mpi.out" && grep -q '2 rank(s) x 1 GPU' "$T/mpi.out"
+  ok $? "NCCL over 2 MPI ranks: one communicator, no wrong element"
+else
+  skip "NCCL over 2 MPI ranks" "needs 2 GPUs, mpirun and an MPI build"
+fi
+
+# ---- errors ----
+tt_refused "a tower id that does not exist: exit 2, one line, nothing written" \
+  "towertrain: trainer.towers[0]: cuda:$GPUS: no such device" "$T/badtower" \
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/badtower" --set "trainer.towers=[$GPUS]"
+tt_done
