@@ -10,7 +10,18 @@
  * The kernels are oneDNN's choice at run time: AMX tiles (tdpbf16ps) where
  * the CPU has them, else AVX512_BF16 (vdpbf16ps). A CPU with neither would
  * get oneDNN's bf16 emulation on plain AVX-512, slower than float32, so we
- * refuse instead of running it: never a silent fallback.
+ * refuse instead of running it: never a silent fallback. (Only a primitive
+ * oneDNN cannot build, which for bf16 means out of memory since its
+ * reference kernels take any shape, falls back to the float32 code of that
+ * layer, as the float32 backend falls back to conv.c.)
+ *
+ * Measured here (Emerald Rapids, AMX): a ResNet-20 convolution's three
+ * passes run 2.5-4x faster than oneDNN's float32 ones; each call also
+ * converts x, dy (and for backward-weights x again) to bf16, one pass over
+ * the activation each, which is why a bf16 copy of x kept from forward for
+ * backward was tried: it saved about 4% of a ResNet-20 step, within the
+ * machine's noise, and would make backward depend on hidden state keyed by
+ * a pointer, so it is not done.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
