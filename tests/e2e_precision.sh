@@ -197,6 +197,12 @@ for d in b2f f2b; do
 done
 ok $([ -z "$why" ]; echo $?) "bf16 checkpoint resumes in fp32 and fp32 in bf16; F32 tensors ($why)"
 
+# eval computes in the job's precision, as its inference_runner did; one it
+# cannot run here is refused, never a silent fp32 evaluation
+tt_refused "eval in fp16 on CPU towers: one line, exit 2" \
+  'towertrain: trainer.precision = "fp16" runs on GPU towers only' "$T/none" \
+  "$TOWERTRAIN" eval "$T/b2f" --set 'trainer.precision="fp16"'
+
 # (5) LeNet on Fashion-MNIST: bf16 reaches fp32's validation accuracy within
 # 0.005 after 3 epochs (the shipped job)
 if [ ! -f $DATA/t10k-images-idx3-ubyte.gz ]; then

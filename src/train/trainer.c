@@ -197,7 +197,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
     bool gpu;
-    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0)
+    /* the job's precision, as its inference_runner evaluated */
+    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+        trainer_check_precision(job, gpu, err) != 0)
         return -1;
     /* the towers alone, whatever the job's type: the type's setup is not
      * run (tr->impl stays NULL), and simple has no shared copy to publish */
