@@ -56,10 +56,11 @@ static inline int window_out_size(int in, int k, int stride, int pad)
 
 struct backend {
     const char *name; /* "cpu" or "cuda" */
-    /* "fp32", or "bf16": dense and convolution forward and backward round
-     * their float32 inputs (x, w, dy) to bfloat16 and multiply them with
-     * float32 accumulation; their outputs and every other operation stay
-     * float32 (mixed precision as torch.autocast; see backend_cpu_create_bf16) */
+    /* "fp32", or "bf16" / "fp16" (CUDA): dense and convolution forward and
+     * backward round their float32 inputs (x, w, dy) to the 16-bit type and
+     * multiply them with float32 accumulation; their outputs and every other
+     * operation stay float32 (mixed precision as torch.autocast; see
+     * backend_cpu_create_bf16) */
     const char *precision;
     int device;       /* device id (CPU: tower index) */
     int threads;      /* worker threads this backend instance may use */
@@ -179,8 +180,21 @@ struct backend {
     void (*destroy)(backend_t *be);
 };
 
-/* The CPU backend: `threads` workers (>= 1) of the process-wide pool. */
+/* The CPU backend (precision "fp32"): `threads` workers (>= 1) of the
+ * process-wide pool. */
 backend_t *backend_cpu_create(int device, int threads, tt_err *err);
+
+/* The CPU backend in mixed precision (precision "bf16"): dense and conv2d
+ * forward and backward in bf16 with float32 accumulation through oneDNN,
+ * which runs them on AMX or AVX512_BF16, whichever this CPU has; the other
+ * operations are the float32 ones. Fails with TT_ERR_USAGE, naming what is
+ * missing, when this CPU or build cannot (backend_cpu_bf16_isa). */
+backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err);
+
+/* What runs bf16 on this CPU: "AMX" or "AVX512_BF16" (oneDNN's choice at run
+ * time; oneDNN's ONEDNN_MAX_CPU_ISA caps it), or NULL with `why` saying what
+ * is missing. */
+const char *backend_cpu_bf16_isa(char *why, size_t why_len);
 
 /* Number of CUDA devices, 0 when the CUDA backend is not built or no device or
  * driver is present. reason (may be NULL) says why there is none. */

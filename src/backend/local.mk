@@ -3,11 +3,11 @@
 libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
-	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h
+	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h %reldir%/cpu/bf16.c
 if HAVE_DNNL
-libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c
+libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
 endif
-EXTRA_DIST += %reldir%/cpu/conv_dnnl.c
+EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
 
 # The CUDA backend. Its GPU-independent parts (memory pool, algorithm cache,
 # staging ring) are plain C, built and unit-tested everywhere. The parts
@@ -60,3 +60,8 @@ TESTS += tests/test_blocked_layout
 check_PROGRAMS += tests/test_tile_gemm
 tests_test_tile_gemm_SOURCES = tests/test_tile_gemm.c
 TESTS += tests/test_tile_gemm
+
+# precision bf16: dense and conv2d against float32, float64 and torch.autocast.
+check_PROGRAMS += tests/test_bf16
+tests_test_bf16_SOURCES = tests/test_bf16.c
+TESTS += tests/test_bf16

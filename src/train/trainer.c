@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cuda/precision.h"
 #include "comm/dist.h"
 #include "train/gpu_towers.h"
 #include "util/log.h"
@@ -53,8 +54,10 @@ static int trainer_check_precision(const job_t *job, bool gpu, tt_err *err)
     case PRECISION_BF16:
         break;
     }
-    return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\": the CPU backend of this "
-                   "build computes in fp32 only; use \"fp32\"");
+    char why[256];
+    if (backend_cpu_bf16_isa(why, sizeof(why)) == NULL)
+        return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\" %s; use \"fp32\"", why);
+    return 0;
 }
 
 static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
@@ -80,6 +83,8 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
         tr->backends[t] = gpu ? gpu_backend_create(job, t, err)
+                          : job->trainer.precision == PRECISION_BF16
+                              ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
                               : backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
@@ -192,7 +197,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
     bool gpu;
-    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0)
+    /* the job's precision, as its inference_runner evaluated */
+    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+        trainer_check_precision(job, gpu, err) != 0)
         return -1;
     /* the towers alone, whatever the job's type: the type's setup is not
      * run (tr->impl stays NULL), and simple has no shared copy to publish */
@@ -553,6 +560,12 @@ static void trainer_print_table(const trainer_t *tr)
             log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name,
                        job->trainer.towers[t], tr->backends[t]->threads,
                        job->dataflow.batch_size);
+        if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */
+            char what[256];
+            prec_describe(PREC_BF16, what, sizeof(what));
+            log_printf("precision bf16: %s; on %s (oneDNN)\n", what,
+                       backend_cpu_bf16_isa(NULL, 0));
+        }
     }
     if (tr->n_ranks > 1)
         log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "

@@ -68,6 +68,7 @@ typedef struct {
     /* key */
     window_desc d; /* d.n = images per group */
     bool relu, bias;
+    bool bf16;     /* the backend's precision (cpu_impl.bf16), not part of the key */
     bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
 
     dnnl_primitive_t prim[N_PRIMS];
@@ -190,14 +191,19 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     /* right padding such that the output size is PyTorch's floor division */
     dnnl_dims_t pad_r = {(d->oh - 1) * d->stride + d->k - d->h - d->pad,
                          (d->ow - 1) * d->stride + d->k - d->w - d->pad};
-    /* a blocked side is fixed, so the kernel reads and writes the user's
-     * buffer in place; an NCHW side lets oneDNN pick (and we reorder) */
+    /* precision bf16 (bf16.c): each kind reads bf16 (src, weights, diff_dst)
+     * and writes float32 (dst, diff_src, diff_weights), the reorders at the
+     * boundary converting. A blocked side is fixed, so the kernel reads and
+     * writes the user's buffer in place (in float32; a bf16 input is still
+     * converted); an NCHW side lets oneDNN pick (and we reorder) */
+    dnnl_data_type_t in = p->bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_format_tag_t src_tag = fixed && d->blocked_x ? dnnl_aBcd16b : dnnl_format_tag_any;
+    dnnl_format_tag_t dst_tag = fixed && d->blocked_y ? dnnl_aBcd16b : dnnl_format_tag_any;
     dnnl_memory_desc_t src, wei, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, dnnl_f32,
-                                 fixed && d->blocked_x ? dnnl_aBcd16b : dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32,
-                                 fixed && d->blocked_y ? dnnl_aBcd16b : dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, kind == 1 ? dnnl_f32 : in, src_tag);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, kind == 2 ? dnnl_f32 : in,
+                                 dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, kind == 0 ? dnnl_f32 : in, dst_tag);
     const dnnl_memory_desc_t *bias = p->bias ? &p->bias_md : NULL;
     dnnl_convolution_desc_t cd;
     dnnl_status_t st;
@@ -389,6 +395,7 @@ static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool
     p->d = *d;
     p->relu = relu;
     p->bias = bias;
+    p->bf16 = impl->bf16;
     single_thread();
     p->ok = prim_build(p);
     return p;

@@ -10,6 +10,10 @@ typedef struct {
     void *conv; /* conv_dnnl.c's primitive cache; NULL until the first conv */
     float *pack; /* dense.c's packing buffers, grown on first use of a shape */
     size_t pack_floats;
+    /* precision "bf16" (bf16.c): conv_dnnl.c builds its primitives with
+     * bf16 inputs, and dense_bf16.c keeps its primitives here */
+    bool bf16;
+    void *dense_bf16;
 } cpu_impl;
 
 /* Hot loops outside sgemm (im2col, pooling) are compiled for several
@@ -96,5 +100,13 @@ void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool ne
 void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,
                    float weight_decay, int64_t step, float *w, const float *g, float *m,
                    float *v);
+
+/* dense_bf16.c (precision "bf16", oneDNN builds only) */
+void cpu_dense_bf16_forward(backend_t *be, int n, int in, int out, const float *x,
+                            const float *w, const float *b, bool relu, float *y);
+void cpu_dense_bf16_backward(backend_t *be, int n, int in, int out, const float *x,
+                             const float *w, const float *y, bool relu, float *dy, float *dx,
+                             float *dw, float *db);
+void cpu_dense_bf16_free(void *cache);
 
 #endif

@@ -42,6 +42,7 @@ static void cpu_destroy(backend_t *be)
         free(impl->pack);
 #ifdef HAVE_DNNL
         cpu_conv_dnnl_free(impl->conv);
+        cpu_dense_bf16_free(impl->dense_bf16);
 #endif
     }
     free(impl);
