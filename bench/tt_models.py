@@ -3,7 +3,7 @@ bench/roofline: training the three models with the towertrain binary, and
 counting what one training step of a model costs, from its model file.
 
 Costs come from models/<name>.cfg (libconfig, read by the small parser
-below), layer by layer, with towertrain's shape rules (SPEC 4):
+below), layer by layer, with towertrain's shape rules (towertrain.cfg(5), MODEL FILE):
   flops: conv2d and dense multiply-adds x 2, for forward, backward-data and
          backward-weights; backward-data is left out for a layer that reads
          the model input (no framework computes the data's gradient).

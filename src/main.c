@@ -2,7 +2,7 @@
  *
  * Every error comes back here as a tt_err and is printed as one line,
  * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
- * failures (SPEC 1). Nothing is written to the log directory before the job,
+ * failures (towertrain(1), EXIT STATUS). Nothing is written to the log directory before the job,
  * the data and the model have all been checked.
  *
  * Under mpirun every rank runs this same program; rank 0 alone takes the log

@@ -1,5 +1,5 @@
 #!/bin/sh
-# End-to-end: training and bench across MPI ranks (SPEC 6 Distributed, 8) (TAP).
+# End-to-end: training and bench across MPI ranks (towertrain(1), RUNNING UNDER MPI; bench) (TAP).
 # Runs mpirun --allow-run-as-root --oversubscribe -np 2 on this machine; skips
 # visibly when the binary was built without MPI or mpirun is missing.
 . "$(dirname "$0")/tt_lib.sh"

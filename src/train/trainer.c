@@ -79,7 +79,7 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     model_init_params(&tr->model, job->seed, host);
     /* the same on every rank already (a pure function of the seed); rank 0's
-     * all the same, as SPEC 6 says */
+     * all the same, as towertrain.cfg(5), TRAINER says */
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
         tr->backends[t] = gpu ? gpu_backend_create(job, t, err)
@@ -94,7 +94,7 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
             free(host);
             return -1;
         }
-        /* Every tower starts from the same values (tower 0's, SPEC 6). */
+        /* Every tower starts from the same values (tower 0's, towertrain.cfg(5), TRAINER). */
         tower_set_params(&tr->towers[t], host);
     }
     free(host);
@@ -157,7 +157,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (dataset_open(&job->dataflow.source, job->dataflow.limit, job->model.classes,
                      &tr->train_set, err) != 0)
         return -1;
-    /* rank r reads slices r*towers .. of every global batch (SPEC 3) */
+    /* rank r reads slices r*towers .. of every global batch (towertrain.cfg(5), DATAFLOW) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
                         tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
                         &tr->train_flow, err) != 0)
