@@ -1,4 +1,4 @@
-/* events.c - TensorBoard event files (SPEC 10).
+/* events.c - TensorBoard event files (towertrain.cfg(5), MONITORS).
  *
  * A file is a sequence of TFRecords: uint64 length, uint32 masked CRC-32C of the
  * length, the bytes, uint32 masked CRC-32C of the bytes. Each record is an Event

@@ -2,7 +2,7 @@
  *
  * Every error comes back here as a tt_err and is printed as one line,
  * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
- * failures (SPEC 1). Nothing is written to the log directory before the job,
+ * failures (towertrain(1), EXIT STATUS). Nothing is written to the log directory before the job,
  * the data and the model have all been checked.
  *
  * Under mpirun every rank runs this same program; rank 0 alone takes the log
@@ -494,6 +494,13 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "--version") == 0) {
         printf("towertrain %s (backends: %s%s; images: %s)\n", PACKAGE_VERSION,
                backend_list_built(), dist_built() ? " mpi" : "", image_formats_built());
+        /* what the CPU backend computes in here: bf16 needs oneDNN and the CPU */
+        char why[256];
+        const char *bf16 = backend_cpu_bf16_isa(why, sizeof(why));
+        if (bf16 != NULL)
+            printf("cpu precision: fp32 bf16 (bf16 on %s)\n", bf16);
+        else
+            printf("cpu precision: fp32 (bf16 %s)\n", why);
         /* which GPUs the binary serves, and the libraries it was built against */
         if (backend_cuda_build_info() != NULL)
             printf("%s\n", backend_cuda_build_info());

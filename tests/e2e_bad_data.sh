@@ -42,7 +42,7 @@ job missing "$T/nothing-here" "$T/good-labels";     expect missing "nothing-here
 job limit "$T/good-images" "$T/good-labels" "limit = 4;"; expect limit "fewer than one global batch"
 job labels_as_images "$T/good-labels" "$T/good-labels"; expect labels_as_images "not an IDX image file"
 
-# SPEC 3's label rule: every label below the model's classes, whatever the
+# The label rule (towertrain.cfg(5), DATAFLOW): every label below the model's classes, whatever the
 # source; a label out of range names the file, the sample and the value.
 $PY - "$T" <<'PYEOF'
 import struct, sys

@@ -2,7 +2,7 @@
 # e2e_bad_input.sh - every bad job file in tests/bad/ (and a few bad --set) must
 # be refused with exit status 2, ONE line on stderr that starts "towertrain: "
 # and contains the file's "# expect:" text, nothing on stdout, and no log
-# directory created (SPEC 1). Files named model_*.cfg are model files, used by
+# directory created (towertrain(1), EXIT STATUS). Files named model_*.cfg are model files, used by
 # the bad job files. TAP output.
 
 . "$(dirname "$0")/tt_lib.sh"

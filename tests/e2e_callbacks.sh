@@ -1,5 +1,5 @@
 #!/bin/sh
-# End-to-end: the callbacks of SPEC 9 on a small fast job (TAP).
+# End-to-end: the callbacks of towertrain.cfg(5) on a small fast job (TAP).
 . "$(dirname "$0")/tt_lib.sh"
 # stats KEY: the per-epoch values of KEY in a log directory's stats.json, as a python list
 stats() { $PY -c 'import json,sys; print([round(e.get(sys.argv[2], -1), 7) for e in json.load(open(sys.argv[1]))])' "$1/stats.json" "$2"; }

@@ -1,5 +1,5 @@
 #!/bin/sh
-# End-to-end: checkpoints, resume and graceful stop (SPEC 7, 1) (TAP).
+# End-to-end: checkpoints, resume and graceful stop (towertrain(1): resume, OUTPUT, SIGNALS) (TAP).
 # A resumed run must end with the same tensors, bit for bit, as one that was
 # never stopped: after a clean stop, SIGINT, or SIGKILL.
 . "$(dirname "$0")/tt_lib.sh"

@@ -1,5 +1,5 @@
 #!/bin/sh
-# End-to-end: training and bench across MPI ranks (SPEC 6 Distributed, 8) (TAP).
+# End-to-end: training and bench across MPI ranks (towertrain(1), RUNNING UNDER MPI; bench) (TAP).
 # Runs mpirun --allow-run-as-root --oversubscribe -np 2 on this machine; skips
 # visibly when the binary was built without MPI or mpirun is missing.
 . "$(dirname "$0")/tt_lib.sh"
@@ -34,6 +34,7 @@ dataflow = { source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz
 optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
 trainer = { type = "sync_replicated"; nr_tower = 1; threads_per_tower = 1; };
 max_epoch = 2;
+steps_per_epoch = 8;
 callbacks = ( { type = "inference_runner";
                 dataflow = { source = { type = "idx"; images = "$DATA/t10k-images-idx3-ubyte.gz";
                                         labels = "$DATA/t10k-labels-idx1-ubyte.gz"; };
@@ -42,7 +43,11 @@ callbacks = ( { type = "inference_runner";
               "model_saver" );
 monitors = ( "json" );
 CFG
-FINAL=model-80.safetensors
+# Short runs: the equivalences hold step by step up to the rounding of the
+# reduction order, and a relu whose input sits within that rounding of 0
+# flips its mask and sends the trajectories apart (in 80 steps of this job
+# that happened for some seeds whatever the GEMM: rel diff 1e-4 .. 0.46)
+FINAL=model-16.safetensors
 
 # the reference: simple with the global batch of 64
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/simple" --quiet \
@@ -95,7 +100,7 @@ mkdir -p "$T/w0" "$T/w1"
 $MPIRUN -np 1 --wdir "$T/w0" "$TOWERTRAIN" run "$T/job.cfg" --logdir log --quiet --set max_epoch=1 : \
         -np 1 --wdir "$T/w1" "$TOWERTRAIN" run "$T/job.cfg" --logdir log --quiet --set max_epoch=1
 rc=$?
-[ $rc = 0 ] && [ -f "$T/w0/log/stats.json" ] && [ -f "$T/w0/log/model-40.safetensors" ] && [ ! -e "$T/w1/log" ]
+[ $rc = 0 ] && [ -f "$T/w0/log/stats.json" ] && [ -f "$T/w0/log/model-8.safetensors" ] && [ ! -e "$T/w1/log" ]
 ok $? "rank 0 wrote its log directory, rank 1 (another working directory) wrote nothing"
 
 # (4) resume under mpirun from rank 0's checkpoint equals the uninterrupted run

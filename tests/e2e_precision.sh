@@ -1,10 +1,19 @@
 #!/bin/sh
-# End-to-end: trainer.precision (TAP). A precision the towers' backend cannot
-# run is refused with one line and exit 2, before anything is written: never a
-# silent fp32 run.
+# End-to-end: trainer.precision (TAP).
+# - A precision the towers' backend cannot run is refused with one line and
+#   exit 2, before anything is written: never a silent fp32 run. bf16 on a
+#   CPU oneDNN cannot run it on (here: capped by ONEDNN_MAX_CPU_ISA) is one.
+# - bf16 on CPU towers (where the CPU has AVX512_BF16 or AMX; each check
+#   SKIPs visibly elsewhere, and the SKIP path is itself checked by running
+#   this script and test_bf16 with oneDNN capped below bf16):
+#   the same bits again and with 1, 2 and 5 threads; every trainer type, one
+#   and two towers, two MPI ranks, equal to the simple trainer with the
+#   global batch up to reduction order; resume bitwise; resume across
+#   precisions (checkpoints stay F32); LeNet and ResNet-20 learn as in fp32.
 . "$(dirname "$0")/tt_lib.sh"
 
 JOB=$TT_SRCDIR/jobs/fashion_mnist_mlp.cfg
+DATA=/usr/share/datasets/fashion-mnist
 tt_refused "fp16 on CPU towers: one line, exit 2, nothing written" \
   'trainer.precision = "fp16" runs on GPU towers only' "$T/run" \
   "$TOWERTRAIN" run "$JOB" --logdir "$T/run" --quiet --set 'trainer.precision="fp16"' \
@@ -13,5 +22,244 @@ tt_refused "an unknown precision: one line, exit 2" "unknown value 'fp8'" "$T/ru
   "$TOWERTRAIN" run "$JOB" --logdir "$T/run" --quiet --set 'trainer.precision="fp8"'
 "$TOWERTRAIN" validate "$JOB" | grep -q 'precision = "fp32";'
 ok $? "the default precision is fp32, written into the resolved job"
+
+# bf16 where oneDNN may use nothing above AVX-512: refused, naming what is
+# missing (a build without oneDNN names that instead)
+if "$TOWERTRAIN" --version | grep -q '^cpu precision: fp32 (bf16 needs oneDNN'; then
+  missing='trainer.precision = "bf16" needs oneDNN, and this build has none'
+  capped='bf16 needs oneDNN'
+else
+  missing='trainer.precision = "bf16" needs a CPU with AVX512_BF16 or AMX, and oneDNN finds AVX512_CORE at most here (ONEDNN_MAX_CPU_ISA=AVX512_CORE)'
+  capped='bf16 needs a CPU with AVX512_BF16 or AMX, and oneDNN finds AVX2 at most here'
+fi
+tt_refused "bf16 without AVX512_BF16 or AMX (ONEDNN_MAX_CPU_ISA=AVX512_CORE): one line, exit 2, nothing written" \
+  "$missing" "$T/run" env ONEDNN_MAX_CPU_ISA=AVX512_CORE \
+  "$TOWERTRAIN" run "$JOB" --logdir "$T/run" --quiet --set 'trainer.precision="bf16"'
+ONEDNN_MAX_CPU_ISA=AVX2 "$TOWERTRAIN" --version | grep -q "^cpu precision: fp32 ($capped"
+ok $? "--version says bf16 is not available with oneDNN capped at AVX2 ($capped)"
+
+if ! "$TOWERTRAIN" --version | grep -q '^cpu precision: fp32 bf16'; then
+  why=$("$TOWERTRAIN" --version | sed -n 's/^cpu precision: fp32 (bf16 \(.*\))$/\1/p')
+  for what in "the same bits with 1, 2 and 5 threads" "every trainer type" "resume" \
+              "resume across precisions" "LeNet on Fashion-MNIST as fp32" "ResNet-20 as fp32" \
+              "jobs/resnet20_fake.cfg as shipped"; do
+    skip "bf16: $what" "${why:-bf16 not available}"
+  done
+  tt_done
+fi
+isa=$("$TOWERTRAIN" --version | sed -n 's/^cpu precision: fp32 bf16 (bf16 on \(.*\))$/\1/p')
+echo "# bf16 runs on $isa here"
+
+# The SKIP path: this script with oneDNN capped below bf16 skips every bf16
+# check visibly and passes; so does test_bf16.
+if [ -z "${TT_PRECISION_INNER:-}" ]; then
+  TT_PRECISION_INNER=1 ONEDNN_MAX_CPU_ISA=AVX512_CORE sh "$0" >"$T/inner" 2>&1
+  rc=$?
+  [ $rc = 0 ] && [ "$(grep -c '# SKIP' "$T/inner")" = 7 ] && ! grep -q '^not ok' "$T/inner" &&
+    [ "$(grep -c '# SKIP needs a CPU with AVX512_BF16 or AMX' "$T/inner")" = 7 ]
+  ok $? "with ONEDNN_MAX_CPU_ISA=AVX512_CORE this script SKIPs its 7 bf16 checks visibly and passes (exit $rc)"
+  if [ -x "$TT_BUILDDIR/tests/test_bf16" ]; then
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE "$TT_BUILDDIR/tests/test_bf16" >"$T/inner" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q '# SKIP' "$T/inner" && ! grep -q '^not ok' "$T/inner"
+    ok $? "with ONEDNN_MAX_CPU_ISA=AVX512_CORE test_bf16 SKIPs visibly and passes (exit $rc)"
+  fi
+fi
+
+# same TOL A B: every model tensor of two checkpoints within TOL (max |a - b|
+# / max |a| per tensor; 0: bitwise); prints the worst
+same() {
+  $PY - "$1" "$2" "$3" <<'PYEOF'
+import sys, numpy as np
+from tt_safetensors import load
+a, _ = load(sys.argv[1]); b, _ = load(sys.argv[2]); tol = float(sys.argv[3])
+worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k])) / max(1e-30, float(np.max(np.abs(a[k])))))
+            for k in a) if a.keys() == b.keys() and a else 1.0
+print("%.2g" % worst)
+sys.exit(0 if worst <= tol else 1)
+PYEOF
+}
+# all_f32 CKPT: every tensor F32 (num_batches_tracked I64)
+all_f32() {
+  $PY - "$1" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+head = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])
+bad = [k for k, v in head.items() if k != "__metadata__" and v["dtype"] != "F32"
+       and not (k.endswith("num_batches_tracked") and v["dtype"] == "I64")]
+sys.exit(1 if bad or len(head) < 2 else 0)
+PYEOF
+}
+
+# LeNet (conv, pool, dense) and ResNet-20 (conv, batchnorm, add) on fake data
+cat > "$T/lenet.cfg" <<CFG
+model = "$TT_SRCDIR/models/lenet.cfg";
+dataflow = { source = { type = "fake"; shape = [1, 28, 28]; classes = 10; size = 1280; };
+             batch_size = 64; prefetch = { workers = 0; queue = 1; }; };
+optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; weight_decay = 0.0001; };
+trainer = { precision = "bf16"; };
+max_epoch = 2;
+callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
+monitors = ( "json" );
+CFG
+cat > "$T/resnet.cfg" <<CFG
+model = "$TT_SRCDIR/models/resnet20.cfg";
+dataflow = { source = { type = "fake"; shape = [3, 32, 32]; classes = 10; size = 96; };
+             augment = ( { type = "random_crop"; size = 32; padding = 4; }, { type = "flip"; } );
+             batch_size = 24; prefetch = { workers = 0; queue = 1; }; };
+optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
+trainer = { precision = "bf16"; };
+max_epoch = 1;
+callbacks = ( "model_saver" );
+monitors = ( "json" );
+CFG
+
+# (1) the same bits again and with 1, 2 and 5 threads
+why=""
+for m in lenet resnet; do
+  final=$([ $m = lenet ] && echo model-40 || echo model-4).safetensors
+  for t in 1 2 5 2; do
+    d="$T/$m-t$t"; [ -e "$d" ] && d="$d-again"
+    "$TOWERTRAIN" run "$T/$m.cfg" --logdir "$d" --quiet --set trainer.threads_per_tower=$t ||
+      why="$why $m $t threads failed;"
+    grep -q "^precision bf16: dense, conv2d in bf16 (fp32 accumulation); .*; on $isa (oneDNN)$" "$d/log.log" ||
+      why="$why $m $t threads: no bf16 line in the log;"
+    [ $t = 1 ] || same "$T/$m-t1/$final" "$d/$final" 0 >/dev/null || why="$why $m: $t threads differ;"
+  done
+done
+ok $([ -z "$why" ]; echo $?) "bf16: the same bits with 1, 2 and 5 threads and again, LeNet and ResNet-20 ($why)"
+
+# (2) every trainer type: simple with the global batch 64 is the reference;
+# sync_replicated and sync_parameter_server with 2 towers of 32, and 2 MPI
+# ranks, equal it up to float32 reduction order; async runs and learns
+why=""
+run_lenet() {
+  name=$1; shift
+  "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/$name" --quiet "$@" || why="$why $name failed;"
+}
+run_lenet simple
+run_lenet repl --set 'trainer={ type = "sync_replicated"; nr_tower = 2; precision = "bf16"; }' \
+  --set dataflow.batch_size=32
+run_lenet ps --set 'trainer={ type = "sync_parameter_server"; nr_tower = 2; precision = "bf16"; }' \
+  --set dataflow.batch_size=32
+run_lenet async --set 'trainer={ type = "async"; nr_tower = 2; precision = "bf16"; }' \
+  --set dataflow.batch_size=32
+for name in repl ps; do
+  d=$(same "$T/simple/model-40.safetensors" "$T/$name/model-40.safetensors" 1e-5) ||
+    why="$why $name differs from simple by $d;"
+  echo "# $name vs simple: max rel diff $d"
+done
+$PY -c 'import json,math,sys; s=json.load(open(sys.argv[1]))
+assert math.isfinite(s[-1]["train_loss"]) and s[-1]["train_loss"] < s[0]["train_loss"], s' \
+  "$T/async/stats.json" 2>/dev/null || why="$why async did not learn;"
+if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$TOWERTRAIN" run "$T/lenet.cfg" \
+    --logdir "$T/mpi" --quiet --set 'trainer={ type = "sync_replicated"; precision = "bf16"; }' \
+    --set dataflow.batch_size=32 || why="$why 2 MPI ranks failed;"
+  d=$(same "$T/simple/model-40.safetensors" "$T/mpi/model-40.safetensors" 1e-5) ||
+    why="$why 2 MPI ranks differ from simple by $d;"
+  echo "# 2 MPI ranks vs simple: max rel diff $d"
+else
+  echo "# no mpirun: the 2-rank run is left out"
+fi
+ok $([ -z "$why" ]; echo $?) "bf16: every trainer type; 2 towers and 2 ranks equal simple with the global batch within 1e-5 (reduction order) ($why)"
+
+# (3) resume in bf16: bitwise the uninterrupted run; the checkpoints are F32
+why=""
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/res" --quiet --set max_epoch=1 &&
+  "$TOWERTRAIN" resume "$T/res" --max-epoch 2 --quiet || why="$why run or resume failed;"
+same "$T/simple/model-40.safetensors" "$T/res/model-40.safetensors" 0 >/dev/null ||
+  why="$why not bitwise the uninterrupted run;"
+all_f32 "$T/res/model-20.safetensors" && all_f32 "$T/res/model-40.safetensors" ||
+  why="$why a tensor is not F32;"
+ok $([ -z "$why" ]; echo $?) "bf16: 1 epoch, resume to 2: bitwise the uninterrupted run; checkpoints F32 ($why)"
+
+# (4) across precisions: a bf16 checkpoint resumes in fp32 and an fp32 one in
+# bf16; each resumed epoch computes in the new precision (its log says so)
+# and lands near the run that never switched
+why=""
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/b2f" --quiet --set max_epoch=1 &&
+  "$TOWERTRAIN" resume "$T/b2f" --max-epoch 2 --quiet --set 'trainer.precision="fp32"' ||
+  why="$why bf16 -> fp32 failed;"
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/f2b" --quiet --set max_epoch=1 \
+  --set 'trainer.precision="fp32"' &&
+  "$TOWERTRAIN" resume "$T/f2b" --max-epoch 2 --quiet --set 'trainer.precision="bf16"' ||
+  why="$why fp32 -> bf16 failed;"
+[ "$(grep -c '^precision bf16: dense, conv2d' "$T/b2f/log.log")" = 1 ] || why="$why b2f: not one bf16 segment;"
+[ "$(grep -c '^precision bf16: dense, conv2d' "$T/f2b/log.log")" = 1 ] || why="$why f2b: not one bf16 segment;"
+for d in b2f f2b; do
+  all_f32 "$T/$d/model-40.safetensors" || why="$why $d: a tensor is not F32;"
+  same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 0 >/dev/null &&
+    why="$why $d: bitwise the bf16 run (the precision did not change);"
+  diff=$(same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 5e-2) ||
+    why="$why $d: $diff from the bf16 run;"
+  echo "# $d vs the bf16 run: max rel diff $diff"
+done
+ok $([ -z "$why" ]; echo $?) "bf16 checkpoint resumes in fp32 and fp32 in bf16; F32 tensors ($why)"
+
+# eval computes in the job's precision, as its inference_runner did; one it
+# cannot run here is refused, never a silent fp32 evaluation
+tt_refused "eval in fp16 on CPU towers: one line, exit 2" \
+  'towertrain: trainer.precision = "fp16" runs on GPU towers only' "$T/none" \
+  "$TOWERTRAIN" eval "$T/b2f" --set 'trainer.precision="fp16"'
+
+# (5) LeNet on Fashion-MNIST: bf16 reaches fp32's validation accuracy within
+# 0.005 after 3 epochs (the shipped job)
+if [ ! -f $DATA/t10k-images-idx3-ubyte.gz ]; then
+  skip "bf16: LeNet on Fashion-MNIST as fp32" "dataset-fashion-mnist not installed"
+else
+  why=""
+  for p in fp32 bf16; do
+    "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_lenet.cfg" --logdir "$T/fm-$p" --quiet \
+      --set "trainer.precision=\"$p\"" --set 'callbacks=( { type = "inference_runner";
+        dataflow = { source = { type = "idx"; images = "'$DATA'/t10k-images-idx3-ubyte.gz";
+                                labels = "'$DATA'/t10k-labels-idx1-ubyte.gz"; };
+                     augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+                     batch_size = 500; }; } )' --set 'monitors=( "json" )' ||
+      why="$why $p failed;"
+  done
+  acc=$($PY -c 'import json,sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
+assert len(a) == len(b) == 3
+fa, fb = a[-1]["validation_accuracy"], b[-1]["validation_accuracy"]
+print("fp32 %.4f bf16 %.4f" % (fa, fb))
+sys.exit(0 if fb >= fa - 0.005 else 1)' "$T/fm-fp32/stats.json" "$T/fm-bf16/stats.json") ||
+    why="$why accuracy $acc;"
+  ok $([ -z "$why" ]; echo $?) "bf16: LeNet on Fashion-MNIST, 3 epochs: validation accuracy within 0.005 of fp32 ($acc$why)"
+fi
+
+# (6) ResNet-20 (the shipped fake-data job, 2 towers, 2 epochs): the loss
+# falls in bf16 as in fp32. Cut to 64 images without augmentation, 8 steps
+# an epoch, so that it falls far in 16 steps; TT_PRECISION_FULL=1 runs the
+# job as shipped (10240 images, random labels: the loss falls by 0.1-0.3%,
+# minutes here). resnet_loss TAG LEAST --set...: both runs, and the check
+# that both fall by more than LEAST and stay within 5% of each other.
+resnet_loss() {
+  tag=$1 least=$2
+  shift 2
+  for p in fp32 bf16; do
+    "$TOWERTRAIN" run "$TT_SRCDIR/jobs/resnet20_fake.cfg" --logdir "$T/rn$tag-$p" --quiet \
+      --set "trainer.precision=\"$p\"" --set 'callbacks=( )' --set 'monitors=( "json" )' "$@" ||
+      why="$why $p failed;"
+  done
+  loss=$($PY -c 'import json,sys
+a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2])); least = float(sys.argv[3])
+la = [e["train_loss"] for e in a]; lb = [e["train_loss"] for e in b]
+print("fp32 %s, bf16 %s" % (" ".join("%.4f" % v for v in la), " ".join("%.4f" % v for v in lb)))
+sys.exit(0 if len(la) == len(lb) == 2 and la[0] - la[-1] > least and lb[0] - lb[-1] > least and
+         all(abs(x - y) < 0.05 * x for x, y in zip(la, lb)) else 1)' \
+    "$T/rn$tag-fp32/stats.json" "$T/rn$tag-bf16/stats.json" "$least") || why="$why loss $loss;"
+}
+why=""
+resnet_loss "" 0.3 --set dataflow.source.size=64 --set 'dataflow.augment=( )' \
+  --set dataflow.batch_size=16 --set steps_per_epoch=8 --set optimizer.learning_rate=0.05
+ok $([ -z "$why" ]; echo $?) "bf16: ResNet-20, 2 towers, 2 epochs on 64 images: train_loss falls by > 0.3 as fp32's, within 5% each epoch ($loss$why)"
+if [ -n "${TT_PRECISION_FULL:-}" ]; then
+  why=""
+  resnet_loss full 0
+  ok $([ -z "$why" ]; echo $?) "bf16: jobs/resnet20_fake.cfg as shipped: train_loss falls as fp32's, within 5% each epoch ($loss$why)"
+else
+  skip "bf16: jobs/resnet20_fake.cfg as shipped (10240 images, 2 epochs)" "minutes here; TT_PRECISION_FULL=1 runs it"
+fi
 
 tt_done

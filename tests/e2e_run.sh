@@ -103,7 +103,7 @@ ok $? "stats.json: 16 steps per epoch of the global batch, throughput in samples
 tt_refused "allreduce = nccl on the CPU: exit 2, one line, no logdir" "'nccl' needs the GPU" "$T/nccl" \
   "$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/nccl" --set 'trainer={type="sync_replicated"; nr_tower=2; allreduce="nccl";}'
 
-# trainer.device = "gpu" without a GPU: SPEC 1's error, exit 2, nothing written
+# trainer.device = "gpu" without a GPU: the documented error, exit 2, nothing written
 "$TOWERTRAIN" run "$T/det.cfg" --logdir "$T/gpu" --set 'trainer.device="gpu"' >"$T/out" 2>"$T/err"
 rc=$?
 if [ $rc = 0 ]; then

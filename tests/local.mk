@@ -30,3 +30,5 @@ TESTS += tests/e2e_resume.sh
 EXTRA_DIST += tests/e2e_resume.sh
 TESTS += tests/e2e_mpi.sh
 EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py
+TESTS += tests/e2e_memory.sh
+EXTRA_DIST += tests/e2e_memory.sh

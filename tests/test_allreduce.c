@@ -1,10 +1,14 @@
 /* test_allreduce.c - the shared-memory all-reduce against a float64 sum:
  * K = 1..8 towers, sizes 1, 7, 1023 and 1 Mi + 3 elements, every algorithm,
- * sum and mean; every replica must end with the same bits. */
+ * sum and mean; every replica must end with the same bits. And many
+ * collectives back to back on one communicator, sizes on both sides of the
+ * small-collective slots, towers arriving late at random: every result
+ * exact (small integers) and identical on every tower. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm/allreduce.h"
 #include "tt_test.h"
@@ -78,8 +82,66 @@ static int check(int k, size_t count, allreduce_algo algo, bool mean)
     return ok;
 }
 
+typedef struct {
+    allreduce_t *ar;
+    int rank, k, wrong;
+} rep_job;
+
+#define REPS 400
+static const size_t rep_sizes[] = {1, 100, 4096, 4097, 20000, 3};
+
+static float rep_value(int rank, int it, size_t i)
+{
+    return (float)((int)((i * 5 + (size_t)rank * 11 + (size_t)it * 3) % 13) - 6);
+}
+
+static void *rep_main(void *p)
+{
+    rep_job *j = p;
+    float *buf = malloc(20000 * sizeof(float));
+    for (int it = 0; it < REPS; it++) {
+        size_t n = rep_sizes[it % 6];
+        allreduce_algo algo = it % 3 == 2 ? ALLREDUCE_RING : ALLREDUCE_NAIVE;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = rep_value(j->rank, it, i);
+        if ((it + j->rank) % 7 == 0) /* arrive late */
+            usleep((useconds_t)(20 * (j->rank + 1)));
+        allreduce_run(j->ar, j->rank, buf, n, algo, false);
+        for (size_t i = 0; i < n; i++) {
+            float want = 0;
+            for (int r = 0; r < j->k; r++)
+                want += rep_value(r, it, i);
+            j->wrong += buf[i] != want;
+        }
+    }
+    free(buf);
+    return NULL;
+}
+
+static void check_repeat(int k)
+{
+    tt_err err = {0};
+    allreduce_t *ar = allreduce_create(k, &err);
+    pthread_t th[8];
+    rep_job jobs[8];
+    for (int r = 0; r < k; r++) {
+        jobs[r] = (rep_job){ar, r, k, 0};
+        pthread_create(&th[r], NULL, rep_main, &jobs[r]);
+    }
+    int wrong = 0;
+    for (int r = 0; r < k; r++) {
+        pthread_join(th[r], NULL);
+        wrong += jobs[r].wrong;
+    }
+    tt_ok(wrong == 0, "K=%d: %d collectives back to back (1 .. 20000 floats, naive and ring, "
+          "late arrivals): %d wrong elements", k, REPS, wrong);
+    allreduce_free(ar);
+}
+
 int main(void)
 {
+    for (int k = 2; k <= 5; k++)
+        check_repeat(k);
     const size_t sizes[] = {1, 7, 1023, (1u << 20) + 3};
     const allreduce_algo algos[] = {ALLREDUCE_NAIVE, ALLREDUCE_RING, ALLREDUCE_HIERARCHICAL};
     for (int a = 0; a < 3; a++)

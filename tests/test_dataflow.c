@@ -1,4 +1,4 @@
-/* test_dataflow.c - SPEC 3's determinism rules on generated data: prefetch
+/* test_dataflow.c - the dataflow's determinism rules (towertrain.cfg(5), DATAFLOW) on generated data: prefetch
  * workers 0 and 3 give identical batches over two passes; every pass is a
  * permutation; a dataflow started at step s continues exactly; slices
  * concatenate to the global batch; eval mode covers every sample once. */

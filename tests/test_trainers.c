@@ -1,4 +1,4 @@
-/* test_trainers.c - SPEC 6's equivalence: for a model without batchnorm or
+/* test_trainers.c - the trainers' equivalence (towertrain.cfg(5), TRAINER): for a model without batchnorm or
  * dropout, simple with batch B*K, sync_replicated and sync_parameter_server
  * with K towers of batch B give the same parameters after the same steps (to
  * float rounding of the reduction order), for every all-reduce algorithm,

@@ -26,13 +26,28 @@
 
 typedef struct backend backend_t;
 
-/* A 2-D convolution or pooling window over an NCHW batch. Square kernels. */
+/* A 2-D convolution or pooling window over an NCHW batch. Square kernels.
+ * blocked_x / blocked_y: the input / output is in the blocked layout (below)
+ * instead of NCHW; only asked of a backend with blocked_layout. */
 typedef struct {
     int n, c, h, w;      /* input batch */
     int f;               /* conv: output channels (pools: f == c) */
     int k, stride, pad;  /* kernel size, stride, zero padding */
     int oh, ow;          /* output spatial size */
+    bool blocked_x, blocked_y;
 } window_desc;
+
+/* The blocked layout (oneDNN's nChw16c): channels in blocks of 16, the 16 of
+ * a block innermost, element (n, c, p) of a batch with C channels and P
+ * pixels at ((n * CB + c / 16) * P + p) * 16 + c % 16, CB = ceil(C / 16);
+ * channels past C are zero. A backend whose convolutions compute in it keeps
+ * activations that way between layers that accept it, instead of reordering
+ * at every call (the model decides where, model.c). */
+#define TT_BLOCK 16
+static inline size_t tt_blocked_floats(int n, int c, int pixels)
+{
+    return (size_t)n * (size_t)((c + TT_BLOCK - 1) / TT_BLOCK * TT_BLOCK) * (size_t)pixels;
+}
 
 static inline int window_out_size(int in, int k, int stride, int pad)
 {
@@ -41,14 +56,18 @@ static inline int window_out_size(int in, int k, int stride, int pad)
 
 struct backend {
     const char *name; /* "cpu" or "cuda" */
-    /* "fp32", or "bf16": dense and convolution forward and backward round
-     * their float32 inputs (x, w, dy) to bfloat16 and multiply them with
-     * float32 accumulation; their outputs and every other operation stay
-     * float32 (mixed precision as torch.autocast; see backend_cpu_create_bf16) */
+    /* "fp32", or "bf16" / "fp16" (CUDA): dense and convolution forward and
+     * backward round their float32 inputs (x, w, dy) to the 16-bit type and
+     * multiply them with float32 accumulation; their outputs and every other
+     * operation stay float32 (mixed precision as torch.autocast; see
+     * backend_cpu_create_bf16) */
     const char *precision;
     int device;       /* device id (CPU: tower index) */
     int threads;      /* worker threads this backend instance may use */
     void *impl;       /* private state of the implementation */
+    /* Device pointers are host pointers (the CPU): a tower reads its batch
+     * where the dataflow put it instead of copying it. */
+    bool host_memory;
 
     /* ---- memory ---- */
     void *(*alloc)(backend_t *be, size_t bytes); /* zero-filled, 64-byte aligned; NULL on OOM */
@@ -137,11 +156,45 @@ struct backend {
                       float eps, float weight_decay, int64_t step /* from 1 */, float *w,
                       const float *g, float *m, float *v);
 
+    /* ---- the blocked layout (optional: a backend without it leaves
+     *      blocked_layout false and these NULL). batchnorm over C % 16 == 0
+     *      channels, the same arithmetic as the NCHW operations (same bits);
+     *      global average pooling of a blocked [n, c, hw] into y[n, c] with
+     *      the bits of global_avgpool's NCHW path (one fma chain of x / hw per
+     *      channel, in pixel order), and its backward dx = dy / hw. ---- */
+    bool blocked_layout;
+    void (*batchnorm_forward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
+                                      const float *gamma, const float *beta,
+                                      float *running_mean, float *running_var, float momentum,
+                                      float eps, bool training, bool relu, float *y,
+                                      float *save_mean, float *save_invstd);
+    void (*batchnorm_backward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
+                                       const float *gamma, const float *save_mean,
+                                       const float *save_invstd, const float *y, bool relu,
+                                       float *dy, float *dx, float *dgamma, float *dbeta);
+    void (*global_avgpool_blocked_forward)(backend_t *be, int n, int c, int hw, const float *x,
+                                           float *y);
+    void (*global_avgpool_blocked_backward)(backend_t *be, int n, int c, int hw,
+                                            const float *dy, float *dx);
+
     void (*destroy)(backend_t *be);
 };
 
-/* The CPU backend: `threads` workers (>= 1) of the process-wide pool. */
+/* The CPU backend (precision "fp32"): `threads` workers (>= 1) of the
+ * process-wide pool. */
 backend_t *backend_cpu_create(int device, int threads, tt_err *err);
+
+/* The CPU backend in mixed precision (precision "bf16"): dense and conv2d
+ * forward and backward in bf16 with float32 accumulation through oneDNN,
+ * which runs them on AMX or AVX512_BF16, whichever this CPU has; the other
+ * operations are the float32 ones. Fails with TT_ERR_USAGE, naming what is
+ * missing, when this CPU or build cannot (backend_cpu_bf16_isa). */
+backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err);
+
+/* What runs bf16 on this CPU: "AMX" or "AVX512_BF16" (oneDNN's choice at run
+ * time; oneDNN's ONEDNN_MAX_CPU_ISA caps it), or NULL with `why` saying what
+ * is missing. */
+const char *backend_cpu_bf16_isa(char *why, size_t why_len);
 
 /* Number of CUDA devices, 0 when the CUDA backend is not built or no device or
  * driver is present. reason (may be NULL) says why there is none. */

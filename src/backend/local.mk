@@ -2,12 +2,12 @@
 # backend's kernels when configure finds nvcc (else none.c answers "no GPU").
 libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
-	%reldir%/cpu/dense.c %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
-	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h
+	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
+	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h %reldir%/cpu/bf16.c
 if HAVE_DNNL
-libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c
+libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
 endif
-EXTRA_DIST += %reldir%/cpu/conv_dnnl.c
+EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
 
 # The CUDA backend. Its GPU-independent parts (memory pool, algorithm cache,
 # staging ring) are plain C, built and unit-tested everywhere. The parts
@@ -50,3 +50,18 @@ TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
 check_PROGRAMS += tests/test_cpu_ops
 tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c
 TESTS += tests/test_cpu_ops
+
+# The blocked layout between layers gives NCHW's bits (tower level).
+check_PROGRAMS += tests/test_blocked_layout
+tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
+TESTS += tests/test_blocked_layout
+
+# The dense layers' matrix product: float64, an fmaf chain, any split.
+check_PROGRAMS += tests/test_tile_gemm
+tests_test_tile_gemm_SOURCES = tests/test_tile_gemm.c
+TESTS += tests/test_tile_gemm
+
+# precision bf16: dense and conv2d against float32, float64 and torch.autocast.
+check_PROGRAMS += tests/test_bf16
+tests_test_bf16_SOURCES = tests/test_bf16.c
+TESTS += tests/test_bf16

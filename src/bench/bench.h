@@ -1,5 +1,5 @@
 /* bench.h - `towertrain bench`: all-reduce throughput measured and printed the
- * way nccl-tests' all_reduce_perf does (SPEC 8). */
+ * way nccl-tests' all_reduce_perf does (towertrain(1), bench). */
 #ifndef TT_BENCH_H
 #define TT_BENCH_H
 

@@ -1,4 +1,4 @@
-/* safetensors.h - the safetensors file format (SPEC 7): 8-byte little-endian
+/* safetensors.h - the safetensors file format (towertrain(1), OUTPUT): 8-byte little-endian
  * header length, a JSON header naming each tensor's dtype, shape and byte
  * range, then the raw little-endian data.
  *

@@ -1,9 +1,13 @@
 #include "comm/allreduce.h"
 
+#include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -12,29 +16,74 @@
 #define cpu_relax() ((void)0)
 #endif
 
-#define SPIN_ROUNDS 2000
+/* Waiting for the other towers: spin WAIT_SPINS pauses (~2 us; they are
+ * usually that close), then yield the core between checks for up to
+ * WAIT_YIELD_NS, then sleep. Yielding matters twice over: when threads
+ * outnumber the free cores the tower we wait for may be queued behind us
+ * on ours (a pure spin of 2000 pauses cost 50 us per hand-over, the 8-byte
+ * latency under load), and a phase of a mid-sized collective takes
+ * 0.1-1 ms, so a tower that went to sleep early paid a 50-100 us wake-up
+ * per barrier (2-16 MiB all-reduces ran at 2.5-3.7x the copy bound). */
+#define WAIT_SPINS 64
+#define WAIT_YIELD_NS 2000000
+
+/* Collectives up to this many floats go through slots in the communicator:
+ * one exchange instead of three barriers. */
+#define SMALL_FLOATS 4096
+
+#define LINE 64
+#define MAX_PEERS 64 /* towers of one process (TT_MAX_TOWERS) */
 
 struct allreduce {
     int n;
-    float **bufs;             /* each participant's buffer for the running collective */
-    /* sense-reversing barrier: spin briefly, then sleep */
+    float **bufs; /* each participant's buffer for the running collective */
+    /* sense-reversing barrier */
     atomic_int waiting;
     atomic_int sense;
+    atomic_int sleepers;
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    /* small collectives: rank r's data for its call c sits in
+     * slots[c % 2][r]; posted[r * LINE / 8] is the last c it posted
+     * (a cache line per rank); calls[r] is touched by rank r alone */
+    float *slots;
+    _Atomic uint64_t *posted;
+    uint64_t *calls;
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 allreduce_t *allreduce_create(int n, tt_err *err)
 {
+    if (n < 1 || n > MAX_PEERS) {
+        err_set(err, TT_ERR_USAGE, "an all-reduce among %d towers (1 to %d)", n, MAX_PEERS);
+        return NULL;
+    }
     allreduce_t *ar = calloc(1, sizeof(*ar));
-    if (ar == NULL || (ar->bufs = calloc((size_t)n, sizeof(float *))) == NULL) {
+    if (ar == NULL || (ar->bufs = calloc((size_t)n, sizeof(float *))) == NULL ||
+        (ar->calls = calloc((size_t)n, sizeof(uint64_t))) == NULL ||
+        (ar->slots = aligned_alloc(LINE, 2 * (size_t)n * SMALL_FLOATS * sizeof(float))) == NULL ||
+        (ar->posted = aligned_alloc(LINE, (size_t)n * LINE)) == NULL) {
+        if (ar != NULL) {
+            free(ar->bufs);
+            free(ar->calls);
+            free(ar->slots);
+        }
         free(ar);
         err_set(err, TT_ERR_RUNTIME, "out of memory");
         return NULL;
     }
     ar->n = n;
+    for (int r = 0; r < n; r++)
+        atomic_init(&ar->posted[r * (LINE / sizeof(uint64_t))], 0);
     atomic_init(&ar->waiting, 0);
     atomic_init(&ar->sense, 0);
+    atomic_init(&ar->sleepers, 0);
     pthread_mutex_init(&ar->lock, NULL);
     pthread_cond_init(&ar->cond, NULL);
     return ar;
@@ -47,7 +96,45 @@ void allreduce_free(allreduce_t *ar)
     pthread_mutex_destroy(&ar->lock);
     pthread_cond_destroy(&ar->cond);
     free(ar->bufs);
+    free(ar->calls);
+    free(ar->slots);
+    free((void *)ar->posted);
     free(ar);
+}
+
+/* Wakes whoever sleeps in wait_for (after the state it waits on changed). */
+static void wake_sleepers(allreduce_t *ar)
+{
+    if (atomic_load(&ar->sleepers) > 0) {
+        pthread_mutex_lock(&ar->lock);
+        pthread_cond_broadcast(&ar->cond);
+        pthread_mutex_unlock(&ar->lock);
+    }
+}
+
+/* Waits until *word >= want (the barrier's sense: == want). */
+static void wait_for(allreduce_t *ar, void *word, uint64_t want, bool equal)
+{
+#define READY()                                                                               \
+    (equal ? (uint64_t)atomic_load((atomic_int *)word) == want                              \
+           : atomic_load((_Atomic uint64_t *)word) >= want)
+    for (int spins = 0; spins < WAIT_SPINS; spins++) {
+        if (READY())
+            return;
+        cpu_relax();
+    }
+    for (uint64_t start = now_ns(); now_ns() - start < WAIT_YIELD_NS;) {
+        if (READY())
+            return;
+        sched_yield();
+    }
+    pthread_mutex_lock(&ar->lock);
+    atomic_fetch_add(&ar->sleepers, 1);
+    while (!READY())
+        pthread_cond_wait(&ar->cond, &ar->lock);
+    atomic_fetch_sub(&ar->sleepers, 1);
+    pthread_mutex_unlock(&ar->lock);
+#undef READY
 }
 
 void allreduce_barrier(allreduce_t *ar)
@@ -57,33 +144,47 @@ void allreduce_barrier(allreduce_t *ar)
     int my_sense = !atomic_load(&ar->sense);
     if (atomic_fetch_add(&ar->waiting, 1) == ar->n - 1) {
         atomic_store(&ar->waiting, 0);
-        pthread_mutex_lock(&ar->lock);
         atomic_store(&ar->sense, my_sense);
-        pthread_cond_broadcast(&ar->cond);
-        pthread_mutex_unlock(&ar->lock);
+        wake_sleepers(ar);
         return;
     }
-    for (int spins = 0; atomic_load(&ar->sense) != my_sense && spins < SPIN_ROUNDS; spins++)
-        cpu_relax();
-    if (atomic_load(&ar->sense) != my_sense) {
-        pthread_mutex_lock(&ar->lock);
-        while (atomic_load(&ar->sense) != my_sense)
-            pthread_cond_wait(&ar->cond, &ar->lock);
-        pthread_mutex_unlock(&ar->lock);
-    }
+    wait_for(ar, &ar->sense, (uint64_t)my_sense, true);
 }
 
 /* dst[i] = (srcs[0][i] + srcs[1][i] + ...) / divisor over [lo, hi), each
  * element summed in source order, so the bits do not depend on who sums.
- * Blocks of SUM_BLOCK elements: a running sum in L1 and one plain loop per
- * source, which the compiler vectorises; the loop over sources inside the
- * loop over elements it does not, and that scalar loop held a 64 MiB
- * all-reduce to a third of the copy bandwidth. dst may be one of the
- * sources. */
+ * Two sources: one loop. More: blocks of SUM_BLOCK elements, a running sum
+ * in L1 and one plain loop per source, which the compiler vectorises; the
+ * loop over sources inside the loop over elements it does not, and that
+ * scalar loop held a 64 MiB all-reduce to a third of the copy bandwidth.
+ * A power-of-two divisor is a multiplication by its inverse (exact: the
+ * same bits). dst may be one of the sources. */
 #define SUM_BLOCK 2048
+
+static bool power_of_two(float d)
+{
+    int e;
+    return frexpf(d, &e) == 0.5f;
+}
+
 void allreduce_sum_range(float *dst, float *const *srcs, int nsrc, size_t lo, size_t hi,
                          float divisor)
 {
+    bool scale = divisor != 1.0f && power_of_two(divisor);
+    float inv = 1.0f / divisor;
+    if (nsrc == 2) {
+        const float *a = srcs[0], *b = srcs[1];
+        if (divisor == 1.0f)
+            for (size_t i = lo; i < hi; i++)
+                dst[i] = a[i] + b[i];
+        else if (scale)
+            for (size_t i = lo; i < hi; i++)
+                dst[i] = (a[i] + b[i]) * inv;
+        else
+            for (size_t i = lo; i < hi; i++)
+                dst[i] = (a[i] + b[i]) / divisor;
+        return;
+    }
     float acc[SUM_BLOCK];
     for (size_t b = lo; b < hi; b += SUM_BLOCK) {
         size_t len = hi - b < SUM_BLOCK ? hi - b : SUM_BLOCK;
@@ -96,11 +197,14 @@ void allreduce_sum_range(float *dst, float *const *srcs, int nsrc, size_t lo, si
                 acc[i] += sj[i];
         }
         float *d = dst + b;
-        if (divisor != 1.0f)
+        if (divisor == 1.0f)
+            memcpy(d, acc, len * sizeof(float));
+        else if (scale)
+            for (size_t i = 0; i < len; i++)
+                d[i] = acc[i] * inv;
+        else
             for (size_t i = 0; i < len; i++)
                 d[i] = acc[i] / divisor;
-        else
-            memcpy(d, acc, len * sizeof(float));
     }
 }
 
@@ -114,6 +218,27 @@ static void chunk_of(size_t count, int parts, int k, size_t *lo, size_t *hi)
         *lo = count;
     if (*hi > count || k == parts - 1)
         *hi = count;
+}
+
+/* Up to SMALL_FLOATS: every rank copies its buffer into its slot of the
+ * communicator, waits until every rank has posted this call, and sums the
+ * slots itself in rank order (naive's and ring's order: the same bits).
+ * The slots alternate between calls, so a rank may leave at once: none can
+ * post call c + 2 into the slot of call c before every rank has posted
+ * c + 1, that is, finished reading c. */
+static void run_small(allreduce_t *ar, int rank, float *buf, size_t count, float divisor)
+{
+    uint64_t c = ++ar->calls[rank];
+    float *set = ar->slots + (size_t)(c % 2) * ar->n * SMALL_FLOATS;
+    memcpy(set + (size_t)rank * SMALL_FLOATS, buf, count * sizeof(float));
+    atomic_store(&ar->posted[rank * (LINE / sizeof(uint64_t))], c);
+    wake_sleepers(ar);
+    float *src[MAX_PEERS];
+    for (int r = 0; r < ar->n; r++) {
+        wait_for(ar, (void *)&ar->posted[r * (LINE / sizeof(uint64_t))], c, false);
+        src[r] = set + (size_t)r * SMALL_FLOATS;
+    }
+    allreduce_sum_range(buf, src, ar->n, 0, count, divisor);
 }
 
 static void run_naive(allreduce_t *ar, int rank, size_t count, float divisor)
@@ -175,10 +300,12 @@ void allreduce_run(allreduce_t *ar, int rank, float *buf, size_t count, allreduc
     if (n == 1)
         return; /* the mean of one buffer is itself */
     float divisor = mean ? (float)n : 1.0f;
+    if (algo == ALLREDUCE_NAIVE && count <= SMALL_FLOATS) {
+        run_small(ar, rank, buf, count, divisor);
+        return;
+    }
     ar->bufs[rank] = buf;
     allreduce_barrier(ar); /* every buffer is ready */
-    if (algo == ALLREDUCE_HIERARCHICAL && n < 2)
-        algo = ALLREDUCE_NAIVE;
     switch (algo) {
     case ALLREDUCE_NAIVE:
         run_naive(ar, rank, count, divisor);
@@ -206,8 +333,9 @@ void allreduce_broadcast(allreduce_t *ar, int rank, float *buf, size_t count, in
 
 allreduce_algo allreduce_choose(int n, size_t bytes)
 {
-    /* Small buffers: the barrier dominates, and naive has one fewer phase of
-     * copies to wait for. Large: ring spreads the summing over every tower. */
+    /* Small buffers: naive, through the communicator's slots (one exchange)
+     * up to 16 KiB, then one fewer phase of copies to wait for than ring.
+     * Large: ring spreads the summing over every tower. */
     if (n <= 2 && bytes < 64 * 1024)
         return ALLREDUCE_NAIVE;
     if (bytes < 16 * 1024)

@@ -1,4 +1,4 @@
-/* augment.h - per-sample augmentation (SPEC 3): normalize, random_crop, flip,
+/* augment.h - per-sample augmentation (towertrain.cfg(5), DATAFLOW): normalize, random_crop, flip,
  * and torchvision's resize, center_crop, random_resized_crop, color_jitter.
  *
  * A sample is C x H x W floats (pixels in [0, 1] before normalize). Samples of

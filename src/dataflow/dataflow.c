@@ -1,4 +1,4 @@
-/* dataflow.c - batches by global step (SPEC 3) and the prefetch workers.
+/* dataflow.c - batches by global step (towertrain.cfg(5), DATAFLOW) and the prefetch workers.
  *
  * A batch is a pure function of (seed, step), so workers claim steps in order,
  * fill the batch of their step into that step's slot, and dataflow_next hands

@@ -1,11 +1,11 @@
-/* dataflow.h - sources, augmentation, batching and prefetch (SPEC 3).
+/* dataflow.h - sources, augmentation, batching and prefetch (towertrain.cfg(5), DATAFLOW).
  *
  * The data is a stream of passes over the dataset. Pass k uses a permutation that
  * depends only on (seed, k) and yields B = floor(N / G) global batches of G
  * samples (the remainder is dropped). Global step s takes batch s mod B of pass
  * floor(s / B): samples perm[b*G .. (b+1)*G). A process takes the contiguous part
  * [local_offset, local_offset + local_count) of each global batch (its towers'
- * slices, SPEC 3). Random augmentation of a sample depends only on
+ * slices, towertrain.cfg(5), DATAFLOW). Random augmentation of a sample depends only on
  * (seed, pass, sample index). So a batch is a pure function of (seed, step):
  * prefetch workers compute batches for different steps in parallel and hand them
  * out in step order, and results never depend on the number of workers.

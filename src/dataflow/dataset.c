@@ -6,7 +6,7 @@
 #include "dataflow/dataset_impl.h"
 #include "dataflow/image_decode.h"
 
-/* SPEC 3: every label is in [0, classes), the model's; a source has no class
+/* towertrain.cfg(5), DATAFLOW: every label is in [0, classes), the model's; a source has no class
  * count of its own. The message names the file, the sample and the value. */
 static int check_labels(const struct dataset *ds, const source_cfg *src, int classes,
                         tt_err *err)

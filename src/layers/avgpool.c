@@ -8,7 +8,7 @@ static int avgpool_setup(layer_t *l, tt_err *err)
 
 static void avgpool_forward(const layer_t *l, layer_call *c)
 {
-    window_desc d = pool_desc(l, c->n, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
+    window_desc d = pool_desc(l, c, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
     c->be->avgpool_forward(c->be, &d, c->x[0], c->y);
 }
 
@@ -16,7 +16,7 @@ static void avgpool_backward(const layer_t *l, layer_call *c)
 {
     if (c->dx[0] == NULL)
         return;
-    window_desc d = pool_desc(l, c->n, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
+    window_desc d = pool_desc(l, c, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
     c->be->avgpool_backward(c->be, &d, c->dy, c->dx[0]);
 }
 

@@ -44,10 +44,11 @@ static size_t bn_state(const layer_t *l, int max_n)
 static void bn_forward(const layer_t *l, layer_call *c)
 {
     float *save = c->state;
-    c->be->batchnorm_forward(c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0],
-                             c->params[1], c->params[2], c->params[3], l->cfg->momentum,
-                             l->cfg->epsilon, c->training, l->relu_out, c->y, save,
-                             save + l->out.c);
+    /* the blocked layout on both sides (the model never mixes them here) */
+    (c->blocked_y ? c->be->batchnorm_forward_blocked : c->be->batchnorm_forward)(
+        c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0], c->params[1],
+        c->params[2], c->params[3], l->cfg->momentum, l->cfg->epsilon, c->training,
+        l->relu_out, c->y, save, save + l->out.c);
     if (c->training) {
         /* num_batches_tracked += 1 where it lives: on a GPU, no wait */
         c->be->add_scalar(c->be, 1, 1.0f, c->params[4]);
@@ -57,9 +58,9 @@ static void bn_forward(const layer_t *l, layer_call *c)
 static void bn_backward(const layer_t *l, layer_call *c)
 {
     const float *save = c->state;
-    c->be->batchnorm_backward(c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0],
-                              save, save + l->out.c, c->y, l->relu_out, c->dy, c->dx[0],
-                              c->grads[0], c->grads[1]);
+    (c->blocked_y ? c->be->batchnorm_backward_blocked : c->be->batchnorm_backward)(
+        c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0], save,
+        save + l->out.c, c->y, l->relu_out, c->dy, c->dx[0], c->grads[0], c->grads[1]);
 }
 
 const layer_ops layer_batchnorm_ops = {

@@ -4,10 +4,10 @@
 
 #include "layers/layer.h"
 
-static window_desc conv_desc(const layer_t *l, int n)
+static window_desc conv_desc(const layer_t *l, int n, bool blocked_x, bool blocked_y)
 {
     window_desc d = {n, l->in[0].c, l->in[0].h, l->in[0].w, l->cfg->filters, l->cfg->kernel,
-                     l->cfg->stride, l->cfg->padding, l->out.h, l->out.w};
+                     l->cfg->stride, l->cfg->padding, l->out.h, l->out.w, blocked_x, blocked_y};
     return d;
 }
 
@@ -43,20 +43,21 @@ static void conv_init(const layer_t *l, rng_t *rng, float *const *p)
 
 static size_t conv_ws(const layer_t *l, backend_t *be, int max_n)
 {
-    window_desc d = conv_desc(l, max_n);
+    /* NCHW on both sides needs the most: the reorder buffers of every call */
+    window_desc d = conv_desc(l, max_n, false, false);
     return be->conv_workspace(be, &d);
 }
 
 static void conv_forward(const layer_t *l, layer_call *c)
 {
-    window_desc d = conv_desc(l, c->n);
+    window_desc d = conv_desc(l, c->n, c->blocked_x[0], c->blocked_y);
     c->be->conv_forward(c->be, &d, c->x[0], c->params[0], l->cfg->bias ? c->params[1] : NULL,
                         l->relu_out, c->y, c->ws);
 }
 
 static void conv_backward(const layer_t *l, layer_call *c)
 {
-    window_desc d = conv_desc(l, c->n);
+    window_desc d = conv_desc(l, c->n, c->blocked_x[0], c->blocked_y);
     c->be->conv_backward(c->be, &d, c->x[0], c->params[0], c->y, l->relu_out, c->dy, c->dx[0],
                          c->grads[0], l->cfg->bias ? c->grads[1] : NULL, c->ws);
 }

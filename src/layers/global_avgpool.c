@@ -47,6 +47,11 @@ static float *gap_fill_weights(const layer_t *l, layer_call *c)
 
 static void gap_forward(const layer_t *l, layer_call *c)
 {
+    if (c->blocked_x[0]) { /* the same bits as below, from the blocked layout */
+        c->be->global_avgpool_blocked_forward(c->be, c->n, l->in[0].c, (int)gap_plane(l),
+                                              c->x[0], c->y);
+        return;
+    }
     const float *w = gap_fill_weights(l, c);
     c->be->dense_forward(c->be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, NULL,
                          false, c->y);
@@ -56,6 +61,11 @@ static void gap_backward(const layer_t *l, layer_call *c)
 {
     if (c->dx[0] == NULL)
         return;
+    if (c->blocked_x[0]) {
+        c->be->global_avgpool_blocked_backward(c->be, c->n, l->in[0].c, (int)gap_plane(l), c->dy,
+                                               c->dx[0]);
+        return;
+    }
     const float *w = gap_fill_weights(l, c);
     c->be->dense_backward(c->be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, c->y,
                           false, c->dy, c->dx[0], NULL, NULL);

@@ -49,6 +49,10 @@ typedef struct {
     float *dy;
     float *dx[LAYER_MAX_INPUTS];
     void *ws;            /* workspace of layer->ws_bytes(max batch) */
+    /* x[i] / y in the backend's blocked layout (backend.h) instead of NCHW;
+     * the model sets them where every reader and writer accepts it
+     * (layer_accepts_blocked) */
+    bool blocked_x[LAYER_MAX_INPUTS], blocked_y;
     void *state;         /* per-tower state of state_bytes(max batch), e.g. masks */
 } layer_call;
 

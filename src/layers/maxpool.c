@@ -7,14 +7,16 @@ static int maxpool_setup(layer_t *l, tt_err *err)
     return pool_setup_window(l, l->cfg->kernel, l->cfg->stride, l->cfg->padding, err);
 }
 
+/* one argmax per output, in the output's layout (the blocked one pads the
+ * channels to a multiple of 16) */
 static size_t maxpool_state(const layer_t *l, int max_n)
 {
-    return (size_t)max_n * shape3_size(l->out) * sizeof(int32_t);
+    return tt_blocked_floats(max_n, l->out.c, l->out.h * l->out.w) * sizeof(int32_t);
 }
 
 static void maxpool_forward(const layer_t *l, layer_call *c)
 {
-    window_desc d = pool_desc(l, c->n, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
+    window_desc d = pool_desc(l, c, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
     c->be->maxpool_forward(c->be, &d, c->x[0], c->y, c->state);
 }
 
@@ -22,7 +24,7 @@ static void maxpool_backward(const layer_t *l, layer_call *c)
 {
     if (c->dx[0] == NULL)
         return;
-    window_desc d = pool_desc(l, c->n, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
+    window_desc d = pool_desc(l, c, l->cfg->kernel, l->cfg->stride, l->cfg->padding);
     c->be->maxpool_backward(c->be, &d, c->dy, c->state, c->dx[0]);
 }
 

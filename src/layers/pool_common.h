@@ -19,10 +19,11 @@ static inline int pool_setup_window(layer_t *l, int k, int stride, int pad, tt_e
     return 0;
 }
 
-static inline window_desc pool_desc(const layer_t *l, int n, int k, int stride, int pad)
+static inline window_desc pool_desc(const layer_t *l, const layer_call *c, int k, int stride,
+                                    int pad)
 {
-    window_desc d = {n, l->in[0].c, l->in[0].h, l->in[0].w, l->in[0].c, k, stride, pad,
-                     l->out.h, l->out.w};
+    window_desc d = {c->n, l->in[0].c, l->in[0].h, l->in[0].w, l->in[0].c, k, stride, pad,
+                     l->out.h, l->out.w, c->blocked_x[0], c->blocked_y};
     return d;
 }
 

@@ -197,6 +197,181 @@ void model_print_table(const model_t *m)
 
 /* ---- the tower function ---- */
 
+/* The layer whose buffers layer i uses: itself, or for a fused relu the
+ * layer it is fused into. */
+static int buffer_owner(const model_t *m, int i)
+{
+    while (m->layers[i].relu_fused)
+        i = layer_input(m->layers[i].cfg, i, 0);
+    return i;
+}
+
+/* ---- where activations stay in the backend's blocked layout ---- */
+
+/* batchnorm, add and relu compute in their input's layout: both sides
+ * blocked or neither. Pools read either and write NCHW or, from a blocked
+ * input, blocked. */
+static bool type_follows_input(layer_type t)
+{
+    return t == LAYER_BATCHNORM || t == LAYER_ADD || t == LAYER_RELU;
+}
+
+static bool blocked_out_needs_blocked_in(layer_type t)
+{
+    return type_follows_input(t) || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL;
+}
+
+/* Layer l can read a blocked input: pools convert it to either layout;
+ * convolutions, batchnorm, add, relu and global_avgpool read it over whole
+ * blocks of 16 channels only (oneDNN has no fast kernel for a padded
+ * blocked input; the model's element counts are NCHW's, equal only then);
+ * the rest read NCHW. */
+static bool reads_blocked(const layer_t *l)
+{
+    switch (l->cfg->type) {
+    case LAYER_MAXPOOL:
+    case LAYER_AVGPOOL:
+        return true;
+    case LAYER_CONV2D:
+    case LAYER_BATCHNORM:
+    case LAYER_ADD:
+    case LAYER_RELU:
+    case LAYER_GLOBAL_AVGPOOL:
+        return l->in[0].c % TT_BLOCK == 0;
+    default:
+        return false;
+    }
+}
+
+/* Whole blocks only: channels padded to 16 cost every element-wise pass
+ * over the tensor (relu masks, pools) 16/C times the memory traffic, as
+ * much as the reorder they save (LeNet's 6-filter conv, measured: no
+ * gain). */
+static bool writes_blocked(const layer_t *l)
+{
+    layer_type t = l->cfg->type;
+    bool kind = t == LAYER_CONV2D || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL ||
+                type_follows_input(t);
+    return kind && l->out.c % TT_BLOCK == 0;
+}
+
+/* blocked[i]: layer i's output in the blocked layout. Start from every
+ * layer that can write it, then take it back from any whose readers cannot
+ * read it, whose input-following readers stay NCHW, or that needs a blocked
+ * input and has an NCHW one, until nothing changes. The last layer feeds
+ * the loss: NCHW. */
+static void choose_layouts(const model_t *m, bool backend_has_it, bool *blocked)
+{
+    int L = m->n_layers;
+    for (int i = 0; i < L; i++) {
+        const layer_t *l = &m->layers[i];
+        blocked[i] = backend_has_it && i < L - 1 && writes_blocked(l);
+        for (int k = 0; k < l->n_in && blocked_out_needs_blocked_in(l->cfg->type); k++)
+            if (layer_input(l->cfg, i, k) < 0)
+                blocked[i] = false;
+    }
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (int i = 0; i < L; i++) {
+            if (!blocked[i])
+                continue;
+            const layer_t *l = &m->layers[i];
+            bool ok = true;
+            for (int k = 0; k < l->n_in && blocked_out_needs_blocked_in(l->cfg->type); k++)
+                ok = ok && blocked[layer_input(l->cfg, i, k)];
+            for (int j = i + 1; j < L && ok; j++)
+                for (int k = 0; k < m->layers[j].n_in; k++)
+                    if (layer_input(m->layers[j].cfg, j, k) == i &&
+                        (!reads_blocked(&m->layers[j]) ||
+                         (type_follows_input(m->layers[j].cfg->type) && !blocked[j])))
+                        ok = false;
+            if (!ok) {
+                blocked[i] = false;
+                changed = true;
+            }
+        }
+    }
+}
+
+/* Bytes of layer i's output for n samples in its layout. */
+static size_t output_bytes(const layer_t *l, size_t n, bool blocked)
+{
+    size_t floats = blocked ? tt_blocked_floats((int)n, l->out.c, l->out.h * l->out.w)
+                            : n * shape3_size(l->out);
+    return floats * sizeof(float);
+}
+
+/* Gradient buffers are shared by layers whose output gradients are never
+ * live at once: backward runs the layers last to first, and the gradient at
+ * layer o's output is live from the backward of its latest reader (which
+ * writes it; the loss, for the last layer) until o's own backward has read
+ * it. Interval by interval in backward order, each gradient takes a free
+ * buffer (the smallest that fits, else the largest, grown), so a chain of
+ * layers needs two or three buffers instead of one per layer (ResNet-20's
+ * gradients went from 250 MB to the size of a few stage-1 outputs). A layer
+ * nobody reads keeps a zeroed buffer of its own. Fills buf_of[layer] and
+ * bytes[buffer]; returns the number of buffers, -1 when out of memory. */
+static int plan_gradient_buffers(const model_t *m, const size_t *out_bytes, int *buf_of,
+                                 size_t *bytes)
+{
+    int L = m->n_layers, nb = 0;
+    int *first = malloc((size_t)L * sizeof(int));
+    bool *busy = calloc((size_t)L, sizeof(bool));
+    if (first == NULL || busy == NULL) {
+        free(first);
+        free(busy);
+        return -1;
+    }
+    for (int i = 0; i < L; i++)
+        first[i] = -1;
+    first[buffer_owner(m, L - 1)] = L;
+    for (int k = 0; k < L; k++) {
+        if (m->layers[k].relu_fused)
+            continue;
+        for (int q = 0; q < m->layers[k].n_in; q++) {
+            int src = layer_input(m->layers[k].cfg, k, q);
+            if (src >= 0 && k > first[buffer_owner(m, src)])
+                first[buffer_owner(m, src)] = k;
+        }
+    }
+    for (int i = 0; i < L; i++)
+        if (!m->layers[i].relu_fused && first[i] < 0) { /* never written: private */
+            bytes[nb] = out_bytes[i];
+            busy[nb] = true;
+            buf_of[i] = nb++;
+        }
+    for (int time = L; time >= 0; time--) {
+        for (int o = 0; o < L; o++) {
+            if (m->layers[o].relu_fused || first[o] != time)
+                continue;
+            size_t want = out_bytes[o];
+            int pick = -1;
+            for (int b = 0; b < nb; b++) {
+                if (busy[b])
+                    continue;
+                bool fits = bytes[b] >= want, pick_fits = pick >= 0 && bytes[pick] >= want;
+                if (pick < 0 || (fits && (!pick_fits || bytes[b] < bytes[pick])) ||
+                    (!fits && !pick_fits && bytes[b] > bytes[pick]))
+                    pick = b;
+            }
+            if (pick < 0) {
+                pick = nb++;
+                bytes[pick] = 0;
+            }
+            if (bytes[pick] < want)
+                bytes[pick] = want;
+            busy[pick] = true;
+            buf_of[o] = pick;
+        }
+        /* layer `time` has read its gradient: the buffer is free again */
+        if (time < L && !m->layers[time].relu_fused && first[time] >= 0)
+            busy[buf_of[time]] = false;
+    }
+    free(first);
+    free(busy);
+    return nb;
+}
+
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
@@ -205,22 +380,46 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->max_n = max_n;
     t->loss_scale = 1.0f;
     size_t n = (size_t)max_n;
-    t->act = calloc((size_t)m->n_layers, sizeof(float *));
-    t->dact = calloc((size_t)m->n_layers, sizeof(float *));
-    t->state = calloc((size_t)m->n_layers, sizeof(void *));
-    t->grad_written = calloc((size_t)m->n_layers, sizeof(bool));
-    if (!t->act || !t->dact || !t->state || !t->grad_written)
+    int L = m->n_layers;
+    int *buf_of = malloc((size_t)L * sizeof(int));
+    size_t *grad_bytes = malloc((size_t)L * sizeof(size_t));
+    size_t *out_bytes = malloc((size_t)L * sizeof(size_t));
+    t->blocked = calloc((size_t)L, sizeof(bool));
+    t->act = calloc((size_t)L, sizeof(float *));
+    t->dact = calloc((size_t)L, sizeof(float *));
+    t->grad_bufs = calloc((size_t)L, sizeof(float *));
+    t->state = calloc((size_t)L, sizeof(void *));
+    t->grad_written = calloc((size_t)L, sizeof(bool));
+    if (!buf_of || !grad_bytes || !out_bytes || !t->blocked || !t->act || !t->dact ||
+        !t->grad_bufs || !t->state || !t->grad_written)
         goto oom;
+    choose_layouts(m, be->blocked_layout, t->blocked);
+    for (int i = 0; i < L; i++)
+        out_bytes[i] = output_bytes(&m->layers[i], n, t->blocked[i]);
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
     t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
-    t->input = be->alloc(be, n * shape3_size(m->input) * sizeof(float));
-    t->labels = be->alloc(be, n * sizeof(int32_t));
-    if (!t->params || !t->grads || !t->input || !t->labels)
+    if (!be->host_memory) {
+        t->input = be->alloc(be, n * shape3_size(m->input) * sizeof(float));
+        t->labels = be->alloc(be, n * sizeof(int32_t));
+        if (!t->input || !t->labels)
+            goto oom;
+    }
+    t->batch_x = t->input;
+    t->batch_y = t->labels;
+    if (!t->params || !t->grads)
         goto oom;
+    t->n_grad_bufs = plan_gradient_buffers(m, out_bytes, buf_of, grad_bytes);
+    if (t->n_grad_bufs < 0) {
+        t->n_grad_bufs = 0;
+        goto oom;
+    }
+    for (int b = 0; b < t->n_grad_bufs; b++)
+        if ((t->grad_bufs[b] = be->alloc(be, grad_bytes[b])) == NULL)
+            goto oom;
     size_t ws = 0, scratch = 0;
-    for (int i = 0; i < m->n_layers; i++) {
+    for (int i = 0; i < L; i++) {
         const layer_t *l = &m->layers[i];
-        size_t out = n * shape3_size(l->out) * sizeof(float);
+        size_t out = out_bytes[i];
         if (m->consumers[i] > 1 && out > scratch)
             scratch = out;
         if (l->relu_fused) { /* its input layer's buffers, which hold relu'd values */
@@ -230,8 +429,8 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
             continue;
         }
         t->act[i] = be->alloc(be, out);
-        t->dact[i] = be->alloc(be, out);
-        if (!t->act[i] || !t->dact[i])
+        t->dact[i] = t->grad_bufs[buf_of[i]];
+        if (!t->act[i])
             goto oom;
         size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
         if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
@@ -244,8 +443,14 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         goto oom;
     if (scratch > 0 && (t->dlogits_scratch = be->alloc(be, scratch)) == NULL)
         goto oom;
+    free(buf_of);
+    free(grad_bytes);
+    free(out_bytes);
     return 0;
 oom:
+    free(buf_of);
+    free(grad_bytes);
+    free(out_bytes);
     tower_free(t);
     return err_set(err, TT_ERR_RUNTIME, "out of memory creating a tower for batch %d", max_n);
 }
@@ -261,11 +466,11 @@ void tower_free(tower_t *t)
             continue; /* shares its input layer's buffers */
         if (t->act)
             be->free(be, t->act[i]);
-        if (t->dact)
-            be->free(be, t->dact[i]);
         if (t->state)
             be->free(be, t->state[i]);
     }
+    for (int b = 0; t->grad_bufs && b < t->n_grad_bufs; b++)
+        be->free(be, t->grad_bufs[b]);
     be->free(be, t->params);
     be->free(be, t->grads);
     be->free(be, t->input);
@@ -274,6 +479,8 @@ void tower_free(tower_t *t)
     be->free(be, t->dlogits_scratch);
     free(t->act);
     free(t->dact);
+    free(t->grad_bufs);
+    free(t->blocked);
     free(t->state);
     free(t->grad_written);
     memset(t, 0, sizeof(*t));
@@ -291,6 +498,11 @@ void tower_get_params(const tower_t *t, float *host_block)
 
 void tower_load_batch(tower_t *t, int n, const float *x, const int32_t *y)
 {
+    if (t->be->host_memory) { /* the 400 KB copy took 2-4% of an MLP step */
+        t->batch_x = x;
+        t->batch_y = y;
+        return;
+    }
     t->be->upload(t->be, t->input, x, (size_t)n * shape3_size(t->model->input) * sizeof(float));
     t->be->upload(t->be, t->labels, y, (size_t)n * sizeof(int32_t));
 }
@@ -319,9 +531,11 @@ static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64
     c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
     for (int k = 0; k < l->n_in; k++) {
         int src = layer_input(l->cfg, i, k);
-        c.x[k] = src < 0 ? t->input : t->act[src];
+        c.x[k] = src < 0 ? t->batch_x : t->act[src];
+        c.blocked_x[k] = src >= 0 && t->blocked[src];
     }
     c.y = t->act[i];
+    c.blocked_y = t->blocked[i];
     c.ws = t->ws;
     c.state = t->state[i];
     bind_params(t, i, &c);
@@ -343,7 +557,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
 
     t->loss_sum = 0.0;
     t->correct = 0;
-    be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->labels,
+    be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->batch_y,
                      backward ? t->dact[last] : NULL, &t->loss_sum, &t->correct);
     if (!backward)
         return t->act[last];

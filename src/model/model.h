@@ -63,10 +63,16 @@ typedef struct {
     int max_n;
     float *params;     /* device, m->n_floats */
     float *grads;      /* device, m->n_trainable */
-    float *input;      /* device, [max_n, input] */
-    int32_t *labels;   /* device, [max_n] */
+    float *input;      /* device, [max_n, input]; NULL on host memory */
+    int32_t *labels;   /* device, [max_n]; NULL on host memory */
+    const float *batch_x;   /* the batch the step reads: input, or the */
+    const int32_t *batch_y; /* caller's own arrays on host memory */
     float **act;       /* per layer output, [max_n, out] */
-    float **dact;      /* per layer output gradient */
+    float **dact;      /* per layer output gradient: views of grad_bufs */
+    float **grad_bufs; /* gradient buffers, shared by layers never live at once */
+    int n_grad_bufs;
+    bool *blocked;     /* per layer: its output in the backend's blocked layout
+                        * (backend.h), chosen when the tower is made */
     float *dlogits_scratch; /* accumulation scratch for multi-consumer outputs */
     void **state;      /* per layer state (masks) */
     void *ws;          /* shared workspace, the largest any layer needs */
@@ -93,7 +99,9 @@ void tower_free(tower_t *t);
 void tower_set_params(tower_t *t, const float *host_block);
 void tower_get_params(const tower_t *t, float *host_block);
 
-/* Copies a batch (host) into the tower's input and label buffers. */
+/* Makes a batch (host memory) the tower's input: copied to the device, or
+ * on a backend that computes on host memory (the CPU) read in place, so x
+ * and y must stay unchanged until the tower's next step has returned. */
 void tower_load_batch(tower_t *t, int n, const float *x, const int32_t *y);
 
 /* Forward through every layer and the loss; fills t->loss_sum and t->correct.

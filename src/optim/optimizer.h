@@ -3,7 +3,7 @@
  *
  * Slots (momentum buffer; exp_avg and exp_avg_sq) are blocks with the same
  * layout as the gradients, so a parameter's slot lives at its offset, and
- * checkpoints name them optimizer.<param>.<slot> (SPEC 7).
+ * checkpoints name them optimizer.<param>.<slot> (towertrain(1), OUTPUT).
  */
 #ifndef TT_OPTIMIZER_H
 #define TT_OPTIMIZER_H
@@ -32,7 +32,7 @@ int optimizer_create(const optimizer_cfg *cfg, backend_t *be, size_t count, opti
 void optimizer_free(optimizer_t *opt);
 
 /* One update of params from grads. step is the number of this update, from 1
- * (Adam's bias correction: SPEC 5 uses global_step + 1). */
+ * (Adam's bias correction: towertrain.cfg(5), OPTIMIZER: global_step + 1). */
 void optimizer_apply(optimizer_t *opt, float *params, const float *grads, int64_t step);
 
 /* The same update on elements [lo, hi) only, run on backend `be` (the calling

@@ -116,7 +116,7 @@ size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n)
             /* conv2d.c's window */
             window_desc d = {max_n,         l->in[0].c,      l->in[0].h,       l->in[0].w,
                              l->cfg->filters, l->cfg->kernel, l->cfg->stride, l->cfg->padding,
-                             l->out.h,      l->out.w};
+                             l->out.h,      l->out.w,        false,          false};
             prec_conv_copies cc;
             prec_conv_copies_of(p, &d, &cc);
             bytes = cc.bytes;

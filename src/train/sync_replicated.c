@@ -44,6 +44,7 @@ typedef struct {
     trainer_t *tr;
     int t;
     int pending; /* packs [0, pending) are not averaged yet in this step */
+    bool update; /* apply the update to each pack as soon as it is averaged */
 } pack_cursor;
 
 typedef struct {
@@ -114,6 +115,11 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
         if (plo < lo)
             break;
         average_pack(c->tr, c->t, tw->grads + plo, phi - plo);
+        /* while the averaged pack is in cache (backward has no use for
+         * these parameters any more) */
+        if (c->update)
+            optimizer_apply_range(&((replicated_state *)c->tr->impl)->opts[c->t], tw->be,
+                                  tw->params, tw->grads, plo, phi, c->tr->global_step + 1);
         c->pending--;
     }
 }
@@ -171,7 +177,7 @@ static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *er
     st->packs = packs;
     for (int t = 0; t < tr->n_towers; t++) {
         pack_schedule_init(&st->sched[t], count, packs, NCCL_ALIGN);
-        st->cursors[t] = (pack_cursor){tr, t, 0};
+        st->cursors[t] = (pack_cursor){tr, t, 0, false};
         if (st->sched[t].packs > 1) {
             tr->towers[t].grad_ready = pack_ready;
             tr->towers[t].grad_ready_arg = &st->cursors[t];
@@ -209,7 +215,7 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
     if (tc->gradient_packing > 0 && count / (size_t)tc->gradient_packing >= MIN_PACK)
         st->packs = tc->gradient_packing;
     for (int t = 0; t < tr->n_towers; t++) {
-        st->cursors[t] = (pack_cursor){tr, t, 0};
+        st->cursors[t] = (pack_cursor){tr, t, 0, false};
         if (st->packs > 1) { /* one pack is ready only when backward is done */
             tr->towers[t].grad_ready = pack_ready;
             tr->towers[t].grad_ready_arg = &st->cursors[t];
@@ -247,8 +253,15 @@ static void replicated_tower(const tower_context *ctx, void *p)
     tower_t *tw = &tr->towers[t];
     pack_cursor *c = &st->cursors[t];
     c->pending = st->packs;
+    /* with loss scaling the update waits for the whole block's verdict */
+    c->update = !tr->loss_scaling && tw->loss_scale == 1.0f;
     trainer_tower_compute(tr, t, a->b); /* averages packs as they are ready */
     average_ready_packs(c, 0);          /* and the rest */
+    if (c->update) {
+        st->finite[t] = true;
+        optimizer_mark_stepped(&st->opts[t]);
+        return;
+    }
     /* every tower holds the same averaged gradients: the same verdict */
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     if (st->finite[t])

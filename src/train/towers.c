@@ -1,7 +1,16 @@
 #include "train/towers.h"
 
 #include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
+
+/* A tower that finished its part watches for the next run this long,
+ * yielding its core, before it sleeps: the next step usually starts after
+ * the trainer's bookkeeping, well within it, and a wake-up from the
+ * condition variable costs tens of microseconds a step on a VM. */
+#define WATCH_NS 1000000
 
 struct tower_team {
     int n;
@@ -9,7 +18,7 @@ struct tower_team {
     tower_context *ctx;
     pthread_mutex_t lock;
     pthread_cond_t start, done;
-    unsigned generation; /* bumped for every run */
+    atomic_uint generation; /* bumped for every run (under the lock) */
     int pending;         /* towers still running the current function */
     bool stop;
     tower_fn fn;
@@ -27,13 +36,21 @@ static void *tower_main(void *p)
     free(p);
     tower_team *team = a.team;
     unsigned seen = 0;
-    pthread_mutex_lock(&team->lock);
     for (;;) {
-        while (team->generation == seen && !team->stop)
+        struct timespec t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (t = t0; atomic_load(&team->generation) == seen &&
+                     (t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < WATCH_NS;
+             clock_gettime(CLOCK_MONOTONIC, &t))
+            sched_yield();
+        pthread_mutex_lock(&team->lock);
+        while (atomic_load(&team->generation) == seen && !team->stop)
             pthread_cond_wait(&team->start, &team->lock);
-        if (team->stop)
-            break;
-        seen = team->generation;
+        if (team->stop) {
+            pthread_mutex_unlock(&team->lock);
+            return NULL;
+        }
+        seen = atomic_load(&team->generation);
         tower_fn fn = team->fn;
         void *arg = team->arg;
         pthread_mutex_unlock(&team->lock);
@@ -41,9 +58,8 @@ static void *tower_main(void *p)
         pthread_mutex_lock(&team->lock);
         if (--team->pending == 0)
             pthread_cond_signal(&team->done);
+        pthread_mutex_unlock(&team->lock);
     }
-    pthread_mutex_unlock(&team->lock);
-    return NULL;
 }
 
 tower_team *tower_team_create(int n, const int *devices, tt_err *err)
@@ -58,6 +74,7 @@ tower_team *tower_team_create(int n, const int *devices, tt_err *err)
     pthread_mutex_init(&team->lock, NULL);
     pthread_cond_init(&team->start, NULL);
     pthread_cond_init(&team->done, NULL);
+    atomic_init(&team->generation, 0);
     for (int i = 0; i < n; i++) {
         team->ctx[i].index = i;
         team->ctx[i].device = devices != NULL ? devices[i] : i;
@@ -101,7 +118,7 @@ void tower_team_run(tower_team *team, bool training, tower_fn fn, void *arg)
     team->fn = fn;
     team->arg = arg;
     team->pending = team->n;
-    team->generation++;
+    atomic_fetch_add(&team->generation, 1);
     pthread_cond_broadcast(&team->start);
     while (team->pending > 0)
         pthread_cond_wait(&team->done, &team->lock);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "backend/cuda/precision.h"
 #include "comm/dist.h"
 #include "train/gpu_towers.h"
 #include "util/log.h"
@@ -53,8 +54,10 @@ static int trainer_check_precision(const job_t *job, bool gpu, tt_err *err)
     case PRECISION_BF16:
         break;
     }
-    return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\": the CPU backend of this "
-                   "build computes in fp32 only; use \"fp32\"");
+    char why[256];
+    if (backend_cpu_bf16_isa(why, sizeof(why)) == NULL)
+        return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\" %s; use \"fp32\"", why);
+    return 0;
 }
 
 static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
@@ -76,10 +79,12 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     model_init_params(&tr->model, job->seed, host);
     /* the same on every rank already (a pure function of the seed); rank 0's
-     * all the same, as SPEC 6 says */
+     * all the same, as towertrain.cfg(5), TRAINER says */
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
         tr->backends[t] = gpu ? gpu_backend_create(job, t, err)
+                          : job->trainer.precision == PRECISION_BF16
+                              ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
                               : backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
@@ -89,7 +94,7 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
             free(host);
             return -1;
         }
-        /* Every tower starts from the same values (tower 0's, SPEC 6). */
+        /* Every tower starts from the same values (tower 0's, towertrain.cfg(5), TRAINER). */
         tower_set_params(&tr->towers[t], host);
     }
     free(host);
@@ -152,7 +157,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (dataset_open(&job->dataflow.source, job->dataflow.limit, job->model.classes,
                      &tr->train_set, err) != 0)
         return -1;
-    /* rank r reads slices r*towers .. of every global batch (SPEC 3) */
+    /* rank r reads slices r*towers .. of every global batch (towertrain.cfg(5), DATAFLOW) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
                         tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
                         &tr->train_flow, err) != 0)
@@ -192,7 +197,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
     bool gpu;
-    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0)
+    /* the job's precision, as its inference_runner evaluated */
+    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+        trainer_check_precision(job, gpu, err) != 0)
         return -1;
     /* the towers alone, whatever the job's type: the type's setup is not
      * run (tr->impl stays NULL), and simple has no shared copy to publish */
@@ -553,6 +560,12 @@ static void trainer_print_table(const trainer_t *tr)
             log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name,
                        job->trainer.towers[t], tr->backends[t]->threads,
                        job->dataflow.batch_size);
+        if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */
+            char what[256];
+            prec_describe(PREC_BF16, what, sizeof(what));
+            log_printf("precision bf16: %s; on %s (oneDNN)\n", what,
+                       backend_cpu_bf16_isa(NULL, 0));
+        }
     }
     if (tr->n_ranks > 1)
         log_printf("trainer %s: %d rank(s) x %d tower(s), global batch %d (%d x %d x %d), "

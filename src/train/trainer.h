@@ -257,7 +257,7 @@ void trainer_sync_tower0(trainer_t *tr);
 
 /* Averages the towers' batchnorm running statistics (and every other
  * non-trainable tensor) in tower order, then over the ranks, and gives every
- * tower the result (SPEC 6: at every epoch end and before every checkpoint). */
+ * tower the result (towertrain.cfg(5), TRAINER: at every epoch end and before every checkpoint). */
 void trainer_sync_batchnorm(trainer_t *tr);
 
 /* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */

@@ -1,7 +1,7 @@
 /* err.h - error values passed up to the command, which prints one line and exits.
  *
  * Library code never prints errors or calls exit(): it fills a tt_err and returns -1.
- * The code says which exit status the command should use (SPEC 1).
+ * The code says which exit status the command should use (towertrain(1), EXIT STATUS).
  */
 #ifndef TT_ERR_H
 #define TT_ERR_H

@@ -1,5 +1,5 @@
 /* log.h - what towertrain prints: to stdout and, once the log directory exists,
- * to <logdir>/log.log as well (SPEC 10). Errors go to stderr through main. */
+ * to <logdir>/log.log as well (towertrain(1), OUTPUT). Errors go to stderr through main. */
 #ifndef TT_LOG_H
 #define TT_LOG_H
 

@@ -1,9 +1,25 @@
+/* threadpool.c - the team behind threadpool_run.
+ *
+ * A job is published as one 64-bit word: generation, task count and the
+ * next task to claim. Every thread, the caller included, claims tasks by
+ * compare-and-swap on that word, so a worker that arrives after the job has
+ * moved on (a newer generation) claims nothing, and the caller waits only
+ * for the tasks that were claimed, never for a worker to show up. On a
+ * shared machine a worker may be descheduled for milliseconds: the caller
+ * then runs every task itself and carries on at one thread's speed instead
+ * of stalling each layer until the worker gets a core back (a 2-thread MLP
+ * step went from 1 ms to 4-12 ms that way under other people's builds).
+ */
 #include "util/threadpool.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sched.h>
 #include <stdlib.h>
+#include <time.h>
 #include <unistd.h>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -13,72 +29,106 @@
 #define cpu_relax() ((void)0)
 #endif
 
-/* Workers spin this many rounds for new work before sleeping: long enough to
- * catch the next layer's loop (a few microseconds), short enough not to steal a
- * core from the other tower for long. */
-#define SPIN_ROUNDS 20000
+/* Waiting (a worker for the next job, the caller for claimed tasks): spin
+ * SPIN_ROUNDS pauses (~2 us; the next layer's loop usually comes sooner),
+ * then yield the core between checks for up to YIELD_NS (when the threads
+ * outnumber the free cores, the one we wait for may be queued behind us on
+ * ours: a pure spin of 20000 pauses cost it 0.5 ms per hand-over), then
+ * sleep on a condition variable. */
+#define SPIN_ROUNDS 64
+#define YIELD_NS 1000000
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The job word: generation (24 bits) | task count (20) | next task (20). */
+#define TASK_BITS 20
+#define TASK_MASK ((UINT64_C(1) << TASK_BITS) - 1)
+#define MAX_TASKS ((int)TASK_MASK)
+#define GEN_SHIFT (2 * TASK_BITS)
+#define GEN_MASK ((UINT64_C(1) << (64 - GEN_SHIFT)) - 1)
+
+static inline uint64_t word_make(uint64_t gen, int ntasks)
+{
+    return (gen << GEN_SHIFT) | ((uint64_t)ntasks << TASK_BITS);
+}
+static inline uint64_t word_gen(uint64_t w)
+{
+    return w >> GEN_SHIFT;
+}
+static inline int word_ntasks(uint64_t w)
+{
+    return (int)((w >> TASK_BITS) & TASK_MASK);
+}
+static inline int word_next(uint64_t w)
+{
+    return (int)(w & TASK_MASK);
+}
 
 struct threadpool {
     int threads;
     pthread_t *workers;
-    pthread_mutex_t lock;
-    pthread_cond_t wake;
-    pthread_cond_t done;
-    /* current job */
+    /* the current job; fn and arg are written before `work` publishes it */
     threadpool_fn fn;
     void *arg;
-    int ntasks;
-    atomic_int next_task;     /* next task index to claim */
-    atomic_int checked_in;    /* workers done with the current job */
-    atomic_uint generation;   /* bumped for every new job */
-    int stop;
+    _Atomic uint64_t work;
+    atomic_int done;           /* tasks of the current job finished */
+    atomic_int sleepers;       /* workers asleep on `wake` */
+    atomic_bool caller_asleep; /* the caller sleeps on `finished` */
+    atomic_bool stop;
+    pthread_mutex_t lock;
+    pthread_cond_t wake, finished;
 };
 
-static void run_tasks(threadpool_t *tp)
+/* Claims and runs tasks of generation gen until none is left. A task claimed keeps its job open (the caller waits for it),
+ * so fn and arg read after the claim are that job's. */
+static void run_tasks(threadpool_t *tp, uint64_t gen)
 {
-    int n = tp->ntasks;
+    uint64_t w = atomic_load(&tp->work);
     for (;;) {
-        int i = atomic_fetch_add(&tp->next_task, 1);
-        if (i >= n)
-            break;
-        tp->fn(tp->arg, i, n);
-    }
-}
-
-/* Every worker checks in once per job, so the caller returns only when no worker
- * can still touch this job's state (and none can skip a job). */
-static void check_in(threadpool_t *tp)
-{
-    if (atomic_fetch_add(&tp->checked_in, 1) == tp->threads - 2) {
-        pthread_mutex_lock(&tp->lock);
-        pthread_cond_signal(&tp->done);
-        pthread_mutex_unlock(&tp->lock);
+        if (word_gen(w) != gen || word_next(w) >= word_ntasks(w))
+            return;
+        if (!atomic_compare_exchange_weak(&tp->work, &w, w + 1))
+            continue; /* w now holds the current word */
+        tp->fn(tp->arg, word_next(w), word_ntasks(w));
+        if (atomic_fetch_add(&tp->done, 1) + 1 == word_ntasks(w) &&
+            atomic_load(&tp->caller_asleep)) {
+            pthread_mutex_lock(&tp->lock);
+            pthread_cond_signal(&tp->finished);
+            pthread_mutex_unlock(&tp->lock);
+        }
+        w = atomic_load(&tp->work);
     }
 }
 
 static void *worker_main(void *p)
 {
     threadpool_t *tp = p;
-    /* generation is 0 when the pool starts: a job posted before this thread
-     * got here must still be seen as new */
-    unsigned seen = 0;
+    uint64_t seen = 0; /* generation 0 is never a job */
     for (;;) {
-        int spins = 0;
-        while (atomic_load(&tp->generation) == seen && spins < SPIN_ROUNDS) {
+        for (int spins = 0; word_gen(atomic_load(&tp->work)) == seen && spins < SPIN_ROUNDS;
+             spins++)
             cpu_relax();
-            spins++;
-        }
-        if (atomic_load(&tp->generation) == seen) {
+        for (uint64_t t0 = now_ns();
+             word_gen(atomic_load(&tp->work)) == seen && !atomic_load(&tp->stop) &&
+             now_ns() - t0 < YIELD_NS;)
+            sched_yield();
+        if (word_gen(atomic_load(&tp->work)) == seen) {
             pthread_mutex_lock(&tp->lock);
-            while (atomic_load(&tp->generation) == seen && !tp->stop)
+            atomic_fetch_add(&tp->sleepers, 1);
+            while (word_gen(atomic_load(&tp->work)) == seen && !atomic_load(&tp->stop))
                 pthread_cond_wait(&tp->wake, &tp->lock);
+            atomic_fetch_sub(&tp->sleepers, 1);
             pthread_mutex_unlock(&tp->lock);
         }
-        if (tp->stop)
+        if (atomic_load(&tp->stop))
             return NULL;
-        seen = atomic_load(&tp->generation);
-        run_tasks(tp);
-        check_in(tp);
+        seen = word_gen(atomic_load(&tp->work));
+        run_tasks(tp, seen);
     }
 }
 
@@ -94,10 +144,12 @@ threadpool_t *threadpool_create(int threads)
     tp->threads = threads;
     pthread_mutex_init(&tp->lock, NULL);
     pthread_cond_init(&tp->wake, NULL);
-    pthread_cond_init(&tp->done, NULL);
-    atomic_init(&tp->next_task, 0);
-    atomic_init(&tp->checked_in, 0);
-    atomic_init(&tp->generation, 0);
+    pthread_cond_init(&tp->finished, NULL);
+    atomic_init(&tp->work, 0);
+    atomic_init(&tp->done, 0);
+    atomic_init(&tp->sleepers, 0);
+    atomic_init(&tp->caller_asleep, false);
+    atomic_init(&tp->stop, false);
     if (threads > 1) {
         tp->workers = calloc((size_t)threads - 1, sizeof(pthread_t));
         if (tp->workers == NULL) {
@@ -125,31 +177,38 @@ void threadpool_run(threadpool_t *tp, int ntasks, threadpool_fn fn, void *arg)
 {
     if (ntasks <= 0)
         return;
-    if (tp == NULL || tp->threads == 1 || ntasks == 1) {
+    if (tp == NULL || tp->threads == 1 || ntasks == 1 || ntasks > MAX_TASKS) {
         for (int i = 0; i < ntasks; i++)
             fn(arg, i, ntasks);
         return;
     }
-    pthread_mutex_lock(&tp->lock);
+    /* publish: the job's fields first, then the word that names it */
     tp->fn = fn;
     tp->arg = arg;
-    tp->ntasks = ntasks;
-    atomic_store(&tp->next_task, 0);
-    atomic_store(&tp->checked_in, 0);
-    atomic_fetch_add(&tp->generation, 1);
-    pthread_cond_broadcast(&tp->wake);
-    pthread_mutex_unlock(&tp->lock);
-
-    run_tasks(tp);
-
-    /* Wait for every worker to check in: spin a little, then sleep. */
-    int workers = tp->threads - 1;
-    for (int spins = 0; atomic_load(&tp->checked_in) < workers && spins < SPIN_ROUNDS; spins++)
-        cpu_relax();
-    if (atomic_load(&tp->checked_in) < workers) {
+    atomic_store(&tp->done, 0);
+    uint64_t gen = (word_gen(atomic_load(&tp->work)) + 1) & GEN_MASK;
+    if (gen == 0) /* a new worker's `seen` */
+        gen = 1;
+    atomic_store(&tp->work, word_make(gen, ntasks));
+    if (atomic_load(&tp->sleepers) > 0) {
         pthread_mutex_lock(&tp->lock);
-        while (atomic_load(&tp->checked_in) < workers)
-            pthread_cond_wait(&tp->done, &tp->lock);
+        pthread_cond_broadcast(&tp->wake);
+        pthread_mutex_unlock(&tp->lock);
+    }
+
+    run_tasks(tp, gen);
+
+    /* wait for the tasks others claimed: spin a little, yield, then sleep */
+    for (int spins = 0; atomic_load(&tp->done) < ntasks && spins < SPIN_ROUNDS; spins++)
+        cpu_relax();
+    for (uint64_t t0 = now_ns(); atomic_load(&tp->done) < ntasks && now_ns() - t0 < YIELD_NS;)
+        sched_yield();
+    if (atomic_load(&tp->done) < ntasks) {
+        pthread_mutex_lock(&tp->lock);
+        atomic_store(&tp->caller_asleep, true);
+        while (atomic_load(&tp->done) < ntasks)
+            pthread_cond_wait(&tp->finished, &tp->lock);
+        atomic_store(&tp->caller_asleep, false);
         pthread_mutex_unlock(&tp->lock);
     }
 }
@@ -159,15 +218,14 @@ void threadpool_destroy(threadpool_t *tp)
     if (tp == NULL)
         return;
     pthread_mutex_lock(&tp->lock);
-    tp->stop = 1;
-    atomic_fetch_add(&tp->generation, 1);
+    atomic_store(&tp->stop, true);
     pthread_cond_broadcast(&tp->wake);
     pthread_mutex_unlock(&tp->lock);
     for (int i = 0; i < tp->threads - 1; i++)
         pthread_join(tp->workers[i], NULL);
     pthread_mutex_destroy(&tp->lock);
     pthread_cond_destroy(&tp->wake);
-    pthread_cond_destroy(&tp->done);
+    pthread_cond_destroy(&tp->finished);
     free(tp->workers);
     free(tp);
 }

@@ -2,7 +2,7 @@
 # End-to-end GPU towers (TAP). Without a GPU: what a user sees then (exit 2
 # and one line), and every GPU check reported as SKIP. With GPUs: a LeNet
 # run reaching the CPU run's accuracy, bitwise repeatability with
-# deterministic = true, checkpoints resumed across devices, SPEC 6's
+# deterministic = true, checkpoints resumed across devices, towertrain.cfg(5) TRAINER's
 # equivalence on 2 GPU towers (sync_replicated with NCCL,
 # sync_parameter_server with both ps_device), async, NCCL's all-reduce
 # correct at every size of the bench table (and over 2 MPI ranks), and the
@@ -104,7 +104,7 @@ ok $? "deterministic = true: two GPU runs give the same bits (parameters and opt
   [ -f "$T/cpu1/model-192.safetensors" ] && grep -q 'cuda:0' "$T/r2.out"
 ok $? "a GPU checkpoint resumes on the CPU and a CPU one on the GPU"
 
-# ---- SPEC 6 equivalence on 2 GPUs ----
+# ---- the trainers' equivalence (towertrain.cfg(5), TRAINER) on 2 GPUs ----
 if [ "$GPUS" -ge 2 ]; then
   common="--set max_epoch=1 --set callbacks=(\"model_saver\") --set dataflow.shuffle=false"
   "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/eq_simple" $common --set dataflow.batch_size=128 >/dev/null 2>&1

@@ -1,13 +1,29 @@
-/* batchnorm.c - per-channel batch normalisation (torch.nn.BatchNorm2d), split
- * over the team by channel. Sums run in a fixed order: each image's row of a
- * channel is summed in LANES float lanes (so the loop vectorises), the lanes
- * are added in order into a double, and the rows in image order. */
+/* batchnorm.c - per-channel batch normalisation (torch.nn.BatchNorm2d) over
+ * NCHW and over the blocked layout (backend.h), with the same bits.
+ *
+ * Sums run in one fixed order whatever the layout and the thread count: an
+ * image's row of a channel is summed in LANES float lanes (lane l takes the
+ * pixels p = l mod 16 in order, so the NCHW loop vectorises), the lanes are
+ * added in order into a double, the rest of the row (hw mod 16 pixels) one
+ * by one in double; the images of each of BN_GROUPS fixed groups in image
+ * order into a double, and the groups in group order. In the blocked layout
+ * a vector holds 16 channels of one pixel, so the same lanes are 16
+ * accumulators over pixels, and the groups run as parallel tasks. */
 #include <math.h>
+#include <string.h>
 
 #include "backend/cpu/cpu.h"
 #include "backend/math.h"
 
+#ifdef CPU_AVX512_KERNELS
+#include <immintrin.h>
+#endif
+
 #define LANES 16
+#define BN_GROUPS 4
+/* the blocked passes keep per-channel doubles on the stack, this many
+ * channels at a time */
+#define BN_MAX_CHANNELS 512
 
 /* sum of x[q] - shift over a row, and of (x[q] - shift)^2 when sq */
 static inline double row_sum(const float *x, int len, float shift, bool sq)
@@ -61,12 +77,73 @@ static inline void row_sums_dy(float *dy, const float *x, const float *y, int le
     *sdyx += t;
 }
 
+/* ---- what both layouts share: the per-channel arithmetic ---- */
+
+static double groups_total(const double *part, size_t stride)
+{
+    double s = part[0];
+    for (int g = 1; g < BN_GROUPS; g++)
+        s += part[(size_t)g * stride];
+    return s;
+}
+
+/* From the sum and the sum of squares about the mean: the running
+ * statistics, save_mean / save_invstd, and y = x * scale + shift. */
+static void channel_finish(double mean, double s2, double m, bool training, float gamma,
+                           float beta, float momentum, float eps, float *running_mean,
+                           float *running_var, float *save_mean, float *save_invstd,
+                           float *scale, float *shift)
+{
+    double var;
+    if (training) {
+        var = s2 / m;
+        double unbiased = m > 1 ? s2 / (m - 1) : var;
+        *running_mean = (float)((1.0 - momentum) * *running_mean + momentum * mean);
+        *running_var = (float)((1.0 - momentum) * *running_var + momentum * unbiased);
+    } else {
+        mean = *running_mean;
+        var = *running_var;
+    }
+    float invstd = (float)(1.0 / sqrt(var + eps));
+    float fm = (float)mean;
+    if (training) {
+        *save_mean = fm;
+        *save_invstd = invstd;
+    }
+    /* y = (x - mean) * invstd * gamma + beta as one multiply-add */
+    *scale = invstd * gamma;
+    *shift = beta - fm * *scale;
+}
+
+/* dx = gamma * invstd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat)) as
+ * dx = A dy + B x + C per channel */
+static void channel_backward(double sdy, double sdyx, double m, float gamma, float mean,
+                             float invstd, float *dgamma, float *dbeta, float *A, float *B,
+                             float *C)
+{
+    sdyx *= invstd;
+    if (dgamma)
+        *dgamma = (float)sdyx;
+    if (dbeta)
+        *dbeta = (float)sdy;
+    double scale = gamma * invstd / m;
+    *A = (float)(scale * m);
+    *B = (float)(-scale * invstd * sdyx);
+    *C = (float)(scale * (invstd * sdyx * mean - sdy));
+}
+
+/* ---- NCHW: tasks split the channels ---- */
+
 typedef struct {
     int n, c, hw;
     const float *x, *gamma, *beta, *mean_in, *invstd_in, *yc;
     float *running_mean, *running_var, *y, *save_mean, *save_invstd, *dy, *dx, *dgamma, *dbeta;
     float momentum, eps;
     bool training, relu;
+    /* blocked: channels [c0, c0 + cn) of this pass, per channel and group */
+    int c0, cn;
+    double *part, *part2; /* [BN_GROUPS][cn] */
+    float *k1, *k2, *k3;  /* [cn]: scale and shift, or A, B and C */
 } bn_args;
 
 CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
@@ -74,35 +151,35 @@ CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
     bn_args *a = p;
     int lo, hi;
     cpu_range(a->c, tasks, k, &lo, &hi);
-    size_t m = (size_t)a->n * a->hw;
+    double m = (double)a->n * a->hw;
     for (int ch = lo; ch < hi; ch++) {
-        double mean, var;
+        double mean = 0, s2 = 0;
         if (a->training) {
             /* two passes: the mean, then squares about the (float) mean */
-            double s = 0, s2 = 0;
-            for (int i = 0; i < a->n; i++)
-                s += row_sum(a->x + ((size_t)i * a->c + ch) * a->hw, a->hw, 0.0f, false);
-            mean = s / (double)m;
-            for (int i = 0; i < a->n; i++)
-                s2 += row_sum(a->x + ((size_t)i * a->c + ch) * a->hw, a->hw, (float)mean, true);
-            var = s2 / (double)m;
-            double unbiased = m > 1 ? s2 / (double)(m - 1) : var;
-            a->running_mean[ch] = (float)((1.0 - a->momentum) * a->running_mean[ch] +
-                                          a->momentum * mean);
-            a->running_var[ch] = (float)((1.0 - a->momentum) * a->running_var[ch] +
-                                         a->momentum * unbiased);
-        } else {
-            mean = a->running_mean[ch];
-            var = a->running_var[ch];
+            double part[BN_GROUPS];
+            for (int g = 0; g < BN_GROUPS; g++) {
+                int i0, i1;
+                cpu_range(a->n, BN_GROUPS, g, &i0, &i1);
+                part[g] = 0;
+                for (int i = i0; i < i1; i++)
+                    part[g] += row_sum(a->x + ((size_t)i * a->c + ch) * a->hw, a->hw, 0.0f, false);
+            }
+            mean = groups_total(part, 1) / m;
+            for (int g = 0; g < BN_GROUPS; g++) {
+                int i0, i1;
+                cpu_range(a->n, BN_GROUPS, g, &i0, &i1);
+                part[g] = 0;
+                for (int i = i0; i < i1; i++)
+                    part[g] += row_sum(a->x + ((size_t)i * a->c + ch) * a->hw, a->hw,
+                                       (float)mean, true);
+            }
+            s2 = groups_total(part, 1);
         }
-        float invstd = (float)(1.0 / sqrt(var + a->eps));
-        float fm = (float)mean;
-        if (a->training) {
-            a->save_mean[ch] = fm;
-            a->save_invstd[ch] = invstd;
-        }
-        /* y = (x - mean) * invstd * gamma + beta as one multiply-add */
-        float scale = invstd * a->gamma[ch], shift = a->beta[ch] - fm * scale;
+        float scale, shift;
+        channel_finish(mean, s2, m, a->training, a->gamma[ch], a->beta[ch], a->momentum, a->eps,
+                       &a->running_mean[ch], &a->running_var[ch],
+                       a->training ? &a->save_mean[ch] : NULL,
+                       a->training ? &a->save_invstd[ch] : NULL, &scale, &shift);
         for (int i = 0; i < a->n; i++) {
             const float *x = a->x + ((size_t)i * a->c + ch) * a->hw;
             float *y = a->y + ((size_t)i * a->c + ch) * a->hw;
@@ -128,7 +205,6 @@ void cpu_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x, 
     cpu_run(be, cpu_tasks(be, c), bn_forward_task, &a);
 }
 
-/* dx = gamma * invstd / M * (M * dy - sum(dy) - xhat * sum(dy * xhat)) */
 CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
 {
     bn_args *a = p;
@@ -137,24 +213,23 @@ CPU_HOT static void bn_backward_task(void *p, int k, int tasks)
     double m = (double)a->n * a->hw;
     for (int ch = lo; ch < hi; ch++) {
         float mean = a->mean_in[ch], invstd = a->invstd_in[ch];
-        double sdy = 0, sdyx = 0;
-        for (int i = 0; i < a->n; i++) {
-            size_t off = ((size_t)i * a->c + ch) * a->hw;
-            row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw, mean,
-                        &sdy, &sdyx);
+        double sdy[BN_GROUPS], sdyx[BN_GROUPS];
+        for (int g = 0; g < BN_GROUPS; g++) {
+            int i0, i1;
+            cpu_range(a->n, BN_GROUPS, g, &i0, &i1);
+            sdy[g] = sdyx[g] = 0;
+            for (int i = i0; i < i1; i++) {
+                size_t off = ((size_t)i * a->c + ch) * a->hw;
+                row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw, mean,
+                            &sdy[g], &sdyx[g]);
+            }
         }
-        sdyx *= invstd;
-        if (a->dgamma)
-            a->dgamma[ch] = (float)sdyx;
-        if (a->dbeta)
-            a->dbeta[ch] = (float)sdy;
+        float A, B, C;
+        channel_backward(groups_total(sdy, 1), groups_total(sdyx, 1), m, a->gamma[ch], mean,
+                         invstd, a->dgamma ? &a->dgamma[ch] : NULL,
+                         a->dbeta ? &a->dbeta[ch] : NULL, &A, &B, &C);
         if (a->dx == NULL)
             continue;
-        /* dx = scale * (M dy - sdy - (x - mean) invstd sdyx), as
-         * dx = A dy + B x + C with per-channel A, B, C */
-        double scale = a->gamma[ch] * invstd / m;
-        float A = (float)(scale * m), B = (float)(-scale * invstd * sdyx);
-        float C = (float)(scale * (invstd * sdyx * mean - sdy));
         for (int i = 0; i < a->n; i++) {
             size_t off = ((size_t)i * a->c + ch) * a->hw;
             const float *dy = a->dy + off, *x = a->x + off;
@@ -174,4 +249,360 @@ void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
                  .invstd_in = save_invstd, .yc = y, .relu = relu, .dy = dy, .dx = dx,
                  .dgamma = dgamma, .dbeta = dbeta};
     cpu_run(be, cpu_tasks(be, c), bn_backward_task, &a);
+}
+
+/* ---- blocked: tasks are (group, channel block) for the sums, then ranges
+ *      of (image, channel block) rows for the element passes ---- */
+
+/* The 16 channels of block b (within the pass) of image i, hw vectors. */
+static inline size_t blk_off(const bn_args *a, int i, int b)
+{
+    int cb = a->c / LANES;
+    return (((size_t)i * cb + a->c0 / LANES + b) * a->hw) * LANES;
+}
+
+/* part[ch] += the row sums of one image's block (16 channels from ch0),
+ * lane j of the 16 accumulators taking pixels p = j mod 16: exactly
+ * row_sum's order. */
+CPU_HOT static void block_row_sum(const float *x, int hw, const float *shift, bool sq,
+                                  double *part)
+{
+    float acc[LANES][LANES] = {{0}}; /* [pixel lane][channel] */
+    int q = 0;
+    for (; q + LANES <= hw; q += LANES)
+        for (int j = 0; j < LANES; j++) {
+            const float *v = x + (size_t)(q + j) * LANES;
+            for (int ch = 0; ch < LANES; ch++) {
+                float d = v[ch] - shift[ch];
+                acc[j][ch] += sq ? d * d : d;
+            }
+        }
+    double s[LANES] = {0};
+    for (int j = 0; j < LANES; j++)
+        for (int ch = 0; ch < LANES; ch++)
+            s[ch] += acc[j][ch];
+    for (; q < hw; q++)
+        for (int ch = 0; ch < LANES; ch++) {
+            float d = x[(size_t)q * LANES + ch] - shift[ch];
+            s[ch] += sq ? d * d : d;
+        }
+    for (int ch = 0; ch < LANES; ch++)
+        part[ch] += s[ch];
+}
+
+/* the same for row_sums_dy */
+CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y, int hw,
+                                      const float *mean, double *sdy, double *sdyx)
+{
+    float sa[LANES][LANES] = {{0}}, sb[LANES][LANES] = {{0}};
+    int q = 0;
+    for (; q + LANES <= hw; q += LANES)
+        for (int j = 0; j < LANES; j++) {
+            size_t o = (size_t)(q + j) * LANES;
+            for (int ch = 0; ch < LANES; ch++) {
+                float g = dy[o + ch];
+                if (y != NULL)
+                    dy[o + ch] = g = tt_relu_grad(y[o + ch], g);
+                sa[j][ch] += g;
+                sb[j][ch] += g * (x[o + ch] - mean[ch]);
+            }
+        }
+    double s[LANES] = {0}, t[LANES] = {0};
+    for (int j = 0; j < LANES; j++)
+        for (int ch = 0; ch < LANES; ch++) {
+            s[ch] += sa[j][ch];
+            t[ch] += sb[j][ch];
+        }
+    for (; q < hw; q++)
+        for (int ch = 0; ch < LANES; ch++) {
+            size_t o = (size_t)q * LANES + ch;
+            float g = dy[o];
+            if (y != NULL)
+                dy[o] = g = tt_relu_grad(y[o], g);
+            s[ch] += g;
+            t[ch] += (double)g * (x[o] - mean[ch]);
+        }
+    for (int ch = 0; ch < LANES; ch++) {
+        sdy[ch] += s[ch];
+        sdyx[ch] += t[ch];
+    }
+}
+
+#ifdef CPU_AVX512_KERNELS
+/* block_row_sum with the 16 lane accumulators in registers: the same
+ * additions in the same order (the scalar loops above did not vectorise
+ * cleanly and made blocked batchnorm slower than NCHW's). */
+__attribute__((target("avx512f"))) static void block_row_sum_avx512(const float *x, int hw,
+                                                                    const float *shift, bool sq,
+                                                                    double *part)
+{
+    __m512 acc[LANES], sh = _mm512_loadu_ps(shift);
+    for (int j = 0; j < LANES; j++)
+        acc[j] = _mm512_setzero_ps();
+    int q = 0;
+    for (; q + LANES <= hw; q += LANES)
+        for (int j = 0; j < LANES; j++) {
+            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)(q + j) * LANES), sh);
+            acc[j] = _mm512_add_ps(acc[j], sq ? _mm512_mul_ps(d, d) : d);
+        }
+    __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
+    for (int j = 0; j < LANES; j++) {
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(acc[j])));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(
+                                   _mm512_castps_pd(acc[j]), 1))));
+    }
+    for (; q < hw; q++) {
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)q * LANES), sh);
+        if (sq)
+            d = _mm512_mul_ps(d, d);
+        lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(d)));
+        hi = _mm512_add_pd(hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                   _mm512_extractf64x4_pd(_mm512_castps_pd(d), 1))));
+    }
+    _mm512_storeu_pd(part, _mm512_add_pd(_mm512_loadu_pd(part), lo));
+    _mm512_storeu_pd(part + 8, _mm512_add_pd(_mm512_loadu_pd(part + 8), hi));
+}
+
+/* block_row_sums_dy likewise; the 32 accumulators do not fit the
+ * registers, so the pixels go in two halves (lanes 0-7 and 8-15 of each
+ * 16): every accumulator still sees its pixels in order. */
+__attribute__((target("avx512f"))) static void
+block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, const float *mean,
+                         double *sdy, double *sdyx)
+{
+    __m512 mv = _mm512_loadu_ps(mean), zero = _mm512_setzero_ps();
+    __m512d s_lo = _mm512_setzero_pd(), s_hi = s_lo, t_lo = s_lo, t_hi = s_lo;
+    int full = hw / LANES * LANES;
+    for (int half = 0; half < 2; half++) {
+        __m512 sa[8], sb[8];
+        for (int j = 0; j < 8; j++)
+            sa[j] = sb[j] = zero;
+        for (int q = 0; q < full; q += LANES)
+            for (int j = 0; j < 8; j++) {
+                size_t o = (size_t)(q + 8 * half + j) * LANES;
+                __m512 g = _mm512_loadu_ps(dy + o);
+                if (y != NULL) { /* tt_relu_grad: dy where y > 0, else 0 */
+                    __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
+                    g = _mm512_maskz_mov_ps(pos, g);
+                    _mm512_storeu_ps(dy + o, g);
+                }
+                sa[j] = _mm512_add_ps(sa[j], g);
+                sb[j] = _mm512_add_ps(sb[j],
+                                      _mm512_mul_ps(g, _mm512_sub_ps(_mm512_loadu_ps(x + o), mv)));
+            }
+        /* the lanes' order: j = 0..15 over both halves */
+        for (int j = 0; j < 8; j++) {
+            s_lo = _mm512_add_pd(s_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(sa[j])));
+            s_hi = _mm512_add_pd(s_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                           _mm512_extractf64x4_pd(_mm512_castps_pd(sa[j]), 1))));
+            t_lo = _mm512_add_pd(t_lo, _mm512_cvtps_pd(_mm512_castps512_ps256(sb[j])));
+            t_hi = _mm512_add_pd(t_hi, _mm512_cvtps_pd(_mm256_castpd_ps(
+                                           _mm512_extractf64x4_pd(_mm512_castps_pd(sb[j]), 1))));
+        }
+    }
+    for (int q = full; q < hw; q++) { /* the rest, one by one in double */
+        size_t o = (size_t)q * LANES;
+        __m512 g = _mm512_loadu_ps(dy + o);
+        if (y != NULL) {
+            __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
+            g = _mm512_maskz_mov_ps(pos, g);
+            _mm512_storeu_ps(dy + o, g);
+        }
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + o), mv);
+        __m512d g_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
+        __m512d g_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1)));
+        __m512d d_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(d));
+        __m512d d_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(d), 1)));
+        s_lo = _mm512_add_pd(s_lo, g_lo);
+        s_hi = _mm512_add_pd(s_hi, g_hi);
+        t_lo = _mm512_add_pd(t_lo, _mm512_mul_pd(g_lo, d_lo));
+        t_hi = _mm512_add_pd(t_hi, _mm512_mul_pd(g_hi, d_hi));
+    }
+    _mm512_storeu_pd(sdy, _mm512_add_pd(_mm512_loadu_pd(sdy), s_lo));
+    _mm512_storeu_pd(sdy + 8, _mm512_add_pd(_mm512_loadu_pd(sdy + 8), s_hi));
+    _mm512_storeu_pd(sdyx, _mm512_add_pd(_mm512_loadu_pd(sdyx), t_lo));
+    _mm512_storeu_pd(sdyx + 8, _mm512_add_pd(_mm512_loadu_pd(sdyx + 8), t_hi));
+}
+
+/* One row (image, block) of the element passes. */
+__attribute__((target("avx512f"))) static void
+block_apply_avx512(const float *x, const float *dy, float *out, int hw, const float *k1,
+                   const float *k2, const float *k3, bool relu)
+{
+    __m512 a = _mm512_loadu_ps(k1), b = _mm512_loadu_ps(k2), zero = _mm512_setzero_ps();
+    if (k3 == NULL) { /* y = x * scale + shift (relu: max with 0 is tt_relu) */
+        for (int q = 0; q < hw * LANES; q += LANES) {
+            __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + q), a), b);
+            _mm512_storeu_ps(out + q, relu ? _mm512_max_ps(v, zero) : v);
+        }
+        return;
+    }
+    __m512 c = _mm512_loadu_ps(k3); /* dx = A dy + B x + C */
+    for (int q = 0; q < hw * LANES; q += LANES)
+        _mm512_storeu_ps(out + q, _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(a, _mm512_loadu_ps(dy + q)),
+                                                              _mm512_mul_ps(b, _mm512_loadu_ps(x + q))),
+                                                c));
+}
+#endif
+
+static bool bn_avx512(void)
+{
+#ifdef CPU_AVX512_KERNELS
+    return __builtin_cpu_supports("avx512f");
+#else
+    return false;
+#endif
+}
+
+/* Task (group g, block b): the group's sums for 16 channels. k1 holds the
+ * shift (0 for the mean pass, the mean for the squares); part2 NULL: the
+ * forward sums into part, else the backward sums into part and part2. */
+static void bn_blocked_sum_task(void *p, int k, int tasks)
+{
+    bn_args *a = p;
+    int blocks = a->cn / LANES, g = k / blocks, b = k % blocks;
+    int i0, i1;
+    cpu_range(a->n, BN_GROUPS, g, &i0, &i1);
+    double *part = a->part + (size_t)g * a->cn + (size_t)b * LANES;
+    for (int ch = 0; ch < LANES; ch++)
+        part[ch] = 0;
+    bool v512 = bn_avx512();
+    if (a->part2 == NULL) {
+        for (int i = i0; i < i1; i++) {
+#ifdef CPU_AVX512_KERNELS
+            if (v512) {
+                block_row_sum_avx512(a->x + blk_off(a, i, b), a->hw, a->k1 + b * LANES,
+                                     a->k2 != NULL, part);
+                continue;
+            }
+#endif
+            block_row_sum(a->x + blk_off(a, i, b), a->hw, a->k1 + b * LANES, a->k2 != NULL,
+                          part);
+        }
+        return;
+    }
+    double *part2 = a->part2 + (size_t)g * a->cn + (size_t)b * LANES;
+    for (int ch = 0; ch < LANES; ch++)
+        part2[ch] = 0;
+    for (int i = i0; i < i1; i++) {
+        size_t off = blk_off(a, i, b);
+#ifdef CPU_AVX512_KERNELS
+        if (v512) {
+            block_row_sums_dy_avx512(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
+                                     a->k1 + b * LANES, part, part2);
+            continue;
+        }
+#endif
+        block_row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
+                          a->k1 + b * LANES, part, part2);
+    }
+}
+
+/* Rows (image, block) split over the tasks: y = x * k1 + k2 (forward) or
+ * dx = k1 dy + k2 x + k3 (backward, k3 != NULL). */
+CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
+{
+    bn_args *a = p;
+    int blocks = a->cn / LANES, lo, hi;
+    cpu_range(a->n * blocks, tasks, k, &lo, &hi);
+    for (int r = lo; r < hi; r++) {
+        int i = r / blocks, b = r % blocks;
+        size_t off = blk_off(a, i, b);
+        const float *k1 = a->k1 + b * LANES, *k2 = a->k2 + b * LANES;
+#ifdef CPU_AVX512_KERNELS
+        if (bn_avx512()) {
+            block_apply_avx512(a->x + off, a->k3 ? a->dy + off : NULL,
+                               (a->k3 ? a->dx : a->y) + off, a->hw, k1, k2,
+                               a->k3 ? a->k3 + b * LANES : NULL, a->relu);
+            continue;
+        }
+#endif
+        if (a->k3 == NULL) {
+            const float *x = a->x + off;
+            float *y = a->y + off;
+            for (int q = 0; q < a->hw * LANES; q += LANES)
+                for (int ch = 0; ch < LANES; ch++) {
+                    float v = x[q + ch] * k1[ch] + k2[ch];
+                    y[q + ch] = a->relu ? tt_relu(v) : v;
+                }
+        } else {
+            const float *k3 = a->k3 + b * LANES, *dy = a->dy + off, *x = a->x + off;
+            float *dx = a->dx + off;
+            for (int q = 0; q < a->hw * LANES; q += LANES)
+                for (int ch = 0; ch < LANES; ch++)
+                    dx[q + ch] = k1[ch] * dy[q + ch] + k2[ch] * x[q + ch] + k3[ch];
+        }
+    }
+}
+
+static int blocked_sum_tasks(const bn_args *a)
+{
+    return BN_GROUPS * (a->cn / LANES);
+}
+
+void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                   const float *gamma, const float *beta, float *running_mean,
+                                   float *running_var, float momentum, float eps, bool training,
+                                   bool relu, float *y, float *save_mean, float *save_invstd)
+{
+    double part[BN_GROUPS * BN_MAX_CHANNELS];
+    float k1[BN_MAX_CHANNELS], k2[BN_MAX_CHANNELS];
+    double m = (double)n * hw;
+    for (int c0 = 0; c0 < c; c0 += BN_MAX_CHANNELS) {
+        int cn = c - c0 < BN_MAX_CHANNELS ? c - c0 : BN_MAX_CHANNELS;
+        bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .y = y, .relu = relu, .c0 = c0, .cn = cn,
+                     .part = part, .k1 = k1};
+        double mean[BN_MAX_CHANNELS], s2[BN_MAX_CHANNELS];
+        if (training) {
+            memset(k1, 0, sizeof(k1)); /* shift 0: the sums */
+            cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);
+            for (int ch = 0; ch < cn; ch++) {
+                mean[ch] = groups_total(part + ch, (size_t)cn) / m;
+                k1[ch] = (float)mean[ch];
+            }
+            a.k2 = k2; /* squares about the mean */
+            cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);
+            for (int ch = 0; ch < cn; ch++)
+                s2[ch] = groups_total(part + ch, (size_t)cn);
+        }
+        for (int ch = 0; ch < cn; ch++) {
+            int q = c0 + ch;
+            channel_finish(training ? mean[ch] : 0, training ? s2[ch] : 0, m, training, gamma[q],
+                           beta[q], momentum, eps, &running_mean[q], &running_var[q],
+                           training ? &save_mean[q] : NULL, training ? &save_invstd[q] : NULL,
+                           &k1[ch], &k2[ch]);
+        }
+        a.k2 = k2;
+        cpu_run(be, cpu_tasks(be, n * (cn / LANES)), bn_blocked_apply_task, &a);
+    }
+}
+
+void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *save_mean,
+                                    const float *save_invstd, const float *y, bool relu,
+                                    float *dy, float *dx, float *dgamma, float *dbeta)
+{
+    double part[BN_GROUPS * BN_MAX_CHANNELS], part2[BN_GROUPS * BN_MAX_CHANNELS];
+    float k1[BN_MAX_CHANNELS], k2[BN_MAX_CHANNELS], k3[BN_MAX_CHANNELS];
+    double m = (double)n * hw;
+    for (int c0 = 0; c0 < c; c0 += BN_MAX_CHANNELS) {
+        int cn = c - c0 < BN_MAX_CHANNELS ? c - c0 : BN_MAX_CHANNELS;
+        bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .yc = y, .relu = relu, .dy = dy, .dx = dx,
+                     .c0 = c0, .cn = cn, .part = part, .part2 = part2, .k1 = k1};
+        for (int ch = 0; ch < cn; ch++)
+            k1[ch] = save_mean[c0 + ch];
+        cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);
+        for (int ch = 0; ch < cn; ch++) {
+            int q = c0 + ch;
+            channel_backward(groups_total(part + ch, (size_t)cn),
+                             groups_total(part2 + ch, (size_t)cn), m, gamma[q], save_mean[q],
+                             save_invstd[q], dgamma ? &dgamma[q] : NULL, dbeta ? &dbeta[q] : NULL,
+                             &k1[ch], &k2[ch], &k3[ch]);
+        }
+        if (dx == NULL)
+            continue;
+        a.k2 = k2;
+        a.k3 = k3;
+        cpu_run(be, cpu_tasks(be, n * (cn / LANES)), bn_blocked_apply_task, &a);
+    }
 }

@@ -68,6 +68,7 @@ typedef struct {
     /* key */
     window_desc d; /* d.n = images per group */
     bool relu, bias;
+    bool bf16;     /* the backend's precision (cpu_impl.bf16), not part of the key */
     bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
 
     dnnl_primitive_t prim[N_PRIMS];
@@ -113,7 +114,15 @@ static void single_thread(void)
 static bool same_desc(const window_desc *a, const window_desc *b)
 {
     return a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w && a->f == b->f &&
-           a->k == b->k && a->stride == b->stride && a->pad == b->pad;
+           a->k == b->k && a->stride == b->stride && a->pad == b->pad &&
+           a->blocked_x == b->blocked_x && a->blocked_y == b->blocked_y;
+}
+
+/* The user's layout of the input or output: blocked (nChw16c, what the
+ * kernels compute in) or NCHW. */
+static dnnl_format_tag_t user_tag(bool blocked)
+{
+    return blocked ? dnnl_aBcd16b : dnnl_nchw;
 }
 
 /* ---- building a conv_prim ---- */
@@ -173,7 +182,7 @@ static bool reorder_create(conv_prim *p, int i, const dnnl_memory_desc_t *from,
 /* A convolution primitive descriptor: kind 0 forward, 1 backward data,
  * 2 backward weights (the backward ones hinted by the forward one). */
 static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitive_attr_t attr,
-                                     const_dnnl_primitive_desc_t hint)
+                                     const_dnnl_primitive_desc_t hint, bool fixed)
 {
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
@@ -182,10 +191,21 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     /* right padding such that the output size is PyTorch's floor division */
     dnnl_dims_t pad_r = {(d->oh - 1) * d->stride + d->k - d->h - d->pad,
                          (d->ow - 1) * d->stride + d->k - d->w - d->pad};
+    /* precision bf16 (bf16.c): each kind reads bf16 (src, weights, diff_dst)
+     * and writes float32 (dst, diff_src, diff_weights), the reorders at the
+     * boundary converting. In float32 a blocked side is fixed, so the kernel
+     * reads and writes the user's buffer in place; an NCHW side, and every
+     * side in bf16, lets oneDNN pick (and we reorder: with nChw16c fixed, the
+     * bf16 kernels were the AVX512_BF16 ones at 2.7x the AMX ones' time) */
+    dnnl_data_type_t in = p->bf16 ? dnnl_bf16 : dnnl_f32;
+    fixed = fixed && !p->bf16; /* bf16: AMX wants its own layouts; fixed, it had none */
+    dnnl_format_tag_t src_tag = fixed && d->blocked_x ? dnnl_aBcd16b : dnnl_format_tag_any;
+    dnnl_format_tag_t dst_tag = fixed && d->blocked_y ? dnnl_aBcd16b : dnnl_format_tag_any;
     dnnl_memory_desc_t src, wei, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, dnnl_f32, dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, kind == 1 ? dnnl_f32 : in, src_tag);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, kind == 2 ? dnnl_f32 : in,
+                                 dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, kind == 0 ? dnnl_f32 : in, dst_tag);
     const dnnl_memory_desc_t *bias = p->bias ? &p->bias_md : NULL;
     dnnl_convolution_desc_t cd;
     dnnl_status_t st;
@@ -206,6 +226,25 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     return pd;
 }
 
+/* The descriptor of one kind with the blocked sides fixed, unless that
+ * leaves oneDNN only its reference kernel (LeNet's 6-channel backward
+ * weights has an AVX2 one for its own layouts): then it picks the layouts
+ * and the blocked buffers are reordered like NCHW ones. */
+static dnnl_primitive_desc_t conv_pd_best(const conv_prim *p, int kind,
+                                          dnnl_primitive_attr_t attr,
+                                          const_dnnl_primitive_desc_t hint)
+{
+    dnnl_primitive_desc_t pd = conv_pd(p, kind, attr, hint, true);
+    const char *impl = NULL;
+    if (pd != NULL &&
+        (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
+         impl == NULL || strncmp(impl, "ref", 3) != 0))
+        return pd;
+    if (pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    return conv_pd(p, kind, attr, hint, false);
+}
+
 static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_query_t q)
 {
     return dnnl_primitive_desc_query_md(pd, q, 0);
@@ -216,17 +255,17 @@ static bool prim_build(conv_prim *p)
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
                 dst_dims = {d->n, d->f, d->oh, d->ow}, bias_dims = {d->f};
-    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x));
     dnnl_memory_desc_init_by_tag(&p->wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw);
-    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y));
     dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bias_dims, dnnl_f32, dnnl_x);
 
     dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
     dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
     dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
-    bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd(p, 0, fattr, NULL)) != NULL &&
-              (bdpd = conv_pd(p, 1, attr, fpd)) != NULL &&
-              (bwpd = conv_pd(p, 2, attr, fpd)) != NULL;
+    bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd_best(p, 0, fattr, NULL)) != NULL &&
+              (bdpd = conv_pd_best(p, 1, attr, fpd)) != NULL &&
+              (bwpd = conv_pd_best(p, 2, attr, fpd)) != NULL;
     if (ok) {
         p->src_b = *md_of(fpd, dnnl_query_src_md);
         p->wei_b = *md_of(fpd, dnnl_query_weights_md);
@@ -278,18 +317,25 @@ static bool prim_build(conv_prim *p)
     for (int i = 0; i < N_PRIMS; i++)
         p->md[M_SCRATCH + i] = &p->scratch_md[i];
 
-    size_t src = dnnl_memory_desc_get_size(&p->src_b);
-    size_t srcbw = dnnl_memory_desc_get_size(&p->src_bw_b);
-    size_t dst = dnnl_memory_desc_get_size(&p->dst_b);
-    size_t ddst = dnnl_memory_desc_get_size(&p->ddst_b);
-    size_t wei = dnnl_memory_desc_get_size(&p->wei_b);
-    size_t weibd = dnnl_memory_desc_get_size(&p->wei_bd_b);
-    p->buf_bytes[B_SRC] = ALIGN(src > srcbw ? src : srcbw);
-    p->buf_bytes[B_DST] = ALIGN(dst > ddst ? dst : ddst);
-    p->buf_bytes[B_DDST2] = ALIGN(dnnl_memory_desc_get_size(&p->ddst_bw_b));
-    p->buf_bytes[B_DSRC] = ALIGN(dnnl_memory_desc_get_size(&p->dsrc_b));
-    p->buf_bytes[B_WEI] = ALIGN(wei > weibd ? wei : weibd);
-    p->buf_bytes[B_DWEI] = ALIGN(dnnl_memory_desc_get_size(&p->dwei_b));
+    /* a group's copies in the kernels' layouts, only where a reorder makes one */
+#define NEEDS(i) (p->prim[i] != NULL)
+#define SIZE(md) dnnl_memory_desc_get_size(&p->md)
+#define MAX2(a, b) ((a) > (b) ? (a) : (b))
+    p->buf_bytes[B_SRC] = ALIGN(MAX2(NEEDS(P_R_SRC) ? SIZE(src_b) : 0,
+                                     NEEDS(P_R_SRC_BW) ? SIZE(src_bw_b) : 0));
+    p->buf_bytes[B_DST] = ALIGN(MAX2(NEEDS(P_R_DST) ? SIZE(dst_b) : 0,
+                                     NEEDS(P_R_DDST) ? SIZE(ddst_b) : 0));
+    p->buf_bytes[B_DDST2] = ALIGN(NEEDS(P_R_DDST_BW) && !dnnl_memory_desc_equal(&p->ddst_bw_b,
+                                                                                &p->ddst_b)
+                                      ? SIZE(ddst_bw_b)
+                                      : 0);
+    p->buf_bytes[B_DSRC] = ALIGN(NEEDS(P_R_DSRC) ? SIZE(dsrc_b) : 0);
+    p->buf_bytes[B_WEI] = ALIGN(MAX2(NEEDS(P_R_WEI) ? SIZE(wei_b) : 0,
+                                     NEEDS(P_R_WEI_BD) ? SIZE(wei_bd_b) : 0));
+    p->buf_bytes[B_DWEI] = ALIGN(NEEDS(P_R_DWEI) ? SIZE(dwei_b) : 0);
+#undef NEEDS
+#undef SIZE
+#undef MAX2
     p->group_bytes = 0;
     for (int i = 0; i < N_BUFS; i++)
         p->group_bytes += p->buf_bytes[i];
@@ -351,6 +397,7 @@ static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool
     p->d = *d;
     p->relu = relu;
     p->bias = bias;
+    p->bf16 = impl->bf16;
     single_thread();
     p->ok = prim_build(p);
     return p;
@@ -383,6 +430,8 @@ typedef struct {
     char *ws;
     size_t group_bytes; /* workspace stride between groups */
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
+    char *shared_wei;   /* room for the weights in a kernel's layout */
+    const void *wei;    /* the weights reordered once for every group, or NULL */
 } dnnl_args;
 
 /* oneDNN failing on a primitive it built and accepted is a broken library or
@@ -454,6 +503,17 @@ static conv_prim *group_begin(const dnnl_args *a, int g, int groups, int *lo, in
     return *hi - *lo == a->prim[0]->d.n ? a->prim[0] : a->prim[1];
 }
 
+/* Floats of one image's input and output, in their layouts. */
+static size_t image_in(const window_desc *d)
+{
+    return d->blocked_x ? tt_blocked_floats(1, d->c, d->h * d->w) : (size_t)d->c * d->h * d->w;
+}
+
+static size_t image_out(const window_desc *d)
+{
+    return d->blocked_y ? tt_blocked_floats(1, d->f, d->oh * d->ow) : (size_t)d->f * d->oh * d->ow;
+}
+
 static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
 {
     char *base = a->ws + (size_t)g * a->group_bytes;
@@ -471,10 +531,12 @@ static void dnnl_forward_group(void *arg, int g, int groups)
     if (p == NULL)
         return;
     dnnl_stream_t s = a->streams[g];
-    const float *x = a->x + (size_t)lo * d->c * d->h * d->w;
-    float *y = a->yo + (size_t)lo * d->f * d->oh * d->ow;
+    const float *x = a->x + (size_t)lo * image_in(d);
+    float *y = a->yo + (size_t)lo * image_out(d);
     const void *src = reorder(p, g, s, P_R_SRC, M_X, x, M_SRC_B, group_buf(a, p, g, B_SRC));
-    const void *wei = reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B, group_buf(a, p, g, B_WEI));
+    const void *wei = a->wei != NULL ? a->wei
+                                     : reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B,
+                                               group_buf(a, p, g, B_WEI));
     void *dst = p->prim[P_R_DST] != NULL ? (void *)group_buf(a, p, g, B_DST) : (void *)y;
     bind b[4] = {{DNNL_ARG_SRC, M_SRC_B, src}, {DNNL_ARG_WEIGHTS, M_WEI_B, wei},
                  {DNNL_ARG_DST, M_DST_B, dst}, {DNNL_ARG_BIAS, M_BIAS, a->b}};
@@ -491,7 +553,7 @@ static void dnnl_backward_group(void *arg, int g, int groups)
     if (p == NULL)
         return;
     dnnl_stream_t s = a->streams[g];
-    size_t out = (size_t)d->f * d->oh * d->ow, in = (size_t)d->c * d->h * d->w;
+    size_t out = image_out(d), in = image_in(d);
     float *dy = a->dy + (size_t)lo * out;
     if (a->relu) {
         const float *y = a->y + (size_t)lo * out;
@@ -501,8 +563,9 @@ static void dnnl_backward_group(void *arg, int g, int groups)
     const void *ddst = reorder(p, g, s, P_R_DDST, M_DY, dy, M_DDST_B, group_buf(a, p, g, B_DST));
     if (a->dx != NULL) {
         float *dx = a->dx + (size_t)lo * in;
-        const void *wei =
-            reorder(p, g, s, P_R_WEI_BD, M_W, a->w, M_WEI_BD, group_buf(a, p, g, B_WEI));
+        const void *wei = a->wei != NULL ? a->wei
+                                         : reorder(p, g, s, P_R_WEI_BD, M_W, a->w, M_WEI_BD,
+                                                   group_buf(a, p, g, B_WEI));
         void *dsrc = p->prim[P_R_DSRC] != NULL ? (void *)group_buf(a, p, g, B_DSRC) : (void *)dx;
         bind b[3] = {{DNNL_ARG_DIFF_DST, M_DDST_B, ddst}, {DNNL_ARG_WEIGHTS, M_WEI_BD, wei},
                      {DNNL_ARG_DIFF_SRC, M_DSRC_B, dsrc}};
@@ -580,6 +643,14 @@ static bool prims_for_call(backend_t *be, const window_desc *d, bool relu, bool 
     return true;
 }
 
+/* The weights in the forward or backward-data kernel's layout, whichever
+ * is larger. */
+static size_t shared_wei_bytes(const conv_prim *p)
+{
+    size_t f = dnnl_memory_desc_get_size(&p->wei_b), b = dnnl_memory_desc_get_size(&p->wei_bd_b);
+    return ALIGN(f > b ? f : b);
+}
+
 static size_t partial_dw_bytes(const window_desc *d)
 {
     return ALIGN(CONV_GROUPS * (size_t)d->f * d->c * d->k * d->k * sizeof(float));
@@ -593,7 +664,7 @@ size_t cpu_conv_dnnl_workspace(backend_t *be, const window_desc *d)
     if (!prims_for_call(be, d, false, false, prim))
         return fallback;
     size_t bytes = CONV_GROUPS * prim[1]->group_bytes + partial_dw_bytes(d) +
-                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float));
+                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)) + shared_wei_bytes(prim[1]);
     return bytes > fallback ? bytes : fallback;
 }
 
@@ -615,7 +686,37 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
     a->group_bytes = a->prim[1]->group_bytes;
     a->pdw = (float *)(a->ws + CONV_GROUPS * a->group_bytes);
     a->pdb = (float *)((char *)a->pdw + partial_dw_bytes(d));
+    a->shared_wei = (char *)a->pdb + ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float));
     return true;
+}
+
+/* conv.c knows NCHW only. oneDNN has a kernel (its reference one at worst)
+ * for every convolution in the blocked layout, so this never happens; if
+ * it did, computing on misread data must not go unnoticed. */
+static void no_blocked_fallback(const window_desc *d)
+{
+    if (d->blocked_x || d->blocked_y) {
+        fprintf(stderr, "towertrain: internal error: oneDNN has no convolution for a blocked "
+                        "%dx%dx%d input\n", d->c, d->h, d->w);
+        abort();
+    }
+}
+
+/* The weights change every step, but not between the groups of one call:
+ * reorder them once, here on the calling thread (with group 0's memory
+ * objects, before its task), instead of once per group (8 reorders per
+ * layer and step). Only when both primitives of the call want the same
+ * layout. */
+static void share_weights(dnnl_args *a, int reorder_i, int role)
+{
+    conv_prim *p0 = a->prim[0], *p1 = a->prim[1];
+    a->wei = NULL;
+    if (p1->prim[reorder_i] == NULL || p0->prim[reorder_i] == NULL ||
+        !dnnl_memory_desc_equal(p0->md[role], p1->md[role]) ||
+        dnnl_memory_desc_get_size(p1->md[role]) > shared_wei_bytes(p1))
+        return;
+    single_thread();
+    a->wei = reorder(p1, 0, a->streams[0], reorder_i, M_W, a->w, role, a->shared_wei);
 }
 
 void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
@@ -623,9 +724,11 @@ void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, 
 {
     dnnl_args a = {.x = x, .w = w, .b = b, .yo = y};
     if (!args_init(be, d, relu, b != NULL, ws, &a)) {
+        no_blocked_fallback(d);
         cpu_conv_forward(be, d, x, w, b, relu, y, ws);
         return;
     }
+    share_weights(&a, P_R_WEI, M_WEI_B);
     cpu_run(be, CONV_GROUPS, dnnl_forward_group, &a);
 }
 
@@ -637,9 +740,12 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
     /* the bias gradient comes out of the backward-weights primitive, so a
      * call for db without dw (never made by conv2d) takes conv.c */
     if ((dw == NULL && db != NULL) || !args_init(be, d, relu, db != NULL, ws, &a)) {
+        no_blocked_fallback(d);
         cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }
+    if (dx != NULL)
+        share_weights(&a, P_R_WEI_BD, M_WEI_BD);
     cpu_run(be, CONV_GROUPS, dnnl_backward_group, &a);
     if (dw != NULL)
         cpu_run(be, be->threads, dnnl_reduce_task, &a);

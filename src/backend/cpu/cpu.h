@@ -8,6 +8,12 @@
 typedef struct {
     threadpool_t *pool;
     void *conv; /* conv_dnnl.c's primitive cache; NULL until the first conv */
+    float *pack; /* dense.c's packing buffers, grown on first use of a shape */
+    size_t pack_floats;
+    /* precision "bf16" (bf16.c): conv_dnnl.c builds its primitives with
+     * bf16 inputs, and dense_bf16.c keeps its primitives here */
+    bool bf16;
+    void *dense_bf16;
 } cpu_impl;
 
 /* Hot loops outside sgemm (im2col, pooling) are compiled for several
@@ -68,6 +74,18 @@ void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
                             const float *gamma, const float *save_mean, const float *save_invstd,
                             const float *y, bool relu, float *dy, float *dx, float *dgamma,
                             float *dbeta);
+void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                   const float *gamma, const float *beta, float *running_mean,
+                                   float *running_var, float momentum, float eps, bool training,
+                                   bool relu, float *y, float *save_mean, float *save_invstd);
+void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *save_mean,
+                                    const float *save_invstd, const float *y, bool relu,
+                                    float *dy, float *dx, float *dgamma, float *dbeta);
+void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,
+                                        float *y);
+void cpu_global_avgpool_blocked_backward(backend_t *be, int n, int c, int hw, const float *dy,
+                                         float *dx);
 void cpu_relu_forward(backend_t *be, size_t count, const float *x, float *y);
 void cpu_relu_backward(backend_t *be, size_t count, const float *y, const float *dy, float *dx);
 void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed, const float *x,
@@ -85,5 +103,13 @@ void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool ne
 void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,
                    float weight_decay, int64_t step, float *w, const float *g, float *m,
                    float *v);
+
+/* dense_bf16.c (precision "bf16", oneDNN builds only) */
+void cpu_dense_bf16_forward(backend_t *be, int n, int in, int out, const float *x,
+                            const float *w, const float *b, bool relu, float *y);
+void cpu_dense_bf16_backward(backend_t *be, int n, int in, int out, const float *x,
+                             const float *w, const float *y, bool relu, float *dy, float *dx,
+                             float *dw, float *db);
+void cpu_dense_bf16_free(void *cache);
 
 #endif

@@ -39,8 +39,10 @@ static void cpu_destroy(backend_t *be)
     cpu_impl *impl = be->impl;
     if (impl != NULL) {
         threadpool_destroy(impl->pool);
+        free(impl->pack);
 #ifdef HAVE_DNNL
         cpu_conv_dnnl_free(impl->conv);
+        cpu_dense_bf16_free(impl->dense_bf16);
 #endif
     }
     free(impl);
@@ -63,6 +65,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->device = device;
     be->threads = threads;
     be->impl = impl;
+    be->host_memory = true;
     be->alloc = cpu_alloc;
     be->free = cpu_free;
     be->upload = cpu_memcpy;
@@ -71,6 +74,9 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->dense_forward = cpu_dense_forward;
     be->dense_backward = cpu_dense_backward;
 #ifdef HAVE_DNNL
+    /* oneDNN's convolutions compute in the blocked layout; activations stay
+     * in it between the layers that accept it (conv.c knows NCHW only) */
+    be->blocked_layout = true;
     be->conv_workspace = cpu_conv_dnnl_workspace;
     be->conv_forward = cpu_conv_dnnl_forward;
     be->conv_backward = cpu_conv_dnnl_backward;
@@ -85,6 +91,10 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->avgpool_backward = cpu_avgpool_backward;
     be->batchnorm_forward = cpu_batchnorm_forward;
     be->batchnorm_backward = cpu_batchnorm_backward;
+    be->batchnorm_forward_blocked = cpu_batchnorm_forward_blocked;
+    be->batchnorm_backward_blocked = cpu_batchnorm_backward_blocked;
+    be->global_avgpool_blocked_forward = cpu_global_avgpool_blocked_forward;
+    be->global_avgpool_blocked_backward = cpu_global_avgpool_blocked_backward;
     be->relu_forward = cpu_relu_forward;
     be->relu_backward = cpu_relu_backward;
     be->dropout_forward = cpu_dropout_forward;

@@ -1,61 +1,64 @@
-/* dense.c - y[n,out] = x[n,in] w[out,in]^T + b, and its backward, split over
- * the team by independent output blocks (no partial sums to combine).
+/* dense.c - y[n,out] = x[n,in] w[out,in]^T + b, and its backward, on
+ * tile_gemm: every element is one fma chain in a fixed order, so the work is
+ * cut into one part per thread (no fixed chunks, nothing summed across
+ * parts) and the bits do not depend on the thread count.
  *
- * The blocks are fixed chunks of DENSE_CHUNK rows, never "one per thread": a
- * BLAS may pick another kernel (another summation order) for another M, so
- * only identical gemm calls whatever the thread count give identical bits. */
+ * Forward: part p packs its own columns of w^T and writes y with bias and
+ * relu in the same pass. Backward: after masking dy by the relu, dw = dy^T x
+ * and dx = dy w (the same number of flops each) run side by side, each cut
+ * into half as many parts as there are threads; db sums its column in
+ * sample order. */
+#include <stdlib.h>
+
 #include "backend/cpu/cpu.h"
-#include "backend/cpu/gemm.h"
+#include "backend/cpu/tile_gemm.h"
 #include "backend/math.h"
 
-#define DENSE_CHUNK 32
-
-static int dense_chunks(int rows)
+/* The backend's packing buffers, `parts` of them for K; NULL when out of
+ * memory. Grown on first use of a larger shape, never per step. */
+static float *pack_buffers(backend_t *be, int parts, int K)
 {
-    return (rows + DENSE_CHUNK - 1) / DENSE_CHUNK;
-}
-
-/* Rows [*lo, *hi) of chunk k. */
-static void dense_chunk(int rows, int k, int *lo, int *hi)
-{
-    *lo = k * DENSE_CHUNK;
-    *hi = *lo + DENSE_CHUNK < rows ? *lo + DENSE_CHUNK : rows;
+    cpu_impl *impl = be->impl;
+    size_t want = (size_t)parts * tile_gemm_pack_floats(K);
+    if (want > impl->pack_floats) {
+        float *p = aligned_alloc(64, (want * sizeof(float) + 63) & ~(size_t)63);
+        if (p == NULL)
+            return NULL;
+        free(impl->pack);
+        impl->pack = p;
+        impl->pack_floats = want;
+    }
+    return impl->pack;
 }
 
 typedef struct {
     int n, in, out;
-    const float *x, *w, *b, *y;
-    float *yo, *dy, *dx, *dw, *db;
-    bool relu;
+    tile_gemm_t fwd, dw, dx;
+    int parts;   /* of each product */
+    int dx_from; /* tasks [0, dx_from) compute dw and db, the others dx */
+    float *pack; /* parts x tile_gemm_pack_floats(K) */
+    size_t pack_stride;
+    const float *y;
+    float *dy, *db;
 } dense_args;
 
-/* Rows [lo, hi) of y: one gemm, then bias and relu on the same rows. */
 static void dense_forward_task(void *p, int k, int tasks)
 {
     dense_args *a = p;
-    int lo, hi;
-    dense_chunk(a->n, k, &lo, &hi);
-    if (hi <= lo)
-        return;
-    float *y = a->yo + (size_t)lo * a->out;
-    cpu_sgemm(0, 1, hi - lo, a->out, a->in, 1.0f, a->x + (size_t)lo * a->in, a->in, a->w, a->in,
-              0.0f, y, a->out);
-    for (int r = 0; r < hi - lo; r++) {
-        float *row = y + (size_t)r * a->out;
-        if (a->b != NULL)
-            for (int j = 0; j < a->out; j++)
-                row[j] += a->b[j];
-        if (a->relu)
-            for (int j = 0; j < a->out; j++)
-                row[j] = tt_relu(row[j]);
-    }
+    tile_gemm_part(&a->fwd, k, tasks, a->pack ? a->pack + (size_t)k * a->pack_stride : NULL);
 }
 
 void cpu_dense_forward(backend_t *be, int n, int in, int out, const float *x, const float *w,
                        const float *b, bool relu, float *y)
 {
-    dense_args a = {.n = n, .in = in, .out = out, .x = x, .w = w, .b = b, .yo = y, .relu = relu};
-    cpu_run(be, dense_chunks(n), dense_forward_task, &a);
+    dense_args a = {.n = n, .in = in, .out = out};
+    a.fwd = (tile_gemm_t){.M = n, .N = out, .K = in, .a = x, .a_rs = in, .a_cs = 1, .b = w,
+                          .b_rs = in, .b_trans = true, .c = y, .ldc = out, .bias = b,
+                          .relu = relu};
+    a.pack = pack_buffers(be, be->threads, in);
+    a.pack_stride = tile_gemm_pack_floats(in);
+    /* no memory to pack into: one task reads w in place (same bits, slower) */
+    cpu_run(be, a.pack != NULL ? be->threads : 1, dense_forward_task, &a);
 }
 
 static void dense_mask_task(void *p, int k, int tasks)
@@ -68,42 +71,44 @@ static void dense_mask_task(void *p, int k, int tasks)
         a->dy[i] = tt_relu_grad(a->y[i], a->dy[i]);
 }
 
-/* Tasks [0, out chunks) compute rows of dw and db for a chunk of outputs,
- * the others rows of dx for a chunk of samples: each element is written by
- * exactly one task, and db sums its column in sample order. */
+/* Task k < dx_from: part k of dw and of db; else part k - dx_from of dx. */
 static void dense_backward_task(void *p, int k, int tasks)
 {
     dense_args *a = p;
-    int lo, hi, wchunks = a->dw != NULL || a->db != NULL ? dense_chunks(a->out) : 0;
-    if (k < wchunks) {
-        dense_chunk(a->out, k, &lo, &hi);
-        if (a->dw != NULL)
-            cpu_sgemm(1, 0, hi - lo, a->in, a->n, 1.0f, a->dy + lo, a->out, a->x, a->in, 0.0f,
-                      a->dw + (size_t)lo * a->in, a->in);
-        if (a->db != NULL) {
-            for (int j = lo; j < hi; j++)
-                a->db[j] = 0.0f;
-            for (int r = 0; r < a->n; r++) {
-                const float *row = a->dy + (size_t)r * a->out;
-                for (int j = lo; j < hi; j++)
-                    a->db[j] += row[j];
-            }
-        }
+    if (k >= a->dx_from) {
+        tile_gemm_part(&a->dx, k - a->dx_from, a->parts, NULL);
         return;
     }
-    dense_chunk(a->n, k - wchunks, &lo, &hi);
-    cpu_sgemm(0, 0, hi - lo, a->in, a->out, 1.0f, a->dy + (size_t)lo * a->out, a->out, a->w,
-              a->in, 0.0f, a->dx + (size_t)lo * a->in, a->in);
+    if (a->dw.c != NULL)
+        tile_gemm_part(&a->dw, k, a->parts, NULL);
+    if (a->db != NULL) {
+        int lo, hi;
+        cpu_range(a->out, a->parts, k, &lo, &hi);
+        for (int j = lo; j < hi; j++)
+            a->db[j] = 0.0f;
+        for (int r = 0; r < a->n; r++) {
+            const float *row = a->dy + (size_t)r * a->out;
+            for (int j = lo; j < hi; j++)
+                a->db[j] += row[j];
+        }
+    }
 }
 
 void cpu_dense_backward(backend_t *be, int n, int in, int out, const float *x, const float *w,
                         const float *y, bool relu, float *dy, float *dx, float *dw, float *db)
 {
-    dense_args a = {.n = n, .in = in, .out = out, .x = x, .w = w, .y = y,
-                    .dy = dy, .dx = dx, .dw = dw, .db = db, .relu = relu};
+    dense_args a = {.n = n, .in = in, .out = out, .y = y, .dy = dy, .db = db};
+    /* dw[o, i] = sum over samples of dy[s, o] x[s, i]: A = dy^T */
+    a.dw = (tile_gemm_t){.M = out, .N = in, .K = n, .a = dy, .a_rs = 1, .a_cs = out, .b = x,
+                         .b_rs = in, .c = dw, .ldc = in};
+    /* dx[s, i] = sum over outputs of dy[s, o] w[o, i] */
+    a.dx = (tile_gemm_t){.M = n, .N = in, .K = out, .a = dy, .a_rs = out, .a_cs = 1, .b = w,
+                         .b_rs = in, .c = dx, .ldc = in};
     if (relu)
         cpu_run(be, cpu_tasks(be, n), dense_mask_task, &a);
-    int tasks = (dw != NULL || db != NULL ? dense_chunks(out) : 0) +
-                (dx != NULL ? dense_chunks(n) : 0);
-    cpu_run(be, tasks, dense_backward_task, &a);
+    bool weights = dw != NULL || db != NULL;
+    /* dw and dx cost the same: half the threads each when both are wanted */
+    a.parts = weights && dx != NULL ? (be->threads + 1) / 2 : be->threads;
+    a.dx_from = weights ? a.parts : 0;
+    cpu_run(be, a.dx_from + (dx != NULL ? a.parts : 0), dense_backward_task, &a);
 }

@@ -171,32 +171,68 @@ void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float bet
     ew_run(be, &e);
 }
 
-/* Row by row, on the calling thread: n x classes is small next to the layers. */
-void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                      const int32_t *labels, float *dlogits, double *loss_sum, int *correct)
+/* Rows split over the team; each row's loss goes to its slot and the
+ * slots are summed in row order afterwards, so the sum does not depend on
+ * the split. Up to XENT_ROWS rows per pass (the slots live on the stack). */
+#define XENT_ROWS 1024
+
+typedef struct {
+    int n, classes;
+    const float *logits;
+    const int32_t *labels;
+    float *dlogits;
+    int n_total; /* the batch: dlogits are divided by it */
+    double loss[XENT_ROWS];
+    char right[XENT_ROWS];
+} xent_args;
+
+static void xent_task(void *p, int k, int tasks)
 {
-    double loss = 0.0;
-    int right = 0;
-    for (int r = 0; r < n; r++) {
-        const float *z = logits + (size_t)r * classes;
+    xent_args *a = p;
+    int lo, hi;
+    cpu_range(a->n, tasks, k, &lo, &hi);
+    for (int r = lo; r < hi; r++) {
+        const float *z = a->logits + (size_t)r * a->classes;
         int arg = 0;
-        for (int j = 1; j < classes; j++)
+        for (int j = 1; j < a->classes; j++)
             if (z[j] > z[arg])
                 arg = j;
         float zmax = z[arg];
         double sum = 0.0;
-        for (int j = 0; j < classes; j++)
+        for (int j = 0; j < a->classes; j++)
             sum += exp((double)z[j] - zmax);
         double log_sum = log(sum);
-        int label = labels[r];
-        loss += log_sum - ((double)z[label] - zmax);
-        right += arg == label;
-        if (dlogits != NULL) {
-            float *d = dlogits + (size_t)r * classes;
-            for (int j = 0; j < classes; j++) {
+        int label = a->labels[r];
+        a->loss[r] = log_sum - ((double)z[label] - zmax);
+        a->right[r] = arg == label;
+        if (a->dlogits != NULL) {
+            float *d = a->dlogits + (size_t)r * a->classes;
+            for (int j = 0; j < a->classes; j++) {
                 double pj = exp((double)z[j] - zmax - log_sum);
-                d[j] = (float)((pj - (j == label ? 1.0 : 0.0)) / n);
+                d[j] = (float)((pj - (j == label ? 1.0 : 0.0)) / a->n_total);
             }
+        }
+    }
+}
+
+void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
+                      const int32_t *labels, float *dlogits, double *loss_sum, int *correct)
+{
+    xent_args a;
+    double loss = 0.0;
+    int right = 0;
+    a.classes = classes;
+    a.n_total = n;
+    for (int r0 = 0; r0 < n; r0 += XENT_ROWS) {
+        a.n = n - r0 < XENT_ROWS ? n - r0 : XENT_ROWS;
+        a.logits = logits + (size_t)r0 * classes;
+        a.labels = labels + r0;
+        a.dlogits = dlogits != NULL ? dlogits + (size_t)r0 * classes : NULL;
+        /* a row costs 2 x classes exp(): below ~2 rows per thread it is not worth a wake-up */
+        cpu_run(be, a.n >= 2 * be->threads ? be->threads : 1, xent_task, &a);
+        for (int r = 0; r < a.n; r++) {
+            loss += a.loss[r];
+            right += a.right[r];
         }
     }
     *loss_sum = loss;

@@ -1,6 +1,7 @@
 /* pool.c - max and average pooling over NCHW planes, PyTorch semantics: max
  * ignores padding (it pads with -inf), average counts padded zeros
  * (count_include_pad = True). Planes (n, c) are split over the team. */
+#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -102,6 +103,277 @@ maxpool2x2_row_avx512(const float *r0, const float *r1, float *yr, int32_t *mr, 
 }
 #endif
 
+/* ---- the blocked layout (backend.h): a blocked input, a blocked or NCHW
+ *      output. A task takes rows (image, block of 16 channels) and does the
+ *      16 channels of a pixel as one vector, with exactly the scalar code's
+ *      comparisons and sums per channel, so the bits are NCHW's. ---- */
+
+/* Index of output element (image i, channel c, pixel p) in the output's
+ * layout. */
+static inline size_t out_index(const window_desc *d, int i, int c, int p)
+{
+    size_t opix = (size_t)d->oh * d->ow;
+    if (!d->blocked_y)
+        return ((size_t)i * d->c + c) * opix + p;
+    int cb = (d->c + 15) / 16;
+    return (((size_t)i * cb + c / 16) * opix + p) * 16 + c % 16;
+}
+
+static int blocked_rows(const window_desc *d)
+{
+    return d->n * ((d->c + 15) / 16);
+}
+
+/* One output pixel's window of a blocked row: its bounds. */
+static inline void window_bounds(const window_desc *d, int oy, int ox, int *y0, int *x0,
+                                 int *ky0, int *ky1, int *kx0, int *kx1)
+{
+    *y0 = oy * d->stride - d->pad;
+    *x0 = ox * d->stride - d->pad;
+    *ky0 = *y0 < 0 ? -*y0 : 0;
+    *kx0 = *x0 < 0 ? -*x0 : 0;
+    *ky1 = *y0 + d->k > d->h ? d->h - *y0 : d->k;
+    *kx1 = *x0 + d->k > d->w ? d->w - *x0 : d->k;
+}
+
+/* Row r = (image i, channels c0..c0+15) of a blocked max pool, plain C. */
+CPU_HOT static void maxpool_blocked_row(const pool_args *a, int r, int i, int c0)
+{
+    const window_desc *d = a->d;
+    const float *x = a->x + (size_t)r * d->h * d->w * 16;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int y0, x0, ky0, ky1, kx0, kx1;
+            window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+            int first = (y0 + ky0) * d->w + x0 + kx0;
+            float best[16];
+            int32_t arg[16];
+            for (int l = 0; l < 16; l++) {
+                best[l] = x[(size_t)first * 16 + l];
+                arg[l] = first;
+            }
+            for (int ky = ky0; ky < ky1; ky++)
+                for (int kx = kx0; kx < kx1; kx++) {
+                    int32_t at = (y0 + ky) * d->w + x0 + kx;
+                    const float *v = x + (size_t)at * 16;
+                    for (int l = 0; l < 16; l++) {
+                        bool take = v[l] > best[l] || (v[l] != v[l] && best[l] == best[l]);
+                        best[l] = take ? v[l] : best[l];
+                        arg[l] = take ? at : arg[l];
+                    }
+                }
+            int op = oy * d->ow + ox;
+            for (int l = 0; l < 16; l++) {
+                if (c0 + l >= d->c && !d->blocked_y)
+                    break;
+                size_t o = out_index(d, i, c0 + l, op);
+                /* channels past C stay zero in a blocked output */
+                a->y[o] = c0 + l < d->c ? best[l] : 0.0f;
+                a->mask[o] = c0 + l < d->c ? arg[l] : -1;
+            }
+        }
+}
+
+#ifdef CPU_AVX512_KERNELS
+/* The same row, the 16 channels as one vector: the scalar code's strict >
+ * and NaN rule as masks, so the same maxima and indices. */
+__attribute__((target("avx512f"))) static void maxpool_blocked_row_avx512(const pool_args *a,
+                                                                          int r, int i, int c0)
+{
+    const window_desc *d = a->d;
+    const float *x = a->x + (size_t)r * d->h * d->w * 16;
+    int opix = d->oh * d->ow, lanes = d->c - c0 < 16 ? d->c - c0 : 16;
+    __mmask16 valid = (__mmask16)((1u << lanes) - 1);
+    /* NCHW output: lane l goes to channel plane c0 + l */
+    __m512i plane = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(opix));
+    float *yb = d->blocked_y ? a->y + (size_t)r * opix * 16 : a->y + ((size_t)i * d->c + c0) * opix;
+    int32_t *mb = d->blocked_y ? a->mask + (size_t)r * opix * 16
+                               : a->mask + ((size_t)i * d->c + c0) * opix;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int y0, x0, ky0, ky1, kx0, kx1;
+            window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+            int first = (y0 + ky0) * d->w + x0 + kx0;
+            __m512 best = _mm512_loadu_ps(x + (size_t)first * 16);
+            __m512i arg = _mm512_set1_epi32(first);
+            __mmask16 best_nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
+            for (int ky = ky0; ky < ky1; ky++)
+                for (int kx = kx0; kx < kx1; kx++) {
+                    int at = (y0 + ky) * d->w + x0 + kx;
+                    __m512 v = _mm512_loadu_ps(x + (size_t)at * 16);
+                    __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
+                                     (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & ~best_nan);
+                    best = _mm512_mask_mov_ps(best, take, v);
+                    arg = _mm512_mask_mov_epi32(arg, take, _mm512_set1_epi32(at));
+                    best_nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
+                }
+            int op = oy * d->ow + ox;
+            if (d->blocked_y) {
+                _mm512_storeu_ps(yb + (size_t)op * 16, _mm512_maskz_mov_ps(valid, best));
+                _mm512_storeu_si512(mb + (size_t)op * 16,
+                                    _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), valid, arg));
+            } else {
+                _mm512_mask_i32scatter_ps(yb + op, valid, plane, best, 4);
+                _mm512_mask_i32scatter_epi32(mb + op, valid, plane, arg, 4);
+            }
+        }
+}
+#endif
+
+CPU_HOT static void maxpool_blocked_forward_task(void *p, int k, int tasks)
+{
+    pool_args *a = p;
+    const window_desc *d = a->d;
+    int cbs = (d->c + 15) / 16, lo, hi;
+    cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
+    for (int r = lo; r < hi; r++) {
+#ifdef CPU_AVX512_KERNELS
+        if (__builtin_cpu_supports("avx512f")) {
+            maxpool_blocked_row_avx512(a, r, r / cbs, (r % cbs) * 16);
+            continue;
+        }
+#endif
+        maxpool_blocked_row(a, r, r / cbs, (r % cbs) * 16);
+    }
+}
+
+CPU_HOT static void maxpool_blocked_backward_task(void *p, int k, int tasks)
+{
+    pool_args *a = p;
+    const window_desc *d = a->d;
+    int cbs = (d->c + 15) / 16, lo, hi;
+    cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
+    size_t ipix = (size_t)d->h * d->w;
+    for (int r = lo; r < hi; r++) {
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        float *dx = a->dx + (size_t)r * ipix * 16;
+        memset(dx, 0, ipix * 16 * sizeof(float));
+        for (int l = 0; l < 16 && c0 + l < d->c; l++)
+            for (int q = 0; q < d->oh * d->ow; q++) {
+                size_t o = out_index(d, i, c0 + l, q);
+                if (a->maskc[o] >= 0)
+                    dx[(size_t)a->maskc[o] * 16 + l] += a->dyc[o];
+            }
+    }
+}
+
+CPU_HOT static void avgpool_blocked_forward_task(void *p, int k, int tasks)
+{
+    pool_args *a = p;
+    const window_desc *d = a->d;
+    int cbs = (d->c + 15) / 16, lo, hi;
+    cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
+    float inv = 1.0f / (float)(d->k * d->k);
+    for (int r = lo; r < hi; r++) {
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        const float *x = a->x + (size_t)r * d->h * d->w * 16;
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++) {
+                float s[16] = {0};
+                for (int ky = 0; ky < d->k; ky++) {
+                    int iy = oy * d->stride - d->pad + ky;
+                    if (iy < 0 || iy >= d->h)
+                        continue;
+                    for (int kx = 0; kx < d->k; kx++) {
+                        int ix = ox * d->stride - d->pad + kx;
+                        if (ix < 0 || ix >= d->w)
+                            continue;
+                        const float *v = x + ((size_t)iy * d->w + ix) * 16;
+                        for (int l = 0; l < 16; l++)
+                            s[l] += v[l];
+                    }
+                }
+                int op = oy * d->ow + ox;
+                for (int l = 0; l < 16; l++) {
+                    if (c0 + l >= d->c && !d->blocked_y)
+                        break;
+                    a->y[out_index(d, i, c0 + l, op)] = c0 + l < d->c ? s[l] * inv : 0.0f;
+                }
+            }
+    }
+}
+
+CPU_HOT static void avgpool_blocked_backward_task(void *p, int k, int tasks)
+{
+    pool_args *a = p;
+    const window_desc *d = a->d;
+    int cbs = (d->c + 15) / 16, lo, hi;
+    cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
+    float inv = 1.0f / (float)(d->k * d->k);
+    size_t ipix = (size_t)d->h * d->w;
+    for (int r = lo; r < hi; r++) {
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        float *dx = a->dx + (size_t)r * ipix * 16;
+        memset(dx, 0, ipix * 16 * sizeof(float));
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++) {
+                float g[16] = {0};
+                for (int l = 0; l < 16 && c0 + l < d->c; l++)
+                    g[l] = a->dyc[out_index(d, i, c0 + l, oy * d->ow + ox)] * inv;
+                for (int ky = 0; ky < d->k; ky++) {
+                    int iy = oy * d->stride - d->pad + ky;
+                    if (iy < 0 || iy >= d->h)
+                        continue;
+                    for (int kx = 0; kx < d->k; kx++) {
+                        int ix = ox * d->stride - d->pad + kx;
+                        if (ix < 0 || ix >= d->w)
+                            continue;
+                        float *v = dx + ((size_t)iy * d->w + ix) * 16;
+                        for (int l = 0; l < 16; l++)
+                            v[l] += g[l];
+                    }
+                }
+            }
+    }
+}
+
+/* global average pooling: y[i, c] = one fma chain of x / hw over the pixels
+ * in order (global_avgpool's NCHW path computes it as a dense layer whose
+ * weight is hw copies of 1 / hw: the same chain), dx = fma(dy, 1 / hw, 0). */
+typedef struct {
+    int n, c, hw;
+    const float *x;
+    float *y;
+} gap_args;
+
+CPU_HOT static void gap_blocked_forward_task(void *p, int k, int tasks)
+{
+    gap_args *a = p;
+    int cbs = a->c / 16, lo, hi;
+    cpu_range(a->n * cbs, tasks, k, &lo, &hi);
+    float inv = 1.0f / (float)a->hw;
+    for (int r = lo; r < hi; r++) {
+        const float *x = a->x + (size_t)r * a->hw * 16;
+        float s[16] = {0};
+        for (int q = 0; q < a->hw; q++)
+            for (int l = 0; l < 16; l++)
+                s[l] = fmaf(x[(size_t)q * 16 + l], inv, s[l]);
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        for (int l = 0; l < 16; l++)
+            a->y[(size_t)i * a->c + c0 + l] = s[l];
+    }
+}
+
+CPU_HOT static void gap_blocked_backward_task(void *p, int k, int tasks)
+{
+    gap_args *a = p;
+    int cbs = a->c / 16, lo, hi;
+    cpu_range(a->n * cbs, tasks, k, &lo, &hi);
+    float inv = 1.0f / (float)a->hw;
+    for (int r = lo; r < hi; r++) {
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        float g[16];
+        for (int l = 0; l < 16; l++)
+            g[l] = fmaf(a->x[(size_t)i * a->c + c0 + l], inv, 0.0f);
+        float *dx = a->y + (size_t)r * a->hw * 16;
+        for (int q = 0; q < a->hw; q++)
+            for (int l = 0; l < 16; l++)
+                dx[(size_t)q * 16 + l] = g[l];
+    }
+}
+
 CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
@@ -139,7 +411,10 @@ void cpu_maxpool_forward(backend_t *be, const window_desc *d, const float *x, fl
                          int32_t *mask)
 {
     pool_args a = {.d = d, .x = x, .y = y, .mask = mask};
-    cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_forward_task, &a);
+    if (d->blocked_x)
+        cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_forward_task, &a);
+    else
+        cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_forward_task, &a);
 }
 
 CPU_HOT static void maxpool_backward_task(void *p, int k, int tasks)
@@ -164,7 +439,10 @@ void cpu_maxpool_backward(backend_t *be, const window_desc *d, const float *dy,
                           const int32_t *mask, float *dx)
 {
     pool_args a = {.d = d, .dyc = dy, .maskc = mask, .dx = dx};
-    cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_backward_task, &a);
+    if (d->blocked_x)
+        cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_backward_task, &a);
+    else
+        cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_backward_task, &a);
 }
 
 static void avgpool_forward_task(void *p, int k, int tasks)
@@ -199,7 +477,10 @@ static void avgpool_forward_task(void *p, int k, int tasks)
 void cpu_avgpool_forward(backend_t *be, const window_desc *d, const float *x, float *y)
 {
     pool_args a = {.d = d, .x = x, .y = y};
-    cpu_run(be, cpu_tasks(be, d->n * d->c), avgpool_forward_task, &a);
+    if (d->blocked_x)
+        cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_forward_task, &a);
+    else
+        cpu_run(be, cpu_tasks(be, d->n * d->c), avgpool_forward_task, &a);
 }
 
 static void avgpool_backward_task(void *p, int k, int tasks)
@@ -234,5 +515,22 @@ static void avgpool_backward_task(void *p, int k, int tasks)
 void cpu_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, float *dx)
 {
     pool_args a = {.d = d, .dyc = dy, .dx = dx};
-    cpu_run(be, cpu_tasks(be, d->n * d->c), avgpool_backward_task, &a);
+    if (d->blocked_x)
+        cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_backward_task, &a);
+    else
+        cpu_run(be, cpu_tasks(be, d->n * d->c), avgpool_backward_task, &a);
+}
+
+void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,
+                                        float *y)
+{
+    gap_args a = {n, c, hw, x, y};
+    cpu_run(be, cpu_tasks(be, n * (c / 16)), gap_blocked_forward_task, &a);
+}
+
+void cpu_global_avgpool_blocked_backward(backend_t *be, int n, int c, int hw, const float *dy,
+                                         float *dx)
+{
+    gap_args a = {n, c, hw, dy, dx};
+    cpu_run(be, cpu_tasks(be, n * (c / 16)), gap_blocked_backward_task, &a);
 }

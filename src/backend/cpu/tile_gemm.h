@@ -1,0 +1,54 @@
+/* tile_gemm.h - the dense layers' matrix products, with bits that do not
+ * depend on how the work is split.
+ *
+ * C(m, n) = sum over k of A(m, k) B(k, n), each element one chain of fused
+ * multiply-adds in k order (k = 0 first), then + bias[n], then relu if asked.
+ * Any split of the (m, n) plane over tasks, any tile size, and the vector
+ * kernel or the plain C one all give the same bits: every element is the
+ * same sequence of roundings. So the work is cut into exactly as many parts
+ * as there are threads, and nothing is summed across tasks.
+ *
+ * Why not the BLAS: a library may pick another kernel (another summation
+ * order) for another M, so the dense layers had to call it on fixed 32-row
+ * chunks whatever the thread count, and every chunk re-packed the weights:
+ * on the MLP's 128 x 256 x 784 product that held oneDNN's sgemm to ~70% of
+ * the core's peak (bench/roofline).
+ *
+ * Operands are strided views: A(m, k) = a[m * a_rs + k * a_cs] (either
+ * stride may be 1, so A or its transpose is row-major), B(k, n) =
+ * b[k * b_rs + n] (row-major) or, with b_trans, b[n * b_rs + k] (the layout
+ * of a dense weight w[out, in] read as w^T); the transposed B is packed
+ * panel by panel into `pack` (tile_gemm_pack_floats(K) floats per task;
+ * with pack NULL it is read in place by the slower plain kernel).
+ */
+#ifndef TT_CPU_TILE_GEMM_H
+#define TT_CPU_TILE_GEMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+typedef struct {
+    int M, N, K;
+    const float *a;
+    ptrdiff_t a_rs, a_cs;
+    const float *b;
+    ptrdiff_t b_rs;
+    bool b_trans;
+    float *c;
+    ptrdiff_t ldc;
+    const float *bias; /* [N] or NULL */
+    bool relu;
+} tile_gemm_t;
+
+/* Floats of packing buffer one task needs for K (any N). */
+size_t tile_gemm_pack_floats(int K);
+
+/* Computes the block of C rows [m0, m1) x columns [n0, n1). */
+void tile_gemm_block(const tile_gemm_t *g, int m0, int m1, int n0, int n1, float *pack);
+
+/* Part `part` of `parts` of the whole product: the (m, n) plane cut into
+ * parts of about equal work, along n where it is wide enough (each part
+ * then packs only its own columns of B), else along m. */
+void tile_gemm_part(const tile_gemm_t *g, int part, int parts, float *pack);
+
+#endif

@@ -1,0 +1,524 @@
+/* test_bf16.c - the CPU backend in precision "bf16" (backend_cpu_create_bf16):
+ * dense and conv2d forward and backward, the operations the layers call,
+ * on LeNet-, ResNet- and MLP-like shapes, with the batch cut unevenly.
+ *
+ * Each case checks, for y, dx, dw and db:
+ *  - against the float32 backend: norm-wise relative error under 1e-2
+ *    (what bf16's 8-bit mantissa allows);
+ *  - against a float64 reference on the inputs rounded to bf16: under 1e-4,
+ *    and ten times closer than to the float64 result on the unrounded
+ *    inputs: so the products really are of bf16 values with float32
+ *    accumulation, not a float32 run;
+ *  - 1, 2 and 5 threads give the same bits;
+ *  - against torch.autocast("cpu", dtype=torch.bfloat16): under 1e-2
+ *    (skipped visibly without a python3 with torch).
+ * Without AVX512_BF16 or AMX (or with oneDNN capped below them by
+ * ONEDNN_MAX_CPU_ISA) the backend must refuse with a usage error naming what
+ * is missing, and the rest SKIPs visibly.
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "tt_ref.h"
+#include "tt_test.h"
+
+enum { DENSE, CONV };
+
+typedef struct {
+    int kind;
+    window_desc d;   /* CONV */
+    int n, in, out;  /* DENSE */
+    bool relu, bias, need_dx;
+    const char *label;
+} bcase;
+
+static window_desc wd(int n, int c, int h, int f, int k, int stride, int pad)
+{
+    window_desc d = {.n = n, .c = c, .h = h, .w = h, .f = f, .k = k, .stride = stride,
+                     .pad = pad};
+    d.oh = window_out_size(h, k, stride, pad);
+    d.ow = d.oh;
+    return d;
+}
+
+static bcase cases[] = {
+    {DENSE, {0}, 45, 400, 120, true, true, true, "dense 45x400->120 relu bias (LeNet fc0)"},
+    {DENSE, {0}, 64, 84, 10, false, true, true, "dense 64x84->10 bias (LeNet fc2)"},
+    {DENSE, {0}, 7, 33, 70, true, false, true, "dense 7x33->70 relu"},
+    {DENSE, {0}, 100, 784, 256, true, true, false, "dense 100x784->256 relu bias, no dx (MLP fc0)"},
+    {CONV, {0}, 0, 0, 0, false, false, false, "conv 3->16 12x12 k3 (ResNet conv0)"},
+    {CONV, {0}, 0, 0, 0, true, false, true, "conv 16->32 12x12 k3 s2 relu"},
+    {CONV, {0}, 0, 0, 0, false, false, true, "conv 16->32 8x8 k1 s2 (projection)"},
+    {CONV, {0}, 0, 0, 0, true, true, false, "conv 1->6 28x28 k5 p2 relu bias (LeNet conv0)"},
+    {CONV, {0}, 0, 0, 0, true, true, true, "conv 6->16 14x14 k5 relu bias, 3 images (LeNet conv1)"},
+    {CONV, {0}, 0, 0, 0, false, true, true, "conv 32->64 8x8 k3 bias, 9 images"},
+};
+#define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
+
+static void cases_init(void)
+{
+    cases[4].d = wd(6, 3, 12, 16, 3, 1, 1);
+    cases[5].d = wd(5, 16, 12, 32, 3, 2, 1);
+    cases[6].d = wd(4, 16, 8, 32, 1, 2, 0);
+    cases[7].d = wd(7, 1, 28, 6, 5, 1, 2);
+    cases[8].d = wd(3, 6, 14, 16, 5, 1, 0);
+    cases[9].d = wd(9, 32, 8, 64, 3, 1, 1);
+}
+
+/* element counts of x, w, b, y */
+static void sizes(const bcase *c, size_t *nx, size_t *nw, size_t *nb, size_t *ny)
+{
+    if (c->kind == DENSE) {
+        *nx = (size_t)c->n * c->in;
+        *nw = (size_t)c->out * c->in;
+        *nb = (size_t)c->out;
+        *ny = (size_t)c->n * c->out;
+    } else {
+        const window_desc *d = &c->d;
+        *nx = (size_t)d->n * d->c * d->h * d->w;
+        *nw = (size_t)d->f * d->c * d->k * d->k;
+        *nb = (size_t)d->f;
+        *ny = (size_t)d->n * d->f * d->oh * d->ow;
+    }
+}
+
+/* The inputs of a case (host) and what a backend made of them. */
+typedef struct {
+    float *x, *w, *b, *dy, *ymask; /* ymask: the forward output backward masks with */
+} inputs;
+
+typedef struct {
+    float *y, *dx, *dw, *db;
+} outputs;
+
+static void outputs_free(outputs *o)
+{
+    free(o->y);
+    free(o->dx);
+    free(o->dw);
+    free(o->db);
+    memset(o, 0, sizeof(*o));
+}
+
+/* Runs forward and backward of case c on be. The backward takes `ymask`
+ * as the forward output when given (so two backends mask dy alike), else
+ * the output of this forward. */
+static void run_case(backend_t *be, const bcase *c, const inputs *in, outputs *o)
+{
+    size_t nx, nw, nb, ny;
+    sizes(c, &nx, &nw, &nb, &ny);
+    float *x = tt_dev_copy(be, in->x, nx * 4), *w = tt_dev_copy(be, in->w, nw * 4);
+    float *b = c->bias ? tt_dev_copy(be, in->b, nb * 4) : NULL;
+    float *y = tt_dev_copy(be, NULL, ny * 4), *dy = tt_dev_copy(be, in->dy, ny * 4);
+    float *dx = c->need_dx ? tt_dev_copy(be, NULL, nx * 4) : NULL;
+    float *dw = tt_dev_copy(be, NULL, nw * 4), *db = c->bias ? tt_dev_copy(be, NULL, nb * 4) : NULL;
+    void *ws = NULL;
+    if (c->kind == DENSE) {
+        be->dense_forward(be, c->n, c->in, c->out, x, w, b, c->relu, y);
+    } else {
+        size_t wsb = be->conv_workspace(be, &c->d);
+        ws = tt_dev_copy(be, NULL, wsb);
+        be->conv_forward(be, &c->d, x, w, b, c->relu, y, ws);
+    }
+    o->y = tt_host_copy(be, y, ny * 4);
+    if (in->ymask != NULL)
+        be->upload(be, y, in->ymask, ny * 4);
+    if (c->kind == DENSE)
+        be->dense_backward(be, c->n, c->in, c->out, x, w, y, c->relu, dy, dx, dw, db);
+    else
+        be->conv_backward(be, &c->d, x, w, y, c->relu, dy, dx, dw, db, ws);
+    o->dx = dx ? tt_host_copy(be, dx, nx * 4) : NULL;
+    o->dw = tt_host_copy(be, dw, nw * 4);
+    o->db = db ? tt_host_copy(be, db, nb * 4) : NULL;
+    void *bufs[] = {x, w, b, y, dy, dx, dw, db, ws};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i] != NULL)
+            be->free(be, bufs[i]);
+}
+
+/* ---- float64 references ---- */
+
+/* bf16 rounding (nearest even) of a float, as a double */
+static double bf16_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    float r;
+    memcpy(&r, &u, 4);
+    return r;
+}
+
+typedef struct {
+    double *y, *dx, *dw, *db;
+} ref_out;
+
+static void ref_free(ref_out *r)
+{
+    free(r->y);
+    free(r->dx);
+    free(r->dw);
+    free(r->db);
+}
+
+/* y, dx, dw, db in float64, with x, w and dy rounded to bf16 first when
+ * `round`; the bias is not rounded, nor dense's db (float32 in the
+ * backend). dy is masked by in->ymask where relu. */
+static void reference(const bcase *c, const inputs *in, bool round, ref_out *r)
+{
+    size_t nx, nw, nb, ny;
+    sizes(c, &nx, &nw, &nb, &ny);
+    double *x = malloc(nx * 8), *w = malloc(nw * 8), *g = malloc(ny * 8);
+    r->y = calloc(ny, 8);
+    r->dx = calloc(nx, 8);
+    r->dw = calloc(nw, 8);
+    r->db = calloc(nb, 8);
+    if (!x || !w || !g || !r->y || !r->dx || !r->dw || !r->db)
+        exit(99);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = round ? bf16_of(in->x[i]) : in->x[i];
+    for (size_t i = 0; i < nw; i++)
+        w[i] = round ? bf16_of(in->w[i]) : in->w[i];
+    double *gexact = malloc(ny * 8);
+    if (gexact == NULL)
+        exit(99);
+    for (size_t i = 0; i < ny; i++) {
+        float m = c->relu && !(in->ymask[i] > 0.0f) ? 0.0f : in->dy[i];
+        gexact[i] = m;
+        g[i] = round ? bf16_of(m) : m;
+    }
+    if (c->kind == DENSE) {
+        for (int s = 0; s < c->n; s++)
+            for (int o = 0; o < c->out; o++) {
+                double acc = c->bias ? in->b[o] : 0.0;
+                for (int i = 0; i < c->in; i++)
+                    acc += x[(size_t)s * c->in + i] * w[(size_t)o * c->in + i];
+                r->y[(size_t)s * c->out + o] = c->relu && acc < 0 ? 0.0 : acc;
+                double gg = g[(size_t)s * c->out + o];
+                for (int i = 0; i < c->in; i++) {
+                    r->dx[(size_t)s * c->in + i] += gg * w[(size_t)o * c->in + i];
+                    r->dw[(size_t)o * c->in + i] += gg * x[(size_t)s * c->in + i];
+                }
+                r->db[o] += gexact[(size_t)s * c->out + o];
+            }
+    } else {
+        const window_desc *d = &c->d;
+        for (int s = 0; s < d->n; s++)
+            for (int f = 0; f < d->f; f++)
+                for (int oy = 0; oy < d->oh; oy++)
+                    for (int ox = 0; ox < d->ow; ox++) {
+                        size_t yi = (((size_t)s * d->f + f) * d->oh + oy) * d->ow + ox;
+                        double acc = c->bias ? in->b[f] : 0.0, gg = g[yi];
+                        for (int ch = 0; ch < d->c; ch++)
+                            for (int ky = 0; ky < d->k; ky++)
+                                for (int kx = 0; kx < d->k; kx++) {
+                                    int iy = oy * d->stride - d->pad + ky;
+                                    int ix = ox * d->stride - d->pad + kx;
+                                    if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                        continue;
+                                    size_t xi = (((size_t)s * d->c + ch) * d->h + iy) * d->w + ix;
+                                    size_t wi = (((size_t)f * d->c + ch) * d->k + ky) * d->k + kx;
+                                    acc += x[xi] * w[wi];
+                                    r->dx[xi] += gg * w[wi];
+                                    r->dw[wi] += gg * x[xi];
+                                }
+                        r->y[yi] = c->relu && acc < 0 ? 0.0 : acc;
+                        r->db[f] += g[yi];
+                    }
+    }
+    free(x);
+    free(w);
+    free(g);
+    free(gexact);
+}
+
+/* ---- torch.autocast ---- */
+
+static const char *torch_script =
+    "import sys, warnings\n"
+    "warnings.filterwarnings('ignore')\n"
+    "import numpy as np, torch, torch.nn.functional as F\n"
+    "spec, data, out = sys.argv[1:4]\n"
+    "buf = np.fromfile(data, dtype=np.float32)\n"
+    "off = 0\n"
+    "def take(shape, grad=True):\n"
+    "    global off\n"
+    "    n = int(np.prod(shape))\n"
+    "    t = torch.from_numpy(buf[off:off + n].reshape(shape).copy())\n"
+    "    off += n\n"
+    "    return t.requires_grad_(grad)\n"
+    "res = []\n"
+    "for line in open(spec):\n"
+    "    f = [int(v) for v in line.split()]\n"
+    "    if f[0] == 0:\n"
+    "        _, n, i, o, relu, bias = f\n"
+    "        x, w = take((n, i)), take((o, i))\n"
+    "        b = take((o,)) if bias else None\n"
+    "        dy = take((n, o), False)\n"
+    "        with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+    "            y = F.linear(x, w, b)\n"
+    "    else:\n"
+    "        _, n, c, h, fo, k, s, p, relu, bias = f\n"
+    "        x, w = take((n, c, h, h)), take((fo, c, k, k))\n"
+    "        b = take((fo,)) if bias else None\n"
+    "        oh = (h + 2 * p - k) // s + 1\n"
+    "        dy = take((n, fo, oh, oh), False)\n"
+    "        with torch.autocast('cpu', dtype=torch.bfloat16):\n"
+    "            y = F.conv2d(x, w, b, stride=s, padding=p)\n"
+    "    assert y.dtype == torch.bfloat16, y.dtype\n"
+    "    y.backward(dy.to(y.dtype))\n"
+    "    y = torch.relu(y) if relu else y\n"
+    "    res += [y.detach().float(), x.grad, w.grad] + ([b.grad] if bias else [])\n"
+    "np.concatenate([t.numpy().ravel() for t in res]).astype(np.float32).tofile(out)\n";
+
+/* One python run for every case: writes the cases and their inputs, reads
+ * back y, dx, dw (and db) of each. With relu, torch gets dy masked by our
+ * forward output, so that an output near 0 that rounds to the other side
+ * of it there does not count as an error of the convolution. */
+static float *torch_run(const char *py, const char *dir, inputs *in)
+{
+    char spec[4200], data[4200], res[4200], script[4200], cmd[17000];
+    snprintf(spec, sizeof(spec), "%s/cases.txt", dir);
+    snprintf(data, sizeof(data), "%s/in.bin", dir);
+    snprintf(res, sizeof(res), "%s/out.bin", dir);
+    snprintf(script, sizeof(script), "%s/autocast.py", dir);
+    tt_write_file(NULL, script, torch_script);
+    FILE *fs = fopen(spec, "w"), *fd = fopen(data, "wb");
+    if (fs == NULL || fd == NULL)
+        exit(99);
+    size_t want = 0;
+    for (int k = 0; k < N_CASES; k++) {
+        const bcase *c = &cases[k];
+        size_t nx, nw, nb, ny;
+        sizes(c, &nx, &nw, &nb, &ny);
+        if (c->kind == DENSE)
+            fprintf(fs, "0 %d %d %d %d %d\n", c->n, c->in, c->out, c->relu, c->bias);
+        else
+            fprintf(fs, "1 %d %d %d %d %d %d %d %d %d\n", c->d.n, c->d.c, c->d.h, c->d.f,
+                    c->d.k, c->d.stride, c->d.pad, c->relu, c->bias);
+        fwrite(in[k].x, 4, nx, fd);
+        fwrite(in[k].w, 4, nw, fd);
+        if (c->bias)
+            fwrite(in[k].b, 4, nb, fd);
+        for (size_t i = 0; i < ny; i++) {
+            float g = c->relu && !(in[k].ymask[i] > 0.0f) ? 0.0f : in[k].dy[i];
+            fwrite(&g, 4, 1, fd);
+        }
+        want += ny + nx + nw + (c->bias ? nb : 0);
+    }
+    if (fclose(fs) != 0 || fclose(fd) != 0)
+        exit(99);
+    snprintf(cmd, sizeof(cmd), "'%s' '%s' '%s' '%s' '%s'", py, script, spec, data, res);
+    if (system(cmd) != 0)
+        return NULL;
+    float *out = malloc(want * 4);
+    FILE *f = fopen(res, "rb");
+    size_t got = f != NULL && out != NULL ? fread(out, 4, want, f) : 0;
+    if (f != NULL)
+        fclose(f);
+    if (got != want) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ---- checks ---- */
+
+static const char *names[4] = {"y", "dx", "dw", "db"};
+
+static const float *out_of(const outputs *o, int i)
+{
+    const float *p[4] = {o->y, o->dx, o->dw, o->db};
+    return p[i];
+}
+
+static const double *ref_of(const ref_out *r, int i)
+{
+    const double *p[4] = {r->y, r->dx, r->dw, r->db};
+    return p[i];
+}
+
+static size_t count_of(const bcase *c, int i)
+{
+    size_t n[4];
+    sizes(c, &n[1], &n[2], &n[3], &n[0]);
+    return n[i];
+}
+
+static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int threads[3],
+                       inputs *in)
+{
+    const bcase *c = &cases[k];
+    outputs o32 = {0}, ob[3] = {{0}};
+    run_case(bf[0], c, in, &ob[0]);
+    run_case(fp32, c, in, &o32);
+    outputs again = {0};
+    run_case(bf[0], c, in, &again);
+    for (int t = 1; t < 3; t++)
+        run_case(bf[t], c, in, &ob[t]);
+    ref_out rr = {0}, re = {0};
+    reference(c, in, true, &rr);
+    reference(c, in, false, &re);
+
+    for (int i = 0; i < 4; i++) {
+        const float *b = out_of(&ob[0], i);
+        if (b == NULL)
+            continue; /* no dx asked, or no bias */
+        size_t n = count_of(c, i);
+        double e32 = tt_rel_err_f(b, out_of(&o32, i), n);
+        tt_ok(e32 < 1e-2, "%s: %s bf16 vs float32 backend (err %.2e)", c->label, names[i], e32);
+        double er = tt_rel_err(b, ref_of(&rr, i), n), ee = tt_rel_err(b, ref_of(&re, i), n);
+        if (i == 3 && c->kind == DENSE) /* dense sums the float32 dy for db */
+            tt_ok(ee < 1e-5, "%s: db float32 sum of the float32 dy vs float64 (err %.2e)",
+                  c->label, ee);
+        else if (i == 3) /* oneDNN's conv sums its bf16 diff_dst, as torch.autocast */
+            tt_ok(er < 1e-4 && er * 10 < ee, "%s: db float32 sum of the bf16 dy: vs float64 "
+                  "on bf16 dy %.2e, on the float32 dy %.2e", c->label, er, ee);
+        else
+            tt_ok(er < 1e-4 && er * 10 < ee,
+                  "%s: %s is bf16 products with float32 sums: vs float64 on bf16 inputs %.2e, "
+                  "on the float32 inputs %.2e", c->label, names[i], er, ee);
+        bool same = tt_same_bits(b, out_of(&again, i), n);
+        for (int t = 1; t < 3; t++)
+            same = same && tt_same_bits(b, out_of(&ob[t], i), n);
+        tt_ok(same, "%s: %s the same bits again and with %d, %d and %d threads", c->label,
+              names[i], threads[0], threads[1], threads[2]);
+    }
+    outputs_free(&o32);
+    outputs_free(&again);
+    for (int t = 0; t < 3; t++)
+        outputs_free(&ob[t]);
+    ref_free(&rr);
+    ref_free(&re);
+}
+
+int main(void)
+{
+    cases_init();
+    char why[256] = "";
+    const char *isa = backend_cpu_bf16_isa(why, sizeof(why));
+    tt_err err;
+    err_clear(&err);
+    backend_t *probe = backend_cpu_create_bf16(0, 1, &err);
+    if (isa == NULL) {
+        /* what is missing: the CPU's bf16, or oneDNN in this build */
+        tt_ok(probe == NULL && err.code == TT_ERR_USAGE &&
+                  ((strstr(err.msg, "AVX512_BF16") && strstr(err.msg, "AMX")) ||
+                   strstr(err.msg, "needs oneDNN")),
+              "no bf16 here: backend_cpu_create_bf16 refuses with a usage error (%s)", err.msg);
+        if (probe != NULL)
+            probe->destroy(probe);
+        tt_skip("bf16 dense and conv2d against float32, float64 and torch.autocast (%s)", why);
+        tt_skip("bf16 bits independent of the thread count (%s)", why);
+        return tt_done();
+    }
+    tt_diag("bf16 runs on %s", isa);
+    tt_ok(probe != NULL && strcmp(probe->precision, "bf16") == 0,
+          "backend_cpu_create_bf16 on %s: a backend of precision bf16", isa);
+    backend_t *fp32 = tt_cpu_backend(1);
+    tt_ok(fp32 != NULL && strcmp(fp32->precision, "fp32") == 0,
+          "backend_cpu_create: precision fp32");
+    int threads[3] = {1, 2, 5};
+    backend_t *bf[3];
+    for (int t = 0; t < 3; t++) {
+        err_clear(&err);
+        bf[t] = backend_cpu_create_bf16(0, threads[t], &err);
+        if (bf[t] == NULL) {
+            tt_ok(0, "bf16 backend with %d threads: %s", threads[t], err.msg);
+            return tt_done();
+        }
+    }
+    if (probe != NULL)
+        probe->destroy(probe);
+    if (fp32 == NULL)
+        return tt_done();
+
+    /* inputs: x, w in [-1, 1), b in [-0.5, 0.5), dy in [-1, 1) */
+    inputs in[N_CASES];
+    tt_rng rng = tt_rng_make(16);
+    for (int k = 0; k < N_CASES; k++) {
+        size_t nx, nw, nb, ny;
+        sizes(&cases[k], &nx, &nw, &nb, &ny);
+        in[k].x = malloc(nx * 4);
+        in[k].w = malloc(nw * 4);
+        in[k].b = malloc(nb * 4);
+        in[k].dy = malloc(ny * 4);
+        if (!in[k].x || !in[k].w || !in[k].b || !in[k].dy)
+            return 99;
+        tt_fill(&rng, in[k].x, nx, -1.0, 1.0);
+        tt_fill(&rng, in[k].w, nw, -1.0, 1.0);
+        tt_fill(&rng, in[k].b, nb, -0.5, 0.5);
+        tt_fill(&rng, in[k].dy, ny, -1.0, 1.0);
+    }
+
+    /* where relu, both backwards (and torch's) mask dy by the bf16 forward
+     * output of one thread */
+    for (int k = 0; k < N_CASES; k++) {
+        outputs o = {0};
+        in[k].ymask = NULL;
+        run_case(bf[0], &cases[k], &in[k], &o);
+        in[k].ymask = o.y;
+        o.y = NULL;
+        outputs_free(&o);
+    }
+
+    const char *py = tt_python("torch");
+    float *torch = NULL;
+    if (py == NULL) {
+        tt_diag("no python3 with torch: the torch.autocast checks are skipped");
+    } else {
+        char dir[256];
+        tt_tmpdir_make(dir, sizeof(dir), "bf16");
+        torch = torch_run(py, dir, in);
+        tt_ok(torch != NULL, "torch.autocast ran on the same inputs (%s)", py);
+        tt_tmpdir_remove(dir);
+    }
+
+    size_t off = 0;
+    for (int k = 0; k < N_CASES; k++) {
+        const bcase *c = &cases[k];
+        size_t nx, nw, nb, ny;
+        sizes(c, &nx, &nw, &nb, &ny);
+        /* torch's y, dx, dw, db of this case, in our order */
+        float *t4 = NULL;
+        if (torch != NULL) {
+            t4 = torch + off;
+            off += ny + nx + nw + (c->bias ? nb : 0);
+        }
+        check_case(k, fp32, bf, threads, &in[k]);
+        if (torch == NULL) {
+            tt_skip("%s: vs torch.autocast (no python3 with torch)", c->label);
+            continue;
+        }
+        outputs ob = {0};
+        run_case(bf[0], c, &in[k], &ob);
+        const float *tp[4] = {t4, t4 + ny, t4 + ny + nx, t4 + ny + nx + nw};
+        for (int i = 0; i < 4; i++) {
+            const float *b = out_of(&ob, i);
+            if (b == NULL || (i == 3 && !c->bias))
+                continue;
+            double et = tt_rel_err_f(b, tp[i], count_of(c, i));
+            tt_ok(et < 1e-2, "%s: %s vs torch.autocast bf16 (err %.2e)", c->label, names[i], et);
+        }
+        outputs_free(&ob);
+    }
+
+    for (int k = 0; k < N_CASES; k++) {
+        free(in[k].x);
+        free(in[k].w);
+        free(in[k].b);
+        free(in[k].dy);
+        free(in[k].ymask);
+    }
+    free(torch);
+    fp32->destroy(fp32);
+    for (int t = 0; t < 3; t++)
+        bf[t]->destroy(bf[t]);
+    return tt_done();
+}
