@@ -1,6 +1,6 @@
-/* test_config.c - job and model files (SPEC 1-6, 9, 10): defaults, path
+/* test_config.c - job and model files (towertrain.cfg(5)): defaults, path
  * resolution, --set, bare plug-in names, the job_write round trip, and the exact
- * text of errors for bad input. Expected values come from the SPEC, not from
+ * text of errors for bad input. Expected values come from the man pages, not from
  * the implementation. Works in a fresh temporary directory (the cwd), so
  * messages name files exactly as a user in that directory would type them. */
 #include <libconfig.h>
@@ -31,7 +31,7 @@ static char cwd[4096];
     ");\n"                                                                                   \
     "loss = \"softmax_cross_entropy\";\n"
 
-/* The SPEC's example job, in jobs/, naming the model relative to itself. */
+/* towertrain.cfg(5)'s example job, in jobs/, naming the model relative to itself. */
 #define LENET_JOB                                                                            \
     "logdir = \"train_log/fashion_mnist_lenet\";\n"                                          \
     "seed = 42;\n"                                                                           \
@@ -90,7 +90,7 @@ static void test_lenet(void)
     job_t job;
     tt_err err = { 0 };
     int rc = job_load("jobs/lenet.cfg", NULL, 0, &job, &err);
-    if (!tt_ok(rc == 0, "SPEC example job loads (%s)", err.msg))
+    if (!tt_ok(rc == 0, "the man page's example job loads (%s)", err.msg))
         return;
     char want[8192];
     abs_of(want, sizeof(want), "jobs/lenet.cfg");
@@ -125,7 +125,7 @@ static void test_lenet(void)
               strcmp(job.trainer.allreduce, "auto") == 0,
           "trainer: nr_tower 2 gives towers [0, 1], allreduce auto");
 
-    /* model: SPEC 4 */
+    /* model: MODEL FILE */
     const model_cfg *m = &job.model;
     tt_ok(m->input_rank == 3 && m->input[0] == 1 && m->input[1] == 28 && m->input[2] == 28 &&
               m->classes == 10 && m->n_layers == 7,

@@ -1,4 +1,4 @@
-/* job.c - job files (SPEC 1-3, 5, 6, 9, 10): read, apply --set overrides, check
+/* job.c - job files (towertrain.cfg(5)): read, apply --set overrides, check
  * and resolve against the schema (schema_tables.c), then build the plain structs
  * of job.h from the resolved tree, which stays alive in job->tree for the
  * plug-ins' settings and for job_write. */

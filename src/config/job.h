@@ -1,4 +1,4 @@
-/* job.h - the resolved job: what a job file (SPEC 2-6, 9, 10) says, validated,
+/* job.h - the resolved job: what a job file (towertrain.cfg(5)) says, validated,
  * with every default filled in and every path absolute.
  *
  * job_load() reads the libconfig file, applies --set overrides, checks every
@@ -18,7 +18,7 @@
 
 #define TT_MAX_DIMS 4
 
-/* ---- dataflow (SPEC 3) ---- */
+/* ---- dataflow (DATAFLOW) ---- */
 
 typedef enum { SOURCE_IDX, SOURCE_CIFAR10, SOURCE_FAKE, SOURCE_IMAGE_FOLDER, SOURCE_NPY } source_type;
 
@@ -70,7 +70,7 @@ typedef struct {
     int queue;          /* prefetch.queue, default 8 */
 } dataflow_cfg;
 
-/* ---- optimizer (SPEC 5) ---- */
+/* ---- optimizer (OPTIMIZER) ---- */
 
 typedef enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAM } optimizer_type;
 
@@ -83,7 +83,7 @@ typedef struct {
     float weight_decay;
 } optimizer_cfg;
 
-/* ---- trainer (SPEC 6) ---- */
+/* ---- trainer (TRAINER) ---- */
 
 typedef enum {
     TRAINER_SIMPLE,
@@ -115,7 +115,7 @@ typedef struct {
     bool deterministic;        /* GPU: deterministic cuDNN algorithms only */
 } trainer_cfg;
 
-/* ---- callbacks and monitors (SPEC 9, 10) ---- */
+/* ---- callbacks and monitors (CALLBACKS, MONITORS) ---- */
 
 /* A callback or monitor: its type and its own settings. Each plug-in reads the
  * keys it knows from `settings` (a libconfig group of the resolved job); the

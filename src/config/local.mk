@@ -1,4 +1,4 @@
-# config: job and model files (SPEC 1-6, 9, 10), one schema (schema_tables.c)
+# config: job and model files (towertrain.cfg(5)), one schema (schema_tables.c)
 # drives validation, defaults, did-you-mean and man/towertrain.cfg.5.
 libtowertrain_a_SOURCES += %reldir%/job.h %reldir%/job.c %reldir%/schema.h \
 	%reldir%/schema.c %reldir%/schema_tables.h %reldir%/schema_tables.c \

@@ -1,4 +1,4 @@
-/* model_cfg.c - model files (SPEC 4): their keys (the tables below, on the
+/* model_cfg.c - model files (towertrain.cfg(5), MODEL FILE): their keys (the tables below, on the
  * engine of schema.c), then the checked libconfig group -> model_cfg, with the
  * graph rules (unique names, inputs name EARLIER layers, so the graph is
  * acyclic by construction) and the shape rules of every layer type, so a bad

@@ -1,4 +1,5 @@
-/* model_cfg.h - a model file (SPEC 4), checked: its layers as plain structs.
+/* model_cfg.h - a model file (towertrain.cfg(5), MODEL FILE), checked: its
+ * layers as plain structs.
  *
  * model_cfg_load() reads a model file on its own; a job's model (a file or an
  * inline group) is loaded with the job (job.h). Every value is range-checked
@@ -65,7 +66,7 @@ typedef struct model_cfg {
     /* only loss is "softmax_cross_entropy" */
 } model_cfg;
 
-/* Reads a model file on its own (SPEC 4). */
+/* Reads a model file on its own. */
 int model_cfg_load(const char *path, model_cfg *model, tt_err *err);
 void model_cfg_free(model_cfg *model);
 

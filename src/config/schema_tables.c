@@ -1,4 +1,4 @@
-/* schema_tables.c - every key of job files (SPEC 2-6, 9, 10), with its kind,
+/* schema_tables.c - every key of job files (towertrain.cfg(5)), with its kind,
  * default, range and meaning, and the cross-key rules; a model file's keys are
  * in model_cfg.c. man/towertrain.cfg.5 documents exactly these tables: change
  * both together.
@@ -26,7 +26,7 @@
 #define MAX_SIDE 65536          /* random_crop size and padding */
 #define MAX_EPOCHS 1073741824.0 /* max_epoch, steps_per_epoch: their product fits int64 */
 
-/* ---- dataflow (SPEC 3) ---- */
+/* ---- dataflow (towertrain.cfg(5), DATAFLOW) ---- */
 
 static const key_spec idx_keys[] = {
     { .name = "images", .kind = KEY_PATH, .required = true, .doc = "IDX image file (raw or .gz)" },
@@ -234,7 +234,7 @@ static const group_spec eval_spec = {
     .check = check_eval,
 };
 
-/* ---- optimizer (SPEC 5) ---- */
+/* ---- optimizer (towertrain.cfg(5), OPTIMIZER) ---- */
 
 #define WD_KEY { .name = "weight_decay", .kind = KEY_FLOAT, .def = "0.0", \
                                  .lo_kind = GE, .lo = 0, .doc = "L2, added to the gradient" }
@@ -273,7 +273,7 @@ static const group_spec optimizer_spec = {
     .variants = optimizer_variants, .default_type = "sgd", .check = check_optimizer,
 };
 
-/* ---- trainer (SPEC 6) ---- */
+/* ---- trainer (towertrain.cfg(5), TRAINER) ---- */
 
 static const char *const device_values[] = { "auto", "cpu", "gpu", NULL };
 static const char *const allreduce_values[] = { "auto", "ring", "naive", "hierarchical", "nccl", NULL };
@@ -371,7 +371,7 @@ static const group_spec trainer_spec = {
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };
 
-/* ---- callbacks (SPEC 9) and monitors (SPEC 10) ---- */
+/* ---- callbacks and monitors (towertrain.cfg(5), CALLBACKS, MONITORS) ---- */
 
 static const key_spec plugin_keys[] = {
     { .name = "every_k_epochs", .kind = KEY_INT, .lo_kind = GE, .lo = 0 },
@@ -494,7 +494,7 @@ const group_spec monitor_spec = {
     .sibling = &callback_spec, .sibling_list = "callbacks",
 };
 
-/* ---- the job (SPEC 2) ---- */
+/* ---- the job (towertrain.cfg(5), JOB FILE) ---- */
 
 /* Every batch of the job (training, each inference_runner's) must keep the
  * model's batch tensors within TT_MAX_TENSOR elements. */
