@@ -50,18 +50,15 @@ static const char usage[] =
     "       towertrain --help | --version\n"
     "See towertrain(1) and towertrain.cfg(5).\n";
 
-/* Under mpirun every rank's stderr reaches one terminal: say whose it is. */
-static void print_error_prefix(void)
-{
-    fprintf(stderr, "towertrain: ");
-    if (dist_size() > 1)
-        fprintf(stderr, "rank %d: ", dist_rank());
-}
-
+/* Under mpirun every rank's stderr reaches one terminal: say whose it is,
+ * and write the line with one call (stderr is unbuffered: one write), so that
+ * another rank's line or mpirun's own cannot land inside it. */
 static int fail(const tt_err *err)
 {
-    print_error_prefix();
-    fprintf(stderr, "%s\n", err->msg);
+    char rank[32] = "";
+    if (dist_size() > 1)
+        snprintf(rank, sizeof(rank), "rank %d: ", dist_rank());
+    fprintf(stderr, "towertrain: %s%s\n", rank, err->msg);
     return err->code == TT_OK ? 1 : err->code;
 }
 
