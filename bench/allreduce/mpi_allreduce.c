@@ -44,7 +44,7 @@ int main(int argc, char **argv)
         qsort(us, (size_t)iters, sizeof(double), cmp);
         double t = us[iters / 2];
         if (rank == 0)
-            printf("%zu %.1f %.3f\n", bytes, t, (double)bytes / t * 1e-3 * 2.0 * (n - 1) / n);
+            printf("%zu %.2f %.3f\n", bytes, t, (double)bytes / t * 1e-3 * 2.0 * (n - 1) / n);
     }
     free(buf);
     free(us);

@@ -5,7 +5,8 @@
  *   #wrong; and "# Avg bus bandwidth" at the end.
  * Out-of-place copies the send buffer into the receive buffer and reduces
  * that (our collective works in place); the copy is timed with it. The time
- * is the median of the timed iterations, after the warm-up ones.
+ * is the median of the timed iterations, after the warm-up ones, of tower 0
+ * from a common start to its collective's return.
  *
  * Under mpirun the towers of each rank reduce over shared memory, tower 0 of
  * every rank joins one MPI_Allreduce, and the result goes back to the towers
@@ -187,7 +188,9 @@ static void bench_tower(const tower_context *ctx, void *p)
                 allreduce_broadcast(j->ar, t, buf, j->count, 0);
             }
         }
-        allreduce_barrier(j->ar); /* the collective is done when the slowest is */
+        /* tower 0's time, to its collective's return: a rank's time, as
+         * nccl-tests and bench/allreduce's mpi_allreduce.c take it (a barrier
+         * here would time one more synchronisation than MPI_Allreduce's) */
         if (t == 0 && it >= j->warmup)
             j->us[it - j->warmup] = now_us() - t0;
     }

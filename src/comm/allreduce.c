@@ -34,21 +34,34 @@
 #define LINE 64
 #define MAX_PEERS 64 /* towers of one process (TT_MAX_TOWERS) */
 
+/* A rank's small collective: seq is the call whose data it holds, and the
+ * data follows it in the same cache line (14 floats fit), so a reader of a
+ * few floats takes one line from the writer's core, not two. */
+typedef struct {
+    _Alignas(LINE) _Atomic uint64_t seq;
+    float data[SMALL_FLOATS];
+} mailbox_t;
+
+/* What one rank alone writes, on a line of its own (no false sharing). */
+typedef struct {
+    _Alignas(LINE) uint64_t calls; /* small collectives this rank started */
+} rank_state_t;
+
+/* The fields each on its own line are written by one side and read by the
+ * other while both run: sharing a line would cost a transfer per access. */
 struct allreduce {
     int n;
     float **bufs; /* each participant's buffer for the running collective */
-    /* sense-reversing barrier */
-    atomic_int waiting;
-    atomic_int sense;
-    atomic_int sleepers;
     pthread_mutex_t lock;
     pthread_cond_t cond;
+    /* sense-reversing barrier */
+    _Alignas(LINE) atomic_int waiting;
+    atomic_int sense;
+    _Alignas(LINE) atomic_int sleepers; /* read by every poster, written rarely */
     /* small collectives: rank r's data for its call c sits in
-     * slots[c % 2][r]; posted[r * LINE / 8] is the last c it posted
-     * (a cache line per rank); calls[r] is touched by rank r alone */
-    float *slots;
-    _Atomic uint64_t *posted;
-    uint64_t *calls;
+     * boxes[(c % 2) * n + r] */
+    mailbox_t *boxes;
+    rank_state_t *ranks;
 };
 
 static uint64_t now_ns(void)
@@ -64,15 +77,15 @@ allreduce_t *allreduce_create(int n, tt_err *err)
         err_set(err, TT_ERR_USAGE, "an all-reduce among %d towers (1 to %d)", n, MAX_PEERS);
         return NULL;
     }
-    allreduce_t *ar = calloc(1, sizeof(*ar));
+    allreduce_t *ar = aligned_alloc(LINE, sizeof(*ar));
+    if (ar != NULL)
+        memset(ar, 0, sizeof(*ar));
     if (ar == NULL || (ar->bufs = calloc((size_t)n, sizeof(float *))) == NULL ||
-        (ar->calls = calloc((size_t)n, sizeof(uint64_t))) == NULL ||
-        (ar->slots = aligned_alloc(LINE, 2 * (size_t)n * SMALL_FLOATS * sizeof(float))) == NULL ||
-        (ar->posted = aligned_alloc(LINE, (size_t)n * LINE)) == NULL) {
+        (ar->ranks = aligned_alloc(LINE, (size_t)n * sizeof(rank_state_t))) == NULL ||
+        (ar->boxes = aligned_alloc(LINE, 2 * (size_t)n * sizeof(mailbox_t))) == NULL) {
         if (ar != NULL) {
             free(ar->bufs);
-            free(ar->calls);
-            free(ar->slots);
+            free(ar->ranks);
         }
         free(ar);
         err_set(err, TT_ERR_RUNTIME, "out of memory");
@@ -80,7 +93,9 @@ allreduce_t *allreduce_create(int n, tt_err *err)
     }
     ar->n = n;
     for (int r = 0; r < n; r++)
-        atomic_init(&ar->posted[r * (LINE / sizeof(uint64_t))], 0);
+        ar->ranks[r].calls = 0;
+    for (int b = 0; b < 2 * n; b++)
+        atomic_init(&ar->boxes[b].seq, 0);
     atomic_init(&ar->waiting, 0);
     atomic_init(&ar->sense, 0);
     atomic_init(&ar->sleepers, 0);
@@ -96,9 +111,8 @@ void allreduce_free(allreduce_t *ar)
     pthread_mutex_destroy(&ar->lock);
     pthread_cond_destroy(&ar->cond);
     free(ar->bufs);
-    free(ar->calls);
-    free(ar->slots);
-    free((void *)ar->posted);
+    free(ar->ranks);
+    free(ar->boxes);
     free(ar);
 }
 
@@ -220,23 +234,23 @@ static void chunk_of(size_t count, int parts, int k, size_t *lo, size_t *hi)
         *hi = count;
 }
 
-/* Up to SMALL_FLOATS: every rank copies its buffer into its slot of the
+/* Up to SMALL_FLOATS: every rank copies its buffer into its mailbox in the
  * communicator, waits until every rank has posted this call, and sums the
- * slots itself in rank order (naive's and ring's order: the same bits).
- * The slots alternate between calls, so a rank may leave at once: none can
- * post call c + 2 into the slot of call c before every rank has posted
- * c + 1, that is, finished reading c. */
+ * mailboxes itself in rank order (naive's and ring's order: the same bits).
+ * The mailboxes alternate between calls, so a rank may leave at once: none
+ * can post call c + 2 into the mailbox of call c before every rank has
+ * posted c + 1, that is, finished reading c. */
 static void run_small(allreduce_t *ar, int rank, float *buf, size_t count, float divisor)
 {
-    uint64_t c = ++ar->calls[rank];
-    float *set = ar->slots + (size_t)(c % 2) * ar->n * SMALL_FLOATS;
-    memcpy(set + (size_t)rank * SMALL_FLOATS, buf, count * sizeof(float));
-    atomic_store(&ar->posted[rank * (LINE / sizeof(uint64_t))], c);
+    uint64_t c = ++ar->ranks[rank].calls;
+    mailbox_t *set = ar->boxes + (size_t)(c % 2) * (size_t)ar->n;
+    memcpy(set[rank].data, buf, count * sizeof(float));
+    atomic_store(&set[rank].seq, c);
     wake_sleepers(ar);
     float *src[MAX_PEERS];
     for (int r = 0; r < ar->n; r++) {
-        wait_for(ar, (void *)&ar->posted[r * (LINE / sizeof(uint64_t))], c, false);
-        src[r] = set + (size_t)r * SMALL_FLOATS;
+        wait_for(ar, (void *)&set[r].seq, c, false);
+        src[r] = set[r].data;
     }
     allreduce_sum_range(buf, src, ar->n, 0, count, divisor);
 }
