@@ -88,7 +88,7 @@ static void test_create_and_memory(void)
     tt_ok(bad_align == 0, "alloc is 64-byte aligned");
     tt_ok(not_zero == 0, "alloc is zero-filled");
     tt_ok(bad_copy == 0, "upload, copy, download round trip");
-    window_desc d = {4, 3, 28, 28, 6, 5, 1, 2, 28, 28};
+    window_desc d = {4, 3, 28, 28, 6, 5, 1, 2, 28, 28, false, false};
     tt_ok(be->conv_workspace(be, &d) >= (size_t)3 * 25 * 28 * 28 * sizeof(float),
           "conv workspace holds at least one image's columns");
 }

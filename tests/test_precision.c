@@ -119,9 +119,9 @@ static void test_layouts(void)
     tt_ok(all_ok, "dense: copies of x [n,in], w [out,in], dy [n,out] in 2-byte elements, "
                   "aligned to %d, apart, within the region, little padding",
           MEM_POOL_ALIGN);
-    window_desc conv[] = {{64, 1, 28, 28, 6, 5, 1, 2, 28, 28},
-                          {8, 16, 16, 16, 32, 3, 2, 1, 8, 8},
-                          {3, 5, 9, 7, 4, 3, 1, 1, 9, 7}};
+    window_desc conv[] = {{64, 1, 28, 28, 6, 5, 1, 2, 28, 28, false, false},
+                          {8, 16, 16, 16, 32, 3, 2, 1, 8, 8, false, false},
+                          {3, 5, 9, 7, 4, 3, 1, 1, 9, 7, false, false}};
     all_ok = true;
     for (size_t s = 0; s < sizeof(conv) / sizeof(conv[0]); s++) {
         const window_desc *d = &conv[s];

@@ -22,37 +22,6 @@ static float force_loss_scale;
 static float last_loss_scale;
 static int64_t last_good_steps;
 
-/* A learnable toy set: 8x8 images, label = the row of the brightest pixel
- * (0-7), with noise. */
-static void write_toy_idx(int n)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/toy-images", dir);
-    FILE *fi = fopen(path, "wb");
-    snprintf(path, sizeof(path), "%s/toy-labels", dir);
-    FILE *fl = fopen(path, "wb");
-    tt_put_be32(fi, 0x803);
-    tt_put_be32(fi, (unsigned)n);
-    tt_put_be32(fi, 8);
-    tt_put_be32(fi, 8);
-    tt_put_be32(fl, 0x801);
-    tt_put_be32(fl, (unsigned)n);
-    rng_t rng = rng_make(5, 6, 7);
-    for (int i = 0; i < n; i++) {
-        int label = (int)rng_below(&rng, 8);
-        unsigned char px[64];
-        for (int k = 0; k < 64; k++)
-            px[k] = (unsigned char)rng_below(&rng, 60);
-        for (int x = 0; x < 8; x++)
-            px[label * 8 + x] = (unsigned char)(150 + rng_below(&rng, 100));
-        fwrite(px, 1, 64, fi);
-        unsigned char l = (unsigned char)label;
-        fwrite(&l, 1, 1, fl);
-    }
-    fclose(fi);
-    fclose(fl);
-}
-
 static const char *models[] = {
     /* an MLP big enough for 4 packs of >= 1024 gradients */
     "input = [64]; classes = 10; layers = ("
@@ -120,7 +89,7 @@ int main(void)
 {
     log_set_quiet(true);
     tt_tmpdir_make(dir, sizeof(dir), "trainers");
-    write_toy_idx(600);
+    tt_write_toy_idx(dir, 600);
     tt_write_file(dir, "mlp.cfg", models[0]);
     tt_write_file(dir, "cnn.cfg", models[1]);
     const char *model_files[] = {"mlp.cfg", "cnn.cfg"};

@@ -1,5 +1,6 @@
 /* tt_test.h - a tiny TAP producer for the unit tests, and the file chores
- * they share (a temporary directory, writing a file, big-endian integers).
+ * they share (a temporary directory, writing a file, big-endian integers, a
+ * toy IDX data set).
  *
  * Each check prints one TAP line ("ok 3 - dense backward dx"), so automake's TAP
  * driver counts every check, not every program. tt_done() prints the plan and
@@ -15,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/rng.h"
 
 static int tt_test_count, tt_test_failed;
 
@@ -113,6 +116,44 @@ static inline void tt_put_be32(FILE *f, uint32_t v)
     unsigned char b[4] = {(unsigned char)(v >> 24), (unsigned char)(v >> 16),
                           (unsigned char)(v >> 8), (unsigned char)v};
     fwrite(b, 1, 4, f);
+}
+
+/* A learnable toy set of n 8x8 images in IDX files dir/toy-images and
+ * dir/toy-labels: label = the row of the brightest pixels (0-7), with noise;
+ * the same files every time. Exits 99 when it cannot write them. */
+static inline void tt_write_toy_idx(const char *dir, int n)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/toy-images", dir);
+    FILE *fi = fopen(path, "wb");
+    snprintf(path, sizeof(path), "%s/toy-labels", dir);
+    FILE *fl = fopen(path, "wb");
+    if (fi == NULL || fl == NULL) {
+        perror(path);
+        exit(99);
+    }
+    tt_put_be32(fi, 0x803);
+    tt_put_be32(fi, (unsigned)n);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fi, 8);
+    tt_put_be32(fl, 0x801);
+    tt_put_be32(fl, (unsigned)n);
+    rng_t rng = rng_make(5, 6, 7);
+    for (int i = 0; i < n; i++) {
+        int label = (int)rng_below(&rng, 8);
+        unsigned char px[64];
+        for (int k = 0; k < 64; k++)
+            px[k] = (unsigned char)rng_below(&rng, 60);
+        for (int x = 0; x < 8; x++)
+            px[label * 8 + x] = (unsigned char)(150 + rng_below(&rng, 100));
+        fwrite(px, 1, 64, fi);
+        unsigned char l = (unsigned char)label;
+        fwrite(&l, 1, 1, fl);
+    }
+    if (fclose(fi) != 0 || fclose(fl) != 0) {
+        perror(dir);
+        exit(99);
+    }
 }
 
 #endif

@@ -168,7 +168,7 @@ static void test_conv(backend_t *g, double tol, const char *tag)
                        {3, 5, 9, 7, 4, 3, 1, 1}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         int *q = shapes[s];
-        window_desc d = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], 0, 0};
+        window_desc d = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], 0, 0, false, false};
         d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
         d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
         bool relu = s % 2 == 0, bias = s != 3;
@@ -232,7 +232,7 @@ static void test_pool(backend_t *g)
     int shapes[][5] = {{28, 28, 2, 2, 0}, {16, 16, 3, 2, 1}, {9, 7, 3, 1, 1}};
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
         window_desc d = {
-            4, 3, shapes[s][0], shapes[s][1], 3, shapes[s][2], shapes[s][3], shapes[s][4], 0, 0};
+            4, 3, shapes[s][0], shapes[s][1], 3, shapes[s][2], shapes[s][3], shapes[s][4], 0, 0, false, false};
         d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
         d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
         size_t xn = (size_t)d.n * d.c * d.h * d.w, yn = (size_t)d.n * d.c * d.oh * d.ow;

@@ -19,7 +19,6 @@
 #include "train/trainer.h"
 #include "tt_test.h"
 #include "util/log.h"
-#include "util/rng.h"
 
 static char dir[256];
 /* fp16 runs start from this scale rather than 2^16: a real overflow in the
@@ -28,36 +27,6 @@ static char dir[256];
 #define START_SCALE 1024.0f
 static float last_scale;
 static int64_t last_good;
-
-/* A learnable toy set: 8x8 images, label = the row of the brightest pixel. */
-static void write_toy_idx(int n)
-{
-    char path[512];
-    snprintf(path, sizeof(path), "%s/toy-images", dir);
-    FILE *fi = fopen(path, "wb");
-    snprintf(path, sizeof(path), "%s/toy-labels", dir);
-    FILE *fl = fopen(path, "wb");
-    tt_put_be32(fi, 0x803);
-    tt_put_be32(fi, (unsigned)n);
-    tt_put_be32(fi, 8);
-    tt_put_be32(fi, 8);
-    tt_put_be32(fl, 0x801);
-    tt_put_be32(fl, (unsigned)n);
-    rng_t rng = rng_make(5, 6, 7);
-    for (int i = 0; i < n; i++) {
-        int label = (int)rng_below(&rng, 8);
-        unsigned char px[64];
-        for (int k = 0; k < 64; k++)
-            px[k] = (unsigned char)rng_below(&rng, 60);
-        for (int x = 0; x < 8; x++)
-            px[label * 8 + x] = (unsigned char)(150 + rng_below(&rng, 100));
-        fwrite(px, 1, 64, fi);
-        unsigned char l = (unsigned char)label;
-        fwrite(&l, 1, 1, fl);
-    }
-    fclose(fi);
-    fclose(fl);
-}
 
 static const char *models[] = {
     /* an MLP big enough for 4 packs of >= 1024 gradients */
@@ -184,7 +153,7 @@ int main(void)
         return tt_done();
     }
     tt_tmpdir_make(dir, sizeof(dir), "gpu_precision");
-    write_toy_idx(600);
+    tt_write_toy_idx(dir, 600);
     tt_write_file(dir, "mlp.cfg", models[0]);
     tt_write_file(dir, "cnn.cfg", models[1]);
     const char *model_files[] = {"mlp.cfg", "cnn.cfg"};
