@@ -3,9 +3,12 @@
  * sum and mean; every replica must end with the same bits. And many
  * collectives back to back on one communicator, sizes on both sides of the
  * small-collective slots, towers arriving late at random: every result
- * exact (small integers) and identical on every tower. */
+ * exact (small integers) and identical on every tower. And the barrier:
+ * K = 2..9 towers (rounds of the dissemination barrier full and not), none
+ * leaving before every tower arrived, barrier after barrier. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,7 +31,7 @@ static void *tower_main(void *p)
     job *j = p;
     allreduce_run(j->ar, j->rank, j->buf, j->count, j->algo, j->mean);
     /* a second collective right after the first must not mix them up */
-    allreduce_barrier(j->ar);
+    allreduce_barrier(j->ar, j->rank);
     return NULL;
 }
 
@@ -138,8 +141,54 @@ static void check_repeat(int k)
     allreduce_free(ar);
 }
 
+typedef struct {
+    allreduce_t *ar;
+    int rank, k, iters;
+    _Atomic int *arrived; /* towers that reached barrier i: arrived[i] */
+    _Atomic int *early;   /* towers that left barrier i before all arrived */
+} barrier_job;
+
+static void *barrier_main(void *p)
+{
+    barrier_job *j = p;
+    rng_t rng = rng_make(11, (uint64_t)j->rank, 0);
+    for (int i = 0; i < j->iters; i++) {
+        if (rng_below(&rng, 4) == 0) /* arrive late now and then */
+            usleep(rng_below(&rng, 50));
+        atomic_fetch_add(&j->arrived[i], 1);
+        allreduce_barrier(j->ar, j->rank);
+        if (atomic_load(&j->arrived[i]) != j->k)
+            atomic_fetch_add(j->early, 1);
+    }
+    return NULL;
+}
+
+static void check_barrier(int k)
+{
+    enum { ITERS = 2000 };
+    tt_err err = {0};
+    allreduce_t *ar = allreduce_create(k, &err);
+    static _Atomic int arrived[ITERS];
+    _Atomic int early = 0;
+    for (int i = 0; i < ITERS; i++)
+        atomic_init(&arrived[i], 0);
+    pthread_t th[16];
+    barrier_job jobs[16];
+    for (int r = 0; r < k; r++) {
+        jobs[r] = (barrier_job){ar, r, k, ITERS, arrived, &early};
+        pthread_create(&th[r], NULL, barrier_main, &jobs[r]);
+    }
+    for (int r = 0; r < k; r++)
+        pthread_join(th[r], NULL);
+    tt_ok(atomic_load(&early) == 0, "barrier, %d towers, %d times: nobody leaves before all "
+          "arrive (%d early)", k, ITERS, atomic_load(&early));
+    allreduce_free(ar);
+}
+
 int main(void)
 {
+    for (int k = 2; k <= 9; k++)
+        check_barrier(k);
     for (int k = 2; k <= 5; k++)
         check_repeat(k);
     const size_t sizes[] = {1, 7, 1023, (1u << 20) + 3};

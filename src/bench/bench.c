@@ -20,12 +20,10 @@
 #include <string.h>
 #include <time.h>
 
-#include <cJSON.h>
-
+#include "bench/bench_table.h"
 #include "comm/allreduce.h"
 #include "comm/dist.h"
 #include "train/towers.h"
-#include "util/fileio.h"
 #include "util/threadpool.h"
 
 static int parse_size(const char *s, size_t *out)
@@ -167,10 +165,10 @@ static void bench_tower(const tower_context *ctx, void *p)
     for (int it = 0; it < j->warmup + j->iters; it++) {
         for (size_t i = 0; i < j->count; i++)
             j->send[t][i] = bench_value(g, i);
-        allreduce_barrier(j->ar);
+        allreduce_barrier(j->ar, t);
         if (t == 0)
             dist_barrier(); /* the ranks start together */
-        allreduce_barrier(j->ar);
+        allreduce_barrier(j->ar, t);
         double t0 = now_us();
         float *buf = j->in_place ? j->send[t] : j->recv[t];
         if (j->mpi_only) {
@@ -247,8 +245,8 @@ long bench_run(const bench_opts *o, tt_err *err)
     j.ar = allreduce_create(n, err);
     tower_team *team = tower_team_create(n, NULL, err);
     long total_wrong = 0;
-    cJSON *json = cJSON_CreateArray();
-    if (!j.send || !j.recv || !j.us || !j.ar || !team || !json) {
+    bench_table table = {0};
+    if (!j.send || !j.recv || !j.us || !j.ar || !team) {
         total_wrong = -1;
         err_set(err, TT_ERR_RUNTIME, "out of memory");
         goto out;
@@ -269,8 +267,10 @@ long bench_run(const bench_opts *o, tt_err *err)
     j.rank = dist_rank();
     j.ranks = ranks;
     j.mpi_only = mpi && n == 1;
-    double bw_sum = 0;
-    int bw_n = 0;
+    if (bench_table_start(&table, n * ranks, o->check, err) != 0) {
+        total_wrong = -1;
+        goto out;
+    }
     for (int a = 0; a < n_algos; a++) {
         j.algo = algos[a];
         if (ranks > 1)
@@ -281,65 +281,31 @@ long bench_run(const bench_opts *o, tt_err *err)
         else
             printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n",
                    n, allreduce_algo_name(j.algo));
-        printf("#                                       out-of-place                       "
-               "in-place\n");
-        printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
-               "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-        printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "",
-               "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+        bench_table_heads();
         for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
             size_t count = bytes / sizeof(float);
             if (count == 0)
                 count = 1;
             size_t size = count * sizeof(float);
             j.count = count;
-            printf("  %10zu %12zu %6s %6s", size, count, "float", "sum");
-            cJSON *row = cJSON_CreateObject();
-            cJSON_AddStringToObject(row, "algo", mpi ? "mpi" : allreduce_algo_name(j.algo));
-            cJSON_AddNumberToObject(row, "ranks", ranks);
-            cJSON_AddNumberToObject(row, "towers", n);
-            cJSON_AddNumberToObject(row, "size", (double)size);
-            cJSON_AddNumberToObject(row, "count", (double)count);
+            bench_table_row(&table, mpi ? "mpi" : allreduce_algo_name(j.algo), ranks, n, size,
+                            count);
             for (int place = 0; place < 2; place++) {
                 j.in_place = place == 1;
                 tower_team_run(team, false, bench_tower, &j);
                 qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
-                double us = j.us[o->iters / 2];
-                double algbw = (double)size / us * 1e-3; /* bytes/us -> GB/s */
-                int all = n * ranks;
-                double busbw = algbw * 2.0 * (all - 1) / all;
-                long wrong = o->check ? count_wrong(&j) : 0;
-                total_wrong += wrong;
-                char wrong_text[24] = "N/A";
-                if (o->check)
-                    snprintf(wrong_text, sizeof(wrong_text), "%ld", wrong);
-                printf(" %9.1f %8.2f %8.2f %6s", us, algbw, busbw, wrong_text);
-                bw_sum += busbw;
-                bw_n++;
-                cJSON *r = cJSON_AddObjectToObject(row, place ? "in_place" : "out_of_place");
-                cJSON_AddNumberToObject(r, "time_us", us);
-                cJSON_AddNumberToObject(r, "algbw", algbw);
-                cJSON_AddNumberToObject(r, "busbw", busbw);
-                if (o->check)
-                    cJSON_AddNumberToObject(r, "wrong", (double)wrong);
+                bench_table_cell(&table, j.in_place, size, j.us[o->iters / 2],
+                                 o->check ? count_wrong(&j) : 0);
             }
-            printf("\n");
-            cJSON_AddItemToArray(json, row);
+            bench_table_end_row(&table);
             if (bytes > o->max_bytes / (size_t)o->factor)
                 break;
             bytes *= (size_t)o->factor;
         }
     }
-    printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "ERROR" : "OK");
-    printf("# Avg bus bandwidth    : %g \n", bw_n ? bw_sum / bw_n : 0.0);
-    if (o->json_path != NULL && dist_rank() == 0) {
-        char *text = cJSON_Print(json);
-        if (text == NULL || file_write_atomic(o->json_path, text, strlen(text), err) != 0)
-            total_wrong = -1;
-        free(text);
-    }
+    total_wrong = bench_table_finish(&table, o->json_path, err);
 out:
-    cJSON_Delete(json);
+    bench_table_free(&table);
     tower_team_free(team);
     allreduce_free(j.ar);
     for (int t = 0; t < n && j.send; t++) {

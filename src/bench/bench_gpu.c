@@ -17,19 +17,17 @@
 #endif
 
 #include "bench/bench.h"
+#include "bench/bench_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <cJSON.h>
-
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "comm/dist.h"
 #include "comm/nccl_comm.h"
-#include "util/fileio.h"
 
 #ifndef HAVE_CUDA
 
@@ -195,35 +193,21 @@ long bench_gpu_run(const bench_opts *o, tt_err *err)
     gpu_bench b;
     memset(&b, 0, sizeof(b));
     long total_wrong = 0;
-    cJSON *json = cJSON_CreateArray();
-    if (json == NULL || gpu_bench_setup(o, &b, max_count, err) != 0) {
+    bench_table table = {0};
+    if (gpu_bench_setup(o, &b, max_count, err) != 0 ||
+        bench_table_start(&table, b.n * b.ranks, o->check, err) != 0) {
         total_wrong = -1;
         goto out;
     }
-    int all = b.n * b.ranks;
     printf("# towertrain bench: float sum all-reduce, %d rank(s) x %d GPU(s), algo nccl (%s)\n",
            b.ranks, b.n, backend_cuda_build_info());
-    printf("#                                       out-of-place                       "
-           "in-place\n");
-    printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "size", "count", "type",
-           "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("# %10s %12s %6s %6s %9s %8s %8s %6s %9s %8s %8s %6s\n", "(B)", "(elements)", "", "",
-           "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-    double bw_sum = 0;
-    int bw_n = 0;
+    bench_table_heads();
     for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
         size_t count = bytes / sizeof(float);
         if (count == 0)
             count = 1;
         size_t size = count * sizeof(float);
-        printf("  %10zu %12zu %6s %6s", size, count, "float", "sum");
-        cJSON *row = cJSON_CreateObject();
-        cJSON_AddStringToObject(row, "algo", "nccl");
-        cJSON_AddNumberToObject(row, "ranks", b.ranks);
-        cJSON_AddNumberToObject(row, "towers", b.n);
-        cJSON_AddNumberToObject(row, "size", (double)size);
-        cJSON_AddNumberToObject(row, "count", (double)count);
-        cJSON_AddItemToArray(json, row);
+        bench_table_row(&table, "nccl", b.ranks, b.n, size, count);
         for (int place = 0; place < 2; place++) {
             bool in_place = place == 1;
             long wrong = 0;
@@ -243,42 +227,20 @@ long bench_gpu_run(const bench_opts *o, tt_err *err)
                     goto fail;
             if (sync_all(&b, err) != 0)
                 goto fail;
-            double us = (now_us() - t0) / o->iters;
-            double algbw = (double)size / us * 1e-3; /* bytes/us -> GB/s */
-            double busbw = algbw * 2.0 * (all - 1) / all;
-            total_wrong += wrong;
-            char wrong_text[24] = "N/A";
-            if (o->check)
-                snprintf(wrong_text, sizeof(wrong_text), "%ld", wrong);
-            printf(" %9.1f %8.2f %8.2f %6s", us, algbw, busbw, wrong_text);
-            bw_sum += busbw;
-            bw_n++;
-            cJSON *r = cJSON_AddObjectToObject(row, in_place ? "in_place" : "out_of_place");
-            cJSON_AddNumberToObject(r, "time_us", us);
-            cJSON_AddNumberToObject(r, "algbw", algbw);
-            cJSON_AddNumberToObject(r, "busbw", busbw);
-            if (o->check)
-                cJSON_AddNumberToObject(r, "wrong", (double)wrong);
+            bench_table_cell(&table, in_place, size, (now_us() - t0) / o->iters, wrong);
         }
-        printf("\n");
+        bench_table_end_row(&table);
         if (bytes > o->max_bytes / (size_t)o->factor)
             break;
         bytes *= (size_t)o->factor;
     }
-    printf("# Out of bounds values : %ld %s\n", total_wrong, total_wrong ? "ERROR" : "OK");
-    printf("# Avg bus bandwidth    : %g \n", bw_n ? bw_sum / bw_n : 0.0);
-    if (o->json_path != NULL && dist_rank() == 0) {
-        char *text = cJSON_Print(json);
-        if (text == NULL || file_write_atomic(o->json_path, text, strlen(text), err) != 0)
-            total_wrong = -1;
-        free(text);
-    }
+    total_wrong = bench_table_finish(&table, o->json_path, err);
     goto out;
 fail:
     printf("\n");
     total_wrong = -1;
 out:
-    cJSON_Delete(json);
+    bench_table_free(&table);
     gpu_bench_free(&b);
     return total_wrong;
 }

@@ -50,7 +50,7 @@ const char *allreduce_algo_name(allreduce_algo a);
 void allreduce_sum_range(float *dst, float *const *srcs, int nsrc, size_t lo, size_t hi,
                          float divisor);
 
-/* A reusable barrier among the n participants. */
-void allreduce_barrier(allreduce_t *ar);
+/* A reusable barrier among the n participants; each calls it with its rank. */
+void allreduce_barrier(allreduce_t *ar, int rank);
 
 #endif
