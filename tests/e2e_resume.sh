@@ -5,6 +5,8 @@
 #   longer continues bit for bit; the same global batch says nothing.
 # - Temporary files of checkpoint writers that died mid-write are removed
 #   when run/resume opens the log directory, and logged; a live writer's stay.
+# - A checkpoint written before optimizer_updates existed resumes with the
+#   count derived, for the simple and the async trainer.
 . "$(dirname "$0")/tt_lib.sh"
 
 cat > "$T/job.cfg" <<CFG
@@ -64,6 +66,64 @@ mkdir -p "$T/b"
 echo x > "$T/b/job.cfg.tmp.$dead"
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/b" --quiet && [ ! -e "$T/b/job.cfg.tmp.$dead" ]
 ok $? "run removes a dead writer's temporary file too"
+
+# A checkpoint from before optimizer_updates (Adam's count of applied
+# updates) resumes with the count derived: one update a step, one a tower a
+# step under async, which the final checkpoint records. The simple run from
+# the old checkpoint gives the bits of the one from the new.
+strip_updates() { # CHECKPOINT: removes optimizer_updates from its metadata
+  $PY - "$1" <<'PYEOF'
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+del h["__metadata__"]["optimizer_updates"]
+t = json.dumps(h).encode()
+t += b" " * (-len(t) % 8)
+open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PYEOF
+}
+meta_updates() { # CHECKPOINT: prints optimizer_updates and global_step
+  $PY - "$1" <<'PYEOF'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+m = json.loads(b[8:8 + struct.unpack("<Q", b[:8])[0]])["__metadata__"]
+print(m.get("optimizer_updates", "none"), m["global_step"])
+PYEOF
+}
+same_tensors() { # A B: the same tensors, bit for bit (the metadata names the logdir)
+  $PY - "$1" "$2" <<'PYEOF'
+import json, struct, sys
+def tensors(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    h.pop("__metadata__")
+    return h, b[8 + n:]
+sys.exit(tensors(sys.argv[1]) != tensors(sys.argv[2]))
+PYEOF
+}
+adam='optimizer={type="adam"; learning_rate=0.001;}'
+for tr in 'trainer={type="simple";}' 'trainer={type="async"; nr_tower=2;}'; do
+  rm -rf "$T/u" "$T/u-old"
+  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/u" --quiet --set "$tr" --set "$adam" &&
+    cp -r "$T/u" "$T/u-old" && strip_updates "$T/u-old/$(cat "$T/u/checkpoint")" &&
+    "$TOWERTRAIN" resume "$T/u" --max-epoch 2 --quiet &&
+    "$TOWERTRAIN" resume "$T/u-old" --max-epoch 2 --quiet
+  rc=$?
+  new=$(meta_updates "$T/u/$(cat "$T/u/checkpoint")")
+  old=$(meta_updates "$T/u-old/$(cat "$T/u-old/checkpoint")")
+  case $tr in
+    *async*) want="$(( $(echo "$new" | cut -d' ' -f2) * 2 )) $(echo "$new" | cut -d' ' -f2)"
+             same=0 ;; # two async towers interleave as they run: not bit for bit
+    *) want="$(echo "$new" | cut -d' ' -f2) $(echo "$new" | cut -d' ' -f2)"
+       same_tensors "$T/u/$(cat "$T/u/checkpoint")" "$T/u-old/$(cat "$T/u-old/checkpoint")"
+       same=$? ;;
+  esac
+  [ $rc = 0 ] && [ "$new" = "$want" ] && [ "$old" = "$want" ] && [ $same = 0 ]
+  ok $? "$tr, adam: a checkpoint without optimizer_updates resumes with it derived (updates, steps: new $new, old $old, want $want)"
+done
 
 # resume parses its options as run does: --opt VALUE and --opt=VALUE
 "$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&

@@ -21,6 +21,7 @@ static char dir[256];
 static float force_loss_scale;
 static float last_loss_scale;
 static int64_t last_good_steps;
+static int64_t last_updates;
 
 static const char *models[] = {
     /* an MLP big enough for 4 packs of >= 1024 gradients */
@@ -74,6 +75,7 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
     }
     last_loss_scale = tr.loss_scale.scale;
     last_good_steps = tr.loss_scale.good_steps;
+    last_updates = tr.updates;
     trainer_sync_tower0(&tr);
     *count = tr.model.n_floats;
     float *p = malloc(*count * sizeof(float));
@@ -291,10 +293,11 @@ int main(void)
             for (size_t i = 0; kept_finite && i < n2; i++)
                 kept_finite = isfinite(skipped[i]);
             tt_ok(kept_finite && last_loss_scale == LOSS_SCALE_INIT / 2 && last_good_steps == 2 &&
-                      memcmp(skipped, scaled, n2 * sizeof(float)) != 0,
+                      last_updates == 4 && memcmp(skipped, scaled, n2 * sizeof(float)) != 0,
                   "loss scale: %s, Inf/NaN gradients at step 3: that update alone is skipped "
-                  "(scale %g, %lld clean steps after it), parameters finite", cases[c][0],
-                  (double)last_loss_scale, (long long)last_good_steps);
+                  "(scale %g, %lld clean steps after it, %lld of 5 updates applied), parameters "
+                  "finite", cases[c][0], (double)last_loss_scale, (long long)last_good_steps,
+                  (long long)last_updates);
             if (c == 1) { /* the replicas agreed on the skip */
                 float *other = train("mlp.cfg", ls, 2, 1, &n2, NULL);
                 tt_ok(other && skipped && memcmp(other, skipped, n2 * sizeof(float)) == 0,
@@ -309,6 +312,55 @@ int main(void)
             free(scaled);
             free(skipped);
             free(broken);
+        }
+    }
+
+    /* Adam counts the updates applied, as torch's Adam counts optimizer.step()
+     * calls, which GradScaler leaves out on an overflow: with step 1 skipped,
+     * step 2 is Adam's first, whose bias-corrected update moves every weight
+     * with a gradient by the learning rate (m/(1-b1) / sqrt(v/(1-b2)) = g/|g|);
+     * counted as Adam's second it would move them by sqrt(1+b2)/(1+b1) = 0.74
+     * of it. */
+    {
+        const char *cases[][2] = {
+            {"trainer={type=\"simple\";}", "dataflow.batch_size=24"},
+            {"trainer={type=\"sync_replicated\"; nr_tower=2;}", "dataflow.batch_size=12"},
+            {"trainer={type=\"sync_parameter_server\"; nr_tower=2;}", "dataflow.batch_size=12"},
+            {"trainer={type=\"async\"; nr_tower=1;}", "dataflow.batch_size=24"},
+        };
+        const float lr = 1e-3f;
+        for (int c = 0; c < 4; c++) {
+            char sets[4][160];
+            snprintf(sets[0], sizeof(sets[0]), "%s", cases[c][0]);
+            snprintf(sets[1], sizeof(sets[1]), "%s", cases[c][1]);
+            snprintf(sets[2], sizeof(sets[2]),
+                     "optimizer={type=\"adam\"; learning_rate=%g; epsilon=1e-12;}", (double)lr);
+            snprintf(sets[3], sizeof(sets[3]), "steps_per_epoch=1");
+            size_t n0 = 0, n1 = 0;
+            force_loss_scale = LOSS_SCALE_INIT;
+            setenv("TT_FAULT_GRAD", "1", 1);
+            float *init = train("mlp.cfg", sets, 4, 0, &n0, NULL); /* its one step skipped */
+            snprintf(sets[3], sizeof(sets[3]), "steps_per_epoch=2");
+            float *after = train("mlp.cfg", sets, 4, 0, &n1, NULL);
+            unsetenv("TT_FAULT_GRAD");
+            force_loss_scale = 0;
+            /* a gradient near epsilon moves its weight less: most, not all */
+            int moved = 0, near = 0, over = 0;
+            for (size_t i = 0; init && after && i < n1; i++) {
+                double d = fabs((double)after[i] - (double)init[i]) / lr;
+                if (d < 0.5) /* no gradient (a dead unit): no move */
+                    continue;
+                moved++;
+                near += fabs(d - 1.0) <= 1e-3;
+                over += d > 1.0 + 1e-3;
+            }
+            tt_ok(init && after && n0 == n1 && moved > 100 && near >= moved * 99 / 100 &&
+                      over == 0 && last_updates == 1,
+                  "adam after a skipped first step: %s, %d of %d moved weights moved by lr "
+                  "(Adam's first step: 1 x lr; counted as its second: 0.74), %lld update(s)",
+                  cases[c][0], near, moved, (long long)last_updates);
+            free(init);
+            free(after);
         }
     }
 
@@ -335,10 +387,11 @@ int main(void)
         }
         tt_ok(rc == 0 && a.loss_scale.scale == 32768.0f && a.loss_scale.good_steps == 3 &&
                   b.loss_scale.scale == a.loss_scale.scale &&
-                  b.loss_scale.good_steps == a.loss_scale.good_steps,
-              "loss scale: resume continues with the checkpoint's scale and clean-step count "
-              "(%g, %lld) %s", (double)b.loss_scale.scale, (long long)b.loss_scale.good_steps,
-              err.msg);
+                  b.loss_scale.good_steps == a.loss_scale.good_steps && a.updates == 4 &&
+                  b.updates == a.updates,
+              "loss scale: resume continues with the checkpoint's scale, clean-step count and "
+              "Adam's count of applied updates (%g, %lld, %lld) %s", (double)b.loss_scale.scale,
+              (long long)b.loss_scale.good_steps, (long long)b.updates, err.msg);
         if (rc == 0) {
             trainer_free(&a);
             trainer_free(&b);

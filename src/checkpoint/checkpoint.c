@@ -80,20 +80,21 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
             k++;
         }
     }
-    char epoch_s[32], step_s[32], local_s[32], batch_s[32], rng_s[64];
+    char epoch_s[32], step_s[32], local_s[32], batch_s[32], rng_s[64], updates_s[32];
     snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, s->epochs_done);
     snprintf(step_s, sizeof(step_s), "%" PRId64, s->global_step);
     snprintf(local_s, sizeof(local_s), "%" PRId64, s->local_step);
     snprintf(batch_s, sizeof(batch_s), "%" PRId64, s->global_batch);
+    snprintf(updates_s, sizeof(updates_s), "%" PRId64, s->updates);
     snprintf(rng_s, sizeof(rng_s), "splitmix64 seed %" PRIu64, s->seed);
     char scale_s[32], good_s[32];
     snprintf(scale_s, sizeof(scale_s), "%.9g", (double)s->loss_scale);
     snprintf(good_s, sizeof(good_s), "%" PRId64, s->loss_scale_good_steps);
     const char *meta[] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
                           "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
-                          "job", s->job_text ? s->job_text : "",
+                          "job", s->job_text ? s->job_text : "", "optimizer_updates", updates_s,
                           "loss_scale", scale_s, "loss_scale_good_steps", good_s};
-    rc = safetensors_write(path, ts, k, meta, s->loss_scale > 0 ? 9 : 7, err);
+    rc = safetensors_write(path, ts, k, meta, s->loss_scale > 0 ? 10 : 8, err);
 out:
     free(ints);
     free(ts);
@@ -243,8 +244,12 @@ int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_
              meta_int(f, path, "global_batch", false, &s->global_batch, err) == 0 &&
              meta_int(f, path, "loss_scale_good_steps", false, &s->loss_scale_good_steps,
                       err) == 0 &&
-             meta_scale(f, path, &s->loss_scale, err) == 0)
+             meta_int(f, path, "optimizer_updates", false, &s->updates, err) == 0 &&
+             meta_scale(f, path, &s->loss_scale, err) == 0) {
+        if (safetensors_meta(f, "optimizer_updates") == NULL)
+            s->updates = -1;
         rc = read_tensors(m, f, path, s->params, s, err);
+    }
     safetensors_free(f);
     return rc;
 }

@@ -35,6 +35,8 @@ typedef struct {
     const char *job_text;           /* the resolved job, as job.cfg holds it */
     float loss_scale;               /* fp16's dynamic loss scale; 0: none */
     int64_t loss_scale_good_steps;  /* clean steps since it last changed */
+    int64_t updates;                /* optimizer updates applied (Adam's step count);
+                                     * -1 when the file predates it */
 } checkpoint_state;
 
 /* Writes the state to `path` atomically. A tensor that is not finite is

@@ -17,8 +17,7 @@
 
 typedef struct {
     shared_params sp;
-    pthread_mutex_t lock; /* the shared copy, its optimizer and `updates` */
-    int64_t updates;      /* updates applied: Adam's step count */
+    pthread_mutex_t lock; /* the shared copy, its optimizer and tr->updates */
 } async_state;
 
 static int async_setup(trainer_t *tr, tt_err *err)
@@ -57,9 +56,9 @@ static void async_tower(const tower_context *ctx, void *p)
     backend_t *be = st->sp.server != NULL ? st->sp.server : tw->be;
     pthread_mutex_lock(&st->lock); /* the loss scale too is shared */
     if (trainer_loss_scale_step(tr, finite)) {
-        st->updates++;
+        tr->updates++; /* one a tower: Adam's step count */
         optimizer_apply_range(&st->sp.opt, be, st->sp.params, grads, 0, tr->model.n_trainable,
-                              st->updates);
+                              tr->updates);
         optimizer_mark_stepped(&st->sp.opt);
     }
     pthread_mutex_unlock(&st->lock);
@@ -85,12 +84,12 @@ static void async_publish(trainer_t *tr)
     shared_params_read(tr, &st->sp, 0);
 }
 
-/* resume: every step applied one update per tower */
 static void async_reload(trainer_t *tr)
 {
     async_state *st = tr->impl;
     shared_params_reload(tr, &st->sp);
-    st->updates = tr->global_step * tr->n_towers;
+    if (tr->updates < 0) /* a checkpoint from before the count: one update a tower a step */
+        tr->updates = tr->global_step * tr->n_towers;
 }
 
 static void async_destroy(trainer_t *tr)

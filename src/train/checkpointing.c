@@ -56,6 +56,7 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
                           m->n_trainable * sizeof(float));
     s.epochs_done = completed_epochs(tr, &s.local_step);
     s.global_step = tr->global_step;
+    s.updates = tr->updates;
     s.global_batch = tr->global_batch;
     s.seed = tr->job->seed;
     if (tr->loss_scaling) {
@@ -126,9 +127,10 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
         for (int k = 0; k < opt->n_slots; k++)
             opt->be->upload(opt->be, opt->slots[k], s.slots + (size_t)k * m->n_trainable,
                             m->n_trainable * sizeof(float));
-        opt->has_state = s.global_step > 0;
+        opt->has_state = s.updates != 0 && s.global_step > 0;
     }
     tr->global_step = s.global_step;
+    tr->updates = s.updates; /* -1: the trainer's reload derives it, else as below */
     tr->local_step = s.local_step;
     tr->epoch_num = s.epochs_done + 1;
     tr->resumed_global_batch = s.global_batch;
@@ -138,6 +140,8 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
     }
     if (tr->ops->reload != NULL)
         tr->ops->reload(tr);
+    if (tr->updates < 0) /* a checkpoint from before the count: one update a step */
+        tr->updates = tr->global_step;
     free(s.params);
     return 0;
 }

@@ -26,7 +26,7 @@ static void simple_layer_ready(void *arg, size_t lo)
         return;
     tower_t *t = &st->tr->towers[0];
     optimizer_apply_range(&st->opt, t->be, t->params, t->grads, lo, st->pending,
-                          st->tr->global_step + 1);
+                          st->tr->updates + 1);
     st->pending = lo;
 }
 
@@ -53,10 +53,13 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     if (st->per_layer) {
         simple_layer_ready(st, 0); /* any range no layer reported (none so far) */
         optimizer_mark_stepped(&st->opt);
+        tr->updates++;
     } else {
         bool finite = trainer_grads_finite(tr, t->be, t->grads, tr->model.n_trainable);
-        if (trainer_loss_scale_step(tr, finite))
-            optimizer_apply(&st->opt, t->params, t->grads, tr->global_step + 1);
+        if (trainer_loss_scale_step(tr, finite)) {
+            optimizer_apply(&st->opt, t->params, t->grads, tr->updates + 1);
+            tr->updates++;
+        }
     }
     trainer_collect_step(tr, b);
     return 0;

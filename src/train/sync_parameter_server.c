@@ -211,7 +211,7 @@ static void ps_tower_update_gpu(const tower_context *ctx, void *p)
         }
         be->scale(be, len, 1.0f / (float)n, st->sum[me] + pr->lo);
         optimizer_apply_range(&st->opts[me], be, st->server[me], st->sum[me], pr->lo, pr->hi,
-                              tr->global_step + 1);
+                              tr->updates + 1);
     }
     tt_err err = {0};
     if (backend_cuda_sync(be, &err) != 0) /* the next step's reads come from other devices */
@@ -228,7 +228,7 @@ static void ps_update_host(trainer_t *tr, ps_state *st)
         const param_range *pr = &st->ranges[r];
         allreduce_sum_range(st->grads, st->sp.host_grads, n, pr->lo, pr->hi, (float)n);
         optimizer_apply_range(&st->sp.opt, server, st->sp.params, st->grads, pr->lo, pr->hi,
-                              tr->global_step + 1);
+                              tr->updates + 1);
     }
 }
 
@@ -248,7 +248,7 @@ static void ps_tower_update(const tower_context *ctx, void *p)
             continue;
         allreduce_sum_range(st->grads, grads, n, pr->lo, pr->hi, (float)n);
         optimizer_apply_range(&st->sp.opt, tr->towers[ctx->index].be, st->sp.params, st->grads,
-                              pr->lo, pr->hi, tr->global_step + 1);
+                              pr->lo, pr->hi, tr->updates + 1);
     }
 }
 
@@ -273,6 +273,7 @@ static int ps_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
             tower_team_run(tr->team, true, ps_tower_update, &a);
             optimizer_mark_stepped(&st->sp.opt);
         }
+        tr->updates++;
     }
     trainer_collect_step(tr, b);
     return 0;

@@ -119,7 +119,7 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
          * these parameters any more) */
         if (c->update)
             optimizer_apply_range(&((replicated_state *)c->tr->impl)->opts[c->t], tw->be,
-                                  tw->params, tw->grads, plo, phi, c->tr->global_step + 1);
+                                  tw->params, tw->grads, plo, phi, c->tr->updates + 1);
         c->pending--;
     }
 }
@@ -241,7 +241,7 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
         gpu_tower_fail(tr, t, &err);
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     if (st->finite[t])
-        optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->global_step + 1);
+        optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->updates + 1);
 }
 
 static void replicated_tower(const tower_context *ctx, void *p)
@@ -265,7 +265,7 @@ static void replicated_tower(const tower_context *ctx, void *p)
     /* every tower holds the same averaged gradients: the same verdict */
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     if (st->finite[t])
-        optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->global_step + 1);
+        optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->updates + 1);
 }
 
 static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
@@ -277,7 +277,8 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     for (int t = 0; st->nccl != NULL && t < tr->n_towers; t++)
         if (nccl_comm_check(st->nccl, t, err) != 0)
             return -1;
-    trainer_loss_scale_step(tr, st->finite[0]);
+    if (trainer_loss_scale_step(tr, st->finite[0]))
+        tr->updates++;
     trainer_collect_step(tr, b);
     return 0;
 }

@@ -185,6 +185,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->max_epoch = job->max_epoch;
     tr->epoch_num = job->starting_epoch;
     tr->global_step = 0;
+    tr->updates = 0;
     tr->local_step = 0;
     if (trainer_create_plugins(tr, err) != 0)
         return -1;

@@ -137,6 +137,9 @@ struct trainer {
     /* time: as tensorpack */
     int64_t epoch_num;       /* the epoch running now (from starting_epoch) */
     int64_t global_step;     /* steps done since the start of training */
+    int64_t updates;         /* optimizer updates applied: Adam's step count, which
+                              * as torch's (optimizer.step() calls) leaves out the
+                              * steps loss scaling skipped; async: one a tower */
     int64_t local_step;      /* steps done in this epoch */
     int64_t steps_per_epoch;
     int64_t max_epoch;
