@@ -84,13 +84,16 @@ allreduce_t *allreduce_create(int n, tt_err *err)
         err_set(err, TT_ERR_USAGE, "an all-reduce among %d towers (1 to %d)", n, MAX_PEERS);
         return NULL;
     }
+    int rounds = 0; /* <= 6: MAX_PEERS is 64 */
+    while ((1 << rounds) < n)
+        rounds++;
     allreduce_t *ar = aligned_alloc(LINE, sizeof(*ar));
     if (ar != NULL)
         memset(ar, 0, sizeof(*ar));
     if (ar == NULL || (ar->bufs = calloc((size_t)n, sizeof(float *))) == NULL ||
         (ar->ranks = aligned_alloc(LINE, (size_t)n * sizeof(rank_state_t))) == NULL ||
         (ar->boxes = aligned_alloc(LINE, 2 * (size_t)n * sizeof(mailbox_t))) == NULL ||
-        (ar->flags = aligned_alloc(LINE, (size_t)n * 6 * sizeof(flag_t))) == NULL) {
+        (ar->flags = aligned_alloc(LINE, (size_t)(n * rounds + 1) * sizeof(flag_t))) == NULL) {
         if (ar != NULL) {
             free(ar->bufs);
             free(ar->ranks);
@@ -101,8 +104,7 @@ allreduce_t *allreduce_create(int n, tt_err *err)
         return NULL;
     }
     ar->n = n;
-    while ((1 << ar->rounds) < n)
-        ar->rounds++; /* <= 6: MAX_PEERS is 64 */
+    ar->rounds = rounds;
     for (int r = 0; r < n; r++)
         ar->ranks[r].calls = ar->ranks[r].barriers = 0;
     for (int f = 0; f < n * ar->rounds; f++)
