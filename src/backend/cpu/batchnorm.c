@@ -466,7 +466,9 @@ static void bn_blocked_sum_task(void *p, int k, int tasks)
     double *part = a->part + (size_t)g * a->cn + (size_t)b * LANES;
     for (int ch = 0; ch < LANES; ch++)
         part[ch] = 0;
+#ifdef CPU_AVX512_KERNELS
     bool v512 = bn_avx512();
+#endif
     if (a->part2 == NULL) {
         for (int i = i0; i < i1; i++) {
 #ifdef CPU_AVX512_KERNELS

@@ -237,7 +237,9 @@ void tile_gemm_block(const tile_gemm_t *g, int m0, int m1, int n0, int n1, float
         block_plain(g, m0, m1, n0, n1 - n0, g->b + (ptrdiff_t)n0 * g->b_rs, 1, g->b_rs);
         return;
     }
+#ifdef CPU_AVX512_KERNELS
     bool v512 = use_avx512();
+#endif
     for (int n = n0; n < n1; n += NR) {
         int nn = n1 - n < NR ? n1 - n : NR;
         const float *b = g->b + n;
