@@ -33,7 +33,8 @@
 
 long bench_gpu_run(const bench_opts *o, tt_err *err)
 {
-    return err_set(err, TT_ERR_USAGE, "bench: --device gpu: towertrain was built without CUDA");
+    return err_set(err, TT_ERR_USAGE,
+                   "bench: --device gpu: no GPU is available (towertrain was built without CUDA)");
 }
 
 #else

@@ -47,11 +47,14 @@ monitors = ( "json" );
 EOF
 
 if [ "$GPUS" = 0 ]; then
-  tt_refused "device = gpu without a GPU: exit 2, one line with CUDA's reason, nothing written" \
-    'towertrain: trainer.device = "gpu" but no GPU is available (CUDA: ' "$T/nogpu" \
+  # the reason: CUDA's (no driver, no device), or the build's
+  why='CUDA: '
+  [ -n "$built" ] || why='towertrain was built without CUDA'
+  tt_refused "device = gpu without a GPU: exit 2, one line with the reason ($why...), nothing written" \
+    "towertrain: trainer.device = \"gpu\" but no GPU is available ($why" "$T/nogpu" \
     "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/nogpu"
-  tt_refused "bench --device gpu without a GPU: exit 2, one line" \
-    'towertrain: bench: --device gpu: no GPU is available (' "" "$TOWERTRAIN" bench --device gpu
+  tt_refused "bench --device gpu without a GPU: exit 2, one line with the reason ($why...)" \
+    "towertrain: bench: --device gpu: no GPU is available ($why" "" "$TOWERTRAIN" bench --device gpu
   "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/auto" --set 'trainer.device="auto"' \
     --set max_epoch=1 --set 'callbacks=()' >"$T/out" 2>"$T/err"
   [ $? = 0 ] && [ "$(grep -c 'trainer.device = "auto": no GPU' "$T/out")" = 1 ] &&
