@@ -5,9 +5,11 @@ libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c %reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
 	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h %reldir%/cpu/bf16.c
 if HAVE_DNNL
-libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
+libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c \
+	%reldir%/cpu/dnnl_util.c %reldir%/cpu/dnnl_util.h
 endif
-EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c
+EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c %reldir%/cpu/dnnl_util.c \
+	%reldir%/cpu/dnnl_util.h
 
 # The CUDA backend. Its GPU-independent parts (memory pool, algorithm cache,
 # staging ring) are plain C, built and unit-tested everywhere. The parts

@@ -31,7 +31,7 @@ FUZZ_CPPFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -pthread \
 	$(BLAS_CFLAGS)
 FUZZ_LIBS = $(LIBCONFIG_LIBS) $(CJSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -pthread -lm
 FUZZ_LIB_SRCS = $(sort $(filter-out src/backend/cpu/conv_dnnl.c src/backend/cpu/dense_bf16.c \
-	src/comm/dist_mpi.c, \
+	src/backend/cpu/dnnl_util.c src/comm/dist_mpi.c, \
 	$(filter %.c,$(libtowertrain_a_SOURCES))) src/backend/cuda/none.c src/comm/dist_none.c \
 	src/comm/nccl_none.c)
 FUZZ_DEPS = $(filter %.h,$(libtowertrain_a_SOURCES)) tests/fuzz/fuzz_common.h \

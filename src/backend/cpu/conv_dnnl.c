@@ -28,15 +28,14 @@
 #include "config.h"
 #endif
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <dnnl.h>
-#include <omp.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/conv_dnnl.h"
 #include "backend/math.h"
 
@@ -90,26 +89,6 @@ typedef struct {
     int n_prims, cap;
     dnnl_stream_t streams[CONV_GROUPS];
 } conv_dnnl;
-
-static dnnl_engine_t engine;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
-
-static void engine_create(void)
-{
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
-        engine = NULL;
-}
-
-/* oneDNN threads with OpenMP; inside our tasks it must use one thread. The
- * setting is per calling thread. */
-static void single_thread(void)
-{
-    static _Thread_local bool single;
-    if (!single) {
-        omp_set_num_threads(1);
-        single = true;
-    }
-}
 
 static bool same_desc(const window_desc *a, const window_desc *b)
 {
@@ -172,7 +151,7 @@ static bool reorder_create(conv_prim *p, int i, const dnnl_memory_desc_t *from,
     dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
     dnnl_primitive_desc_t pd;
     bool ok = attr != NULL &&
-              dnnl_reorder_primitive_desc_create(&pd, from, engine, to, engine, attr) ==
+              dnnl_reorder_primitive_desc_create(&pd, from, cpu_dnnl_engine(), to, cpu_dnnl_engine(), attr) ==
                   dnnl_success;
     if (attr != NULL)
         dnnl_primitive_attr_destroy(attr);
@@ -220,7 +199,7 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
         st = dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &src,
                                                          &wei, bias, &dst, strides, pad_l, pad_r);
     dnnl_primitive_desc_t pd;
-    if (st != dnnl_success || dnnl_primitive_desc_create(&pd, &cd, attr, engine, hint) !=
+    if (st != dnnl_success || dnnl_primitive_desc_create(&pd, &cd, attr, cpu_dnnl_engine(), hint) !=
                                   dnnl_success)
         return NULL;
     return pd;
@@ -366,11 +345,10 @@ static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool
     cpu_impl *impl = be->impl;
     conv_dnnl *cd = impl->conv;
     if (cd == NULL) {
-        pthread_once(&engine_once, engine_create);
-        if (engine == NULL || (cd = calloc(1, sizeof(*cd))) == NULL)
+        if (cpu_dnnl_engine() == NULL || (cd = calloc(1, sizeof(*cd))) == NULL)
             return NULL;
         for (int g = 0; g < CONV_GROUPS; g++)
-            if (dnnl_stream_create(&cd->streams[g], engine, dnnl_stream_default_flags) !=
+            if (dnnl_stream_create(&cd->streams[g], cpu_dnnl_engine(), dnnl_stream_default_flags) !=
                 dnnl_success) {
                 free(cd);
                 return NULL;
@@ -398,7 +376,7 @@ static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool
     p->relu = relu;
     p->bias = bias;
     p->bf16 = impl->bf16;
-    single_thread();
+    cpu_dnnl_single_thread();
     p->ok = prim_build(p);
     return p;
 }
@@ -434,27 +412,15 @@ typedef struct {
     const void *wei;    /* the weights reordered once for every group, or NULL */
 } dnnl_args;
 
-/* oneDNN failing on a primitive it built and accepted is a broken library or
- * memory corruption: nothing sensible can continue, and a wrong gradient must
- * not be trained on silently. */
-static void check(dnnl_status_t st, const char *what)
-{
-    if (st != dnnl_success) {
-        fprintf(stderr, "towertrain: internal error: oneDNN %s failed (status %d)\n", what,
-                (int)st);
-        abort();
-    }
-}
-
 /* Group g's memory object for a role, pointing at ptr. Created once, so the
  * steady-state step allocates nothing. */
 static dnnl_memory_t mem_at(conv_prim *p, int g, int role, const void *ptr)
 {
     dnnl_memory_t *m = &p->mem[g][role];
     if (*m == NULL)
-        check(dnnl_memory_create(m, p->md[role], engine, (void *)ptr), "memory_create");
+        cpu_dnnl_check(dnnl_memory_create(m, p->md[role], cpu_dnnl_engine(), (void *)ptr), "memory_create");
     else
-        check(dnnl_memory_set_data_handle(*m, (void *)ptr), "set_data_handle");
+        cpu_dnnl_check(dnnl_memory_set_data_handle(*m, (void *)ptr), "set_data_handle");
     return *m;
 }
 
@@ -477,7 +443,7 @@ static void exec(conv_prim *p, int g, dnnl_stream_t s, int i, int n, const bind 
         args[n].memory = mem_at(p, g, M_SCRATCH + i, p->scratch[g]);
         n++;
     }
-    check(dnnl_primitive_execute(p->prim[i], s, n, args), "primitive_execute");
+    cpu_dnnl_check(dnnl_primitive_execute(p->prim[i], s, n, args), "primitive_execute");
 }
 
 /* Reorder primitive i from (role, ptr) into (role, buf); returns where the
@@ -499,7 +465,7 @@ static conv_prim *group_begin(const dnnl_args *a, int g, int groups, int *lo, in
     cpu_range(a->d->n, groups, g, lo, hi);
     if (*lo == *hi)
         return NULL;
-    single_thread();
+    cpu_dnnl_single_thread();
     return *hi - *lo == a->prim[0]->d.n ? a->prim[0] : a->prim[1];
 }
 
@@ -715,7 +681,7 @@ static void share_weights(dnnl_args *a, int reorder_i, int role)
         !dnnl_memory_desc_equal(p0->md[role], p1->md[role]) ||
         dnnl_memory_desc_get_size(p1->md[role]) > shared_wei_bytes(p1))
         return;
-    single_thread();
+    cpu_dnnl_single_thread();
     a->wei = reorder(p1, 0, a->streams[0], reorder_i, M_W, a->w, role, a->shared_wei);
 }
 

@@ -24,15 +24,14 @@
 #include "config.h"
 #endif
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <dnnl.h>
-#include <omp.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/dnnl_util.h"
 #include "backend/math.h"
 
 #define DENSE_CHUNK 32
@@ -61,37 +60,6 @@ typedef struct {
     uint16_t *xb, *wb, *dyb, *dybt;
     size_t xb_cap, wb_cap, dyb_cap, dybt_cap; /* elements */
 } dense_bf16;
-
-static dnnl_engine_t engine;
-static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
-
-static void engine_create(void)
-{
-    if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
-        engine = NULL;
-}
-
-/* oneDNN threads with OpenMP; inside our tasks it must use one thread (the
- * setting is per calling thread). */
-static void single_thread(void)
-{
-    static _Thread_local bool single;
-    if (!single) {
-        omp_set_num_threads(1);
-        single = true;
-    }
-}
-
-/* A broken library or memory corruption: a wrong gradient must not be
- * trained on silently (as conv_dnnl.c). */
-static void check(dnnl_status_t st, const char *what)
-{
-    if (st != dnnl_success) {
-        fprintf(stderr, "towertrain: internal error: oneDNN %s failed (status %d)\n", what,
-                (int)st);
-        abort();
-    }
-}
 
 /* ---- float32 -> bf16, round to nearest even, NaN kept quiet ---- */
 
@@ -128,8 +96,7 @@ static dense_bf16 *cache_get(backend_t *be)
     dense_bf16 *c = impl->dense_bf16;
     if (c != NULL)
         return c;
-    pthread_once(&engine_once, engine_create);
-    if (engine == NULL || (c = calloc(1, sizeof(*c))) == NULL)
+    if (cpu_dnnl_engine() == NULL || (c = calloc(1, sizeof(*c))) == NULL)
         return NULL;
     c->slots = be->threads;
     c->streams = calloc((size_t)c->slots, sizeof(*c->streams));
@@ -139,7 +106,7 @@ static dense_bf16 *cache_get(backend_t *be)
         return NULL;
     }
     for (int s = 0; s < c->slots; s++)
-        if (dnnl_stream_create(&c->streams[s], engine, dnnl_stream_default_flags) !=
+        if (dnnl_stream_create(&c->streams[s], cpu_dnnl_engine(), dnnl_stream_default_flags) !=
             dnnl_success) {
             cpu_dense_bf16_free(c);
             return NULL;
@@ -213,7 +180,7 @@ static bool prim_build(dense_bf16 *c, mm_prim *p)
          dnnl_matmul_desc_init(&md, &p->md[R_SRC], &p->md[R_WEI],
                                p->bias ? &p->md[R_BIAS] : NULL, &p->md[R_DST]) ==
              dnnl_success &&
-         dnnl_primitive_desc_create(&pd, &md, attr, engine, NULL) == dnnl_success;
+         dnnl_primitive_desc_create(&pd, &md, attr, cpu_dnnl_engine(), NULL) == dnnl_success;
     dnnl_primitive_attr_destroy(attr);
     if (!ok)
         return false;
@@ -273,7 +240,7 @@ static mm_prim *prim_get(dense_bf16 *c, int kind, int m, int k, int n, bool relu
     *p = (mm_prim){.kind = kind, .m = m, .k = k, .n = n, .relu = relu, .bias = bias,
                    .mem = p->mem};
     c->prims[c->n_prims++] = p;
-    single_thread();
+    cpu_dnnl_single_thread();
     if (!prim_build(c, p) && p->prim != NULL) {
         dnnl_primitive_destroy(p->prim);
         p->prim = NULL;
@@ -311,14 +278,14 @@ static void mm_exec(dense_bf16 *c, mm_prim *p, int s, const void *a, const void 
             continue;
         dnnl_memory_t *m = &p->mem[s * N_ROLES + r];
         if (*m == NULL)
-            check(dnnl_memory_create(m, &p->md[r], engine, (void *)ptr[r]), "memory_create");
+            cpu_dnnl_check(dnnl_memory_create(m, &p->md[r], cpu_dnnl_engine(), (void *)ptr[r]), "memory_create");
         else
-            check(dnnl_memory_set_data_handle(*m, (void *)ptr[r]), "set_data_handle");
+            cpu_dnnl_check(dnnl_memory_set_data_handle(*m, (void *)ptr[r]), "set_data_handle");
         args[n].arg = arg[r];
         args[n].memory = *m;
         n++;
     }
-    check(dnnl_primitive_execute(p->prim, c->streams[s], n, args), "primitive_execute");
+    cpu_dnnl_check(dnnl_primitive_execute(p->prim, c->streams[s], n, args), "primitive_execute");
 }
 
 static int chunks_of(int rows)
@@ -365,7 +332,7 @@ static void convert_fwd_task(void *p, int k, int tasks)
 static void forward_task(void *p, int s, int tasks)
 {
     dense_args *a = p;
-    single_thread();
+    cpu_dnnl_single_thread();
     int chunks = chunks_of(a->n);
     for (int q = s; q < chunks; q += tasks) {
         int lo = q * DENSE_CHUNK;
@@ -445,7 +412,7 @@ static void backward_task(void *p, int s, int tasks)
 {
     dense_args *a = p;
     dense_bf16 *c = a->c;
-    single_thread();
+    cpu_dnnl_single_thread();
     int wchunks = a->dw != NULL || a->db != NULL ? chunks_of(a->out) : 0;
     int xchunks = a->dx != NULL ? chunks_of(a->n) : 0;
     for (int q = s; q < wchunks + xchunks; q += tasks) {

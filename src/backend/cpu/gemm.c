@@ -11,19 +11,12 @@
 #include <stdbool.h>
 
 #ifdef HAVE_DNNL
-#include <dnnl.h>
-#include <omp.h>
+#include "backend/cpu/dnnl_util.h"
 
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc)
 {
-    /* oneDNN threads with OpenMP; one thread per call (the setting is per
-     * calling thread, so every worker sets it once). */
-    static _Thread_local bool single;
-    if (!single) {
-        omp_set_num_threads(1);
-        single = true;
-    }
+    cpu_dnnl_single_thread(); /* one thread per call: the team splits the work */
     dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 

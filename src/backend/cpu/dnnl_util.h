@@ -1,0 +1,22 @@
+/* dnnl_util.h - what the CPU backend's oneDNN users share (conv_dnnl.c,
+ * dense_bf16.c, gemm.c): one engine for the process, one OpenMP thread per
+ * calling thread, and the abort on a call that cannot fail. Built with
+ * oneDNN only. */
+#ifndef TT_DNNL_UTIL_H
+#define TT_DNNL_UTIL_H
+
+#include <dnnl.h>
+
+/* The process's CPU engine, made on first use; NULL when oneDNN cannot make one. */
+dnnl_engine_t cpu_dnnl_engine(void);
+
+/* oneDNN threads with OpenMP; inside our tasks it must use one thread. The
+ * setting is per calling thread: every caller calls this first. */
+void cpu_dnnl_single_thread(void);
+
+/* oneDNN failing on a primitive it built and accepted is a broken library or
+ * memory corruption: nothing sensible can continue, and a wrong gradient must
+ * not be trained on silently. Aborts with one line naming `what`. */
+void cpu_dnnl_check(dnnl_status_t st, const char *what);
+
+#endif
