@@ -10,20 +10,6 @@ fi
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 DATA=/usr/share/datasets/fashion-mnist
 
-# same MODEL_A MODEL_B TOL: every tensor within TOL (max |a-b| / max |a|)
-same() {
-  $PY - "$1" "$2" "$3" <<'PYEOF'
-import sys
-import numpy as np
-from tt_safetensors import load
-a, b = load(sys.argv[1], optimizer=True)[0], load(sys.argv[2], optimizer=True)[0]
-tol = float(sys.argv[3])
-worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k])) / max(1e-30, float(np.max(np.abs(a[k])))))
-            for k in a) if a.keys() == b.keys() and a else 1.0
-print("%.2g" % worst)
-sys.exit(0 if worst <= tol else 1)
-PYEOF
-}
 
 cat > "$T/job.cfg" <<CFG
 model = "$TT_SRCDIR/models/mlp.cfg";
@@ -57,12 +43,12 @@ ok $? "reference: simple trainer, batch 64"
 # (1) 2 ranks x 1 tower and 2 ranks x 2 towers
 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/r2t1" >"$T/out21" 2>&1
 rc=$?
-d=$(same "$T/simple/$FINAL" "$T/r2t1/$FINAL" 1e-5); s=$?
+d=$(tt_same "$T/simple/$FINAL" "$T/r2t1/$FINAL" 1e-5 optimizer); s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 ranks x 1 tower equal simple with the global batch (max rel diff $d)"
 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/r2t2" --quiet \
   --set trainer.nr_tower=2 --set dataflow.batch_size=16
 rc=$?
-d=$(same "$T/simple/$FINAL" "$T/r2t2/$FINAL" 1e-5); s=$?
+d=$(tt_same "$T/simple/$FINAL" "$T/r2t2/$FINAL" 1e-5 optimizer); s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 ranks x 2 towers equal simple with the global batch (max rel diff $d)"
 
 # (1b) dropout draws its masks by the tower's global index: 2 ranks x 1 tower
@@ -81,7 +67,7 @@ rc1=$?
 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/drop_r2" --quiet \
   --set "model=\"$T/mlp_dropout.cfg\""
 rc=$?
-d=$(same "$T/drop_t2/$FINAL" "$T/drop_r2/$FINAL" 1e-5); s=$?
+d=$(tt_same "$T/drop_t2/$FINAL" "$T/drop_r2/$FINAL" 1e-5 optimizer); s=$?
 ok $([ $rc1 = 0 ] && [ $rc = 0 ] && [ $s = 0 ]; echo $?) "with dropout, 2 ranks x 1 tower equal 1 process x 2 towers (max rel diff $d)"
 
 # (2) validation is split over the ranks and reduced: the same figures
@@ -107,7 +93,7 @@ ok $? "rank 0 wrote its log directory, rank 1 (another working directory) wrote 
 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/res" --quiet --set max_epoch=1 &&
   $MPIRUN -np 2 "$TOWERTRAIN" resume "$T/res" --max-epoch 2 --quiet
 rc=$?
-d=$(same "$T/r2t1/$FINAL" "$T/res/$FINAL" 0); s=$?
+d=$(tt_same "$T/r2t1/$FINAL" "$T/res/$FINAL" 0 optimizer); s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "resume under mpirun: bitwise equal to the uninterrupted 2-rank run (max diff $d)"
 
 # (5) a rank failing on bad data ends the whole job, quickly, with its message

@@ -66,19 +66,6 @@ if [ -z "${TT_PRECISION_INNER:-}" ]; then
   fi
 fi
 
-# same TOL A B: every model tensor of two checkpoints within TOL (max |a - b|
-# / max |a| per tensor; 0: bitwise); prints the worst
-same() {
-  $PY - "$1" "$2" "$3" <<'PYEOF'
-import sys, numpy as np
-from tt_safetensors import load
-a, _ = load(sys.argv[1]); b, _ = load(sys.argv[2]); tol = float(sys.argv[3])
-worst = max(float(np.max(np.abs(a[k].astype(np.float64) - b[k])) / max(1e-30, float(np.max(np.abs(a[k])))))
-            for k in a) if a.keys() == b.keys() and a else 1.0
-print("%.2g" % worst)
-sys.exit(0 if worst <= tol else 1)
-PYEOF
-}
 # all_f32 CKPT: every tensor F32 (num_batches_tracked I64)
 all_f32() {
   $PY - "$1" <<'PYEOF'
@@ -124,7 +111,7 @@ for m in lenet resnet; do
       why="$why $m $t threads failed;"
     grep -q "^precision bf16: dense, conv2d in bf16 (fp32 accumulation); .*; on $isa (oneDNN)$" "$d/log.log" ||
       why="$why $m $t threads: no bf16 line in the log;"
-    [ $t = 1 ] || same "$T/$m-t1/$final" "$d/$final" 0 >/dev/null || why="$why $m: $t threads differ;"
+    [ $t = 1 ] || tt_same "$T/$m-t1/$final" "$d/$final" 0 >/dev/null || why="$why $m: $t threads differ;"
   done
 done
 ok $([ -z "$why" ]; echo $?) "bf16: the same bits with 1, 2 and 5 threads and again, LeNet and ResNet-20 ($why)"
@@ -145,7 +132,7 @@ run_lenet ps --set 'trainer={ type = "sync_parameter_server"; nr_tower = 2; prec
 run_lenet async --set 'trainer={ type = "async"; nr_tower = 2; precision = "bf16"; }' \
   --set dataflow.batch_size=32
 for name in repl ps; do
-  d=$(same "$T/simple/model-40.safetensors" "$T/$name/model-40.safetensors" 1e-5) ||
+  d=$(tt_same "$T/simple/model-40.safetensors" "$T/$name/model-40.safetensors" 1e-5) ||
     why="$why $name differs from simple by $d;"
   echo "# $name vs simple: max rel diff $d"
 done
@@ -156,7 +143,7 @@ if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
   mpirun --allow-run-as-root --oversubscribe -np 2 "$TOWERTRAIN" run "$T/lenet.cfg" \
     --logdir "$T/mpi" --quiet --set 'trainer={ type = "sync_replicated"; precision = "bf16"; }' \
     --set dataflow.batch_size=32 || why="$why 2 MPI ranks failed;"
-  d=$(same "$T/simple/model-40.safetensors" "$T/mpi/model-40.safetensors" 1e-5) ||
+  d=$(tt_same "$T/simple/model-40.safetensors" "$T/mpi/model-40.safetensors" 1e-5) ||
     why="$why 2 MPI ranks differ from simple by $d;"
   echo "# 2 MPI ranks vs simple: max rel diff $d"
 else
@@ -168,7 +155,7 @@ ok $([ -z "$why" ]; echo $?) "bf16: every trainer type; 2 towers and 2 ranks equ
 why=""
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/res" --quiet --set max_epoch=1 &&
   "$TOWERTRAIN" resume "$T/res" --max-epoch 2 --quiet || why="$why run or resume failed;"
-same "$T/simple/model-40.safetensors" "$T/res/model-40.safetensors" 0 >/dev/null ||
+tt_same "$T/simple/model-40.safetensors" "$T/res/model-40.safetensors" 0 >/dev/null ||
   why="$why not bitwise the uninterrupted run;"
 all_f32 "$T/res/model-20.safetensors" && all_f32 "$T/res/model-40.safetensors" ||
   why="$why a tensor is not F32;"
@@ -189,9 +176,9 @@ why=""
 [ "$(grep -c '^precision bf16: dense, conv2d' "$T/f2b/log.log")" = 1 ] || why="$why f2b: not one bf16 segment;"
 for d in b2f f2b; do
   all_f32 "$T/$d/model-40.safetensors" || why="$why $d: a tensor is not F32;"
-  same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 0 >/dev/null &&
+  tt_same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 0 >/dev/null &&
     why="$why $d: bitwise the bf16 run (the precision did not change);"
-  diff=$(same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 5e-2) ||
+  diff=$(tt_same "$T/simple/model-40.safetensors" "$T/$d/model-40.safetensors" 5e-2) ||
     why="$why $d: $diff from the bf16 run;"
   echo "# $d vs the bf16 run: max rel diff $diff"
 done

@@ -6,6 +6,9 @@
 #   tt_tap FILE STATUS: the checks a python script printed, counted in;
 #   tt_refused DESCRIPTION TEXT LOGDIR COMMAND...: the check of a command
 #       that must be refused as bad input is;
+#   tt_same A B TOL [optimizer]: every tensor of two checkpoints within TOL
+#       (max |a - b| / max |a| per tensor; TOL 0: bit for bit), the optimizer
+#       state too when asked; prints the worst (tests/tt_safetensors.py);
 #   $PY: the python3 to run (numpy, torch): $PYTHON3, which make check sets
 #       from configure (it looks in /usr/bin first), else /usr/bin/python3;
 #       its scripts can import tests/tt_safetensors.py (PYTHONPATH);
@@ -98,4 +101,8 @@ tt_refused() {
     echo "#$tt_why"
     sed 's/^/# stderr: /' "$T/refused.err" | head -n 5
   fi
+}
+
+tt_same() {
+  $PY "$TT_SRCDIR/tests/tt_safetensors.py" same "$@"
 }

@@ -89,15 +89,7 @@ ok $? "LeNet on a GPU reaches the CPU run's accuracy (GPU $ga, CPU $ca)"
 
 # ---- bitwise repeatability ----
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu2" > /dev/null 2>&1
-$PY - "$T/gpu1/model-128.safetensors" "$T/gpu2/model-128.safetensors" <<'PYEOF'
-import sys
-import numpy as np, tt_safetensors as st
-a, _ = st.load(sys.argv[1], optimizer=True)
-b, _ = st.load(sys.argv[2], optimizer=True)
-assert a.keys() == b.keys()
-bad = [k for k in a if a[k].tobytes() != b[k].tobytes()]
-assert not bad, bad
-PYEOF
+tt_same "$T/gpu1/model-128.safetensors" "$T/gpu2/model-128.safetensors" 0 optimizer >/dev/null
 ok $? "deterministic = true: two GPU runs give the same bits (parameters and optimizer state)"
 
 # ---- checkpoints across devices ----
