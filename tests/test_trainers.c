@@ -41,18 +41,7 @@ static float *train(const char *model, char sets_text[][160], int n_sets, int to
                     size_t *count, double *last_loss)
 {
     char job_path[512];
-    snprintf(job_path, sizeof(job_path), "%s/job.cfg", dir);
-    char job_text[2048];
-    snprintf(job_text, sizeof(job_text),
-             "model = \"%s\";\n"
-             "seed = 3;\n"
-             "dataflow = { source = { type = \"idx\"; images = \"toy-images\"; labels = \"toy-labels\"; };\n"
-             "  batch_size = 24; prefetch = { workers = 0; queue = 1; }; };\n"
-             "optimizer = { type = \"momentum\"; learning_rate = 0.05; momentum = 0.9; };\n"
-             "max_epoch = 1; steps_per_epoch = 5;\n"
-             "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
-             model);
-    tt_write_file(dir, "job.cfg", job_text);
+    tt_write_toy_job(dir, model, 5, job_path, sizeof(job_path));
     job_override sets[16];
     for (int i = 0; i < n_sets; i++)
         sets[i].arg = sets_text[i];
@@ -278,7 +267,7 @@ int main(void)
             char ls[2][160];
             snprintf(ls[0], sizeof(ls[0]), "%s", cases[c][0]);
             snprintf(ls[1], sizeof(ls[1]), "%s", cases[c][1]);
-            size_t n1, n2;
+            size_t n1 = 0, n2 = 0;
             force_loss_scale = 0;
             float *plain = train("mlp.cfg", ls, 2, 0, &n1, NULL);
             force_loss_scale = LOSS_SCALE_INIT;

@@ -1,6 +1,6 @@
 /* tt_test.h - a tiny TAP producer for the unit tests, and the file chores
  * they share (a temporary directory, writing a file, big-endian integers, a
- * toy IDX data set).
+ * toy IDX data set and a job on it, the GPUs a GPU test may use).
  *
  * Each check prints one TAP line ("ok 3 - dense backward dx"), so automake's TAP
  * driver counts every check, not every program. tt_done() prints the plan and
@@ -154,6 +154,40 @@ static inline void tt_write_toy_idx(const char *dir, int n)
         perror(dir);
         exit(99);
     }
+}
+
+/* dir/job.cfg: `model` trained on tt_write_toy_idx's set, batch 24, momentum
+ * SGD, seed 3, one epoch of `steps` steps, no callbacks or monitors, batches
+ * made inline; its path in path. Tests vary it with --set overrides. */
+static inline void tt_write_toy_job(const char *dir, const char *model, int steps, char *path,
+                                    size_t len)
+{
+    char text[2048];
+    snprintf(text, sizeof(text),
+             "model = \"%s\";\n"
+             "seed = 3;\n"
+             "dataflow = { source = { type = \"idx\"; images = \"toy-images\"; labels = \"toy-labels\"; };\n"
+             "  batch_size = 24; prefetch = { workers = 0; queue = 1; }; };\n"
+             "optimizer = { type = \"momentum\"; learning_rate = 0.05; momentum = 0.9; };\n"
+             "max_epoch = 1; steps_per_epoch = %d;\n"
+             "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
+             model, steps);
+    tt_write_file(dir, "job.cfg", text);
+    snprintf(path, len, "%s/job.cfg", dir);
+}
+
+/* make check hides the GPUs from the CPU tests (Makefile.am): a GPU test
+ * gives back the GPUs the user made visible (TT_GPUS), before CUDA reads the
+ * variable. */
+static inline void tt_restore_visible_gpus(void)
+{
+    const char *kept = getenv("TT_GPUS");
+    if (kept == NULL)
+        return;
+    if (strcmp(kept, "all") == 0)
+        unsetenv("CUDA_VISIBLE_DEVICES");
+    else
+        setenv("CUDA_VISIBLE_DEVICES", kept, 1);
 }
 
 #endif

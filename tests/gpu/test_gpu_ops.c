@@ -430,22 +430,9 @@ static void test_elementwise(backend_t *g)
     free(hl);
 }
 
-/* make check hides the GPUs from the CPU tests (Makefile.am): the GPUs the
- * user made visible come back here, before CUDA reads the variable. */
-static void restore_visible_gpus(void)
-{
-    const char *kept = getenv("TT_GPUS");
-    if (kept == NULL)
-        return;
-    if (strcmp(kept, "all") == 0)
-        unsetenv("CUDA_VISIBLE_DEVICES");
-    else
-        setenv("CUDA_VISIBLE_DEVICES", kept, 1);
-}
-
 int main(void)
 {
-    restore_visible_gpus();
+    tt_restore_visible_gpus();
     char reason[256] = "";
     int gpus = backend_cuda_device_count(reason, sizeof(reason));
     tt_err err = {0};

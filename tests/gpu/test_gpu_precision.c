@@ -49,18 +49,7 @@ static float *train(const char *model, const char *const *sets_text, int n_sets,
                     size_t *count)
 {
     char job_path[512];
-    snprintf(job_path, sizeof(job_path), "%s/job.cfg", dir);
-    char job_text[2048];
-    snprintf(job_text, sizeof(job_text),
-             "model = \"%s\";\n"
-             "seed = 3;\n"
-             "dataflow = { source = { type = \"idx\"; images = \"toy-images\"; labels = \"toy-labels\"; };\n"
-             "  batch_size = 24; prefetch = { workers = 0; queue = 1; }; };\n"
-             "optimizer = { type = \"momentum\"; learning_rate = 0.05; momentum = 0.9; };\n"
-             "max_epoch = 1; steps_per_epoch = 6;\n"
-             "callbacks = ( ); extra_callbacks = ( ); monitors = ( );\n",
-             model);
-    tt_write_file(dir, "job.cfg", job_text);
+    tt_write_toy_job(dir, model, 6, job_path, sizeof(job_path));
     job_override sets[16];
     for (int i = 0; i < n_sets; i++)
         sets[i].arg = sets_text[i];
@@ -98,19 +87,6 @@ static bool all_finite(const float *p, size_t n)
     return p != NULL;
 }
 
-/* make check hides the GPUs from the CPU tests (Makefile.am): the GPUs the
- * user made visible come back here, before CUDA reads the variable. */
-static void restore_visible_gpus(void)
-{
-    const char *kept = getenv("TT_GPUS");
-    if (kept == NULL)
-        return;
-    if (strcmp(kept, "all") == 0)
-        unsetenv("CUDA_VISIBLE_DEVICES");
-    else
-        setenv("CUDA_VISIBLE_DEVICES", kept, 1);
-}
-
 /* trainer types on GPU towers: the overrides, and the GPUs needed */
 typedef struct {
     const char *what;
@@ -139,7 +115,7 @@ static const gpu_case cases[] = {
 
 int main(void)
 {
-    restore_visible_gpus();
+    tt_restore_visible_gpus();
     log_set_quiet(true);
     char reason[256] = "";
     int gpus = backend_cuda_device_count(reason, sizeof(reason));
