@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import numpy as np
+from tt_tap import done, ok, skip
 
 TT = sys.argv[1]
 try:
@@ -20,23 +21,6 @@ try:
     HAVE_TV = True
 except Exception:  # pragma: no cover - depends on the machine
     HAVE_TV = False
-
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    failed += 0 if cond else 1
-    print(("ok - %s" if cond else "not ok - %s") % what)
-
-
-def skip(what, why):
-    global n
-    n += 1
-    print("ok - %s # SKIP %s" % (what, why))
-
 
 def lines_of(args):
     p = subprocess.run([TT] + [str(a) for a in args], capture_output=True, text=True)
@@ -270,4 +254,4 @@ ok(all(float(d[5]) == -1 for d in draws), "saturation 0: left out")
 if not HAVE_TV:
     skip("comparisons with torchvision", "python3-torchvision not installed; "
          "checked against the float64 re-implementation only")
-sys.exit(1 if failed else 0)
+done()

@@ -7,8 +7,7 @@ rc=$?
 $PY - "$T/out" "$T/b.json" $rc >"$T/checks" 2>&1 <<'PYEOF'
 import json, sys
 out, js, rc = open(sys.argv[1]).read().splitlines(), sys.argv[2], int(sys.argv[3])
-def ok(c, w):
-    print(("ok - %s" if c else "not ok - %s") % w)
+from tt_tap import ok
 ok(rc == 0, "bench exits 0")
 rows = [l.split() for l in out if l.strip() and not l.startswith("#")]
 ok(len(rows) == 3 * 6, "6 sizes (1K..1M by 4) for each of 3 algorithms: %d rows" % len(rows))

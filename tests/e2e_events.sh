@@ -18,8 +18,7 @@ rc=$?
 $PY - "$T/log" $rc histograms >"$T/checks" 2>&1 <<'PYEOF'
 import glob, json, struct, sys
 logdir, rc = sys.argv[1], int(sys.argv[2])
-def ok(cond, what):
-    print(("ok - %s" if cond else "not ok - %s") % what)
+from tt_tap import ok
 ok(rc == 0, "run 2 epochs and resume to 3 with an events monitor")
 # CRC-32C (Castagnoli), bit by bit: independent of the C table
 def crc32c(data):

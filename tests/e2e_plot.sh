@@ -34,8 +34,7 @@ $PY - "$T/stats.svg" "$T/run/stats.svg" > "$T/checks" 2>&1 <<'PYEOF'
 import math, re, sys
 import xml.etree.ElementTree as ET
 NS = "{http://www.w3.org/2000/svg}"
-def ok(c, w):
-    print(("ok - %s" if c else "not ok - %s") % w)
+from tt_tap import ok
 
 def texts_inside(root, W, H):
     bad = []

@@ -15,6 +15,7 @@ with skip_corrupt.
     image_folder_check.py TT_SAMPLES WORKDIR
 """
 import io
+import itertools
 import os
 import struct
 import subprocess
@@ -23,22 +24,14 @@ import zlib
 
 import numpy as np
 from PIL import Image
+from tt_tap import done, ok, skip
 
 TT, W = sys.argv[1], sys.argv[2]
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    failed += 0 if cond else 1
-    print(("ok - %s" if cond else "not ok - %s") % what)
-    sys.stdout.flush()
+job_files = itertools.count()
 
 
 def job(root, extra="", classes=10):
-    path = os.path.join(W, "job-%d.cfg" % n)
+    path = os.path.join(W, "job-%d.cfg" % next(job_files))
     with open(path, "w") as f:
         f.write('dataflow = { source = { type = "image_folder"; root = "%s"; %s }; batch_size = 1; };\n'
                 'model = { input = [3, 8, 8]; classes = %d; layers = ( { name = "fc"; type = "dense"; '
@@ -184,8 +177,7 @@ try:
     ok(tv_names == [(os.path.relpath(p, root), k) for p, k in order],
        "the file order and labels are torchvision.datasets.ImageFolder's (empty class aside)")
 except ImportError:
-    print("ok - order against torchvision.datasets.ImageFolder # SKIP no torchvision")
-    n += 1
+    skip("order against torchvision.datasets.ImageFolder", "no torchvision")
 
 for channels in (3, 1):
     rc, err, got = samples(root, "channels = %d;" % channels)
@@ -277,4 +269,4 @@ ok(rc == 2 and "3-nested" in err and "label 3 >= classes 3" in err and "sample "
    "a fourth class folder with classes = 3: refused naming the file, sample and label (%s)"
    % err.strip())
 
-sys.exit(1 if failed else 0)
+done()

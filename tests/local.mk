@@ -29,6 +29,6 @@ EXTRA_DIST += tests/e2e_readme.sh
 TESTS += tests/e2e_resume.sh
 EXTRA_DIST += tests/e2e_resume.sh
 TESTS += tests/e2e_mpi.sh
-EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py
+EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py tests/tt_tap.py
 TESTS += tests/e2e_memory.sh
 EXTRA_DIST += tests/e2e_memory.sh

@@ -3,7 +3,8 @@
 # It gives them
 #   ok STATUS DESCRIPTION, skip DESCRIPTION REASON, tt_done: TAP lines, the
 #       count and the plan (the exit status says whether a check failed);
-#   tt_tap FILE STATUS: the checks a python script printed, counted in;
+#   tt_tap FILE STATUS: the checks a python script printed (with
+#       tests/tt_tap.py's ok and skip), counted in;
 #   tt_refused DESCRIPTION TEXT LOGDIR COMMAND...: the check of a command
 #       that must be refused as bad input is;
 #   tt_same A B TOL [optimizer]: every tensor of two checkpoints within TOL
