@@ -49,6 +49,21 @@ static inline int cpu_tasks(const backend_t *be, int n)
     return n < be->threads ? (n > 0 ? n : 1) : be->threads;
 }
 
+/* The dense layer's bias gradient over the output units [lo, hi):
+ * db[j] = sum over the n rows of dy[r][j], in row order (dense.c and
+ * dense_bf16.c: the same bits in fp32 and bf16). */
+static inline void cpu_dense_bias_grad(const float *dy, int n, int out, int lo, int hi,
+                                       float *db)
+{
+    for (int j = lo; j < hi; j++)
+        db[j] = 0.0f;
+    for (int r = 0; r < n; r++) {
+        const float *row = dy + (size_t)r * out;
+        for (int j = lo; j < hi; j++)
+            db[j] += row[j];
+    }
+}
+
 /* Operations by file: dense.c, conv.c, pool.c, elementwise.c. */
 void cpu_dense_forward(backend_t *be, int n, int in, int out, const float *x, const float *w,
                        const float *b, bool relu, float *y);

@@ -84,13 +84,7 @@ static void dense_backward_task(void *p, int k, int tasks)
     if (a->db != NULL) {
         int lo, hi;
         cpu_range(a->out, a->parts, k, &lo, &hi);
-        for (int j = lo; j < hi; j++)
-            a->db[j] = 0.0f;
-        for (int r = 0; r < a->n; r++) {
-            const float *row = a->dy + (size_t)r * a->out;
-            for (int j = lo; j < hi; j++)
-                a->db[j] += row[j];
-        }
+        cpu_dense_bias_grad(a->dy, a->n, a->out, lo, hi, a->db);
     }
 }
 

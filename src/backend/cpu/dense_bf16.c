@@ -421,15 +421,8 @@ static void backward_task(void *p, int s, int tasks)
             if (a->dw != NULL)
                 mm_exec(c, q == wchunks - 1 ? a->bw[1] : a->bw[0], s,
                         c->dybt + (size_t)lo * a->n, c->xb, NULL, a->dw + (size_t)lo * a->in);
-            if (a->db != NULL) {
-                for (int j = lo; j < hi; j++)
-                    a->db[j] = 0.0f;
-                for (int r = 0; r < a->n; r++) {
-                    const float *row = a->dy + (size_t)r * a->out;
-                    for (int j = lo; j < hi; j++)
-                        a->db[j] += row[j];
-                }
-            }
+            if (a->db != NULL)
+                cpu_dense_bias_grad(a->dy, a->n, a->out, lo, hi, a->db);
         } else {
             int xq = q - wchunks, lo = xq * DENSE_CHUNK;
             mm_exec(c, xq == xchunks - 1 ? a->bd[1] : a->bd[0], s,
