@@ -496,6 +496,13 @@ static void test_conv(void)
         {1, 2, 1, 1, 2, 5, 1, 2, true, false},   /* 1x1 image, all padding but the centre */
         {3, 2, 2, 3, 3, 3, 1, 2, false, false},  /* padding wider than the image */
         {7, 2, 6, 5, 3, 3, 2, 0, true, true},    /* more images than backward groups */
+        /* conv_small.c's shapes (few channels, 16 images in the lanes), small
+         * enough for the finite differences: */
+        {17, 2, 4, 5, 16, 5, 1, 2, true, true},  /* 16 filters, tiles of 8; 16 + 1 images */
+        {18, 1, 8, 8, 6, 5, 1, 2, true, true},   /* LeNet's conv0, cut down */
+        {17, 3, 5, 4, 9, 3, 1, 1, true, false},  /* 9 filters: tiles of 4 and 5 */
+        {17, 2, 3, 3, 5, 5, 1, 4, false, true},  /* padding k - 1 */
+        {16, 15, 3, 4, 7, 3, 1, 0, true, true},  /* 15 channels: 7 + 8; 1 block */
     };
     for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
         layer_cfg c = conv_cfg(odd[i].f, odd[i].k, odd[i].s, odd[i].p, odd[i].bias, odd[i].relu);

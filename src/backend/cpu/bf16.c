@@ -7,6 +7,12 @@
  * optimizer and the all-reduce are the float32 operations, on float32
  * master parameters, as torch.autocast does.
  *
+ * Convolutions with fewer than 16 input channels (LeNet's) take
+ * conv_small.c in both precisions: it rounds x, w and dy to bf16 and
+ * multiplies them with float32 fmas, which is exact for products of bf16
+ * values and so the same arithmetic; bf16 kernels gain nothing on channels
+ * that narrow (oneDNN's ran at 0.99x float32 on LeNet).
+ *
  * The kernels are oneDNN's choice at run time: AMX tiles (tdpbf16ps) where
  * the CPU has them, else AVX512_BF16 (vdpbf16ps). A CPU with neither would
  * get oneDNN's bf16 emulation on plain AVX-512, slower than float32, so we

@@ -3,7 +3,9 @@
  * Why: on our shapes (ResNet-20: 16-64 channels, 8-32 pixels square) oneDNN's
  * direct JIT kernels on its blocked layouts (nChw16c and friends) run 3-7x
  * faster than im2col + sgemm (conv.c), measured in bench/sgemm's neighbour
- * /tmp experiments and in bench/compare_pytorch. The rest of towertrain keeps
+ * /tmp experiments and in bench/compare_pytorch. (Below 16 input channels,
+ * as in LeNet, they are the slower ones: cpu_backend.c sends those shapes to
+ * conv_small.c.) The rest of towertrain keeps
  * plain NCHW, so every call reorders at its boundary: x and dy into the
  * kernel's layout, y and dx back. Those reorders are one pass over the tensor
  * each, small beside the convolution.

@@ -119,6 +119,16 @@ void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float bet
                    float weight_decay, int64_t step, float *w, const float *g, float *m,
                    float *v);
 
+/* conv_small.c: convolutions with few channels, 16 images in the vector
+ * lanes; cpu_conv_small_fits() says which (cpu_backend.c dispatches) */
+bool cpu_conv_small_fits(const backend_t *be, const window_desc *d);
+size_t cpu_conv_small_workspace(backend_t *be, const window_desc *d);
+void cpu_conv_small_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                            const float *b, bool relu, float *y, void *ws);
+void cpu_conv_small_backward(backend_t *be, const window_desc *d, const float *x,
+                             const float *w, const float *y, bool relu, float *dy, float *dx,
+                             float *dw, float *db, void *ws);
+
 /* dense_bf16.c (precision "bf16", oneDNN builds only) */
 void cpu_dense_bf16_forward(backend_t *be, int n, int in, int out, const float *x,
                             const float *w, const float *b, bool relu, float *y);

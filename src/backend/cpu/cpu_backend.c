@@ -49,6 +49,49 @@ static void cpu_destroy(backend_t *be)
     free(be);
 }
 
+/* Convolutions: few channels go to conv_small.c; the rest to oneDNN
+ * (conv_dnnl.c, which falls back to conv.c for what it cannot do) or,
+ * without oneDNN, to im2col + sgemm (conv.c). */
+static size_t conv_workspace(backend_t *be, const window_desc *d)
+{
+#ifdef HAVE_DNNL
+    size_t other = cpu_conv_dnnl_workspace(be, d);
+#else
+    size_t other = cpu_conv_workspace(be, d);
+#endif
+    if (!cpu_conv_small_fits(be, d))
+        return other;
+    size_t small = cpu_conv_small_workspace(be, d);
+    return small > other ? small : other;
+}
+
+static void conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                         const float *b, bool relu, float *y, void *ws)
+{
+    if (cpu_conv_small_fits(be, d))
+        cpu_conv_small_forward(be, d, x, w, b, relu, y, ws);
+    else
+#ifdef HAVE_DNNL
+        cpu_conv_dnnl_forward(be, d, x, w, b, relu, y, ws);
+#else
+        cpu_conv_forward(be, d, x, w, b, relu, y, ws);
+#endif
+}
+
+static void conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                          const float *y, bool relu, float *dy, float *dx, float *dw, float *db,
+                          void *ws)
+{
+    if (cpu_conv_small_fits(be, d))
+        cpu_conv_small_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
+    else
+#ifdef HAVE_DNNL
+        cpu_conv_dnnl_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
+#else
+        cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
+#endif
+}
+
 backend_t *backend_cpu_create(int device, int threads, tt_err *err)
 {
     backend_t *be = calloc(1, sizeof(*be));
@@ -77,14 +120,10 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     /* oneDNN's convolutions compute in the blocked layout; activations stay
      * in it between the layers that accept it (conv.c knows NCHW only) */
     be->blocked_layout = true;
-    be->conv_workspace = cpu_conv_dnnl_workspace;
-    be->conv_forward = cpu_conv_dnnl_forward;
-    be->conv_backward = cpu_conv_dnnl_backward;
-#else
-    be->conv_workspace = cpu_conv_workspace;
-    be->conv_forward = cpu_conv_forward;
-    be->conv_backward = cpu_conv_backward;
 #endif
+    be->conv_workspace = conv_workspace;
+    be->conv_forward = conv_forward;
+    be->conv_backward = conv_backward;
     be->maxpool_forward = cpu_maxpool_forward;
     be->maxpool_backward = cpu_maxpool_backward;
     be->avgpool_forward = cpu_avgpool_forward;

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/transpose.h"
 #include "backend/math.h"
 
 #ifdef CPU_AVX512_KERNELS
@@ -39,51 +40,13 @@ static void pack_plain(const tile_gemm_t *g, int n0, int nn, int w, float *p)
 }
 
 #ifdef CPU_AVX512_KERNELS
-/* 16 rows of 16 floats (rows beyond `rows` and columns beyond `cols` read
- * as zero) transposed into 16 rows of dst, the first `cols` of them
- * stored. */
-__attribute__((target("avx512f"))) static void transpose16(const float *src, ptrdiff_t ld,
-                                                           int rows, int cols, float *dst,
-                                                           ptrdiff_t ldd)
-{
-    __m512 r[16], t[16];
-    __mmask16 m = (__mmask16)(cols >= 16 ? 0xffff : (1u << cols) - 1);
-    for (int i = 0; i < 16; i++)
-        r[i] = i < rows ? _mm512_maskz_loadu_ps(m, src + (ptrdiff_t)i * ld) : _mm512_setzero_ps();
-    /* 2x2 blocks of floats, then of pairs, then 128-bit lanes, then 256 */
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    }
-    /* r[4q + s] now holds, in 128-bit lane L, column 4L + s of rows 4q..4q+3 */
-    for (int s = 0; s < 4; s++) {
-        __m512 a = r[s], b = r[4 + s], c = r[8 + s], d = r[12 + s];
-        /* lanes (a0 b0 a1 b1), (a2 b2 a3 b3), same for c, d */
-        __m512 ab02 = _mm512_shuffle_f32x4(a, b, 0x88), ab13 = _mm512_shuffle_f32x4(a, b, 0xdd);
-        __m512 cd02 = _mm512_shuffle_f32x4(c, d, 0x88), cd13 = _mm512_shuffle_f32x4(c, d, 0xdd);
-        /* ab02 = a0 a2 b0 b2; cd02 = c0 c2 d0 d2 -> (a0 b0 c0 d0), (a2 b2 c2 d2) */
-        t[s] = _mm512_shuffle_f32x4(ab02, cd02, 0x88);
-        t[8 + s] = _mm512_shuffle_f32x4(ab02, cd02, 0xdd);
-        t[4 + s] = _mm512_shuffle_f32x4(ab13, cd13, 0x88);
-        t[12 + s] = _mm512_shuffle_f32x4(ab13, cd13, 0xdd);
-    }
-    for (int i = 0; i < cols && i < 16; i++)
-        _mm512_storeu_ps(dst + (ptrdiff_t)i * ldd, t[i]);
-}
-
 __attribute__((target("avx512f"))) static void pack_avx512(const tile_gemm_t *g, int n0, int nn,
                                                            int w, float *p)
 {
     for (int j = 0; j < w; j += 16)
         for (int k = 0; k < g->K; k += 16)
-            transpose16(g->b + (size_t)(n0 + j) * g->b_rs + k, g->b_rs, nn - j,
-                        g->K - k < 16 ? g->K - k : 16, p + (size_t)k * w + j, w);
+            cpu_transpose16(g->b + (size_t)(n0 + j) * g->b_rs + k, g->b_rs, nn - j,
+                            g->K - k < 16 ? g->K - k : 16, p + (size_t)k * w + j, w, 16);
 }
 #endif
 

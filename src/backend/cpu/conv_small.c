@@ -1,0 +1,648 @@
+/* conv_small.c - direct convolution for few channels, with 16 images side by
+ * side in the vector lanes.
+ *
+ * Why: LeNet's convolutions (1 -> 6 and 6 -> 16 channels, 5x5) are too narrow
+ * for oneDNN's kernels, which put channels in the vector lanes in blocks of
+ * 16: 6 channels fill 6 of 16 lanes, and its backward kernels ran at 60-70
+ * GFLOP/s on a core that does ~190 (bench/roofline's profile), plus a reorder
+ * of every padded tensor. Here the lanes hold 16 images instead, so every
+ * multiply-add is full width whatever the channel counts, and each weight is
+ * one scalar broadcast. cpu_conv_small_fits() says which shapes come here.
+ *
+ * A block of 16 images (lane l = image n0 + l; lanes past the batch are zero)
+ * is transposed into these scratch tensors of the task's workspace:
+ *   xt  [C][H + 2 pad][W + 2 pad][16]  input, zero-padded (plus a tail of
+ *                                      zeros the forward tiles may read)
+ *   yt  [F][OH][OWR][16]                output, OWR = OW rounded up to the tile
+ *   dyt [F][OH][OW][16]                 output gradient (in yt's place)
+ *   dxt [C][H][W][16]                   input gradient
+ * and results are transposed back, 16 x 16 floats at a time (transpose.c),
+ * to NCHW or, for the output, the blocked layout.
+ *
+ * Forward: PX output pixels of a row x FT output channels in registers, over
+ * c, ky, kx: PX input vectors and FT broadcast weights feed PX*FT fmas.
+ * Backward-weights: the K taps of a kernel row x FT output channels, over the
+ * output pixels: K input vectors and FT gradient vectors feed K*FT fmas; the
+ * lanes are summed at the end.
+ * Backward-data: CT input channels of one input pixel, over the output pixels
+ * that read it: one gradient vector and CT broadcast weights feed CT fmas.
+ * The tile sizes are compile-time constants of one always-inlined function per
+ * pass (a switch picks the instance), so the accumulators live in registers.
+ *
+ * Bits: blocks are fixed groups of 16 images whatever the thread count; each
+ * block writes its own partial dw and db (its lanes summed in lane order), and
+ * the partials are summed in block order. Every sum has a fixed order.
+ *
+ * Workspace: per task (one per thread) xt + max(yt, dyt) + dxt; the weights
+ * rounded to bf16; then per block of the largest batch the partial dw
+ * [F*C*K*K] and db [F].
+ */
+#include "backend/cpu/cpu.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#include "backend/cpu/transpose.h"
+#include "backend/math.h"
+
+/* a * b + c in one rounding inside this file's loops: -std=c11 keeps GCC
+ * from fusing them otherwise (clang fuses within an expression already) */
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+/* The vector type is 64 bytes whatever the target: GCC warns that passing
+ * one by value changes the ABI without AVX-512 (clang too). Every function taking one is
+ * static inline in this file, so no ABI is crossed. */
+#if defined(__clang__)
+#pragma clang diagnostic ignored "-Wpsabi"
+#elif defined(__GNUC__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+/* and it takes the lanes {s} leaves zero for uninitialised (they are not:
+ * C zeroes the rest of an initialiser) */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#define LANES 16
+typedef float v16 __attribute__((vector_size(LANES * sizeof(float))));
+typedef int32_t vi16 __attribute__((vector_size(LANES * sizeof(int32_t))));
+typedef uint32_t vu16 __attribute__((vector_size(LANES * sizeof(uint32_t))));
+
+#define MAX_TILE 8 /* FT, PX, CT: at most 8 */
+#define ACCS 24    /* accumulators per tile, of 32 vector registers */
+
+/* One broadcast. GCC 12 is touchy here, measured on LeNet: {s, s, ...} is
+ * built lane by lane (5x slower), {0} + s adds first (0.0f + s is no
+ * identity for s = -0.0f), and a 4-float {s, s, s, s} shuffled or {0} with
+ * v[0] = s are slower again; {s} shuffled is one vbroadcastss. */
+static inline v16 splat(float s)
+{
+    v16 v = {s};
+    return __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+
+static inline v16 load16(const float *p)
+{
+    return *(const v16 *)p;
+}
+
+static inline void store16(float *p, v16 v)
+{
+    *(v16 *)p = v;
+}
+
+/* tt_relu on every lane, in registers: x where x > 0, else +0.0f (NaN
+ * and -0.0f included, as tt_relu) */
+static inline v16 relu16(v16 v)
+{
+    vi16 keep = v > splat(0.0f);
+    return (v16)((vi16)v & keep);
+}
+
+/* Each lane rounded to bf16 (to nearest, ties to even), kept as a float. */
+static inline v16 bf16_round16(v16 v)
+{
+    vu16 u = (vu16)v;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    return (v16)(u & 0xffff0000u);
+}
+
+CPU_HOT static void bf16_round(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i += LANES)
+        store16(p + i, bf16_round16(load16(p + i)));
+}
+
+/* lanes summed in lane order */
+static inline float hsum16(v16 v)
+{
+    float s = 0.0f;
+    for (int l = 0; l < LANES; l++)
+        s += v[l];
+    return s;
+}
+
+bool cpu_conv_small_fits(const backend_t *be, const window_desc *d)
+{
+    return !d->blocked_x && d->stride == 1 && (d->k == 3 || d->k == 5) &&
+           d->c < TT_BLOCK && d->f <= 2 * MAX_TILE && d->pad < d->k;
+}
+
+/* ---- geometry ---- */
+
+static size_t round_up16(size_t n)
+{
+    return (n + LANES - 1) / LANES * LANES;
+}
+
+typedef struct {
+    const window_desc *d;
+    int hp, wp;          /* padded input */
+    int px;              /* a multiple of the forward tiles' pixels */
+    int owr;             /* OW rounded up to px */
+    size_t xt, yt, dxt;  /* floats of each scratch tensor */
+    size_t task;         /* floats of one task's scratch */
+    int blocks;          /* blocks of 16 images in d->n */
+} geom;
+
+/* Splits n channels into `tiles` tiles of at most `max` as evenly as can be
+ * (16 -> 8 + 8, 6 -> 6, 10 -> 5 + 5): tile t is [*lo, *hi). */
+static void tile_range(int n, int max, int t, int *lo, int *hi)
+{
+    int tiles = (n + max - 1) / max;
+    cpu_range(n, tiles, t, lo, hi);
+}
+
+static int tiles_of(int n, int max)
+{
+    return (n + max - 1) / max;
+}
+
+/* Pixels per forward tile for FT channels: PX * FT <= ACCS accumulators,
+ * and PX input vectors + FT weights loaded per PX * FT fmas, which keeps
+ * the fma units busier than the two load ports. fwd_channels() has these
+ * as constants. */
+static int fwd_px(int ft)
+{
+    static const int px[MAX_TILE + 1] = {0, 8, 8, 8, 6, 4, 4, 2, 2};
+    return px[ft];
+}
+
+static int gcd(int a, int b)
+{
+    return b == 0 ? a : gcd(b, a % b);
+}
+
+/* A multiple of every forward tile's pixel count (channel tiles come in at
+ * most two sizes). */
+static int fwd_px_lcm(const window_desc *d)
+{
+    int l = 1;
+    for (int t = 0; t < tiles_of(d->f, MAX_TILE); t++) {
+        int lo, hi;
+        tile_range(d->f, MAX_TILE, t, &lo, &hi);
+        int px = fwd_px(hi - lo);
+        l = l / gcd(l, px) * px;
+    }
+    return l;
+}
+
+static geom geom_of(const window_desc *d)
+{
+    geom g = {.d = d};
+    g.hp = d->h + 2 * d->pad;
+    g.wp = d->w + 2 * d->pad;
+    g.px = fwd_px_lcm(d);
+    g.owr = (d->ow + g.px - 1) / g.px * g.px;
+    /* the last tile of a row reads up to owr - ow columns past it */
+    g.xt = ((size_t)d->c * g.hp * g.wp + (size_t)(g.owr - d->ow) + 1) * LANES;
+    size_t yt = (size_t)d->f * d->oh * g.owr * LANES;
+    g.yt = (yt + LANES - 1) / LANES * LANES;
+    g.dxt = (size_t)d->c * d->h * d->w * LANES;
+    g.task = g.xt + g.yt + g.dxt;
+    g.blocks = (d->n + LANES - 1) / LANES;
+    return g;
+}
+
+size_t cpu_conv_small_workspace(backend_t *be, const window_desc *d)
+{
+    geom g = geom_of(d);
+    size_t fckk = (size_t)d->f * d->c * d->k * d->k;
+    size_t partial = (size_t)g.blocks * (fckk + d->f);
+    return ((size_t)be->threads * g.task + partial + round_up16(fckk)) * sizeof(float);
+}
+
+/* ---- the transposes between NCHW (or blocked) and a block's lanes ---- */
+
+/* A run of `len` floats of each image (at src + image * ld) into the lanes
+ * of dst[len][16]; images past nb are zero. */
+static void lanes_in(const float *src, size_t ld, int nb, int len, float *dst)
+{
+    for (int p = 0; p < len; p += LANES)
+        cpu_transpose16(src + p, (ptrdiff_t)ld, nb, len - p < LANES ? len - p : LANES,
+                        dst + (size_t)p * LANES, LANES, LANES);
+}
+
+/* The inverse: src[len][16] (row stride LANES) into a run of `len` floats of
+ * each of the nb images. */
+static void lanes_out(const float *src, int len, int nb, float *dst, size_t ld)
+{
+    for (int p = 0; p < len; p += LANES) {
+        int rows = len - p < LANES ? len - p : LANES;
+        cpu_transpose16(src + (size_t)p * LANES, LANES, rows, nb, dst + p, (ptrdiff_t)ld, rows);
+    }
+}
+
+/* x of images [n0, n0 + nb) into xt, zero-padded; rounded to bf16 for
+ * precision "bf16". */
+static void x_in(const geom *g, const float *x, int n0, int nb, bool bf16, float *xt)
+{
+    const window_desc *d = g->d;
+    size_t chw = (size_t)d->c * d->h * d->w;
+    memset(xt, 0, g->xt * sizeof(float));
+    for (int c = 0; c < d->c; c++) {
+        const float *plane = x + n0 * chw + (size_t)c * d->h * d->w;
+        float *tp = xt + (size_t)c * g->hp * g->wp * LANES;
+        if (d->pad == 0) {
+            lanes_in(plane, chw, nb, d->h * d->w, tp);
+            continue;
+        }
+        for (int iy = 0; iy < d->h; iy++)
+            lanes_in(plane + (size_t)iy * d->w, chw, nb, d->w,
+                     tp + ((size_t)(iy + d->pad) * g->wp + d->pad) * LANES);
+    }
+    if (bf16)
+        bf16_round(xt, g->xt);
+}
+
+/* Channels per block of the blocked layout, and the layout's stride of one
+ * image. */
+static int blocks_of(int c)
+{
+    return (c + TT_BLOCK - 1) / TT_BLOCK;
+}
+
+/* yt (row stride owr) out to y, NCHW or blocked. */
+static void y_out(const geom *g, const float *yt, int n0, int nb, float *y)
+{
+    const window_desc *d = g->d;
+    size_t P = (size_t)d->oh * d->ow;
+    if (d->blocked_y) {
+        int cb_n = blocks_of(d->f);
+        size_t img = (size_t)cb_n * P * TT_BLOCK;
+        for (int cb = 0; cb < cb_n; cb++) {
+            int rows = d->f - cb * TT_BLOCK < TT_BLOCK ? d->f - cb * TT_BLOCK : TT_BLOCK;
+            for (int oy = 0; oy < d->oh; oy++)
+                for (int ox = 0; ox < d->ow; ox++) {
+                    size_t p = (size_t)oy * d->ow + ox;
+                    const float *src =
+                        yt + (((size_t)cb * TT_BLOCK * d->oh + oy) * g->owr + ox) * LANES;
+                    cpu_transpose16(src, (ptrdiff_t)d->oh * g->owr * LANES, rows, nb,
+                                    y + n0 * img + ((size_t)cb * P + p) * TT_BLOCK,
+                                    (ptrdiff_t)img, TT_BLOCK);
+                }
+        }
+        return;
+    }
+    size_t fp = (size_t)d->f * P;
+    for (int f = 0; f < d->f; f++) {
+        float *dst = y + n0 * fp + (size_t)f * P;
+        const float *src = yt + (size_t)f * d->oh * g->owr * LANES;
+        if (g->owr == d->ow) {
+            lanes_out(src, (int)P, nb, dst, fp);
+            continue;
+        }
+        for (int oy = 0; oy < d->oh; oy++)
+            lanes_out(src + (size_t)oy * g->owr * LANES, d->ow, nb, dst + (size_t)oy * d->ow, fp);
+    }
+}
+
+/* dy of images [n0, n0 + nb), masked by relu where the forward applied it
+ * (in place, as conv.c does), into dyt[F][OH][OW][16]; rounded to bf16 for
+ * precision "bf16". */
+static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, int nb,
+                  bool bf16, float *dyt)
+{
+    const window_desc *d = g->d;
+    size_t P = (size_t)d->oh * d->ow;
+    size_t img = d->blocked_y ? (size_t)blocks_of(d->f) * TT_BLOCK * P : (size_t)d->f * P;
+    if (relu)
+        for (size_t i = n0 * img; i < (n0 + nb) * img; i++)
+            dy[i] = tt_relu_grad(y[i], dy[i]);
+    if (!d->blocked_y) {
+        for (int f = 0; f < d->f; f++)
+            lanes_in(dy + n0 * img + (size_t)f * P, img, nb, (int)P, dyt + (size_t)f * P * LANES);
+    } else {
+        for (int cb = 0; cb < blocks_of(d->f); cb++) {
+            int cols = d->f - cb * TT_BLOCK < TT_BLOCK ? d->f - cb * TT_BLOCK : TT_BLOCK;
+            for (size_t p = 0; p < P; p++)
+                cpu_transpose16(dy + n0 * img + ((size_t)cb * P + p) * TT_BLOCK,
+                                (ptrdiff_t)img, nb, cols,
+                                dyt + ((size_t)cb * TT_BLOCK * P + p) * LANES,
+                                (ptrdiff_t)P * LANES, LANES);
+        }
+    }
+    if (bf16)
+        bf16_round(dyt, (size_t)d->f * P * LANES);
+}
+
+/* ---- forward ---- */
+
+/* Output channels [f0, f0 + FT) of every pixel of the block, PX pixels of a
+ * row at a time: y = relu?(bias + sum over c, ky, kx of w * x). */
+static inline __attribute__((always_inline)) void fwd_tile(const geom *g, const float *w,
+                                                           const float *b, bool relu,
+                                                           const float *xt, float *yt, int f0,
+                                                           const int FT, const int PX)
+{
+    const window_desc *d = g->d;
+    int K = d->k;
+    size_t plane = (size_t)g->hp * g->wp * LANES, ckk = (size_t)d->c * K * K;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < g->owr; ox += PX) {
+            v16 acc[MAX_TILE][MAX_TILE];
+            for (int j = 0; j < PX; j++)
+                for (int f = 0; f < FT; f++)
+                    acc[j][f] = splat(b != NULL ? b[f0 + f] : 0.0f);
+            for (int c = 0; c < d->c; c++)
+                for (int ky = 0; ky < K; ky++) {
+                    const float *xr = xt + c * plane + ((size_t)(oy + ky) * g->wp + ox) * LANES;
+                    const float *wr = w + (size_t)f0 * ckk + ((size_t)c * K + ky) * K;
+                    for (int kx = 0; kx < K; kx++) {
+                        v16 xv[MAX_TILE];
+                        for (int j = 0; j < PX; j++)
+                            xv[j] = load16(xr + (size_t)(j + kx) * LANES);
+                        for (int f = 0; f < FT; f++) {
+                            v16 wv = splat(wr[f * ckk + kx]);
+                            for (int j = 0; j < PX; j++)
+                                acc[j][f] += xv[j] * wv;
+                        }
+                    }
+                }
+            for (int f = 0; f < FT; f++)
+                for (int j = 0; j < PX; j++) {
+                    float *out = yt + (((size_t)(f0 + f) * d->oh + oy) * g->owr + ox + j) * LANES;
+                    store16(out, relu ? relu16(acc[j][f]) : acc[j][f]);
+                }
+        }
+}
+
+/* The channel tile [f0, f0 + ft), fwd_px(ft) pixels at a time. */
+CPU_HOT static void fwd_channels(const geom *g, const float *w, const float *b, bool relu,
+                                 const float *xt, float *yt, int f0, int ft)
+{
+    switch (ft) {
+    case 1: fwd_tile(g, w, b, relu, xt, yt, f0, 1, 8); break;
+    case 2: fwd_tile(g, w, b, relu, xt, yt, f0, 2, 8); break;
+    case 3: fwd_tile(g, w, b, relu, xt, yt, f0, 3, 8); break;
+    case 4: fwd_tile(g, w, b, relu, xt, yt, f0, 4, 6); break;
+    case 5: fwd_tile(g, w, b, relu, xt, yt, f0, 5, 4); break;
+    case 6: fwd_tile(g, w, b, relu, xt, yt, f0, 6, 4); break;
+    case 7: fwd_tile(g, w, b, relu, xt, yt, f0, 7, 2); break;
+    case 8: fwd_tile(g, w, b, relu, xt, yt, f0, 8, 2); break;
+    }
+}
+
+typedef struct {
+    geom g;
+    const float *x, *w, *b, *y;
+    float *yo, *dy, *dx, *dw, *db;
+    bool relu;
+    bool bf16;        /* precision "bf16": x, w and dy rounded to bf16 */
+    float *ws;
+    float *pdw, *pdb; /* [blocks][F*C*K*K], [blocks][F] */
+} small_args;
+
+/* The arguments of a call: past the tasks' scratch, the workspace holds
+ * the weights rounded to bf16 (for bf16; a->w then points there) and the
+ * blocks' partials. */
+static void args_init(backend_t *be, const window_desc *d, small_args *a)
+{
+    size_t fckk = (size_t)d->f * d->c * d->k * d->k;
+    a->g = geom_of(d);
+    float *wr = a->ws + (size_t)be->threads * a->g.task;
+    a->bf16 = ((cpu_impl *)be->impl)->bf16;
+    a->pdw = wr + round_up16(fckk);
+    a->pdb = a->pdw + (size_t)a->g.blocks * fckk;
+    if (a->bf16) {
+        memcpy(wr, a->w, fckk * sizeof(float));
+        memset(wr + fckk, 0, (round_up16(fckk) - fckk) * sizeof(float));
+        bf16_round(wr, round_up16(fckk));
+        a->w = wr;
+    }
+}
+
+static void forward_task(void *p, int k, int tasks)
+{
+    small_args *a = p;
+    const geom *g = &a->g;
+    const window_desc *d = g->d;
+    float *xt = a->ws + (size_t)k * g->task, *yt = xt + g->xt;
+    int lo, hi;
+    cpu_range(g->blocks, tasks, k, &lo, &hi);
+    for (int blk = lo; blk < hi; blk++) {
+        int n0 = blk * LANES, nb = d->n - n0 < LANES ? d->n - n0 : LANES;
+        x_in(g, a->x, n0, nb, a->bf16, xt);
+        for (int t = 0; t < tiles_of(d->f, MAX_TILE); t++) {
+            int f0, f1;
+            tile_range(d->f, MAX_TILE, t, &f0, &f1);
+            fwd_channels(g, a->w, a->b, a->relu, xt, yt, f0, f1 - f0);
+        }
+        y_out(g, yt, n0, nb, a->yo);
+    }
+}
+
+void cpu_conv_small_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                            const float *b, bool relu, float *y, void *ws)
+{
+    small_args a = {.x = x, .w = w, .b = b, .yo = y, .relu = relu, .ws = ws};
+    args_init(be, d, &a);
+    cpu_run(be, be->threads, forward_task, &a);
+}
+
+/* ---- backward ---- */
+
+/* The weight gradient of output channels [f0, f0 + FT), all K taps of a
+ * kernel row at once, summed over the block's pixels and then its lanes. */
+static inline __attribute__((always_inline)) void dw_tile(const geom *g, const float *xt,
+                                                          const float *dyt, float *pdw, int f0,
+                                                          const int FT, const int K)
+{
+    const window_desc *d = g->d;
+    size_t plane = (size_t)g->hp * g->wp * LANES, P = (size_t)d->oh * d->ow;
+    for (int c = 0; c < d->c; c++)
+        for (int ky = 0; ky < K; ky++) {
+            v16 acc[5][MAX_TILE];
+            for (int kx = 0; kx < K; kx++)
+                for (int f = 0; f < FT; f++)
+                    acc[kx][f] = splat(0.0f);
+            for (int oy = 0; oy < d->oh; oy++) {
+                const float *xr = xt + c * plane + (size_t)(oy + ky) * g->wp * LANES;
+                const float *dr = dyt + ((size_t)f0 * P + (size_t)oy * d->ow) * LANES;
+                for (int ox = 0; ox < d->ow; ox++) {
+                    v16 xv[5];
+                    for (int kx = 0; kx < K; kx++)
+                        xv[kx] = load16(xr + (size_t)(ox + kx) * LANES);
+                    for (int f = 0; f < FT; f++) {
+                        v16 dv = load16(dr + ((size_t)f * P + ox) * LANES);
+                        for (int kx = 0; kx < K; kx++)
+                            acc[kx][f] += xv[kx] * dv;
+                    }
+                }
+            }
+            for (int f = 0; f < FT; f++)
+                for (int kx = 0; kx < K; kx++)
+                    pdw[(((size_t)(f0 + f) * d->c + c) * K + ky) * K + kx] = hsum16(acc[kx][f]);
+        }
+}
+
+/* Channel tiles of at most ACCS / K for the K accumulators of each. */
+static int dw_ft_max(int k)
+{
+    return k == 3 ? 8 : 4;
+}
+
+CPU_HOT static void dw_channels(const geom *g, const float *xt, const float *dyt, float *pdw,
+                                int f0, int ft)
+{
+    if (g->d->k == 3) {
+        switch (ft) {
+        case 1: dw_tile(g, xt, dyt, pdw, f0, 1, 3); break;
+        case 2: dw_tile(g, xt, dyt, pdw, f0, 2, 3); break;
+        case 3: dw_tile(g, xt, dyt, pdw, f0, 3, 3); break;
+        case 4: dw_tile(g, xt, dyt, pdw, f0, 4, 3); break;
+        case 5: dw_tile(g, xt, dyt, pdw, f0, 5, 3); break;
+        case 6: dw_tile(g, xt, dyt, pdw, f0, 6, 3); break;
+        case 7: dw_tile(g, xt, dyt, pdw, f0, 7, 3); break;
+        case 8: dw_tile(g, xt, dyt, pdw, f0, 8, 3); break;
+        }
+        return;
+    }
+    switch (ft) {
+    case 1: dw_tile(g, xt, dyt, pdw, f0, 1, 5); break;
+    case 2: dw_tile(g, xt, dyt, pdw, f0, 2, 5); break;
+    case 3: dw_tile(g, xt, dyt, pdw, f0, 3, 5); break;
+    case 4: dw_tile(g, xt, dyt, pdw, f0, 4, 5); break;
+    }
+}
+
+/* The bias gradient: each channel's vectors summed over the pixels, then
+ * the lanes. */
+CPU_HOT static void db_block(const geom *g, const float *dyt, float *pdb)
+{
+    const window_desc *d = g->d;
+    size_t P = (size_t)d->oh * d->ow;
+    for (int f = 0; f < d->f; f++) {
+        v16 s = splat(0.0f);
+        for (size_t p = 0; p < P; p++)
+            s += load16(dyt + ((size_t)f * P + p) * LANES);
+        pdb[f] = hsum16(s);
+    }
+}
+
+/* The input gradient of channels [c0, c0 + CT), one input pixel at a time:
+ * dx[c][iy][ix] = sum over f and the taps (ky, kx) whose output pixel
+ * (iy + pad - ky, ix + pad - kx) exists of w[f][c][ky][kx] * dy there. */
+static inline __attribute__((always_inline)) void dx_tile(const geom *g, const float *w,
+                                                          const float *dyt, float *dxt, int c0,
+                                                          const int CT)
+{
+    const window_desc *d = g->d;
+    int K = d->k, pad = d->pad;
+    size_t kk = (size_t)K * K, ckk = (size_t)d->c * kk, P = (size_t)d->oh * d->ow;
+    for (int iy = 0; iy < d->h; iy++) {
+        int ky0 = iy + pad - (d->oh - 1), ky1 = iy + pad;
+        ky0 = ky0 < 0 ? 0 : ky0;
+        ky1 = ky1 > K - 1 ? K - 1 : ky1;
+        for (int ix = 0; ix < d->w; ix++) {
+            int kx0 = ix + pad - (d->ow - 1), kx1 = ix + pad;
+            kx0 = kx0 < 0 ? 0 : kx0;
+            kx1 = kx1 > K - 1 ? K - 1 : kx1;
+            v16 acc[MAX_TILE];
+            for (int c = 0; c < CT; c++)
+                acc[c] = splat(0.0f);
+            for (int f = 0; f < d->f; f++)
+                for (int ky = ky0; ky <= ky1; ky++) {
+                    const float *dr =
+                        dyt + ((size_t)f * P + (size_t)(iy + pad - ky) * d->ow + ix + pad) * LANES;
+                    const float *wr = w + (size_t)f * ckk + (size_t)c0 * kk + (size_t)ky * K;
+                    for (int kx = kx0; kx <= kx1; kx++) {
+                        v16 dv = load16(dr - (size_t)kx * LANES);
+                        for (int c = 0; c < CT; c++)
+                            acc[c] += dv * splat(wr[c * kk + kx]);
+                    }
+                }
+            for (int c = 0; c < CT; c++)
+                store16(dxt + (((size_t)(c0 + c) * d->h + iy) * d->w + ix) * LANES, acc[c]);
+        }
+    }
+}
+
+CPU_HOT static void dx_channels(const geom *g, const float *w, const float *dyt, float *dxt,
+                                int c0, int ct)
+{
+    switch (ct) {
+    case 1: dx_tile(g, w, dyt, dxt, c0, 1); break;
+    case 2: dx_tile(g, w, dyt, dxt, c0, 2); break;
+    case 3: dx_tile(g, w, dyt, dxt, c0, 3); break;
+    case 4: dx_tile(g, w, dyt, dxt, c0, 4); break;
+    case 5: dx_tile(g, w, dyt, dxt, c0, 5); break;
+    case 6: dx_tile(g, w, dyt, dxt, c0, 6); break;
+    case 7: dx_tile(g, w, dyt, dxt, c0, 7); break;
+    case 8: dx_tile(g, w, dyt, dxt, c0, 8); break;
+    }
+}
+
+static void backward_task(void *p, int k, int tasks)
+{
+    small_args *a = p;
+    const geom *g = &a->g;
+    const window_desc *d = g->d;
+    float *xt = a->ws + (size_t)k * g->task, *dyt = xt + g->xt, *dxt = dyt + g->yt;
+    size_t fckk = (size_t)d->f * d->c * d->k * d->k;
+    int lo, hi;
+    cpu_range(g->blocks, tasks, k, &lo, &hi);
+    for (int blk = lo; blk < hi; blk++) {
+        int n0 = blk * LANES, nb = d->n - n0 < LANES ? d->n - n0 : LANES;
+        dy_in(g, a->y, a->relu, a->dy, n0, nb, a->bf16, dyt);
+        if (a->dw != NULL) {
+            x_in(g, a->x, n0, nb, a->bf16, xt);
+            for (int t = 0; t < tiles_of(d->f, dw_ft_max(d->k)); t++) {
+                int f0, f1;
+                tile_range(d->f, dw_ft_max(d->k), t, &f0, &f1);
+                dw_channels(g, xt, dyt, a->pdw + blk * fckk, f0, f1 - f0);
+            }
+        }
+        if (a->db != NULL)
+            db_block(g, dyt, a->pdb + (size_t)blk * d->f);
+        if (a->dx != NULL) {
+            for (int t = 0; t < tiles_of(d->c, MAX_TILE); t++) {
+                int c0, c1;
+                tile_range(d->c, MAX_TILE, t, &c0, &c1);
+                dx_channels(g, a->w, dyt, dxt, c0, c1 - c0);
+            }
+            size_t chw = (size_t)d->c * d->h * d->w;
+            for (int c = 0; c < d->c; c++)
+                lanes_out(dxt + (size_t)c * d->h * d->w * LANES, d->h * d->w, nb,
+                          a->dx + n0 * chw + (size_t)c * d->h * d->w, chw);
+        }
+    }
+}
+
+/* dw and db: the blocks' partials summed in block order, split by element. */
+static void reduce_task(void *p, int k, int tasks)
+{
+    small_args *a = p;
+    const window_desc *d = a->g.d;
+    int blocks = a->g.blocks;
+    size_t fckk = (size_t)d->f * d->c * d->k * d->k;
+    int lo, hi;
+    cpu_range((int)fckk, tasks, k, &lo, &hi);
+    if (a->dw != NULL)
+        for (int i = lo; i < hi; i++) {
+            float s = a->pdw[i];
+            for (int blk = 1; blk < blocks; blk++)
+                s += a->pdw[blk * fckk + i];
+            a->dw[i] = s;
+        }
+    cpu_range(d->f, tasks, k, &lo, &hi);
+    if (a->db != NULL)
+        for (int f = lo; f < hi; f++) {
+            float s = a->pdb[f];
+            for (int blk = 1; blk < blocks; blk++)
+                s += a->pdb[(size_t)blk * d->f + f];
+            a->db[f] = s;
+        }
+}
+
+void cpu_conv_small_backward(backend_t *be, const window_desc *d, const float *x,
+                             const float *w, const float *y, bool relu, float *dy, float *dx,
+                             float *dw, float *db, void *ws)
+{
+    small_args a = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db,
+                    .relu = relu, .ws = ws};
+    args_init(be, d, &a);
+    cpu_run(be, be->threads, backward_task, &a);
+    if (dw != NULL || db != NULL)
+        cpu_run(be, be->threads, reduce_task, &a);
+}
