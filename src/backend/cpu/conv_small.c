@@ -239,7 +239,14 @@ static void x_in(const geom *g, const float *x, int n0, int nb, bool bf16, float
 {
     const window_desc *d = g->d;
     size_t chw = (size_t)d->c * d->h * d->w;
-    memset(xt, 0, g->xt * sizeof(float));
+    /* zeros where no pixel lands: the padding (all of xt, simplest) or, with
+     * none, the tail past the last plane (every pixel's 16 lanes are stored,
+     * zeros past nb) */
+    size_t pixels = (size_t)d->c * g->hp * g->wp * LANES;
+    if (d->pad > 0)
+        memset(xt, 0, g->xt * sizeof(float));
+    else
+        memset(xt + pixels, 0, (g->xt - pixels) * sizeof(float));
     for (int c = 0; c < d->c; c++) {
         const float *plane = x + n0 * chw + (size_t)c * d->h * d->w;
         float *tp = xt + (size_t)c * g->hp * g->wp * LANES;
@@ -297,6 +304,12 @@ static void y_out(const geom *g, const float *yt, int n0, int nb, float *y)
     }
 }
 
+CPU_HOT static void relu_mask(const float *y, size_t n, float *dy)
+{
+    for (size_t i = 0; i < n; i++)
+        dy[i] = tt_relu_grad(y[i], dy[i]);
+}
+
 /* dy of images [n0, n0 + nb), masked by relu where the forward applied it
  * (in place, as conv.c does), into dyt[F][OH][OW][16]; rounded to bf16 for
  * precision "bf16". */
@@ -307,8 +320,7 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
     size_t P = (size_t)d->oh * d->ow;
     size_t img = d->blocked_y ? (size_t)blocks_of(d->f) * TT_BLOCK * P : (size_t)d->f * P;
     if (relu)
-        for (size_t i = n0 * img; i < (n0 + nb) * img; i++)
-            dy[i] = tt_relu_grad(y[i], dy[i]);
+        relu_mask(y + n0 * img, (size_t)nb * img, dy + n0 * img);
     if (!d->blocked_y) {
         for (int f = 0; f < d->f; f++)
             lanes_in(dy + n0 * img + (size_t)f * P, img, nb, (int)P, dyt + (size_t)f * P * LANES);
