@@ -8,7 +8,9 @@
  *   relu forward and backward, mul, axpy, scale;
  *   dropout over a million elements: the fraction dropped, independence, scaling,
  *   a pure function of (seed, i);
- *   max pooling's 2x2 fast path: ties and NaN.
+ *   max pooling's 2x2 fast path: ties and NaN;
+ *   batchnorm (forward with relu, backward) and global average pooling over
+ *   the blocked layout in nChw16c and NHWC order: the NCHW operations' bits.
  * Every operation large enough to be split over threads gives the same bits
  * on 1 and 2 threads. Data goes through the backend's alloc and upload, as
  * the layers use it.
@@ -594,6 +596,157 @@ static void test_maxpool_2x2(void)
           bad_m, checked);
 }
 
+/* ---- batchnorm and global average pooling over the blocked layout, in
+ *      nChw16c and NHWC order (backend.h), against the NCHW operations ---- */
+
+/* NCHW [n, c, hw] to the blocked layout (nhwc: its NHWC order) and back. */
+/* Where element (i, ch, p) of an [n, c, hw] batch (c % 16 == 0) sits in
+ * the blocked layout, written out here rather than taken from backend.h:
+ * nChw16c, or plain NHWC. */
+static size_t blocked_at(int i, int ch, int p, int c, int hw, bool nhwc)
+{
+    if (nhwc)
+        return ((size_t)i * hw + p) * c + ch;
+    return (((size_t)i * (c / 16) + ch / 16) * hw + p) * 16 + ch % 16;
+}
+
+static void to_blocked(const float *x, int n, int c, int hw, bool nhwc, float *b)
+{
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++)
+                b[blocked_at(i, ch, p, c, hw, nhwc)] = x[((size_t)i * c + ch) * hw + p];
+}
+
+static void from_blocked(const float *b, int n, int c, int hw, bool nhwc, float *x)
+{
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++)
+                x[((size_t)i * c + ch) * hw + p] = b[blocked_at(i, ch, p, c, hw, nhwc)];
+}
+
+typedef struct {
+    float *y, *mean, *invstd, *rmean, *rvar, *dx, *dgamma, *dbeta;
+} bn_out;
+
+static bn_out bn_out_make(size_t count, int c)
+{
+    bn_out o = {malloc(count * 4), malloc(c * 4), malloc(c * 4), malloc(c * 4), malloc(c * 4),
+                malloc(count * 4), malloc(c * 4), malloc(c * 4)};
+    for (int i = 0; i < c; i++) {
+        o.rmean[i] = 0.1f * (float)i;
+        o.rvar[i] = 1.0f + 0.01f * (float)i;
+    }
+    return o;
+}
+
+static void bn_out_free(bn_out *o)
+{
+    free(o->y), free(o->mean), free(o->invstd), free(o->rmean), free(o->rvar), free(o->dx);
+    free(o->dgamma), free(o->dbeta);
+}
+
+/* One forward (training, relu) and backward on NCHW data; layout 0: the
+ * NCHW operations, 1: blocked nChw16c, 2: blocked NHWC. Results in NCHW. */
+static void bn_run(backend_t *be, int layout, int n, int c, int hw, const float *x,
+                   const float *gamma, const float *beta, const float *dy, bn_out *o)
+{
+    size_t count = (size_t)n * c * hw;
+    if (layout == 0) {
+        float *g = malloc(count * 4);
+        memcpy(g, dy, count * 4);
+        be->batchnorm_forward(be, n, c, hw, x, gamma, beta, o->rmean, o->rvar, 0.1f, 1e-5f, true,
+                              true, o->y, o->mean, o->invstd);
+        be->batchnorm_backward(be, n, c, hw, x, gamma, o->mean, o->invstd, o->y, true, g, o->dx,
+                               o->dgamma, o->dbeta);
+        free(g);
+        return;
+    }
+    bool nhwc = layout == 2, saved = be->blocked_nhwc;
+    be->blocked_nhwc = nhwc;
+    float *bx = malloc(count * 4), *by = malloc(count * 4), *bg = malloc(count * 4),
+          *bdx = malloc(count * 4);
+    to_blocked(x, n, c, hw, nhwc, bx);
+    to_blocked(dy, n, c, hw, nhwc, bg);
+    be->batchnorm_forward_blocked(be, n, c, hw, bx, gamma, beta, o->rmean, o->rvar, 0.1f, 1e-5f,
+                                  true, true, by, o->mean, o->invstd);
+    be->batchnorm_backward_blocked(be, n, c, hw, bx, gamma, o->mean, o->invstd, by, true, bg, bdx,
+                                   o->dgamma, o->dbeta);
+    from_blocked(by, n, c, hw, nhwc, o->y);
+    from_blocked(bdx, n, c, hw, nhwc, o->dx);
+    be->blocked_nhwc = saved;
+    free(bx), free(by), free(bg), free(bdx);
+}
+
+static void test_blocked_orders(void)
+{
+    tt_rng rng = tt_rng_make(0xb10c);
+    /* 3 blocks of channels; 37 pixels: a tail past the 16-pixel lanes */
+    const int n = 3, c = 48, hw = 37;
+    size_t count = (size_t)n * c * hw;
+    float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
+    tt_fill(&rng, x, count, -2.0, 3.0);
+    tt_fill(&rng, dy, count, -1.0, 1.0);
+    tt_fill(&rng, gamma, c, 0.5, 1.5);
+    tt_fill(&rng, beta, c, -0.5, 0.5);
+    for (int th = 0; th < 2; th++) {
+        backend_t *be = th ? be2 : be1;
+        bn_out o[3];
+        for (int layout = 0; layout < 3; layout++) {
+            o[layout] = bn_out_make(count, c);
+            bn_run(be, layout, n, c, hw, x, gamma, beta, dy, &o[layout]);
+        }
+        for (int layout = 1; layout < 3; layout++) {
+            const char *name = layout == 1 ? "nChw16c" : "NHWC";
+            tt_ok(tt_same_bits(o[0].y, o[layout].y, count) &&
+                      tt_same_bits(o[0].mean, o[layout].mean, c) &&
+                      tt_same_bits(o[0].invstd, o[layout].invstd, c) &&
+                      tt_same_bits(o[0].rmean, o[layout].rmean, c) &&
+                      tt_same_bits(o[0].rvar, o[layout].rvar, c),
+                  "batchnorm+relu forward, blocked %s, %d thread(s): NCHW's bits", name, th + 1);
+            tt_ok(tt_same_bits(o[0].dx, o[layout].dx, count) &&
+                      tt_same_bits(o[0].dgamma, o[layout].dgamma, c) &&
+                      tt_same_bits(o[0].dbeta, o[layout].dbeta, c),
+                  "batchnorm+relu backward, blocked %s, %d thread(s): NCHW's bits", name, th + 1);
+        }
+        for (int layout = 0; layout < 3; layout++)
+            bn_out_free(&o[layout]);
+        /* global average pooling: both orders, the same bits */
+        float *gy[2], *gdx[2], *bx = malloc(count * 4), *bdx = malloc(count * 4);
+        float *g = malloc((size_t)n * c * 4);
+        tt_fill(&rng, g, (size_t)n * c, -1.0, 1.0);
+        for (int o2 = 0; o2 < 2; o2++) {
+            bool saved = be->blocked_nhwc;
+            be->blocked_nhwc = o2 == 1;
+            gy[o2] = malloc((size_t)n * c * 4);
+            gdx[o2] = malloc(count * 4);
+            to_blocked(x, n, c, hw, o2 == 1, bx);
+            be->global_avgpool_blocked_forward(be, n, c, hw, bx, gy[o2]);
+            be->global_avgpool_blocked_backward(be, n, c, hw, g, bdx);
+            from_blocked(bdx, n, c, hw, o2 == 1, gdx[o2]);
+            be->blocked_nhwc = saved;
+        }
+        double err = 0;
+        for (int i = 0; i < n; i++)
+            for (int ch = 0; ch < c; ch++) {
+                double s = 0;
+                for (int p = 0; p < hw; p++)
+                    s += x[((size_t)i * c + ch) * hw + p];
+                double d = fabs(gy[1][i * c + ch] - s / hw);
+                err = d > err ? d : err;
+            }
+        tt_ok(tt_same_bits(gy[0], gy[1], (size_t)n * c) && tt_same_bits(gdx[0], gdx[1], count) &&
+                  err < 1e-5 && gdx[1][hw + 5] == g[1] / (float)hw,
+              "global average pooling, blocked NHWC = nChw16c bits, %d thread(s) (err %.2g)",
+              th + 1, err);
+        for (int o2 = 0; o2 < 2; o2++)
+            free(gy[o2]), free(gdx[o2]);
+        free(bx), free(bdx), free(g);
+    }
+    free(x), free(dy);
+}
+
 int main(void)
 {
     signal(SIGALRM, on_alarm);
@@ -610,6 +763,7 @@ int main(void)
     test_elementwise();
     test_dropout();
     test_maxpool_2x2();
+    test_blocked_orders();
     be1->destroy(be1);
     be2->destroy(be2);
     return tt_done();

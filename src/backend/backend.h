@@ -49,6 +49,27 @@ static inline size_t tt_blocked_floats(int n, int c, int pixels)
     return (size_t)n * (size_t)((c + TT_BLOCK - 1) / TT_BLOCK * TT_BLOCK) * (size_t)pixels;
 }
 
+/* A backend may keep the blocked layout's 16-channel vectors in NHWC order
+ * instead (blocked_nhwc: the CPU backend in bf16, whose AMX convolutions
+ * compute in NHWC): vector (n, cb, p) at ((n * P + p) * CB + cb) * 16, the
+ * same floats in another order; with CB = 1 both orders are one. The
+ * strides, in floats, of vector (n, cb, p) = n * img + cb * cstride +
+ * p * pstride in either: */
+typedef struct {
+    size_t img, cstride, pstride;
+} tt_blocked_strides;
+
+static inline tt_blocked_strides tt_blocked_strides_of(int c, int pixels, bool nhwc)
+{
+    size_t cb = (size_t)(c + TT_BLOCK - 1) / TT_BLOCK, p = (size_t)pixels;
+    tt_blocked_strides s = {cb * p * TT_BLOCK, p * TT_BLOCK, TT_BLOCK};
+    if (nhwc) {
+        s.cstride = TT_BLOCK;
+        s.pstride = cb * TT_BLOCK;
+    }
+    return s;
+}
+
 static inline int window_out_size(int in, int k, int stride, int pad)
 {
     return (in + 2 * pad - k) / stride + 1;
@@ -163,6 +184,8 @@ struct backend {
      *      the bits of global_avgpool's NCHW path (one fma chain of x / hw per
      *      channel, in pixel order), and its backward dx = dy / hw. ---- */
     bool blocked_layout;
+    bool blocked_nhwc; /* its vectors in NHWC order (above); pools then take
+                        * blocked tensors of one block (16 channels) only */
     void (*batchnorm_forward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
                                       const float *gamma, const float *beta,
                                       float *running_mean, float *running_var, float momentum,

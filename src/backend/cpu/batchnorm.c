@@ -144,6 +144,7 @@ typedef struct {
     int c0, cn;
     double *part, *part2; /* [BN_GROUPS][cn] */
     float *k1, *k2, *k3;  /* [cn]: scale and shift, or A, B and C */
+    tt_blocked_strides st; /* blocked: where the 16-channel vectors are */
 } bn_args;
 
 CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
@@ -254,24 +255,24 @@ void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
 /* ---- blocked: tasks are (group, channel block) for the sums, then ranges
  *      of (image, channel block) rows for the element passes ---- */
 
-/* The 16 channels of block b (within the pass) of image i, hw vectors. */
+/* The 16 channels of block b (within the pass) of image i: its first
+ * pixel's vector; the next pixels' at a->st.pstride apart. */
 static inline size_t blk_off(const bn_args *a, int i, int b)
 {
-    int cb = a->c / LANES;
-    return (((size_t)i * cb + a->c0 / LANES + b) * a->hw) * LANES;
+    return (size_t)i * a->st.img + (size_t)(a->c0 / LANES + b) * a->st.cstride;
 }
 
 /* part[ch] += the row sums of one image's block (16 channels from ch0),
  * lane j of the 16 accumulators taking pixels p = j mod 16: exactly
  * row_sum's order. */
-CPU_HOT static void block_row_sum(const float *x, int hw, const float *shift, bool sq,
-                                  double *part)
+CPU_HOT static void block_row_sum(const float *x, int hw, size_t ps, const float *shift,
+                                  bool sq, double *part)
 {
     float acc[LANES][LANES] = {{0}}; /* [pixel lane][channel] */
     int q = 0;
     for (; q + LANES <= hw; q += LANES)
         for (int j = 0; j < LANES; j++) {
-            const float *v = x + (size_t)(q + j) * LANES;
+            const float *v = x + (size_t)(q + j) * ps;
             for (int ch = 0; ch < LANES; ch++) {
                 float d = v[ch] - shift[ch];
                 acc[j][ch] += sq ? d * d : d;
@@ -283,7 +284,7 @@ CPU_HOT static void block_row_sum(const float *x, int hw, const float *shift, bo
             s[ch] += acc[j][ch];
     for (; q < hw; q++)
         for (int ch = 0; ch < LANES; ch++) {
-            float d = x[(size_t)q * LANES + ch] - shift[ch];
+            float d = x[(size_t)q * ps + ch] - shift[ch];
             s[ch] += sq ? d * d : d;
         }
     for (int ch = 0; ch < LANES; ch++)
@@ -292,13 +293,13 @@ CPU_HOT static void block_row_sum(const float *x, int hw, const float *shift, bo
 
 /* the same for row_sums_dy */
 CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y, int hw,
-                                      const float *mean, double *sdy, double *sdyx)
+                                      size_t ps, const float *mean, double *sdy, double *sdyx)
 {
     float sa[LANES][LANES] = {{0}}, sb[LANES][LANES] = {{0}};
     int q = 0;
     for (; q + LANES <= hw; q += LANES)
         for (int j = 0; j < LANES; j++) {
-            size_t o = (size_t)(q + j) * LANES;
+            size_t o = (size_t)(q + j) * ps;
             for (int ch = 0; ch < LANES; ch++) {
                 float g = dy[o + ch];
                 if (y != NULL)
@@ -315,7 +316,7 @@ CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y,
         }
     for (; q < hw; q++)
         for (int ch = 0; ch < LANES; ch++) {
-            size_t o = (size_t)q * LANES + ch;
+            size_t o = (size_t)q * ps + ch;
             float g = dy[o];
             if (y != NULL)
                 dy[o] = g = tt_relu_grad(y[o], g);
@@ -333,6 +334,7 @@ CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y,
  * additions in the same order (the scalar loops above did not vectorise
  * cleanly and made blocked batchnorm slower than NCHW's). */
 __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float *x, int hw,
+                                                                    size_t ps,
                                                                     const float *shift, bool sq,
                                                                     double *part)
 {
@@ -342,7 +344,7 @@ __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float 
     int q = 0;
     for (; q + LANES <= hw; q += LANES)
         for (int j = 0; j < LANES; j++) {
-            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)(q + j) * LANES), sh);
+            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)(q + j) * ps), sh);
             acc[j] = _mm512_add_ps(acc[j], sq ? _mm512_mul_ps(d, d) : d);
         }
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
@@ -352,7 +354,7 @@ __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float 
                                    _mm512_castps_pd(acc[j]), 1))));
     }
     for (; q < hw; q++) {
-        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)q * LANES), sh);
+        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)q * ps), sh);
         if (sq)
             d = _mm512_mul_ps(d, d);
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(d)));
@@ -367,8 +369,8 @@ __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float 
  * registers, so the pixels go in two halves (lanes 0-7 and 8-15 of each
  * 16): every accumulator still sees its pixels in order. */
 __attribute__((target("avx512f"))) static void
-block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, const float *mean,
-                         double *sdy, double *sdyx)
+block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, size_t ps,
+                         const float *mean, double *sdy, double *sdyx)
 {
     __m512 mv = _mm512_loadu_ps(mean), zero = _mm512_setzero_ps();
     __m512d s_lo = _mm512_setzero_pd(), s_hi = s_lo, t_lo = s_lo, t_hi = s_lo;
@@ -379,7 +381,7 @@ block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, cons
             sa[j] = sb[j] = zero;
         for (int q = 0; q < full; q += LANES)
             for (int j = 0; j < 8; j++) {
-                size_t o = (size_t)(q + 8 * half + j) * LANES;
+                size_t o = (size_t)(q + 8 * half + j) * ps;
                 __m512 g = _mm512_loadu_ps(dy + o);
                 if (y != NULL) { /* tt_relu_grad: dy where y > 0, else 0 */
                     __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
@@ -401,7 +403,7 @@ block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, cons
         }
     }
     for (int q = full; q < hw; q++) { /* the rest, one by one in double */
-        size_t o = (size_t)q * LANES;
+        size_t o = (size_t)q * ps;
         __m512 g = _mm512_loadu_ps(dy + o);
         if (y != NULL) {
             __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
@@ -426,19 +428,19 @@ block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, cons
 
 /* One row (image, block) of the element passes. */
 __attribute__((target("avx512f"))) static void
-block_apply_avx512(const float *x, const float *dy, float *out, int hw, const float *k1,
-                   const float *k2, const float *k3, bool relu)
+block_apply_avx512(const float *x, const float *dy, float *out, int hw, size_t ps,
+                   const float *k1, const float *k2, const float *k3, bool relu)
 {
     __m512 a = _mm512_loadu_ps(k1), b = _mm512_loadu_ps(k2), zero = _mm512_setzero_ps();
     if (k3 == NULL) { /* y = x * scale + shift (relu: max with 0 is tt_relu) */
-        for (int q = 0; q < hw * LANES; q += LANES) {
+        for (size_t q = 0; q < (size_t)hw * ps; q += ps) {
             __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + q), a), b);
             _mm512_storeu_ps(out + q, relu ? _mm512_max_ps(v, zero) : v);
         }
         return;
     }
     __m512 c = _mm512_loadu_ps(k3); /* dx = A dy + B x + C */
-    for (int q = 0; q < hw * LANES; q += LANES)
+    for (size_t q = 0; q < (size_t)hw * ps; q += ps)
         _mm512_storeu_ps(out + q, _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(a, _mm512_loadu_ps(dy + q)),
                                                               _mm512_mul_ps(b, _mm512_loadu_ps(x + q))),
                                                 c));
@@ -473,13 +475,13 @@ static void bn_blocked_sum_task(void *p, int k, int tasks)
         for (int i = i0; i < i1; i++) {
 #ifdef CPU_AVX512_KERNELS
             if (v512) {
-                block_row_sum_avx512(a->x + blk_off(a, i, b), a->hw, a->k1 + b * LANES,
-                                     a->k2 != NULL, part);
+                block_row_sum_avx512(a->x + blk_off(a, i, b), a->hw, a->st.pstride,
+                                     a->k1 + b * LANES, a->k2 != NULL, part);
                 continue;
             }
 #endif
-            block_row_sum(a->x + blk_off(a, i, b), a->hw, a->k1 + b * LANES, a->k2 != NULL,
-                          part);
+            block_row_sum(a->x + blk_off(a, i, b), a->hw, a->st.pstride, a->k1 + b * LANES,
+                          a->k2 != NULL, part);
         }
         return;
     }
@@ -491,12 +493,12 @@ static void bn_blocked_sum_task(void *p, int k, int tasks)
 #ifdef CPU_AVX512_KERNELS
         if (v512) {
             block_row_sums_dy_avx512(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
-                                     a->k1 + b * LANES, part, part2);
+                                     a->st.pstride, a->k1 + b * LANES, part, part2);
             continue;
         }
 #endif
         block_row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
-                          a->k1 + b * LANES, part, part2);
+                          a->st.pstride, a->k1 + b * LANES, part, part2);
     }
 }
 
@@ -514,7 +516,7 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
 #ifdef CPU_AVX512_KERNELS
         if (bn_avx512()) {
             block_apply_avx512(a->x + off, a->k3 ? a->dy + off : NULL,
-                               (a->k3 ? a->dx : a->y) + off, a->hw, k1, k2,
+                               (a->k3 ? a->dx : a->y) + off, a->hw, a->st.pstride, k1, k2,
                                a->k3 ? a->k3 + b * LANES : NULL, a->relu);
             continue;
         }
@@ -522,7 +524,7 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
         if (a->k3 == NULL) {
             const float *x = a->x + off;
             float *y = a->y + off;
-            for (int q = 0; q < a->hw * LANES; q += LANES)
+            for (size_t q = 0; q < (size_t)a->hw * a->st.pstride; q += a->st.pstride)
                 for (int ch = 0; ch < LANES; ch++) {
                     float v = x[q + ch] * k1[ch] + k2[ch];
                     y[q + ch] = a->relu ? tt_relu(v) : v;
@@ -530,7 +532,7 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
         } else {
             const float *k3 = a->k3 + b * LANES, *dy = a->dy + off, *x = a->x + off;
             float *dx = a->dx + off;
-            for (int q = 0; q < a->hw * LANES; q += LANES)
+            for (size_t q = 0; q < (size_t)a->hw * a->st.pstride; q += a->st.pstride)
                 for (int ch = 0; ch < LANES; ch++)
                     dx[q + ch] = k1[ch] * dy[q + ch] + k2[ch] * x[q + ch] + k3[ch];
         }
@@ -553,7 +555,8 @@ void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const fl
     for (int c0 = 0; c0 < c; c0 += BN_MAX_CHANNELS) {
         int cn = c - c0 < BN_MAX_CHANNELS ? c - c0 : BN_MAX_CHANNELS;
         bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .y = y, .relu = relu, .c0 = c0, .cn = cn,
-                     .part = part, .k1 = k1};
+                     .part = part, .k1 = k1,
+                     .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
         double mean[BN_MAX_CHANNELS], s2[BN_MAX_CHANNELS];
         if (training) {
             memset(k1, 0, sizeof(k1)); /* shift 0: the sums */
@@ -590,7 +593,8 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
     for (int c0 = 0; c0 < c; c0 += BN_MAX_CHANNELS) {
         int cn = c - c0 < BN_MAX_CHANNELS ? c - c0 : BN_MAX_CHANNELS;
         bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .yc = y, .relu = relu, .dy = dy, .dx = dx,
-                     .c0 = c0, .cn = cn, .part = part, .part2 = part2, .k1 = k1};
+                     .c0 = c0, .cn = cn, .part = part, .part2 = part2, .k1 = k1,
+                     .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
         for (int ch = 0; ch < cn; ch++)
             k1[ch] = save_mean[c0 + ch];
         cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);

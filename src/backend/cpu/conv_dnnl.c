@@ -70,6 +70,7 @@ typedef struct {
     window_desc d; /* d.n = images per group */
     bool relu, bias;
     bool bf16;     /* the backend's precision (cpu_impl.bf16), not part of the key */
+    bool nhwc;     /* its blocked layout in NHWC order (backend.h), the same */
     bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
 
     dnnl_primitive_t prim[N_PRIMS];
@@ -100,10 +101,11 @@ static bool same_desc(const window_desc *a, const window_desc *b)
 }
 
 /* The user's layout of the input or output: blocked (nChw16c, what the
- * kernels compute in) or NCHW. */
-static dnnl_format_tag_t user_tag(bool blocked)
+ * float32 kernels compute in, or NHWC, what the bf16 AMX kernels compute
+ * in) or NCHW. */
+static dnnl_format_tag_t user_tag(bool blocked, bool nhwc)
 {
-    return blocked ? dnnl_aBcd16b : dnnl_nchw;
+    return !blocked ? dnnl_nchw : nhwc ? dnnl_acdb : dnnl_aBcd16b;
 }
 
 /* ---- building a conv_prim ---- */
@@ -174,19 +176,24 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
                          (d->ow - 1) * d->stride + d->k - d->w - d->pad};
     /* precision bf16 (bf16.c): each kind reads bf16 (src, weights, diff_dst)
      * and writes float32 (dst, diff_src, diff_weights), the reorders at the
-     * boundary converting. In float32 a blocked side is fixed, so the kernel
-     * reads and writes the user's buffer in place; an NCHW side, and every
-     * side in bf16, lets oneDNN pick (and we reorder: with nChw16c fixed, the
-     * bf16 kernels were the AVX512_BF16 ones at 2.7x the AMX ones' time) */
+     * boundary converting. A blocked float32 side is fixed to the user's
+     * layout, so the kernel reads or writes the user's buffer in place; an
+     * NCHW side, and a bf16 side (converted anyway), lets oneDNN pick. In
+     * bf16 the blocked layout is NHWC, the AMX kernels' own (with nChw16c
+     * fixed the bf16 kernels were the AVX512_BF16 ones at 2.7x the AMX
+     * ones' time; with it picked, every output was reordered back to
+     * nChw16c: 296 of 1385 ms of oneDNN's time in a ResNet-20 epoch) */
     dnnl_data_type_t in = p->bf16 ? dnnl_bf16 : dnnl_f32;
-    fixed = fixed && !p->bf16; /* bf16: AMX wants its own layouts; fixed, it had none */
-    dnnl_format_tag_t src_tag = fixed && d->blocked_x ? dnnl_aBcd16b : dnnl_format_tag_any;
-    dnnl_format_tag_t dst_tag = fixed && d->blocked_y ? dnnl_aBcd16b : dnnl_format_tag_any;
+    dnnl_data_type_t src_type = kind == 1 ? dnnl_f32 : in, dst_type = kind == 0 ? dnnl_f32 : in;
+    dnnl_format_tag_t src_tag = fixed && d->blocked_x && src_type == dnnl_f32
+                                    ? user_tag(true, p->nhwc) : dnnl_format_tag_any;
+    dnnl_format_tag_t dst_tag = fixed && d->blocked_y && dst_type == dnnl_f32
+                                    ? user_tag(true, p->nhwc) : dnnl_format_tag_any;
     dnnl_memory_desc_t src, wei, dst;
-    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, kind == 1 ? dnnl_f32 : in, src_tag);
+    dnnl_memory_desc_init_by_tag(&src, 4, src_dims, src_type, src_tag);
     dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, kind == 2 ? dnnl_f32 : in,
                                  dnnl_format_tag_any);
-    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, kind == 0 ? dnnl_f32 : in, dst_tag);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dst_dims, dst_type, dst_tag);
     const dnnl_memory_desc_t *bias = p->bias ? &p->bias_md : NULL;
     dnnl_convolution_desc_t cd;
     dnnl_status_t st;
@@ -236,9 +243,9 @@ static bool prim_build(conv_prim *p)
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
                 dst_dims = {d->n, d->f, d->oh, d->ow}, bias_dims = {d->f};
-    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x));
+    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw);
-    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y));
+    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bias_dims, dnnl_f32, dnnl_x);
 
     dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
@@ -378,6 +385,7 @@ static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool
     p->relu = relu;
     p->bias = bias;
     p->bf16 = impl->bf16;
+    p->nhwc = be->blocked_nhwc;
     cpu_dnnl_single_thread();
     p->ok = prim_build(p);
     return p;

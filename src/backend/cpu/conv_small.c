@@ -269,7 +269,8 @@ static int blocks_of(int c)
     return (c + TT_BLOCK - 1) / TT_BLOCK;
 }
 
-/* yt (row stride owr) out to y, NCHW or blocked. */
+/* yt (row stride owr) out to y, NCHW or blocked. (F <= 16 here: one block,
+ * where the blocked layout's nChw16c and NHWC orders are one.) */
 static void y_out(const geom *g, const float *yt, int n0, int nb, float *y)
 {
     const window_desc *d = g->d;

@@ -106,7 +106,9 @@ maxpool2x2_row_avx512(const float *r0, const float *r1, float *yr, int32_t *mr, 
 /* ---- the blocked layout (backend.h): a blocked input, a blocked or NCHW
  *      output. A task takes rows (image, block of 16 channels) and does the
  *      16 channels of a pixel as one vector, with exactly the scalar code's
- *      comparisons and sums per channel, so the bits are NCHW's. ---- */
+ *      comparisons and sums per channel, so the bits are NCHW's. In NHWC
+ *      order (backend.h) the model gives pools one block only, where the
+ *      two orders are one. ---- */
 
 /* Index of output element (image i, channel c, pixel p) in the output's
  * layout. */
@@ -336,6 +338,7 @@ typedef struct {
     int n, c, hw;
     const float *x;
     float *y;
+    tt_blocked_strides st; /* of the blocked side */
 } gap_args;
 
 CPU_HOT static void gap_blocked_forward_task(void *p, int k, int tasks)
@@ -345,12 +348,12 @@ CPU_HOT static void gap_blocked_forward_task(void *p, int k, int tasks)
     cpu_range(a->n * cbs, tasks, k, &lo, &hi);
     float inv = 1.0f / (float)a->hw;
     for (int r = lo; r < hi; r++) {
-        const float *x = a->x + (size_t)r * a->hw * 16;
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        const float *x = a->x + (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
         float s[16] = {0};
         for (int q = 0; q < a->hw; q++)
             for (int l = 0; l < 16; l++)
-                s[l] = fmaf(x[(size_t)q * 16 + l], inv, s[l]);
-        int i = r / cbs, c0 = (r % cbs) * 16;
+                s[l] = fmaf(x[(size_t)q * a->st.pstride + l], inv, s[l]);
         for (int l = 0; l < 16; l++)
             a->y[(size_t)i * a->c + c0 + l] = s[l];
     }
@@ -367,10 +370,10 @@ CPU_HOT static void gap_blocked_backward_task(void *p, int k, int tasks)
         float g[16];
         for (int l = 0; l < 16; l++)
             g[l] = fmaf(a->x[(size_t)i * a->c + c0 + l], inv, 0.0f);
-        float *dx = a->y + (size_t)r * a->hw * 16;
+        float *dx = a->y + (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
         for (int q = 0; q < a->hw; q++)
             for (int l = 0; l < 16; l++)
-                dx[(size_t)q * 16 + l] = g[l];
+                dx[(size_t)q * a->st.pstride + l] = g[l];
     }
 }
 
@@ -524,13 +527,13 @@ void cpu_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, 
 void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,
                                         float *y)
 {
-    gap_args a = {n, c, hw, x, y};
+    gap_args a = {n, c, hw, x, y, tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
     cpu_run(be, cpu_tasks(be, n * (c / 16)), gap_blocked_forward_task, &a);
 }
 
 void cpu_global_avgpool_blocked_backward(backend_t *be, int n, int c, int hw, const float *dy,
                                          float *dx)
 {
-    gap_args a = {n, c, hw, dy, dx};
+    gap_args a = {n, c, hw, dy, dx, tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
     cpu_run(be, cpu_tasks(be, n * (c / 16)), gap_blocked_backward_task, &a);
 }
