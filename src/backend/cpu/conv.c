@@ -226,20 +226,12 @@ static void conv_reduce_task(void *p, int k, int tasks)
     int lo, hi;
     cpu_range(total, tasks, k, &lo, &hi);
     if (a->dw != NULL)
-        for (int i = lo; i < hi; i++) {
-            float s = a->pdw[i];
-            for (int g = 1; g < CONV_GROUPS; g++)
-                s += a->pdw[(size_t)g * total + i];
-            a->dw[i] = s;
-        }
+        for (int i = lo; i < hi; i++)
+            a->dw[i] = cpu_sum_in_order(a->pdw + i, CONV_GROUPS, (size_t)total);
     cpu_range(d->f, tasks, k, &lo, &hi);
     if (a->db != NULL)
-        for (int f = lo; f < hi; f++) {
-            float s = a->pdb[f];
-            for (int g = 1; g < CONV_GROUPS; g++)
-                s += a->pdb[(size_t)g * d->f + f];
-            a->db[f] = s;
-        }
+        for (int f = lo; f < hi; f++)
+            a->db[f] = cpu_sum_in_order(a->pdb + f, CONV_GROUPS, (size_t)d->f);
 }
 
 void cpu_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,

@@ -587,20 +587,14 @@ static void dnnl_reduce_task(void *arg, int k, int tasks)
         first++;
     int lo, hi;
     cpu_range(total, tasks, k, &lo, &hi);
-    for (int i = lo; i < hi; i++) {
-        float s = a->pdw[(size_t)first * total + i];
-        for (int g = first + 1; g < CONV_GROUPS; g++)
-            s += a->pdw[(size_t)g * total + i];
-        a->dw[i] = s;
-    }
+    for (int i = lo; i < hi; i++)
+        a->dw[i] = cpu_sum_in_order(a->pdw + (size_t)first * total + i, CONV_GROUPS - first,
+                                    (size_t)total);
     cpu_range(d->f, tasks, k, &lo, &hi);
     if (a->db != NULL)
-        for (int f = lo; f < hi; f++) {
-            float s = a->pdb[(size_t)first * d->f + f];
-            for (int g = first + 1; g < CONV_GROUPS; g++)
-                s += a->pdb[(size_t)g * d->f + f];
-            a->db[f] = s;
-        }
+        for (int f = lo; f < hi; f++)
+            a->db[f] = cpu_sum_in_order(a->pdb + (size_t)first * d->f + f, CONV_GROUPS - first,
+                                        (size_t)d->f);
 }
 
 /* The primitives for a call over d->n images: groups hold floor or ceil of

@@ -632,20 +632,12 @@ static void reduce_task(void *p, int k, int tasks)
     int lo, hi;
     cpu_range((int)fckk, tasks, k, &lo, &hi);
     if (a->dw != NULL)
-        for (int i = lo; i < hi; i++) {
-            float s = a->pdw[i];
-            for (int blk = 1; blk < blocks; blk++)
-                s += a->pdw[blk * fckk + i];
-            a->dw[i] = s;
-        }
+        for (int i = lo; i < hi; i++)
+            a->dw[i] = cpu_sum_in_order(a->pdw + i, blocks, fckk);
     cpu_range(d->f, tasks, k, &lo, &hi);
     if (a->db != NULL)
-        for (int f = lo; f < hi; f++) {
-            float s = a->pdb[f];
-            for (int blk = 1; blk < blocks; blk++)
-                s += a->pdb[(size_t)blk * d->f + f];
-            a->db[f] = s;
-        }
+        for (int f = lo; f < hi; f++)
+            a->db[f] = cpu_sum_in_order(a->pdb + f, blocks, (size_t)d->f);
 }
 
 void cpu_conv_small_backward(backend_t *be, const window_desc *d, const float *x,

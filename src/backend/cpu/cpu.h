@@ -49,6 +49,17 @@ static inline int cpu_tasks(const backend_t *be, int n)
     return n < be->threads ? (n > 0 ? n : 1) : be->threads;
 }
 
+/* p[0] + p[stride] + ... + p[(n - 1) * stride], in that order: the
+ * convolutions' partial weight and bias gradients of fixed groups of images,
+ * summed so that the bits do not depend on the thread count. */
+static inline float cpu_sum_in_order(const float *p, int n, size_t stride)
+{
+    float s = p[0];
+    for (int g = 1; g < n; g++)
+        s += p[(size_t)g * stride];
+    return s;
+}
+
 /* The dense layer's bias gradient over the output units [lo, hi):
  * db[j] = sum over the n rows of dy[r][j], in row order (dense.c and
  * dense_bf16.c: the same bits in fp32 and bf16). */
