@@ -145,17 +145,17 @@ typedef struct {
     int blocks;          /* blocks of 16 images in d->n */
 } geom;
 
-/* Splits n channels into `tiles` tiles of at most `max` as evenly as can be
- * (16 -> 8 + 8, 6 -> 6, 10 -> 5 + 5): tile t is [*lo, *hi). */
-static void tile_range(int n, int max, int t, int *lo, int *hi)
-{
-    int tiles = (n + max - 1) / max;
-    cpu_range(n, tiles, t, lo, hi);
-}
-
+/* The fewest tiles of at most `max` channels that hold n. */
 static int tiles_of(int n, int max)
 {
     return (n + max - 1) / max;
+}
+
+/* Those tiles as even as can be (16 -> 8 + 8, 6 -> 6, 10 -> 5 + 5): tile t
+ * is channels [*lo, *hi). */
+static void tile_range(int n, int max, int t, int *lo, int *hi)
+{
+    cpu_range(n, tiles_of(n, max), t, lo, hi);
 }
 
 /* Pixels per forward tile for FT channels: PX * FT <= ACCS accumulators,
