@@ -502,6 +502,33 @@ static void bn_blocked_sum_task(void *p, int k, int tasks)
     }
 }
 
+/* In NHWC order with more than one block: images split over the tasks, each
+ * walked pixel by pixel through the pass's blocks (contiguous, where a row
+ * of one block strides over the others), with block_apply's arithmetic. */
+CPU_HOT static void bn_nhwc_apply_task(void *p, int k, int tasks)
+{
+    bn_args *a = p;
+    int blocks = a->cn / LANES, lo, hi;
+    cpu_range(a->n, tasks, k, &lo, &hi);
+    for (int i = lo; i < hi; i++)
+        for (int q = 0; q < a->hw; q++) {
+            size_t off = blk_off(a, i, 0) + (size_t)q * a->st.pstride;
+            if (a->k3 == NULL) {
+                const float *x = a->x + off;
+                float *y = a->y + off;
+                for (int ch = 0; ch < blocks * LANES; ch++) {
+                    float v = x[ch] * a->k1[ch] + a->k2[ch];
+                    y[ch] = a->relu ? tt_relu(v) : v;
+                }
+            } else {
+                const float *dy = a->dy + off, *x = a->x + off;
+                float *dx = a->dx + off;
+                for (int ch = 0; ch < blocks * LANES; ch++)
+                    dx[ch] = a->k1[ch] * dy[ch] + a->k2[ch] * x[ch] + a->k3[ch];
+            }
+        }
+}
+
 /* Rows (image, block) split over the tasks: y = x * k1 + k2 (forward) or
  * dx = k1 dy + k2 x + k3 (backward, k3 != NULL). */
 CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
@@ -544,6 +571,15 @@ static int blocked_sum_tasks(const bn_args *a)
     return BN_GROUPS * (a->cn / LANES);
 }
 
+/* The element pass of y (forward) or dx (backward, a->k3 set). */
+static void blocked_apply(backend_t *be, bn_args *a)
+{
+    if (a->st.pstride != LANES && a->cn > LANES)
+        cpu_run(be, cpu_tasks(be, a->n), bn_nhwc_apply_task, a);
+    else
+        cpu_run(be, cpu_tasks(be, a->n * (a->cn / LANES)), bn_blocked_apply_task, a);
+}
+
 void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
                                    const float *gamma, const float *beta, float *running_mean,
                                    float *running_var, float momentum, float eps, bool training,
@@ -578,7 +614,7 @@ void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const fl
                            &k1[ch], &k2[ch]);
         }
         a.k2 = k2;
-        cpu_run(be, cpu_tasks(be, n * (cn / LANES)), bn_blocked_apply_task, &a);
+        blocked_apply(be, &a);
     }
 }
 
@@ -609,6 +645,6 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
             continue;
         a.k2 = k2;
         a.k3 = k3;
-        cpu_run(be, cpu_tasks(be, n * (cn / LANES)), bn_blocked_apply_task, &a);
+        blocked_apply(be, &a);
     }
 }
