@@ -456,50 +456,73 @@ static bool bn_avx512(void)
 #endif
 }
 
-/* Task (group g, block b): the group's sums for 16 channels. k1 holds the
- * shift (0 for the mean pass, the mean for the squares); part2 NULL: the
- * forward sums into part, else the backward sums into part and part2. */
+/* Image i's row of block b into group g's sums: k1 holds the shift (0 for
+ * the mean pass, the mean for the squares); part2 NULL: the forward sums
+ * into part, else the backward sums into part and part2. */
+static void sum_row(const bn_args *a, int g, int b, int i)
+{
+    double *part = a->part + (size_t)g * a->cn + (size_t)b * LANES;
+    size_t off = blk_off(a, i, b);
+    if (a->part2 == NULL) {
+#ifdef CPU_AVX512_KERNELS
+        if (bn_avx512()) {
+            block_row_sum_avx512(a->x + off, a->hw, a->st.pstride, a->k1 + b * LANES,
+                                 a->k2 != NULL, part);
+            return;
+        }
+#endif
+        block_row_sum(a->x + off, a->hw, a->st.pstride, a->k1 + b * LANES, a->k2 != NULL,
+                      part);
+        return;
+    }
+    double *part2 = a->part2 + (size_t)g * a->cn + (size_t)b * LANES;
+#ifdef CPU_AVX512_KERNELS
+    if (bn_avx512()) {
+        block_row_sums_dy_avx512(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
+                                 a->st.pstride, a->k1 + b * LANES, part, part2);
+        return;
+    }
+#endif
+    block_row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
+                      a->st.pstride, a->k1 + b * LANES, part, part2);
+}
+
+static void zero_sums(const bn_args *a, int g, int b)
+{
+    for (int ch = 0; ch < LANES; ch++) {
+        a->part[(size_t)g * a->cn + (size_t)b * LANES + ch] = 0;
+        if (a->part2 != NULL)
+            a->part2[(size_t)g * a->cn + (size_t)b * LANES + ch] = 0;
+    }
+}
+
+/* Task (group g, block b): the group's sums for 16 channels. */
 static void bn_blocked_sum_task(void *p, int k, int tasks)
 {
     bn_args *a = p;
     int blocks = a->cn / LANES, g = k / blocks, b = k % blocks;
     int i0, i1;
     cpu_range(a->n, BN_GROUPS, g, &i0, &i1);
-    double *part = a->part + (size_t)g * a->cn + (size_t)b * LANES;
-    for (int ch = 0; ch < LANES; ch++)
-        part[ch] = 0;
-#ifdef CPU_AVX512_KERNELS
-    bool v512 = bn_avx512();
-#endif
-    if (a->part2 == NULL) {
-        for (int i = i0; i < i1; i++) {
-#ifdef CPU_AVX512_KERNELS
-            if (v512) {
-                block_row_sum_avx512(a->x + blk_off(a, i, b), a->hw, a->st.pstride,
-                                     a->k1 + b * LANES, a->k2 != NULL, part);
-                continue;
-            }
-#endif
-            block_row_sum(a->x + blk_off(a, i, b), a->hw, a->st.pstride, a->k1 + b * LANES,
-                          a->k2 != NULL, part);
-        }
-        return;
-    }
-    double *part2 = a->part2 + (size_t)g * a->cn + (size_t)b * LANES;
-    for (int ch = 0; ch < LANES; ch++)
-        part2[ch] = 0;
-    for (int i = i0; i < i1; i++) {
-        size_t off = blk_off(a, i, b);
-#ifdef CPU_AVX512_KERNELS
-        if (v512) {
-            block_row_sums_dy_avx512(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
-                                     a->st.pstride, a->k1 + b * LANES, part, part2);
-            continue;
-        }
-#endif
-        block_row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
-                          a->st.pstride, a->k1 + b * LANES, part, part2);
-    }
+    zero_sums(a, g, b);
+    for (int i = i0; i < i1; i++)
+        sum_row(a, g, b, i);
+}
+
+/* In NHWC order, task g: the group's sums for every block, image by image,
+ * so that an image's pixels, which hold all its blocks, are read from
+ * memory once (a task per block read them once per block). Each channel
+ * sums the same rows in the same order as above. */
+static void bn_nhwc_sum_task(void *p, int g, int tasks)
+{
+    bn_args *a = p;
+    int blocks = a->cn / LANES;
+    int i0, i1;
+    cpu_range(a->n, BN_GROUPS, g, &i0, &i1);
+    for (int b = 0; b < blocks; b++)
+        zero_sums(a, g, b);
+    for (int i = i0; i < i1; i++)
+        for (int b = 0; b < blocks; b++)
+            sum_row(a, g, b, i);
 }
 
 /* In NHWC order with more than one block: images split over the tasks, each
@@ -566,9 +589,13 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
     }
 }
 
-static int blocked_sum_tasks(const bn_args *a)
+/* The sums of a pass into part (and part2). */
+static void blocked_sums(backend_t *be, bn_args *a)
 {
-    return BN_GROUPS * (a->cn / LANES);
+    if (a->st.pstride != LANES && a->cn > LANES)
+        cpu_run(be, BN_GROUPS, bn_nhwc_sum_task, a);
+    else
+        cpu_run(be, BN_GROUPS * (a->cn / LANES), bn_blocked_sum_task, a);
 }
 
 /* The element pass of y (forward) or dx (backward, a->k3 set). */
@@ -596,13 +623,13 @@ void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const fl
         double mean[BN_MAX_CHANNELS], s2[BN_MAX_CHANNELS];
         if (training) {
             memset(k1, 0, sizeof(k1)); /* shift 0: the sums */
-            cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);
+            blocked_sums(be, &a);
             for (int ch = 0; ch < cn; ch++) {
                 mean[ch] = groups_total(part + ch, (size_t)cn) / m;
                 k1[ch] = (float)mean[ch];
             }
             a.k2 = k2; /* squares about the mean */
-            cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);
+            blocked_sums(be, &a);
             for (int ch = 0; ch < cn; ch++)
                 s2[ch] = groups_total(part + ch, (size_t)cn);
         }
@@ -633,7 +660,7 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
                      .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
         for (int ch = 0; ch < cn; ch++)
             k1[ch] = save_mean[c0 + ch];
-        cpu_run(be, blocked_sum_tasks(&a), bn_blocked_sum_task, &a);
+        blocked_sums(be, &a);
         for (int ch = 0; ch < cn; ch++) {
             int q = c0 + ch;
             channel_backward(groups_total(part + ch, (size_t)cn),
