@@ -138,11 +138,11 @@ static size_t round_up16(size_t n)
 typedef struct {
     const window_desc *d;
     int hp, wp;          /* padded input */
-    int px;              /* a multiple of the forward tiles' pixels */
-    int owr;             /* OW rounded up to px */
+    int owr;             /* OW rounded up to every forward tile's pixels */
     size_t xt, yt, dxt;  /* floats of each scratch tensor */
     size_t task;         /* floats of one task's scratch */
     int blocks;          /* blocks of 16 images in d->n */
+    tt_blocked_strides yst; /* of a blocked output: one block (d->f <= 16) */
 } geom;
 
 /* The fewest tiles of at most `max` channels that hold n. */
@@ -187,13 +187,13 @@ static int fwd_px_lcm(const window_desc *d)
     return l;
 }
 
-static geom geom_of(const window_desc *d)
+static geom geom_of(const backend_t *be, const window_desc *d)
 {
     geom g = {.d = d};
     g.hp = d->h + 2 * d->pad;
     g.wp = d->w + 2 * d->pad;
-    g.px = fwd_px_lcm(d);
-    g.owr = (d->ow + g.px - 1) / g.px * g.px;
+    int px = fwd_px_lcm(d);
+    g.owr = (d->ow + px - 1) / px * px;
     /* the last tile of a row reads up to owr - ow columns past it */
     g.xt = ((size_t)d->c * g.hp * g.wp + (size_t)(g.owr - d->ow) + 1) * LANES;
     size_t yt = (size_t)d->f * d->oh * g.owr * LANES;
@@ -201,12 +201,13 @@ static geom geom_of(const window_desc *d)
     g.dxt = (size_t)d->c * d->h * d->w * LANES;
     g.task = g.xt + g.yt + g.dxt;
     g.blocks = (d->n + LANES - 1) / LANES;
+    g.yst = tt_blocked_strides_of(d->f, d->oh * d->ow, be->blocked_nhwc);
     return g;
 }
 
 size_t cpu_conv_small_workspace(backend_t *be, const window_desc *d)
 {
-    geom g = geom_of(d);
+    geom g = geom_of(be, d);
     size_t fckk = (size_t)d->f * d->c * d->k * d->k;
     size_t partial = (size_t)g.blocks * (fckk + d->f);
     return ((size_t)be->threads * g.task + partial + round_up16(fckk)) * sizeof(float);
@@ -262,34 +263,26 @@ static void x_in(const geom *g, const float *x, int n0, int nb, bool bf16, float
         bf16_round(xt, g->xt);
 }
 
-/* Channels per block of the blocked layout, and the layout's stride of one
- * image. */
-static int blocks_of(int c)
+/* The floats of one image of the output (or its gradient) in its layout. */
+static size_t out_image(const geom *g)
 {
-    return (c + TT_BLOCK - 1) / TT_BLOCK;
+    const window_desc *d = g->d;
+    return d->blocked_y ? g->yst.img : (size_t)d->f * d->oh * d->ow;
 }
 
-/* yt (row stride owr) out to y, NCHW or blocked. (F <= 16 here: one block,
- * where the blocked layout's nChw16c and NHWC orders are one.) */
+/* yt (row stride owr) out to y, NCHW or blocked (one block: its F filters
+ * of a pixel are the 16 floats at the pixel's place, zeros past F). */
 static void y_out(const geom *g, const float *yt, int n0, int nb, float *y)
 {
     const window_desc *d = g->d;
     size_t P = (size_t)d->oh * d->ow;
     if (d->blocked_y) {
-        int cb_n = blocks_of(d->f);
-        size_t img = (size_t)cb_n * P * TT_BLOCK;
-        for (int cb = 0; cb < cb_n; cb++) {
-            int rows = d->f - cb * TT_BLOCK < TT_BLOCK ? d->f - cb * TT_BLOCK : TT_BLOCK;
-            for (int oy = 0; oy < d->oh; oy++)
-                for (int ox = 0; ox < d->ow; ox++) {
-                    size_t p = (size_t)oy * d->ow + ox;
-                    const float *src =
-                        yt + (((size_t)cb * TT_BLOCK * d->oh + oy) * g->owr + ox) * LANES;
-                    cpu_transpose16(src, (ptrdiff_t)d->oh * g->owr * LANES, rows, nb,
-                                    y + n0 * img + ((size_t)cb * P + p) * TT_BLOCK,
-                                    (ptrdiff_t)img, TT_BLOCK);
-                }
-        }
+        for (int oy = 0; oy < d->oh; oy++)
+            for (int ox = 0; ox < d->ow; ox++)
+                cpu_transpose16(yt + ((size_t)oy * g->owr + ox) * LANES,
+                                (ptrdiff_t)d->oh * g->owr * LANES, d->f, nb,
+                                y + n0 * g->yst.img + ((size_t)oy * d->ow + ox) * g->yst.pstride,
+                                (ptrdiff_t)g->yst.img, TT_BLOCK);
         return;
     }
     size_t fp = (size_t)d->f * P;
@@ -318,22 +311,16 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
                   bool bf16, float *dyt)
 {
     const window_desc *d = g->d;
-    size_t P = (size_t)d->oh * d->ow;
-    size_t img = d->blocked_y ? (size_t)blocks_of(d->f) * TT_BLOCK * P : (size_t)d->f * P;
+    size_t P = (size_t)d->oh * d->ow, img = out_image(g);
     if (relu)
         relu_mask(y + n0 * img, (size_t)nb * img, dy + n0 * img);
     if (!d->blocked_y) {
         for (int f = 0; f < d->f; f++)
             lanes_in(dy + n0 * img + (size_t)f * P, img, nb, (int)P, dyt + (size_t)f * P * LANES);
     } else {
-        for (int cb = 0; cb < blocks_of(d->f); cb++) {
-            int cols = d->f - cb * TT_BLOCK < TT_BLOCK ? d->f - cb * TT_BLOCK : TT_BLOCK;
-            for (size_t p = 0; p < P; p++)
-                cpu_transpose16(dy + n0 * img + ((size_t)cb * P + p) * TT_BLOCK,
-                                (ptrdiff_t)img, nb, cols,
-                                dyt + ((size_t)cb * TT_BLOCK * P + p) * LANES,
-                                (ptrdiff_t)P * LANES, LANES);
-        }
+        for (size_t p = 0; p < P; p++)
+            cpu_transpose16(dy + n0 * img + p * g->yst.pstride, (ptrdiff_t)img, nb, d->f,
+                            dyt + p * LANES, (ptrdiff_t)P * LANES, LANES);
     }
     if (bf16)
         bf16_round(dyt, (size_t)d->f * P * LANES);
@@ -412,7 +399,7 @@ typedef struct {
 static void args_init(backend_t *be, const window_desc *d, small_args *a)
 {
     size_t fckk = (size_t)d->f * d->c * d->k * d->k;
-    a->g = geom_of(d);
+    a->g = geom_of(be, d);
     float *wr = a->ws + (size_t)be->threads * a->g.task;
     a->bf16 = ((cpu_impl *)be->impl)->bf16;
     a->pdw = wr + round_up16(fckk);
