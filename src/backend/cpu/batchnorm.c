@@ -253,7 +253,8 @@ void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
 }
 
 /* ---- blocked: tasks are (group, channel block) for the sums, then ranges
- *      of (image, channel block) rows for the element passes ---- */
+ *      of (image, channel block) rows for the element passes; in NHWC order
+ *      with several blocks, groups and ranges of whole images ---- */
 
 /* The 16 channels of block b (within the pass) of image i: its first
  * pixel's vector; the next pixels' at a->st.pstride apart. */
@@ -445,16 +446,12 @@ block_apply_avx512(const float *x, const float *dy, float *out, int hw, size_t p
                                                               _mm512_mul_ps(b, _mm512_loadu_ps(x + q))),
                                                 c));
 }
-#endif
 
 static bool bn_avx512(void)
 {
-#ifdef CPU_AVX512_KERNELS
     return __builtin_cpu_supports("avx512f");
-#else
-    return false;
-#endif
 }
+#endif
 
 /* Image i's row of block b into group g's sums: k1 holds the shift (0 for
  * the mean pass, the mean for the squares); part2 NULL: the forward sums
@@ -525,31 +522,37 @@ static void bn_nhwc_sum_task(void *p, int g, int tasks)
             sum_row(a, g, b, i);
 }
 
+/* One pixel's run of `width` channels at offset off, from the pass's
+ * channel ch0 on: y = x * k1 + k2 (relu), or dx = k1 dy + k2 x + k3 when
+ * k3 is set. block_apply_avx512 does the same arithmetic. */
+static inline void apply_run(const bn_args *a, size_t off, int ch0, int width)
+{
+    const float *x = a->x + off, *k1 = a->k1 + ch0, *k2 = a->k2 + ch0;
+    if (a->k3 == NULL) {
+        float *y = a->y + off;
+        for (int ch = 0; ch < width; ch++) {
+            float v = x[ch] * k1[ch] + k2[ch];
+            y[ch] = a->relu ? tt_relu(v) : v;
+        }
+        return;
+    }
+    const float *k3 = a->k3 + ch0, *dy = a->dy + off;
+    float *dx = a->dx + off;
+    for (int ch = 0; ch < width; ch++)
+        dx[ch] = k1[ch] * dy[ch] + k2[ch] * x[ch] + k3[ch];
+}
+
 /* In NHWC order with more than one block: images split over the tasks, each
  * walked pixel by pixel through the pass's blocks (contiguous, where a row
- * of one block strides over the others), with block_apply's arithmetic. */
+ * of one block strides over the others). */
 CPU_HOT static void bn_nhwc_apply_task(void *p, int k, int tasks)
 {
     bn_args *a = p;
-    int blocks = a->cn / LANES, lo, hi;
+    int lo, hi;
     cpu_range(a->n, tasks, k, &lo, &hi);
     for (int i = lo; i < hi; i++)
-        for (int q = 0; q < a->hw; q++) {
-            size_t off = blk_off(a, i, 0) + (size_t)q * a->st.pstride;
-            if (a->k3 == NULL) {
-                const float *x = a->x + off;
-                float *y = a->y + off;
-                for (int ch = 0; ch < blocks * LANES; ch++) {
-                    float v = x[ch] * a->k1[ch] + a->k2[ch];
-                    y[ch] = a->relu ? tt_relu(v) : v;
-                }
-            } else {
-                const float *dy = a->dy + off, *x = a->x + off;
-                float *dx = a->dx + off;
-                for (int ch = 0; ch < blocks * LANES; ch++)
-                    dx[ch] = a->k1[ch] * dy[ch] + a->k2[ch] * x[ch] + a->k3[ch];
-            }
-        }
+        for (int q = 0; q < a->hw; q++)
+            apply_run(a, blk_off(a, i, 0) + (size_t)q * a->st.pstride, 0, a->cn);
 }
 
 /* Rows (image, block) split over the tasks: y = x * k1 + k2 (forward) or
@@ -562,37 +565,31 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
     for (int r = lo; r < hi; r++) {
         int i = r / blocks, b = r % blocks;
         size_t off = blk_off(a, i, b);
-        const float *k1 = a->k1 + b * LANES, *k2 = a->k2 + b * LANES;
 #ifdef CPU_AVX512_KERNELS
         if (bn_avx512()) {
             block_apply_avx512(a->x + off, a->k3 ? a->dy + off : NULL,
-                               (a->k3 ? a->dx : a->y) + off, a->hw, a->st.pstride, k1, k2,
+                               (a->k3 ? a->dx : a->y) + off, a->hw, a->st.pstride,
+                               a->k1 + b * LANES, a->k2 + b * LANES,
                                a->k3 ? a->k3 + b * LANES : NULL, a->relu);
             continue;
         }
 #endif
-        if (a->k3 == NULL) {
-            const float *x = a->x + off;
-            float *y = a->y + off;
-            for (size_t q = 0; q < (size_t)a->hw * a->st.pstride; q += a->st.pstride)
-                for (int ch = 0; ch < LANES; ch++) {
-                    float v = x[q + ch] * k1[ch] + k2[ch];
-                    y[q + ch] = a->relu ? tt_relu(v) : v;
-                }
-        } else {
-            const float *k3 = a->k3 + b * LANES, *dy = a->dy + off, *x = a->x + off;
-            float *dx = a->dx + off;
-            for (size_t q = 0; q < (size_t)a->hw * a->st.pstride; q += a->st.pstride)
-                for (int ch = 0; ch < LANES; ch++)
-                    dx[q + ch] = k1[ch] * dy[q + ch] + k2[ch] * x[q + ch] + k3[ch];
-        }
+        for (int q = 0; q < a->hw; q++)
+            apply_run(a, off + (size_t)q * a->st.pstride, b * LANES, LANES);
     }
+}
+
+/* NHWC order with more than one block in the pass: tasks walk whole images
+ * (an image's pixels hold all its blocks), not one block of them. */
+static bool walks_images(const bn_args *a)
+{
+    return a->st.pstride != LANES && a->cn > LANES;
 }
 
 /* The sums of a pass into part (and part2). */
 static void blocked_sums(backend_t *be, bn_args *a)
 {
-    if (a->st.pstride != LANES && a->cn > LANES)
+    if (walks_images(a))
         cpu_run(be, BN_GROUPS, bn_nhwc_sum_task, a);
     else
         cpu_run(be, BN_GROUPS * (a->cn / LANES), bn_blocked_sum_task, a);
@@ -601,7 +598,7 @@ static void blocked_sums(backend_t *be, bn_args *a)
 /* The element pass of y (forward) or dx (backward, a->k3 set). */
 static void blocked_apply(backend_t *be, bn_args *a)
 {
-    if (a->st.pstride != LANES && a->cn > LANES)
+    if (walks_images(a))
         cpu_run(be, cpu_tasks(be, a->n), bn_nhwc_apply_task, a);
     else
         cpu_run(be, cpu_tasks(be, a->n * (a->cn / LANES)), bn_blocked_apply_task, a);
