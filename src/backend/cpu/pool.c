@@ -273,20 +273,15 @@ CPU_HOT static void avgpool_blocked_forward_task(void *p, int k, int tasks)
         const float *x = a->x + (size_t)r * d->h * d->w * 16;
         for (int oy = 0; oy < d->oh; oy++)
             for (int ox = 0; ox < d->ow; ox++) {
+                int y0, x0, ky0, ky1, kx0, kx1;
+                window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
                 float s[16] = {0};
-                for (int ky = 0; ky < d->k; ky++) {
-                    int iy = oy * d->stride - d->pad + ky;
-                    if (iy < 0 || iy >= d->h)
-                        continue;
-                    for (int kx = 0; kx < d->k; kx++) {
-                        int ix = ox * d->stride - d->pad + kx;
-                        if (ix < 0 || ix >= d->w)
-                            continue;
-                        const float *v = x + ((size_t)iy * d->w + ix) * 16;
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = kx0; kx < kx1; kx++) {
+                        const float *v = x + ((size_t)(y0 + ky) * d->w + x0 + kx) * 16;
                         for (int l = 0; l < 16; l++)
                             s[l] += v[l];
                     }
-                }
                 int op = oy * d->ow + ox;
                 for (int l = 0; l < 16; l++) {
                     if (c0 + l >= d->c && !d->blocked_y)
@@ -314,19 +309,14 @@ CPU_HOT static void avgpool_blocked_backward_task(void *p, int k, int tasks)
                 float g[16] = {0};
                 for (int l = 0; l < 16 && c0 + l < d->c; l++)
                     g[l] = a->dyc[out_index(d, i, c0 + l, oy * d->ow + ox)] * inv;
-                for (int ky = 0; ky < d->k; ky++) {
-                    int iy = oy * d->stride - d->pad + ky;
-                    if (iy < 0 || iy >= d->h)
-                        continue;
-                    for (int kx = 0; kx < d->k; kx++) {
-                        int ix = ox * d->stride - d->pad + kx;
-                        if (ix < 0 || ix >= d->w)
-                            continue;
-                        float *v = dx + ((size_t)iy * d->w + ix) * 16;
+                int y0, x0, ky0, ky1, kx0, kx1;
+                window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = kx0; kx < kx1; kx++) {
+                        float *v = dx + ((size_t)(y0 + ky) * d->w + x0 + kx) * 16;
                         for (int l = 0; l < 16; l++)
                             v[l] += g[l];
                     }
-                }
             }
     }
 }
