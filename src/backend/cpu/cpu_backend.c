@@ -54,15 +54,13 @@ static void cpu_destroy(backend_t *be)
  * without oneDNN, to im2col + sgemm (conv.c). */
 static size_t conv_workspace(backend_t *be, const window_desc *d)
 {
+    if (cpu_conv_small_fits(be, d))
+        return cpu_conv_small_workspace(be, d);
 #ifdef HAVE_DNNL
-    size_t other = cpu_conv_dnnl_workspace(be, d);
+    return cpu_conv_dnnl_workspace(be, d);
 #else
-    size_t other = cpu_conv_workspace(be, d);
+    return cpu_conv_workspace(be, d);
 #endif
-    if (!cpu_conv_small_fits(be, d))
-        return other;
-    size_t small = cpu_conv_small_workspace(be, d);
-    return small > other ? small : other;
 }
 
 static void conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
