@@ -186,6 +186,16 @@ struct backend {
     bool blocked_layout;
     bool blocked_nhwc; /* its vectors in NHWC order (above); pools then take
                         * blocked tensors of one block (16 channels) only */
+    /* Its blocked ACTIVATIONS hold bf16 (2 bytes an element, the upper half
+     * of the float32, rounded to nearest even) behind the same float
+     * pointers: the CPU backend in bf16, whose convolutions read and write
+     * bf16 there without a conversion pass, and whose element-wise passes
+     * over them move half the bytes. Gradients stay float32 in every
+     * layout. Operations reading or writing a blocked activation: conv2d's
+     * x and y (blocked_x, blocked_y; backward reads x and, with relu, y),
+     * pools' x and y, the batchnorm and global average pooling operations
+     * below (x, y), and the element-wise *_blocked ones. */
+    bool blocked_bf16;
     void (*batchnorm_forward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
                                       const float *gamma, const float *beta,
                                       float *running_mean, float *running_var, float momentum,
@@ -199,6 +209,14 @@ struct backend {
                                            float *y);
     void (*global_avgpool_blocked_backward)(backend_t *be, int n, int c, int hw,
                                             const float *dy, float *dx);
+    /* relu_forward, relu_backward and add over blocked activations (x, y,
+     * a, b; dy and dx are gradients): the NCHW operations where
+     * blocked_bf16 is false */
+    void (*relu_forward_blocked)(backend_t *be, size_t count, const float *x, float *y);
+    void (*relu_backward_blocked)(backend_t *be, size_t count, const float *y,
+                                  const float *dy, float *dx);
+    void (*add_blocked)(backend_t *be, size_t count, const float *a, const float *b, bool relu,
+                        float *y);
 
     void (*destroy)(backend_t *be);
 };
