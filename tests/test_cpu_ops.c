@@ -11,6 +11,7 @@
  *   max pooling's 2x2 fast path: ties and NaN;
  *   batchnorm (forward with relu, backward) and global average pooling over
  *   the blocked layout in nChw16c and NHWC order: the NCHW operations' bits.
+ *   the same batchnorm over bf16 blocked activations: those bits, y rounded;
  * Every operation large enough to be split over threads gives the same bits
  * on 1 and 2 threads. Data goes through the backend's alloc and upload, as
  * the layers use it.
@@ -747,6 +748,134 @@ static void test_blocked_orders(void)
     free(x), free(dy);
 }
 
+/* ---- batchnorm over blocked activations held in bf16 (backend.h:
+ *      blocked_bf16), against the float32 NCHW operations ---- */
+
+/* bf16 in the test's own words: the upper half of the float's bits */
+static float test_bf16_widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* finite f to the nearer of its two bf16 neighbours (toward and away from
+ * zero), the even one on a tie: by distance, not bf16_io.h's carry */
+static uint16_t test_bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    double dlo = fabs((double)f - test_bf16_widen(lo));
+    double dhi = fabs((double)test_bf16_widen(hi) - f);
+    return dlo < dhi || (dlo == dhi && lo % 2 == 0) ? lo : hi;
+}
+
+/* One forward (training, relu) and backward over bf16 blocked x and y, in
+ * both orders, on 1 and 2 threads; x holds bf16 values, so the float32 NCHW
+ * operations on it are the reference. x and y are bf16 arrays of `count`
+ * elements and `guard_n` more, which the operations must leave alone. */
+static void test_blocked_bf16_batchnorm(void)
+{
+    tt_err err;
+    err_clear(&err);
+    backend_t *bf[2] = {backend_cpu_create_bf16(0, 1, &err), NULL};
+    if (bf[0] != NULL)
+        bf[1] = backend_cpu_create_bf16(0, 2, &err);
+    if (bf[0] == NULL || bf[1] == NULL) {
+        tt_skip("batchnorm over bf16 blocked activations, 1 and 2 threads, both orders (%s)",
+                err.msg);
+        if (bf[0] != NULL)
+            bf[0]->destroy(bf[0]);
+        return;
+    }
+    tt_rng rng = tt_rng_make(0xbf16);
+    /* as test_blocked_orders: 3 blocks of channels, 37 pixels (a tail) */
+    const int n = 3, c = 48, hw = 37;
+    size_t count = (size_t)n * c * hw;
+    float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
+    tt_fill(&rng, x, count, -2.0, 3.0);
+    for (size_t i = 0; i < count; i++) /* bf16 values: widened, the same floats */
+        x[i] = test_bf16_widen(test_bf16_round(x[i]));
+    tt_fill(&rng, dy, count, -1.0, 1.0);
+    tt_fill(&rng, gamma, c, 0.5, 1.5);
+    tt_fill(&rng, beta, c, -0.5, 0.5);
+
+    /* the reference: float32 NCHW on x; the backward's relu mask from y
+     * rounded to bf16, as the blocked backward reads it */
+    bn_out ref = bn_out_make(count, c);
+    float *yr = malloc(count * 4), *g = malloc(count * 4);
+    be1->batchnorm_forward(be1, n, c, hw, x, gamma, beta, ref.rmean, ref.rvar, 0.1f, 1e-5f, true,
+                           true, ref.y, ref.mean, ref.invstd);
+    size_t rounded = 0;
+    for (size_t i = 0; i < count; i++) {
+        yr[i] = test_bf16_widen(test_bf16_round(ref.y[i]));
+        rounded += memcmp(&yr[i], &ref.y[i], 4) != 0;
+    }
+    memcpy(g, dy, count * 4);
+    be1->batchnorm_backward(be1, n, c, hw, x, gamma, ref.mean, ref.invstd, yr, true, g, ref.dx,
+                            ref.dgamma, ref.dbeta);
+    tt_ok(rounded > count / 4,
+          "bf16 batchnorm reference: y rounded to bf16 differs from float32's in %zu of %zu",
+          rounded, count);
+
+    const size_t guard_n = 32;
+    uint16_t *bx = malloc((count + guard_n) * 2), *by = malloc((count + guard_n) * 2);
+    float *bg = malloc(count * 4), *bdx = malloc(count * 4), *dx = malloc(count * 4);
+    for (int th = 0; th < 2; th++)
+        for (int order = 0; order < 2; order++) {
+            backend_t *be = bf[th];
+            bool nhwc = order == 1;
+            be->blocked_bf16 = true;
+            be->blocked_nhwc = nhwc;
+            bn_out o = bn_out_make(count, c);
+            for (int i = 0; i < n; i++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int p = 0; p < hw; p++) {
+                        size_t at = ((size_t)i * c + ch) * hw + p;
+                        bx[blocked_at(i, ch, p, c, hw, nhwc)] = test_bf16_round(x[at]);
+                    }
+            for (size_t k = 0; k < guard_n; k++)
+                bx[count + k] = by[count + k] = 0xdead;
+            to_blocked(dy, n, c, hw, nhwc, bg);
+            be->batchnorm_forward_blocked(be, n, c, hw, (const float *)bx, gamma, beta, o.rmean,
+                                          o.rvar, 0.1f, 1e-5f, true, true, (float *)by, o.mean,
+                                          o.invstd);
+            be->batchnorm_backward_blocked(be, n, c, hw, (const float *)bx, gamma, o.mean,
+                                           o.invstd, (const float *)by, true, bg, bdx, o.dgamma,
+                                           o.dbeta);
+            from_blocked(bdx, n, c, hw, nhwc, dx);
+            size_t bad_y = 0;
+            for (int i = 0; i < n; i++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int p = 0; p < hw; p++) {
+                        size_t at = ((size_t)i * c + ch) * hw + p;
+                        bad_y += by[blocked_at(i, ch, p, c, hw, nhwc)] !=
+                                 test_bf16_round(ref.y[at]);
+                    }
+            int guard = 0;
+            for (size_t k = 0; k < guard_n; k++)
+                guard += bx[count + k] != 0xdead || by[count + k] != 0xdead;
+            const char *name = nhwc ? "NHWC" : "nChw16c";
+            tt_ok(bad_y == 0 && guard == 0 && tt_same_bits(o.mean, ref.mean, c) &&
+                      tt_same_bits(o.invstd, ref.invstd, c) &&
+                      tt_same_bits(o.rmean, ref.rmean, c) && tt_same_bits(o.rvar, ref.rvar, c),
+                  "batchnorm+relu forward, blocked %s in bf16, %d thread(s): float32 NCHW's bits, "
+                  "y rounded to bf16 (%zu of %zu y wrong, %d guard elements written)",
+                  name, th + 1, bad_y, count, guard);
+            tt_ok(tt_same_bits(dx, ref.dx, count) && tt_same_bits(o.dgamma, ref.dgamma, c) &&
+                      tt_same_bits(o.dbeta, ref.dbeta, c),
+                  "batchnorm+relu backward, blocked %s in bf16, %d thread(s): float32 NCHW's bits "
+                  "on the bf16 x and y", name, th + 1);
+            bn_out_free(&o);
+        }
+    free(bx), free(by), free(bg), free(bdx), free(dx), free(yr), free(g), free(x), free(dy);
+    bn_out_free(&ref);
+    bf[0]->destroy(bf[0]);
+    bf[1]->destroy(bf[1]);
+}
+
 int main(void)
 {
     signal(SIGALRM, on_alarm);
@@ -764,6 +893,7 @@ int main(void)
     test_dropout();
     test_maxpool_2x2();
     test_blocked_orders();
+    test_blocked_bf16_batchnorm();
     be1->destroy(be1);
     be2->destroy(be2);
     return tt_done();

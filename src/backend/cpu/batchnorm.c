@@ -8,16 +8,15 @@
  * by one in double; the images of each of BN_GROUPS fixed groups in image
  * order into a double, and the groups in group order. In the blocked layout
  * a vector holds 16 channels of one pixel, so the same lanes are 16
- * accumulators over pixels, and the groups run as parallel tasks. */
+ * accumulators over pixels, and the groups run as parallel tasks. The
+ * blocked activations may hold bf16 (backend.h: blocked_bf16): the same
+ * float32 arithmetic on their widened values, y rounded to bf16. */
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
 #include "backend/math.h"
-
-#ifdef CPU_AVX512_KERNELS
-#include <immintrin.h>
-#endif
 
 #define LANES 16
 #define BN_GROUPS 4
@@ -140,6 +139,7 @@ typedef struct {
     float *running_mean, *running_var, *y, *save_mean, *save_invstd, *dy, *dx, *dgamma, *dbeta;
     float momentum, eps;
     bool training, relu;
+    bool bf16; /* blocked: x, y and yc hold bf16 (backend.h: blocked_bf16) */
     /* blocked: channels [c0, c0 + cn) of this pass, per channel and group */
     int c0, cn;
     double *part, *part2; /* [BN_GROUPS][cn] */
@@ -254,28 +254,38 @@ void cpu_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x,
 
 /* ---- blocked: tasks are (group, channel block) for the sums, then ranges
  *      of (image, channel block) rows for the element passes; in NHWC order
- *      with several blocks, groups and ranges of whole images ---- */
+ *      with several blocks, groups and ranges of whole images ----
+ *
+ * With bf16 (backend.h: blocked_bf16) the activations x and y hold bf16 at
+ * the same element indices, and dy, dx stay float32: the kernels take the
+ * arrays as base pointers plus an element offset, load x and y widened
+ * (exact) and round y to bf16 at the store (bf16_io.h), so the arithmetic
+ * is float32's on the widened values, in the same order. Each kernel is an
+ * always-inline body (..._of) that one small function calls with bf16 a
+ * constant, twice: GCC compiles it once per type, and float32 runs the
+ * code it ran before. */
 
 /* The 16 channels of block b (within the pass) of image i: its first
- * pixel's vector; the next pixels' at a->st.pstride apart. */
+ * pixel's vector, in elements; the next pixels' at a->st.pstride apart. */
 static inline size_t blk_off(const bn_args *a, int i, int b)
 {
     return (size_t)i * a->st.img + (size_t)(a->c0 / LANES + b) * a->st.cstride;
 }
 
-/* part[ch] += the row sums of one image's block (16 channels from ch0),
- * lane j of the 16 accumulators taking pixels p = j mod 16: exactly
- * row_sum's order. */
-CPU_HOT static void block_row_sum(const float *x, int hw, size_t ps, const float *shift,
-                                  bool sq, double *part)
+/* part[ch] += the row sums of one image's block (16 channels from element
+ * off of x), lane j of the 16 accumulators taking pixels p = j mod 16:
+ * exactly row_sum's order. */
+static inline __attribute__((always_inline)) void
+block_row_sum_of(const void *x, size_t off, int hw, size_t ps, const float *shift, bool sq,
+                 bool bf16, double *part)
 {
     float acc[LANES][LANES] = {{0}}; /* [pixel lane][channel] */
     int q = 0;
     for (; q + LANES <= hw; q += LANES)
         for (int j = 0; j < LANES; j++) {
-            const float *v = x + (size_t)(q + j) * ps;
+            size_t o = off + (size_t)(q + j) * ps;
             for (int ch = 0; ch < LANES; ch++) {
-                float d = v[ch] - shift[ch];
+                float d = act_load(x, o + ch, bf16) - shift[ch];
                 acc[j][ch] += sq ? d * d : d;
             }
         }
@@ -285,28 +295,38 @@ CPU_HOT static void block_row_sum(const float *x, int hw, size_t ps, const float
             s[ch] += acc[j][ch];
     for (; q < hw; q++)
         for (int ch = 0; ch < LANES; ch++) {
-            float d = x[(size_t)q * ps + ch] - shift[ch];
+            float d = act_load(x, off + (size_t)q * ps + ch, bf16) - shift[ch];
             s[ch] += sq ? d * d : d;
         }
     for (int ch = 0; ch < LANES; ch++)
         part[ch] += s[ch];
 }
 
-/* the same for row_sums_dy */
-CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y, int hw,
-                                      size_t ps, const float *mean, double *sdy, double *sdyx)
+CPU_HOT static void block_row_sum(const void *x, size_t off, int hw, size_t ps,
+                                  const float *shift, bool sq, bool bf16, double *part)
+{
+    if (bf16)
+        block_row_sum_of(x, off, hw, ps, shift, sq, true, part);
+    else
+        block_row_sum_of(x, off, hw, ps, shift, sq, false, part);
+}
+
+/* the same for row_sums_dy (y: the forward output, NULL without relu) */
+static inline __attribute__((always_inline)) void
+block_row_sums_dy_of(float *dy, const void *x, const void *y, size_t off, int hw, size_t ps,
+                     const float *mean, bool bf16, double *sdy, double *sdyx)
 {
     float sa[LANES][LANES] = {{0}}, sb[LANES][LANES] = {{0}};
     int q = 0;
     for (; q + LANES <= hw; q += LANES)
         for (int j = 0; j < LANES; j++) {
-            size_t o = (size_t)(q + j) * ps;
+            size_t o = off + (size_t)(q + j) * ps;
             for (int ch = 0; ch < LANES; ch++) {
                 float g = dy[o + ch];
                 if (y != NULL)
-                    dy[o + ch] = g = tt_relu_grad(y[o + ch], g);
+                    dy[o + ch] = g = tt_relu_grad(act_load(y, o + ch, bf16), g);
                 sa[j][ch] += g;
-                sb[j][ch] += g * (x[o + ch] - mean[ch]);
+                sb[j][ch] += g * (act_load(x, o + ch, bf16) - mean[ch]);
             }
         }
     double s[LANES] = {0}, t[LANES] = {0};
@@ -317,12 +337,12 @@ CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y,
         }
     for (; q < hw; q++)
         for (int ch = 0; ch < LANES; ch++) {
-            size_t o = (size_t)q * ps + ch;
+            size_t o = off + (size_t)q * ps + ch;
             float g = dy[o];
             if (y != NULL)
-                dy[o] = g = tt_relu_grad(y[o], g);
+                dy[o] = g = tt_relu_grad(act_load(y, o, bf16), g);
             s[ch] += g;
-            t[ch] += (double)g * (x[o] - mean[ch]);
+            t[ch] += (double)g * (act_load(x, o, bf16) - mean[ch]);
         }
     for (int ch = 0; ch < LANES; ch++) {
         sdy[ch] += s[ch];
@@ -330,14 +350,23 @@ CPU_HOT static void block_row_sums_dy(float *dy, const float *x, const float *y,
     }
 }
 
+CPU_HOT static void block_row_sums_dy(float *dy, const void *x, const void *y, size_t off,
+                                      int hw, size_t ps, const float *mean, bool bf16,
+                                      double *sdy, double *sdyx)
+{
+    if (bf16)
+        block_row_sums_dy_of(dy, x, y, off, hw, ps, mean, true, sdy, sdyx);
+    else
+        block_row_sums_dy_of(dy, x, y, off, hw, ps, mean, false, sdy, sdyx);
+}
+
 #ifdef CPU_AVX512_KERNELS
 /* block_row_sum with the 16 lane accumulators in registers: the same
  * additions in the same order (the scalar loops above did not vectorise
  * cleanly and made blocked batchnorm slower than NCHW's). */
-__attribute__((target("avx512f"))) static void block_row_sum_avx512(const float *x, int hw,
-                                                                    size_t ps,
-                                                                    const float *shift, bool sq,
-                                                                    double *part)
+__attribute__((target("avx512f"), always_inline)) static inline void
+block_row_sum_avx512_of(const void *x, size_t off, int hw, size_t ps, const float *shift, bool sq,
+                        bool bf16, double *part)
 {
     __m512 acc[LANES], sh = _mm512_loadu_ps(shift);
     for (int j = 0; j < LANES; j++)
@@ -345,7 +374,7 @@ __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float 
     int q = 0;
     for (; q + LANES <= hw; q += LANES)
         for (int j = 0; j < LANES; j++) {
-            __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)(q + j) * ps), sh);
+            __m512 d = _mm512_sub_ps(act_load16(x, off + (size_t)(q + j) * ps, bf16), sh);
             acc[j] = _mm512_add_ps(acc[j], sq ? _mm512_mul_ps(d, d) : d);
         }
     __m512d lo = _mm512_setzero_pd(), hi = _mm512_setzero_pd();
@@ -355,7 +384,7 @@ __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float 
                                    _mm512_castps_pd(acc[j]), 1))));
     }
     for (; q < hw; q++) {
-        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + (size_t)q * ps), sh);
+        __m512 d = _mm512_sub_ps(act_load16(x, off + (size_t)q * ps, bf16), sh);
         if (sq)
             d = _mm512_mul_ps(d, d);
         lo = _mm512_add_pd(lo, _mm512_cvtps_pd(_mm512_castps512_ps256(d)));
@@ -366,12 +395,22 @@ __attribute__((target("avx512f"))) static void block_row_sum_avx512(const float 
     _mm512_storeu_pd(part + 8, _mm512_add_pd(_mm512_loadu_pd(part + 8), hi));
 }
 
+__attribute__((target("avx512f"))) static void
+block_row_sum_avx512(const void *x, size_t off, int hw, size_t ps, const float *shift, bool sq,
+                     bool bf16, double *part)
+{
+    if (bf16)
+        block_row_sum_avx512_of(x, off, hw, ps, shift, sq, true, part);
+    else
+        block_row_sum_avx512_of(x, off, hw, ps, shift, sq, false, part);
+}
+
 /* block_row_sums_dy likewise; the 32 accumulators do not fit the
  * registers, so the pixels go in two halves (lanes 0-7 and 8-15 of each
  * 16): every accumulator still sees its pixels in order. */
-__attribute__((target("avx512f"))) static void
-block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, size_t ps,
-                         const float *mean, double *sdy, double *sdyx)
+__attribute__((target("avx512f"), always_inline)) static inline void
+block_row_sums_dy_avx512_of(float *dy, const void *x, const void *y, size_t off, int hw,
+                            size_t ps, const float *mean, bool bf16, double *sdy, double *sdyx)
 {
     __m512 mv = _mm512_loadu_ps(mean), zero = _mm512_setzero_ps();
     __m512d s_lo = _mm512_setzero_pd(), s_hi = s_lo, t_lo = s_lo, t_hi = s_lo;
@@ -382,16 +421,16 @@ block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, size
             sa[j] = sb[j] = zero;
         for (int q = 0; q < full; q += LANES)
             for (int j = 0; j < 8; j++) {
-                size_t o = (size_t)(q + 8 * half + j) * ps;
+                size_t o = off + (size_t)(q + 8 * half + j) * ps;
                 __m512 g = _mm512_loadu_ps(dy + o);
                 if (y != NULL) { /* tt_relu_grad: dy where y > 0, else 0 */
-                    __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
+                    __mmask16 pos = _mm512_cmp_ps_mask(act_load16(y, o, bf16), zero, _CMP_GT_OQ);
                     g = _mm512_maskz_mov_ps(pos, g);
                     _mm512_storeu_ps(dy + o, g);
                 }
                 sa[j] = _mm512_add_ps(sa[j], g);
                 sb[j] = _mm512_add_ps(sb[j],
-                                      _mm512_mul_ps(g, _mm512_sub_ps(_mm512_loadu_ps(x + o), mv)));
+                                      _mm512_mul_ps(g, _mm512_sub_ps(act_load16(x, o, bf16), mv)));
             }
         /* the lanes' order: j = 0..15 over both halves */
         for (int j = 0; j < 8; j++) {
@@ -404,14 +443,14 @@ block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, size
         }
     }
     for (int q = full; q < hw; q++) { /* the rest, one by one in double */
-        size_t o = (size_t)q * ps;
+        size_t o = off + (size_t)q * ps;
         __m512 g = _mm512_loadu_ps(dy + o);
         if (y != NULL) {
-            __mmask16 pos = _mm512_cmp_ps_mask(_mm512_loadu_ps(y + o), zero, _CMP_GT_OQ);
+            __mmask16 pos = _mm512_cmp_ps_mask(act_load16(y, o, bf16), zero, _CMP_GT_OQ);
             g = _mm512_maskz_mov_ps(pos, g);
             _mm512_storeu_ps(dy + o, g);
         }
-        __m512 d = _mm512_sub_ps(_mm512_loadu_ps(x + o), mv);
+        __m512 d = _mm512_sub_ps(act_load16(x, o, bf16), mv);
         __m512d g_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
         __m512d g_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1)));
         __m512d d_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(d));
@@ -427,24 +466,49 @@ block_row_sums_dy_avx512(float *dy, const float *x, const float *y, int hw, size
     _mm512_storeu_pd(sdyx + 8, _mm512_add_pd(_mm512_loadu_pd(sdyx + 8), t_hi));
 }
 
-/* One row (image, block) of the element passes. */
 __attribute__((target("avx512f"))) static void
-block_apply_avx512(const float *x, const float *dy, float *out, int hw, size_t ps,
-                   const float *k1, const float *k2, const float *k3, bool relu)
+block_row_sums_dy_avx512(float *dy, const void *x, const void *y, size_t off, int hw, size_t ps,
+                         const float *mean, bool bf16, double *sdy, double *sdyx)
+{
+    if (bf16)
+        block_row_sums_dy_avx512_of(dy, x, y, off, hw, ps, mean, true, sdy, sdyx);
+    else
+        block_row_sums_dy_avx512_of(dy, x, y, off, hw, ps, mean, false, sdy, sdyx);
+}
+
+/* One row (image, block) of the element passes, from element off: the
+ * forward's y = x * k1 + k2 (k3 NULL) or the backward's
+ * dx = k1 dy + k2 x + k3. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+block_apply_avx512_of(const void *x, const float *dy, void *y, float *dx, size_t off, int hw,
+                      size_t ps, const float *k1, const float *k2, const float *k3, bool relu,
+                      bool bf16)
 {
     __m512 a = _mm512_loadu_ps(k1), b = _mm512_loadu_ps(k2), zero = _mm512_setzero_ps();
-    if (k3 == NULL) { /* y = x * scale + shift (relu: max with 0 is tt_relu) */
-        for (size_t q = 0; q < (size_t)hw * ps; q += ps) {
-            __m512 v = _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + q), a), b);
-            _mm512_storeu_ps(out + q, relu ? _mm512_max_ps(v, zero) : v);
+    size_t end = off + (size_t)hw * ps;
+    if (k3 == NULL) { /* relu: max with 0 is tt_relu */
+        for (size_t q = off; q < end; q += ps) {
+            __m512 v = _mm512_add_ps(_mm512_mul_ps(act_load16(x, q, bf16), a), b);
+            act_store16(y, q, relu ? _mm512_max_ps(v, zero) : v, bf16);
         }
         return;
     }
-    __m512 c = _mm512_loadu_ps(k3); /* dx = A dy + B x + C */
-    for (size_t q = 0; q < (size_t)hw * ps; q += ps)
-        _mm512_storeu_ps(out + q, _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(a, _mm512_loadu_ps(dy + q)),
-                                                              _mm512_mul_ps(b, _mm512_loadu_ps(x + q))),
-                                                c));
+    __m512 c = _mm512_loadu_ps(k3);
+    for (size_t q = off; q < end; q += ps)
+        _mm512_storeu_ps(dx + q, _mm512_add_ps(_mm512_add_ps(_mm512_mul_ps(a, _mm512_loadu_ps(dy + q)),
+                                                             _mm512_mul_ps(b, act_load16(x, q, bf16))),
+                                               c));
+}
+
+__attribute__((target("avx512f"))) static void
+block_apply_avx512(const void *x, const float *dy, void *y, float *dx, size_t off, int hw,
+                   size_t ps, const float *k1, const float *k2, const float *k3, bool relu,
+                   bool bf16)
+{
+    if (bf16)
+        block_apply_avx512_of(x, dy, y, dx, off, hw, ps, k1, k2, k3, relu, true);
+    else
+        block_apply_avx512_of(x, dy, y, dx, off, hw, ps, k1, k2, k3, relu, false);
 }
 
 static bool bn_avx512(void)
@@ -459,29 +523,27 @@ static bool bn_avx512(void)
 static void sum_row(const bn_args *a, int g, int b, int i)
 {
     double *part = a->part + (size_t)g * a->cn + (size_t)b * LANES;
-    size_t off = blk_off(a, i, b);
+    size_t off = blk_off(a, i, b), ps = a->st.pstride;
+    const float *k1 = a->k1 + b * LANES;
     if (a->part2 == NULL) {
 #ifdef CPU_AVX512_KERNELS
         if (bn_avx512()) {
-            block_row_sum_avx512(a->x + off, a->hw, a->st.pstride, a->k1 + b * LANES,
-                                 a->k2 != NULL, part);
+            block_row_sum_avx512(a->x, off, a->hw, ps, k1, a->k2 != NULL, a->bf16, part);
             return;
         }
 #endif
-        block_row_sum(a->x + off, a->hw, a->st.pstride, a->k1 + b * LANES, a->k2 != NULL,
-                      part);
+        block_row_sum(a->x, off, a->hw, ps, k1, a->k2 != NULL, a->bf16, part);
         return;
     }
     double *part2 = a->part2 + (size_t)g * a->cn + (size_t)b * LANES;
+    const void *y = a->relu ? a->yc : NULL;
 #ifdef CPU_AVX512_KERNELS
     if (bn_avx512()) {
-        block_row_sums_dy_avx512(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
-                                 a->st.pstride, a->k1 + b * LANES, part, part2);
+        block_row_sums_dy_avx512(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
         return;
     }
 #endif
-    block_row_sums_dy(a->dy + off, a->x + off, a->relu ? a->yc + off : NULL, a->hw,
-                      a->st.pstride, a->k1 + b * LANES, part, part2);
+    block_row_sums_dy(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
 }
 
 static void zero_sums(const bn_args *a, int g, int b)
@@ -522,24 +584,40 @@ static void bn_nhwc_sum_task(void *p, int g, int tasks)
             sum_row(a, g, b, i);
 }
 
-/* One pixel's run of `width` channels at offset off, from the pass's
+/* One pixel's run of `width` channels from element off, from the pass's
  * channel ch0 on: y = x * k1 + k2 (relu), or dx = k1 dy + k2 x + k3 when
  * k3 is set. block_apply_avx512 does the same arithmetic. */
-static inline void apply_run(const bn_args *a, size_t off, int ch0, int width)
+static inline __attribute__((always_inline)) void apply_run(const bn_args *a, size_t off,
+                                                            int ch0, int width, bool bf16)
 {
-    const float *x = a->x + off, *k1 = a->k1 + ch0, *k2 = a->k2 + ch0;
+    const void *x = a->x;
+    const float *k1 = a->k1 + ch0, *k2 = a->k2 + ch0;
     if (a->k3 == NULL) {
-        float *y = a->y + off;
+        void *y = a->y;
         for (int ch = 0; ch < width; ch++) {
-            float v = x[ch] * k1[ch] + k2[ch];
-            y[ch] = a->relu ? tt_relu(v) : v;
+            float v = act_load(x, off + ch, bf16) * k1[ch] + k2[ch];
+            act_store(y, off + ch, a->relu ? tt_relu(v) : v, bf16);
         }
         return;
     }
     const float *k3 = a->k3 + ch0, *dy = a->dy + off;
     float *dx = a->dx + off;
     for (int ch = 0; ch < width; ch++)
-        dx[ch] = k1[ch] * dy[ch] + k2[ch] * x[ch] + k3[ch];
+        dx[ch] = k1[ch] * dy[ch] + k2[ch] * act_load(x, off + ch, bf16) + k3[ch];
+}
+
+/* apply_run over the hw pixels from element off; bf16 a constant in each
+ * loop (one compiled loop per type) */
+static inline __attribute__((always_inline)) void apply_pixels(const bn_args *a, size_t off,
+                                                               int ch0, int width)
+{
+    size_t ps = a->st.pstride;
+    if (a->bf16)
+        for (int q = 0; q < a->hw; q++)
+            apply_run(a, off + (size_t)q * ps, ch0, width, true);
+    else
+        for (int q = 0; q < a->hw; q++)
+            apply_run(a, off + (size_t)q * ps, ch0, width, false);
 }
 
 /* In NHWC order with more than one block: images split over the tasks, each
@@ -551,8 +629,7 @@ CPU_HOT static void bn_nhwc_apply_task(void *p, int k, int tasks)
     int lo, hi;
     cpu_range(a->n, tasks, k, &lo, &hi);
     for (int i = lo; i < hi; i++)
-        for (int q = 0; q < a->hw; q++)
-            apply_run(a, blk_off(a, i, 0) + (size_t)q * a->st.pstride, 0, a->cn);
+        apply_pixels(a, blk_off(a, i, 0), 0, a->cn);
 }
 
 /* Rows (image, block) split over the tasks: y = x * k1 + k2 (forward) or
@@ -567,15 +644,13 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
         size_t off = blk_off(a, i, b);
 #ifdef CPU_AVX512_KERNELS
         if (bn_avx512()) {
-            block_apply_avx512(a->x + off, a->k3 ? a->dy + off : NULL,
-                               (a->k3 ? a->dx : a->y) + off, a->hw, a->st.pstride,
+            block_apply_avx512(a->x, a->dy, a->y, a->dx, off, a->hw, a->st.pstride,
                                a->k1 + b * LANES, a->k2 + b * LANES,
-                               a->k3 ? a->k3 + b * LANES : NULL, a->relu);
+                               a->k3 ? a->k3 + b * LANES : NULL, a->relu, a->bf16);
             continue;
         }
 #endif
-        for (int q = 0; q < a->hw; q++)
-            apply_run(a, off + (size_t)q * a->st.pstride, b * LANES, LANES);
+        apply_pixels(a, off, b * LANES, LANES);
     }
 }
 
@@ -614,8 +689,8 @@ void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const fl
     double m = (double)n * hw;
     for (int c0 = 0; c0 < c; c0 += BN_MAX_CHANNELS) {
         int cn = c - c0 < BN_MAX_CHANNELS ? c - c0 : BN_MAX_CHANNELS;
-        bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .y = y, .relu = relu, .c0 = c0, .cn = cn,
-                     .part = part, .k1 = k1,
+        bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .y = y, .relu = relu,
+                     .bf16 = be->blocked_bf16, .c0 = c0, .cn = cn, .part = part, .k1 = k1,
                      .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
         double mean[BN_MAX_CHANNELS], s2[BN_MAX_CHANNELS];
         if (training) {
@@ -652,8 +727,9 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
     double m = (double)n * hw;
     for (int c0 = 0; c0 < c; c0 += BN_MAX_CHANNELS) {
         int cn = c - c0 < BN_MAX_CHANNELS ? c - c0 : BN_MAX_CHANNELS;
-        bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .yc = y, .relu = relu, .dy = dy, .dx = dx,
-                     .c0 = c0, .cn = cn, .part = part, .part2 = part2, .k1 = k1,
+        bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .yc = y, .relu = relu,
+                     .bf16 = be->blocked_bf16, .dy = dy, .dx = dx, .c0 = c0, .cn = cn,
+                     .part = part, .part2 = part2, .k1 = k1,
                      .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
         for (int ch = 0; ch < cn; ch++)
             k1[ch] = save_mean[c0 + ch];
