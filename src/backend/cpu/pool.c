@@ -387,20 +387,24 @@ typedef struct {
     tt_blocked_strides st; /* of the blocked side */
 } gap_args;
 
-/* Vector r = (image i, channels c0..c0+15) */
-static inline __attribute__((always_inline)) void gap_blocked_vector(const gap_args *a, int r,
-                                                                     bool bf16)
+/* Vectors lo..hi - 1, vector r = (image r / (c / 16), channels c0..c0+15) */
+static inline __attribute__((always_inline)) void gap_blocked_vectors(const gap_args *a, int lo,
+                                                                      int hi, bool bf16)
 {
-    int cbs = a->c / 16, i = r / cbs, c0 = (r % cbs) * 16;
+    int cbs = a->c / 16;
     float inv = 1.0f / (float)a->hw;
-    /* the vector's first element in x */
-    size_t xv = (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
-    float s[16] = {0};
-    for (int q = 0; q < a->hw; q++)
+    for (int r = lo; r < hi; r++) {
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        /* the vector's first element in x */
+        size_t xv = (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
+        float s[16] = {0};
+        for (int q = 0; q < a->hw; q++)
+            for (int l = 0; l < 16; l++)
+                s[l] = fmaf(act_load(a->x, xv + (size_t)q * a->st.pstride + l, bf16), inv,
+                            s[l]);
         for (int l = 0; l < 16; l++)
-            s[l] = fmaf(act_load(a->x, xv + (size_t)q * a->st.pstride + l, bf16), inv, s[l]);
-    for (int l = 0; l < 16; l++)
-        a->y[(size_t)i * a->c + c0 + l] = s[l];
+            a->y[(size_t)i * a->c + c0 + l] = s[l];
+    }
 }
 
 CPU_HOT static void gap_blocked_forward_task(void *p, int k, int tasks)
@@ -408,12 +412,10 @@ CPU_HOT static void gap_blocked_forward_task(void *p, int k, int tasks)
     gap_args *a = p;
     int lo, hi;
     cpu_range(a->n * (a->c / 16), tasks, k, &lo, &hi);
-    for (int r = lo; r < hi; r++) {
-        if (a->bf16)
-            gap_blocked_vector(a, r, true);
-        else
-            gap_blocked_vector(a, r, false);
-    }
+    if (a->bf16)
+        gap_blocked_vectors(a, lo, hi, true);
+    else
+        gap_blocked_vectors(a, lo, hi, false);
 }
 
 CPU_HOT static void gap_blocked_backward_task(void *p, int k, int tasks)
