@@ -12,6 +12,7 @@
  *   batchnorm (forward with relu, backward) and global average pooling over
  *   the blocked layout in nChw16c and NHWC order: the NCHW operations' bits.
  *   the same batchnorm over bf16 blocked activations: those bits, y rounded;
+ *   pools over bf16 blocked activations: the float32 NCHW bits, a bf16 y rounded once;
  * Every operation large enough to be split over threads gives the same bits
  * on 1 and 2 threads. Data goes through the backend's alloc and upload, as
  * the layers use it.
@@ -680,6 +681,246 @@ static void bn_run(backend_t *be, int layout, int n, int c, int hw, const float 
     free(bx), free(by), free(bg), free(bdx);
 }
 
+/* ---- pools over bf16 blocked activations (backend.h: blocked_bf16),
+ *      against the float32 NCHW operations on the widened values ---- */
+
+/* bf16 conversions written out here: round to nearest even (no NaN
+ * payload is at stake: the only NaN used is bf16's quiet one, kept as is) */
+static uint16_t test_bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if (isnan(f))
+        return (uint16_t)((u >> 16) | 0x40u);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+static float test_bf16_widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* NCHW floats (bf16-exact) to a blocked bf16 tensor, blocked_at's order */
+static void to_blocked16(const float *x, int n, int c, int hw, bool nhwc, uint16_t *b)
+{
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++)
+                b[blocked_at(i, ch, p, c, hw, nhwc)] =
+                    test_bf16_round(x[((size_t)i * c + ch) * hw + p]);
+}
+
+/* A blocked tensor of 4-byte elements (float or int32) to NCHW order */
+static void from_blocked32(const void *b, int n, int c, int hw, bool nhwc, void *x)
+{
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++)
+                memcpy((char *)x + (((size_t)i * c + ch) * hw + p) * 4,
+                       (const char *)b + blocked_at(i, ch, p, c, hw, nhwc) * 4, 4);
+}
+
+/* x [n, c, hw], bf16-exact: small integers times 0.375 (ties between
+ * windows' taps) and uniform values rounded to bf16; NaNs when asked */
+static void fill_bf16_exact(tt_rng *rng, float *x, size_t count, bool nans)
+{
+    for (size_t i = 0; i < count; i++) {
+        double v = tt_below(rng, 2) ? (tt_below(rng, 9) - 4) * 0.375 : tt_uniform(rng, -3.0, 3.0);
+        x[i] = test_bf16_widen(test_bf16_round((float)v));
+    }
+    if (nans)
+        for (size_t i = 5; i < count; i += 97)
+            x[i] = test_bf16_widen(0x7fc0);
+}
+
+/* One pool (max: mask too) forward and backward on the bf16 backend `bb`
+ * with a blocked bf16 x, against be1's NCHW operations on the widened x:
+ * returns the number of mismatching elements of y, the mask and dx. */
+static int bf16_pool_case(backend_t *bb, tt_rng *rng, bool max, int c, int h, int w, int k,
+                          int stride, int pad, bool nhwc, bool blocked_y)
+{
+    window_desc d = {.n = 3, .c = c, .h = h, .w = w, .f = c, .k = k, .stride = stride,
+                     .pad = pad, .blocked_x = false, .blocked_y = false};
+    d.oh = window_out_size(h, k, stride, pad);
+    d.ow = window_out_size(w, k, stride, pad);
+    int ipix = h * w, opix = d.oh * d.ow;
+    size_t in = (size_t)d.n * c * ipix, out = (size_t)d.n * c * opix;
+    float *x = malloc(in * 4), *dy = malloc(out * 4);
+    fill_bf16_exact(rng, x, in, max);
+    tt_fill(rng, dy, out, -1.0, 1.0);
+
+    /* the reference: float32 NCHW on be1 */
+    float *rx = tt_dev_copy(be1, x, in * 4), *ry = tt_dev_copy(be1, NULL, out * 4);
+    float *rdy = tt_dev_copy(be1, dy, out * 4), *rdx = tt_dev_copy(be1, NULL, in * 4);
+    int32_t *rm = tt_dev_copy(be1, NULL, out * 4);
+    if (max) {
+        be1->maxpool_forward(be1, &d, rx, ry, rm);
+        be1->maxpool_backward(be1, &d, rdy, rm, rdx);
+    } else {
+        be1->avgpool_forward(be1, &d, rx, ry);
+        be1->avgpool_backward(be1, &d, rdy, rdx);
+    }
+    float *ref_y = tt_host_copy(be1, ry, out * 4), *ref_dx = tt_host_copy(be1, rdx, in * 4);
+    int32_t *ref_m = tt_host_copy(be1, rm, out * 4);
+
+    /* the blocked bf16 x; y and the mask blocked (y bf16) or NCHW (float) */
+    d.blocked_x = true;
+    d.blocked_y = blocked_y;
+    bool saved = bb->blocked_nhwc;
+    bb->blocked_nhwc = nhwc;
+    uint16_t *hx = malloc(in * 2);
+    to_blocked16(x, d.n, c, ipix, nhwc, hx);
+    float *hdy = malloc(out * 4);
+    if (blocked_y)
+        for (int i = 0; i < d.n; i++)
+            for (int ch = 0; ch < c; ch++)
+                for (int p = 0; p < opix; p++)
+                    hdy[blocked_at(i, ch, p, c, opix, nhwc)] = dy[((size_t)i * c + ch) * opix + p];
+    else
+        memcpy(hdy, dy, out * 4);
+    float *bx = tt_dev_copy(bb, hx, in * 2), *by = tt_dev_copy(bb, NULL, out * 4);
+    float *bdy = tt_dev_copy(bb, hdy, out * 4), *bdx = tt_dev_copy(bb, NULL, in * 4);
+    int32_t *bm = tt_dev_copy(bb, NULL, out * 4);
+    if (max) {
+        bb->maxpool_forward(bb, &d, bx, by, bm);
+        bb->maxpool_backward(bb, &d, bdy, bm, bdx);
+    } else {
+        bb->avgpool_forward(bb, &d, bx, by);
+        bb->avgpool_backward(bb, &d, bdy, bdx);
+    }
+    bb->blocked_nhwc = saved;
+    void *got_y = tt_host_copy(bb, by, out * (blocked_y ? 2 : 4));
+    int32_t *got_m = tt_host_copy(bb, bm, out * 4), *m = malloc(out * 4);
+    float *got_dx = tt_host_copy(bb, bdx, in * 4), *dx = malloc(in * 4);
+    from_blocked32(got_dx, d.n, c, ipix, nhwc, dx);
+    if (blocked_y)
+        from_blocked32(got_m, d.n, c, opix, nhwc, m);
+    else
+        memcpy(m, got_m, out * 4);
+
+    int bad = 0;
+    for (int i = 0; i < d.n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < opix; p++) {
+                size_t o = ((size_t)i * c + ch) * opix + p;
+                if (blocked_y) {
+                    uint16_t want = test_bf16_round(ref_y[o]);
+                    bad += ((const uint16_t *)got_y)[blocked_at(i, ch, p, c, opix, nhwc)] != want;
+                } else {
+                    bad += memcmp((const float *)got_y + o, ref_y + o, 4) != 0;
+                }
+                bad += max && m[o] != ref_m[o];
+            }
+    bad += !tt_same_bits(dx, ref_dx, in) ? 1 : 0;
+
+    free(x), free(dy), free(hx), free(hdy), free(ref_y), free(ref_dx), free(ref_m);
+    free(got_y), free(got_m), free(m), free(got_dx), free(dx);
+    be1->free(be1, rx), be1->free(be1, ry), be1->free(be1, rdy), be1->free(be1, rdx);
+    be1->free(be1, rm);
+    bb->free(bb, bx), bb->free(bb, by), bb->free(bb, bdy), bb->free(bb, bdx), bb->free(bb, bm);
+    return bad;
+}
+
+/* Global average pooling of a blocked bf16 x [n, 48, 37] in both orders:
+ * y = be1's NCHW path (a dense layer of weights 1 / hw) on the widened x;
+ * the backward (float32 gradients, unchanged) = the NCHW dense backward's
+ * dx. Returns the mismatches. */
+static int bf16_gap_case(backend_t *bb, tt_rng *rng, bool nhwc)
+{
+    const int n = 3, c = 48, hw = 37;
+    size_t count = (size_t)n * c * hw;
+    float *x = malloc(count * 4), *g = malloc((size_t)n * c * 4), wts[37];
+    fill_bf16_exact(rng, x, count, false);
+    tt_fill(rng, g, (size_t)n * c, -1.0, 1.0);
+    for (int p = 0; p < hw; p++)
+        wts[p] = 1.0f / (float)hw;
+    float *rx = tt_dev_copy(be1, x, count * 4), *rw = tt_dev_copy(be1, wts, sizeof(wts));
+    float *ry = tt_dev_copy(be1, NULL, (size_t)n * c * 4);
+    float *rg = tt_dev_copy(be1, g, (size_t)n * c * 4), *rdx = tt_dev_copy(be1, NULL, count * 4);
+    be1->dense_forward(be1, n * c, hw, 1, rx, rw, NULL, false, ry);
+    be1->dense_backward(be1, n * c, hw, 1, rx, rw, ry, false, rg, rdx, NULL, NULL);
+    float *ref_y = tt_host_copy(be1, ry, (size_t)n * c * 4);
+    float *ref_dx = tt_host_copy(be1, rdx, count * 4);
+
+    uint16_t *hx = malloc(count * 2);
+    to_blocked16(x, n, c, hw, nhwc, hx);
+    bool saved = bb->blocked_nhwc;
+    bb->blocked_nhwc = nhwc;
+    float *bx = tt_dev_copy(bb, hx, count * 2), *by = tt_dev_copy(bb, NULL, (size_t)n * c * 4);
+    float *bg = tt_dev_copy(bb, g, (size_t)n * c * 4), *bdx = tt_dev_copy(bb, NULL, count * 4);
+    bb->global_avgpool_blocked_forward(bb, n, c, hw, bx, by);
+    bb->global_avgpool_blocked_backward(bb, n, c, hw, bg, bdx);
+    bb->blocked_nhwc = saved;
+    float *y = tt_host_copy(bb, by, (size_t)n * c * 4), *got_dx = tt_host_copy(bb, bdx, count * 4);
+    float *dx = malloc(count * 4);
+    from_blocked32(got_dx, n, c, hw, nhwc, dx);
+    int bad = 0;
+    for (size_t i = 0; i < (size_t)n * c; i++)
+        bad += memcmp(&y[i], &ref_y[i], 4) != 0;
+    for (size_t i = 0; i < count; i++)
+        bad += memcmp(&dx[i], &ref_dx[i], 4) != 0;
+    free(x), free(g), free(ref_y), free(ref_dx), free(hx), free(y), free(got_dx), free(dx);
+    be1->free(be1, rx), be1->free(be1, rw), be1->free(be1, ry), be1->free(be1, rg);
+    be1->free(be1, rdx);
+    bb->free(bb, bx), bb->free(bb, by), bb->free(bb, bg), bb->free(bb, bdx);
+    return bad;
+}
+
+static void test_blocked_bf16_pools(void)
+{
+    tt_err err;
+    err_clear(&err);
+    for (int th = 1; th <= 2; th++) {
+        backend_t *bb = backend_cpu_create_bf16(0, th, &err);
+        if (bb == NULL) {
+            tt_skip("pools over bf16 blocked activations: no bf16 backend here (%s)", err.msg);
+            return;
+        }
+        bb->blocked_bf16 = true;
+        tt_rng rng = tt_rng_make(0xbf16 + (uint64_t)th);
+        /* max 2x2 / 2 (the 2x2 window), max 3x3 / 2 pad 1 (clipped edges),
+         * avg 2x2 / 2 and 3x3 / 1 pad 1; 7x9 pixels (odd: unused rows and
+         * columns) */
+        const struct {
+            bool max;
+            int k, stride, pad;
+            const char *name;
+        } pools[] = {{true, 2, 2, 0, "max 2x2/2"},
+                     {true, 3, 2, 1, "max 3x3/2 pad 1"},
+                     {false, 2, 2, 0, "avg 2x2/2"},
+                     {false, 3, 1, 1, "avg 3x3/1 pad 1"}};
+        /* 16 channels in both orders (one block: the same), 32 in nChw16c */
+        const struct {
+            int c;
+            bool nhwc;
+        } layouts[] = {{16, true}, {16, false}, {32, false}};
+        for (size_t pi = 0; pi < sizeof(pools) / sizeof(pools[0]); pi++)
+            for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++)
+                for (int by = 0; by < 2; by++) {
+                    int bad = bf16_pool_case(bb, &rng, pools[pi].max, layouts[li].c, 7, 9,
+                                             pools[pi].k, pools[pi].stride, pools[pi].pad,
+                                             layouts[li].nhwc, by == 1);
+                    tt_ok(bad == 0,
+                          "%s, bf16 blocked x (%d channels, %s) -> %s, %d thread(s): "
+                          "float32 NCHW bits on the widened x%s, backward dx too (%d wrong)",
+                          pools[pi].name, layouts[li].c, layouts[li].nhwc ? "NHWC" : "nChw16c",
+                          by ? "bf16 blocked y" : "float32 NCHW y", th,
+                          by ? " rounded once" : "", bad);
+                }
+        for (int o = 0; o < 2; o++) {
+            int bad = bf16_gap_case(bb, &rng, o == 1);
+            tt_ok(bad == 0,
+                  "global average pooling, bf16 blocked x (48 channels, %s), %d thread(s): "
+                  "the NCHW path's bits on the widened x, backward too (%d wrong)",
+                  o ? "NHWC" : "nChw16c", th, bad);
+        }
+        bb->destroy(bb);
+    }
+}
+
 static void test_blocked_orders(void)
 {
     tt_rng rng = tt_rng_make(0xb10c);
@@ -892,6 +1133,7 @@ int main(void)
     test_elementwise();
     test_dropout();
     test_maxpool_2x2();
+    test_blocked_bf16_pools();
     test_blocked_orders();
     test_blocked_bf16_batchnorm();
     be1->destroy(be1);

@@ -1,19 +1,32 @@
 /* pool.c - max and average pooling over NCHW planes, PyTorch semantics: max
  * ignores padding (it pads with -inf), average counts padded zeros
- * (count_include_pad = True). Planes (n, c) are split over the team. */
+ * (count_include_pad = True). Planes (n, c) are split over the team.
+ *
+ * A backend with blocked_bf16 (backend.h) holds its blocked activations in
+ * bf16: a blocked x, a blocked y and global average pooling's blocked x are
+ * then bf16 (bf16_io.h), read widened and computed in float32 as in float32
+ * mode, a bf16 y rounded once at the store; the gradients and the masks stay
+ * float32 and int32. */
 #include <math.h>
 #include <string.h>
 
+#include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
 
 #ifdef CPU_AVX512_KERNELS
 #include <immintrin.h>
 #endif
 
+/* x and y hold float32, or bf16 where they are blocked and bf16 is set (the
+ * backend's blocked_bf16): offsets into them are element indices, through
+ * act_load / act_store (bf16_io.h). */
 typedef struct {
     const window_desc *d;
-    const float *x, *dyc;
-    float *y, *dx;
+    const void *x;
+    void *y;
+    bool bf16;
+    const float *dyc;
+    float *dx;
     int32_t *mask;
     const int32_t *maskc;
 } pool_args;
@@ -138,11 +151,20 @@ static inline void window_bounds(const window_desc *d, int oy, int ox, int *y0, 
     *kx1 = *x0 + d->k > d->w ? d->w - *x0 : d->k;
 }
 
+/* The blocked kernels below take bf16 (a->bf16) as a parameter of
+ * always_inline bodies that their callers call with a constant, true or
+ * false: each type gets its own element loops, as fast in float32 as before
+ * bf16 (a test of the flag at each element made the average pool 3 times
+ * slower). */
+
 /* Row r = (image i, channels c0..c0+15) of a blocked max pool, plain C. */
-CPU_HOT static void maxpool_blocked_row(const pool_args *a, int r, int i, int c0)
+static inline __attribute__((always_inline)) void
+maxpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
 {
     const window_desc *d = a->d;
-    const float *x = a->x + (size_t)r * d->h * d->w * 16;
+    const void *x = a->x;
+    bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
+    size_t xr = (size_t)r * d->h * d->w * 16; /* the row's first element in x */
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
             int y0, x0, ky0, ky1, kx0, kx1;
@@ -151,16 +173,16 @@ CPU_HOT static void maxpool_blocked_row(const pool_args *a, int r, int i, int c0
             float best[16];
             int32_t arg[16];
             for (int l = 0; l < 16; l++) {
-                best[l] = x[(size_t)first * 16 + l];
+                best[l] = act_load(x, xr + (size_t)first * 16 + l, x16);
                 arg[l] = first;
             }
             for (int ky = ky0; ky < ky1; ky++)
                 for (int kx = kx0; kx < kx1; kx++) {
                     int32_t at = (y0 + ky) * d->w + x0 + kx;
-                    const float *v = x + (size_t)at * 16;
                     for (int l = 0; l < 16; l++) {
-                        bool take = v[l] > best[l] || (v[l] != v[l] && best[l] == best[l]);
-                        best[l] = take ? v[l] : best[l];
+                        float v = act_load(x, xr + (size_t)at * 16 + l, x16);
+                        bool take = v > best[l] || (v != v && best[l] == best[l]);
+                        best[l] = take ? v : best[l];
                         arg[l] = take ? at : arg[l];
                     }
                 }
@@ -170,7 +192,7 @@ CPU_HOT static void maxpool_blocked_row(const pool_args *a, int r, int i, int c0
                     break;
                 size_t o = out_index(d, i, c0 + l, op);
                 /* channels past C stay zero in a blocked output */
-                a->y[o] = c0 + l < d->c ? best[l] : 0.0f;
+                act_store(a->y, o, c0 + l < d->c ? best[l] : 0.0f, y16);
                 a->mask[o] = c0 + l < d->c ? arg[l] : -1;
             }
         }
@@ -179,18 +201,22 @@ CPU_HOT static void maxpool_blocked_row(const pool_args *a, int r, int i, int c0
 #ifdef CPU_AVX512_KERNELS
 /* The same row, the 16 channels as one vector: the scalar code's strict >
  * and NaN rule as masks, so the same maxima and indices. */
-__attribute__((target("avx512f"))) static void maxpool_blocked_row_avx512(const pool_args *a,
-                                                                          int r, int i, int c0)
+__attribute__((target("avx512f"), always_inline)) static inline void
+maxpool_blocked_row_avx512(const pool_args *a, int r, int i, int c0, bool bf16)
 {
     const window_desc *d = a->d;
-    const float *x = a->x + (size_t)r * d->h * d->w * 16;
+    const void *x = a->x;
+    bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
+    size_t xr = (size_t)r * d->h * d->w * 16; /* the row's first element in x */
     int opix = d->oh * d->ow, lanes = d->c - c0 < 16 ? d->c - c0 : 16;
     __mmask16 valid = (__mmask16)((1u << lanes) - 1);
     /* NCHW output: lane l goes to channel plane c0 + l */
     __m512i plane = _mm512_mullo_epi32(
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
         _mm512_set1_epi32(opix));
-    float *yb = d->blocked_y ? a->y + (size_t)r * opix * 16 : a->y + ((size_t)i * d->c + c0) * opix;
+    /* the row's first element in a blocked y; an NCHW y is float32 */
+    size_t yr = (size_t)r * opix * 16;
+    float *ynchw = (float *)a->y + ((size_t)i * d->c + c0) * opix;
     int32_t *mb = d->blocked_y ? a->mask + (size_t)r * opix * 16
                                : a->mask + ((size_t)i * d->c + c0) * opix;
     for (int oy = 0; oy < d->oh; oy++)
@@ -198,13 +224,13 @@ __attribute__((target("avx512f"))) static void maxpool_blocked_row_avx512(const 
             int y0, x0, ky0, ky1, kx0, kx1;
             window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
             int first = (y0 + ky0) * d->w + x0 + kx0;
-            __m512 best = _mm512_loadu_ps(x + (size_t)first * 16);
+            __m512 best = act_load16(x, xr + (size_t)first * 16, x16);
             __m512i arg = _mm512_set1_epi32(first);
             __mmask16 best_nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
             for (int ky = ky0; ky < ky1; ky++)
                 for (int kx = kx0; kx < kx1; kx++) {
                     int at = (y0 + ky) * d->w + x0 + kx;
-                    __m512 v = _mm512_loadu_ps(x + (size_t)at * 16);
+                    __m512 v = act_load16(x, xr + (size_t)at * 16, x16);
                     __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
                                      (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & ~best_nan);
                     best = _mm512_mask_mov_ps(best, take, v);
@@ -213,14 +239,27 @@ __attribute__((target("avx512f"))) static void maxpool_blocked_row_avx512(const 
                 }
             int op = oy * d->ow + ox;
             if (d->blocked_y) {
-                _mm512_storeu_ps(yb + (size_t)op * 16, _mm512_maskz_mov_ps(valid, best));
+                act_store16(a->y, yr + (size_t)op * 16, _mm512_maskz_mov_ps(valid, best), y16);
                 _mm512_storeu_si512(mb + (size_t)op * 16,
                                     _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), valid, arg));
             } else {
-                _mm512_mask_i32scatter_ps(yb + op, valid, plane, best, 4);
+                _mm512_mask_i32scatter_ps(ynchw + op, valid, plane, best, 4);
                 _mm512_mask_i32scatter_epi32(mb + op, valid, plane, arg, 4);
             }
         }
+}
+
+/* Rows lo..hi - 1 */
+__attribute__((target("avx512f"))) static void maxpool_blocked_rows_avx512(const pool_args *a,
+                                                                           int lo, int hi)
+{
+    int cbs = (a->d->c + 15) / 16;
+    for (int r = lo; r < hi; r++) {
+        if (a->bf16)
+            maxpool_blocked_row_avx512(a, r, r / cbs, (r % cbs) * 16, true);
+        else
+            maxpool_blocked_row_avx512(a, r, r / cbs, (r % cbs) * 16, false);
+    }
 }
 #endif
 
@@ -230,14 +269,17 @@ CPU_HOT static void maxpool_blocked_forward_task(void *p, int k, int tasks)
     const window_desc *d = a->d;
     int cbs = (d->c + 15) / 16, lo, hi;
     cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
-    for (int r = lo; r < hi; r++) {
 #ifdef CPU_AVX512_KERNELS
-        if (__builtin_cpu_supports("avx512f")) {
-            maxpool_blocked_row_avx512(a, r, r / cbs, (r % cbs) * 16);
-            continue;
-        }
+    if (__builtin_cpu_supports("avx512f")) {
+        maxpool_blocked_rows_avx512(a, lo, hi);
+        return;
+    }
 #endif
-        maxpool_blocked_row(a, r, r / cbs, (r % cbs) * 16);
+    for (int r = lo; r < hi; r++) {
+        if (a->bf16)
+            maxpool_blocked_row(a, r, r / cbs, (r % cbs) * 16, true);
+        else
+            maxpool_blocked_row(a, r, r / cbs, (r % cbs) * 16, false);
     }
 }
 
@@ -261,34 +303,46 @@ CPU_HOT static void maxpool_blocked_backward_task(void *p, int k, int tasks)
     }
 }
 
+/* Row r = (image i, channels c0..c0+15) of a blocked average pool */
+static inline __attribute__((always_inline)) void
+avgpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
+{
+    const window_desc *d = a->d;
+    bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
+    float inv = 1.0f / (float)(d->k * d->k);
+    size_t xr = (size_t)r * d->h * d->w * 16; /* the row's first element in x */
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int y0, x0, ky0, ky1, kx0, kx1;
+            window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+            float s[16] = {0};
+            for (int ky = ky0; ky < ky1; ky++)
+                for (int kx = kx0; kx < kx1; kx++) {
+                    size_t v = xr + ((size_t)(y0 + ky) * d->w + x0 + kx) * 16;
+                    for (int l = 0; l < 16; l++)
+                        s[l] += act_load(a->x, v + l, x16);
+                }
+            int op = oy * d->ow + ox;
+            for (int l = 0; l < 16; l++) {
+                if (c0 + l >= d->c && !d->blocked_y)
+                    break;
+                act_store(a->y, out_index(d, i, c0 + l, op), c0 + l < d->c ? s[l] * inv : 0.0f,
+                          y16);
+            }
+        }
+}
+
 CPU_HOT static void avgpool_blocked_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
     const window_desc *d = a->d;
     int cbs = (d->c + 15) / 16, lo, hi;
     cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
-    float inv = 1.0f / (float)(d->k * d->k);
     for (int r = lo; r < hi; r++) {
-        int i = r / cbs, c0 = (r % cbs) * 16;
-        const float *x = a->x + (size_t)r * d->h * d->w * 16;
-        for (int oy = 0; oy < d->oh; oy++)
-            for (int ox = 0; ox < d->ow; ox++) {
-                int y0, x0, ky0, ky1, kx0, kx1;
-                window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
-                float s[16] = {0};
-                for (int ky = ky0; ky < ky1; ky++)
-                    for (int kx = kx0; kx < kx1; kx++) {
-                        const float *v = x + ((size_t)(y0 + ky) * d->w + x0 + kx) * 16;
-                        for (int l = 0; l < 16; l++)
-                            s[l] += v[l];
-                    }
-                int op = oy * d->ow + ox;
-                for (int l = 0; l < 16; l++) {
-                    if (c0 + l >= d->c && !d->blocked_y)
-                        break;
-                    a->y[out_index(d, i, c0 + l, op)] = c0 + l < d->c ? s[l] * inv : 0.0f;
-                }
-            }
+        if (a->bf16)
+            avgpool_blocked_row(a, r, r / cbs, (r % cbs) * 16, true);
+        else
+            avgpool_blocked_row(a, r, r / cbs, (r % cbs) * 16, false);
     }
 }
 
@@ -326,27 +380,42 @@ CPU_HOT static void avgpool_blocked_backward_task(void *p, int k, int tasks)
  * weight is hw copies of 1 / hw: the same chain), dx = fma(dy, 1 / hw, 0). */
 typedef struct {
     int n, c, hw;
-    const float *x;
-    float *y;
+    const void *x;   /* forward: the blocked x, bf16 where bf16 */
+    const float *dy; /* backward: dy[n, c] */
+    float *y, *dx;   /* forward: y[n, c]; backward: the blocked dx */
+    bool bf16;
     tt_blocked_strides st; /* of the blocked side */
 } gap_args;
+
+/* Vectors lo..hi - 1, vector r = (image r / (c / 16), channels c0..c0+15) */
+static inline __attribute__((always_inline)) void gap_blocked_vectors(const gap_args *a, int lo,
+                                                                      int hi, bool bf16)
+{
+    int cbs = a->c / 16;
+    float inv = 1.0f / (float)a->hw;
+    for (int r = lo; r < hi; r++) {
+        int i = r / cbs, c0 = (r % cbs) * 16;
+        /* the vector's first element in x */
+        size_t xv = (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
+        float s[16] = {0};
+        for (int q = 0; q < a->hw; q++)
+            for (int l = 0; l < 16; l++)
+                s[l] = fmaf(act_load(a->x, xv + (size_t)q * a->st.pstride + l, bf16), inv,
+                            s[l]);
+        for (int l = 0; l < 16; l++)
+            a->y[(size_t)i * a->c + c0 + l] = s[l];
+    }
+}
 
 CPU_HOT static void gap_blocked_forward_task(void *p, int k, int tasks)
 {
     gap_args *a = p;
-    int cbs = a->c / 16, lo, hi;
-    cpu_range(a->n * cbs, tasks, k, &lo, &hi);
-    float inv = 1.0f / (float)a->hw;
-    for (int r = lo; r < hi; r++) {
-        int i = r / cbs, c0 = (r % cbs) * 16;
-        const float *x = a->x + (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
-        float s[16] = {0};
-        for (int q = 0; q < a->hw; q++)
-            for (int l = 0; l < 16; l++)
-                s[l] = fmaf(x[(size_t)q * a->st.pstride + l], inv, s[l]);
-        for (int l = 0; l < 16; l++)
-            a->y[(size_t)i * a->c + c0 + l] = s[l];
-    }
+    int lo, hi;
+    cpu_range(a->n * (a->c / 16), tasks, k, &lo, &hi);
+    if (a->bf16)
+        gap_blocked_vectors(a, lo, hi, true);
+    else
+        gap_blocked_vectors(a, lo, hi, false);
 }
 
 CPU_HOT static void gap_blocked_backward_task(void *p, int k, int tasks)
@@ -359,8 +428,8 @@ CPU_HOT static void gap_blocked_backward_task(void *p, int k, int tasks)
         int i = r / cbs, c0 = (r % cbs) * 16;
         float g[16];
         for (int l = 0; l < 16; l++)
-            g[l] = fmaf(a->x[(size_t)i * a->c + c0 + l], inv, 0.0f);
-        float *dx = a->y + (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
+            g[l] = fmaf(a->dy[(size_t)i * a->c + c0 + l], inv, 0.0f);
+        float *dx = a->dx + (size_t)i * a->st.img + (size_t)(r % cbs) * a->st.cstride;
         for (int q = 0; q < a->hw; q++)
             for (int l = 0; l < 16; l++)
                 dx[(size_t)q * a->st.pstride + l] = g[l];
@@ -374,8 +443,8 @@ CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
     int lo, hi;
     cpu_range(d->n * d->c, tasks, k, &lo, &hi);
     for (int pl = lo; pl < hi; pl++) {
-        const float *x = a->x + (size_t)pl * d->h * d->w;
-        float *y = a->y + (size_t)pl * d->oh * d->ow;
+        const float *x = (const float *)a->x + (size_t)pl * d->h * d->w;
+        float *y = (float *)a->y + (size_t)pl * d->oh * d->ow;
         int32_t *m = a->mask + (size_t)pl * d->oh * d->ow;
         if (d->k == 2 && d->stride == 2 && d->pad == 0) {
             /* The common 2x2 window, branch-free: selects instead of jumps
@@ -403,7 +472,8 @@ CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
 void cpu_maxpool_forward(backend_t *be, const window_desc *d, const float *x, float *y,
                          int32_t *mask)
 {
-    pool_args a = {.d = d, .x = x, .y = y, .mask = mask};
+    pool_args a = {.d = d, .x = x, .y = y, .mask = mask,
+                   .bf16 = be->blocked_bf16 && d->blocked_x};
     if (d->blocked_x)
         cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_forward_task, &a);
     else
@@ -446,8 +516,8 @@ static void avgpool_forward_task(void *p, int k, int tasks)
     cpu_range(d->n * d->c, tasks, k, &lo, &hi);
     float inv = 1.0f / (float)(d->k * d->k);
     for (int pl = lo; pl < hi; pl++) {
-        const float *x = a->x + (size_t)pl * d->h * d->w;
-        float *y = a->y + (size_t)pl * d->oh * d->ow;
+        const float *x = (const float *)a->x + (size_t)pl * d->h * d->w;
+        float *y = (float *)a->y + (size_t)pl * d->oh * d->ow;
         for (int oy = 0; oy < d->oh; oy++) {
             for (int ox = 0; ox < d->ow; ox++) {
                 float s = 0.0f;
@@ -469,7 +539,7 @@ static void avgpool_forward_task(void *p, int k, int tasks)
 
 void cpu_avgpool_forward(backend_t *be, const window_desc *d, const float *x, float *y)
 {
-    pool_args a = {.d = d, .x = x, .y = y};
+    pool_args a = {.d = d, .x = x, .y = y, .bf16 = be->blocked_bf16 && d->blocked_x};
     if (d->blocked_x)
         cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_forward_task, &a);
     else
@@ -517,13 +587,15 @@ void cpu_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, 
 void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,
                                         float *y)
 {
-    gap_args a = {n, c, hw, x, y, tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
+    gap_args a = {.n = n, .c = c, .hw = hw, .x = x, .y = y, .bf16 = be->blocked_bf16,
+                  .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
     cpu_run(be, cpu_tasks(be, n * (c / 16)), gap_blocked_forward_task, &a);
 }
 
 void cpu_global_avgpool_blocked_backward(backend_t *be, int n, int c, int hw, const float *dy,
                                          float *dx)
 {
-    gap_args a = {n, c, hw, dy, dx, tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
+    gap_args a = {.n = n, .c = c, .hw = hw, .dy = dy, .dx = dx,
+                  .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
     cpu_run(be, cpu_tasks(be, n * (c / 16)), gap_blocked_backward_task, &a);
 }
