@@ -398,6 +398,215 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
     ref_free(&re);
 }
 
+/* ---- blocked activations in bf16 (backend.h: blocked_bf16) ---- */
+
+/* The bf16 nearest to f (ties to the even one), found by comparing the two
+ * candidates around it in double: independent of the backend's bit trick. */
+static uint16_t nearest_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (f != f)
+        return (uint16_t)((u >> 16) | 0x40);
+    uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u; /* toward zero, away from it */
+    float flo, fhi;
+    memcpy(&flo, &lo, 4);
+    memcpy(&fhi, &hi, 4);
+    double dlo = fabs((double)f - flo), dhi = fabs((double)fhi - f);
+    if (dlo < dhi || (dlo == dhi && ((lo >> 16) & 1) == 0))
+        return (uint16_t)(lo >> 16);
+    return (uint16_t)(hi >> 16);
+}
+
+static float widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* add_blocked (with and without relu), relu_forward_blocked and
+ * relu_backward_blocked of the bf16 backend: bf16 in, bf16 out (gradients
+ * float32), each element the nearest bf16 of the float32 result; the same
+ * bits on 1 and 2 threads. The float32 backend's blocked operations are its
+ * NCHW ones. */
+static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
+{
+    const size_t count = 100003; /* several tasks and a tail */
+    tt_rng rng = tt_rng_make(0xb16);
+    float *fa = malloc(count * 4), *fb = malloc(count * 4), *g = malloc(count * 4);
+    uint16_t *a = malloc(count * 2), *b = malloc(count * 2);
+    tt_fill(&rng, fa, count, -4.0, 4.0);
+    tt_fill(&rng, fb, count, -4.0, 4.0);
+    tt_fill(&rng, g, count, -1.0, 1.0);
+    for (size_t i = 0; i < count; i++) {
+        a[i] = nearest_bf16(fa[i]);
+        b[i] = nearest_bf16(fb[i]);
+    }
+    a[7] = 0x8000;   /* -0: relu gives +0 */
+    a[8] = 0x7fc1;   /* NaN: relu gives +0, a sum stays NaN */
+    b[9] = a[9] ^ 0x8000; /* x + (-x) = +0 */
+    uint16_t *out[2][4];
+    float *dx[2];
+    for (int t = 0; t < 2; t++) {
+        backend_t *be = bf[t];
+        uint16_t *da = tt_dev_copy(be, a, count * 2), *db = tt_dev_copy(be, b, count * 2);
+        float *dg = tt_dev_copy(be, g, count * 4), *ddx = tt_dev_copy(be, NULL, count * 4);
+        for (int k = 0; k < 3; k++) {
+            uint16_t *y = tt_dev_copy(be, NULL, count * 2);
+            if (k < 2)
+                be->add_blocked(be, count, (float *)da, (float *)db, k == 1, (float *)y);
+            else
+                be->relu_forward_blocked(be, count, (float *)da, (float *)y);
+            out[t][k] = tt_host_copy(be, y, count * 2);
+            be->free(be, y);
+        }
+        /* in place, as add does with more than two inputs */
+        be->add_blocked(be, count, (float *)da, (float *)db, false, (float *)da);
+        out[t][3] = tt_host_copy(be, da, count * 2);
+        be->upload(be, da, a, count * 2);
+        be->relu_backward_blocked(be, count, (float *)da, dg, ddx);
+        dx[t] = tt_host_copy(be, ddx, count * 4);
+        be->free(be, da), be->free(be, db), be->free(be, dg), be->free(be, ddx);
+    }
+    size_t bad[4] = {0}, bad_dx = 0;
+    for (size_t i = 0; i < count; i++) {
+        float s = widen(a[i]) + widen(b[i]);
+        float r = widen(a[i]) > 0.0f ? widen(a[i]) : 0.0f;
+        uint16_t want[4] = {nearest_bf16(s), nearest_bf16(s > 0.0f ? s : 0.0f), nearest_bf16(r),
+                            nearest_bf16(s)};
+        for (int k = 0; k < 4; k++)
+            bad[k] += out[0][k][i] != want[k];
+        float wg = widen(a[i]) > 0.0f ? g[i] : 0.0f;
+        bad_dx += memcmp(&dx[0][i], &wg, 4) != 0;
+    }
+    tt_ok(bad[0] == 0 && bad[3] == 0, "bf16 blocked add: the nearest bf16 of each float32 sum, "
+          "also in place (%zu, %zu of %zu off)", bad[0], bad[3], count);
+    tt_ok(bad[1] == 0, "bf16 blocked add + relu: relu of the sum, rounded (%zu off)", bad[1]);
+    tt_ok(bad[2] == 0 && out[0][2][7] == 0 && out[0][2][8] == 0,
+          "bf16 blocked relu: x or +0 (-0 and NaN give +0; %zu off)", bad[2]);
+    tt_ok(bad_dx == 0, "bf16 blocked relu backward: dy where the bf16 y > 0, float32 (%zu off)",
+          bad_dx);
+    bool same = memcmp(dx[0], dx[1], count * 4) == 0;
+    for (int k = 0; k < 4; k++)
+        same = same && memcmp(out[0][k], out[1][k], count * 2) == 0;
+    tt_ok(same, "bf16 blocked element-wise operations: the same bits on 1 and 2 threads");
+    for (int t = 0; t < 2; t++) {
+        for (int k = 0; k < 4; k++)
+            free(out[t][k]);
+        free(dx[t]);
+    }
+    /* float32: the blocked operations are the NCHW ones */
+    float *y1 = tt_dev_copy(fp32, NULL, count * 4), *y2 = tt_dev_copy(fp32, NULL, count * 4);
+    float *x1 = tt_dev_copy(fp32, fa, count * 4), *x2 = tt_dev_copy(fp32, fb, count * 4);
+    fp32->add(fp32, count, x1, x2, true, y1);
+    fp32->add_blocked(fp32, count, x1, x2, true, y2);
+    float *h1 = tt_host_copy(fp32, y1, count * 4), *h2 = tt_host_copy(fp32, y2, count * 4);
+    size_t nz = 0;
+    for (size_t i = 0; i < count; i++)
+        nz += h1[i] > 0.0f && h1[i] != widen(nearest_bf16(h1[i]));
+    tt_ok(memcmp(h1, h2, count * 4) == 0 && nz > count / 4,
+          "float32 backend: blocked add + relu = the NCHW one, float32 (not rounded)");
+    free(h1), free(h2);
+    fp32->free(fp32, y1), fp32->free(fp32, y2), fp32->free(fp32, x1), fp32->free(fp32, x2);
+    free(fa), free(fb), free(g), free(a), free(b);
+}
+
+/* NCHW [n][c][p] <-> the blocked layout in NHWC order (backend.h), bf16:
+ * element (n, c, p) at ((n * P + p) * CB + c / 16) * 16 + c % 16 */
+static size_t nhwc_at(int c_count, int P, int n, int c, int p)
+{
+    int cb = (c_count + 15) / 16;
+    return (((size_t)n * P + p) * cb + c / 16) * 16 + c % 16;
+}
+
+/* A convolution with bf16 blocked x and/or y on the bf16 backend, against
+ * the same backend on NCHW float32 tensors of the same (bf16) values:
+ * forward y the float32 result rounded (within a bf16 step: oneDNN may sum
+ * in another order per layout; conv_small.c bitwise), backward dw and dx
+ * within float32 noise (their inputs are the same bf16 values). */
+static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
+{
+    bool bx = d.c % 16 == 0, by = d.f % 16 == 0;
+    int P = d.h * d.w, Q = d.oh * d.ow;
+    size_t nx = (size_t)d.n * d.c * P, ny = (size_t)d.n * d.f * Q, nw = (size_t)d.f * d.c * d.k * d.k;
+    tt_rng rng = tt_rng_make(0xc0b + (uint64_t)d.c);
+    float *x = malloc(nx * 4), *w = malloc(nw * 4), *dy = malloc(ny * 4);
+    tt_fill(&rng, x, nx, -1.0, 1.0);
+    tt_fill(&rng, w, nw, -1.0, 1.0);
+    tt_fill(&rng, dy, ny, -1.0, 1.0);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = widen(nearest_bf16(x[i]));
+    /* the blocked copies: x in bf16, dy float32 */
+    uint16_t *xb = calloc(nx, 2);
+    float *dyb = calloc(ny, 4);
+    for (int n = 0; n < d.n; n++) {
+        for (int c = 0; c < d.c && bx; c++)
+            for (int p = 0; p < P; p++)
+                xb[nhwc_at(d.c, P, n, c, p)] = nearest_bf16(x[((size_t)n * d.c + c) * P + p]);
+        for (int f = 0; f < d.f && by; f++)
+            for (int q = 0; q < Q; q++)
+                dyb[nhwc_at(d.f, Q, n, f, q)] = dy[((size_t)n * d.f + f) * Q + q];
+    }
+    float *out[2][3]; /* [NCHW, blocked][y, dx, dw] */
+    for (int blk = 0; blk < 2; blk++) {
+        window_desc e = d;
+        e.blocked_x = blk && bx;
+        e.blocked_y = blk && by;
+        void *dx_ = e.blocked_x ? (void *)xb : (void *)x;
+        float *dx = tt_dev_copy(be, dx_, e.blocked_x ? nx * 2 : nx * 4);
+        float *dw_ = tt_dev_copy(be, w, nw * 4);
+        float *y = tt_dev_copy(be, NULL, ny * 4);
+        float *g = tt_dev_copy(be, e.blocked_y ? dyb : dy, ny * 4);
+        float *gx = tt_dev_copy(be, NULL, nx * 4), *gw = tt_dev_copy(be, NULL, nw * 4);
+        void *ws = tt_dev_copy(be, NULL, be->conv_workspace(be, &e));
+        be->conv_forward(be, &e, dx, dw_, NULL, false, y, ws);
+        be->conv_backward(be, &e, dx, dw_, y, false, g, gx, gw, NULL, ws);
+        float *hy = tt_host_copy(be, y, ny * 4), *hx = tt_host_copy(be, gx, nx * 4);
+        out[blk][0] = malloc(ny * 4);
+        out[blk][1] = malloc(nx * 4);
+        out[blk][2] = tt_host_copy(be, gw, nw * 4);
+        for (int n = 0; n < d.n; n++) {
+            for (int f = 0; f < d.f; f++)
+                for (int q = 0; q < Q; q++)
+                    out[blk][0][((size_t)n * d.f + f) * Q + q] =
+                        e.blocked_y ? widen(((uint16_t *)hy)[nhwc_at(d.f, Q, n, f, q)])
+                                    : hy[((size_t)n * d.f + f) * Q + q];
+            for (int c = 0; c < d.c; c++)
+                for (int p = 0; p < P; p++)
+                    out[blk][1][((size_t)n * d.c + c) * P + p] =
+                        e.blocked_x ? hx[nhwc_at(d.c, P, n, c, p)] : hx[((size_t)n * d.c + c) * P + p];
+        }
+        free(hy), free(hx);
+        void *bufs[] = {dx, dw_, y, g, gx, gw, ws};
+        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+            be->free(be, bufs[i]);
+    }
+    /* y: each blocked value is a bf16 within one bf16 step (2^-8
+     * relative, plus float32 noise) of the NCHW float32 result */
+    size_t far = 0, rounded = 0, exact = 0;
+    for (size_t i = 0; i < ny; i++) {
+        float r = out[0][0][i], b = out[1][0][i];
+        if (!by)
+            far += b != r;
+        else if (fabs((double)b - r) > fabs((double)r) / 256.0 + 1e-6)
+            far++;
+        rounded += b == widen(nearest_bf16(b));
+        exact += b == widen(nearest_bf16(r));
+    }
+    tt_ok(far == 0 && (!by || (rounded == ny && exact > ny * 9 / 10)),
+          "%s: y %s (%zu far, %zu of %zu the rounded NCHW value)", label,
+          by ? "stored in bf16, the NCHW float32 y rounded" : "NCHW float32", far, exact, ny);
+    double ex = tt_rel_err_f(out[1][1], out[0][1], nx), ew = tt_rel_err_f(out[1][2], out[0][2], nw);
+    tt_ok(ex < 1e-5 && ew < 1e-5, "%s: dx and dw from the %s x as from NCHW's (%.1e, %.1e)",
+          label, bx ? "bf16 blocked" : "NCHW", ex, ew);
+    for (int blk = 0; blk < 2; blk++)
+        for (int k = 0; k < 3; k++)
+            free(out[blk][k]);
+    free(x), free(w), free(dy), free(xb), free(dyb);
+}
+
 int main(void)
 {
     cases_init();
@@ -508,6 +717,11 @@ int main(void)
         }
         outputs_free(&ob);
     }
+
+    test_blocked_elementwise(bf, fp32);
+    check_blocked_conv(bf[0], wd(5, 16, 12, 32, 3, 2, 1), "conv 16->32 12x12 k3 s2, blocked bf16");
+    check_blocked_conv(bf[1], wd(4, 32, 8, 32, 3, 1, 1), "conv 32->32 8x8 k3, blocked bf16, 2 threads");
+    check_blocked_conv(bf[0], wd(6, 3, 12, 16, 3, 1, 1), "conv_small 3->16 12x12 k3, blocked bf16 y");
 
     for (int k = 0; k < N_CASES; k++) {
         free(in[k].x);

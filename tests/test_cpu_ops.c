@@ -684,23 +684,28 @@ static void bn_run(backend_t *be, int layout, int n, int c, int hw, const float 
 /* ---- pools over bf16 blocked activations (backend.h: blocked_bf16),
  *      against the float32 NCHW operations on the widened values ---- */
 
-/* bf16 conversions written out here: round to nearest even (no NaN
- * payload is at stake: the only NaN used is bf16's quiet one, kept as is) */
-static uint16_t test_bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if (isnan(f))
-        return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
+/* bf16 in the test's own words: the upper half of the float's bits */
 static float test_bf16_widen(uint16_t h)
 {
     uint32_t u = (uint32_t)h << 16;
     float f;
     memcpy(&f, &u, sizeof(f));
     return f;
+}
+
+/* f to the nearer of its two bf16 neighbours (toward and away from zero),
+ * the even one on a tie: by distance, not bf16_io.h's carry; a NaN to the
+ * quiet NaN of its sign and payload's top bits */
+static uint16_t test_bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if (isnan(f))
+        return (uint16_t)((u >> 16) | 0x40u);
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    double dlo = fabs((double)f - test_bf16_widen(lo));
+    double dhi = fabs((double)test_bf16_widen(hi) - f);
+    return dlo < dhi || (dlo == dhi && lo % 2 == 0) ? lo : hi;
 }
 
 /* NCHW floats (bf16-exact) to a blocked bf16 tensor, blocked_at's order */
@@ -992,26 +997,6 @@ static void test_blocked_orders(void)
 /* ---- batchnorm over blocked activations held in bf16 (backend.h:
  *      blocked_bf16), against the float32 NCHW operations ---- */
 
-/* bf16 in the test's own words: the upper half of the float's bits */
-static float test_bf16_widen(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* finite f to the nearer of its two bf16 neighbours (toward and away from
- * zero), the even one on a tie: by distance, not bf16_io.h's carry */
-static uint16_t test_bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-    double dlo = fabs((double)f - test_bf16_widen(lo));
-    double dhi = fabs((double)test_bf16_widen(hi) - f);
-    return dlo < dhi || (dlo == dhi && lo % 2 == 0) ? lo : hi;
-}
 
 /* One forward (training, relu) and backward over bf16 blocked x and y, in
  * both orders, on 1 and 2 threads; x holds bf16 values, so the float32 NCHW

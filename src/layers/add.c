@@ -19,26 +19,33 @@ static int add_setup(layer_t *l, tt_err *err)
 
 static void add_forward(const layer_t *l, layer_call *c)
 {
-    /* inputs summed in order: x0 + x1 (+ relu when it is the last) in one
-     * pass, then any further inputs */
+    /* inputs summed in order: x0 + x1, then each further input, the fused
+     * relu with the last sum in the same pass. Blocked on every side or
+     * none (model.c). */
     size_t count = (size_t)c->n * shape3_size(l->out);
-    c->be->add(c->be, count, c->x[0], c->x[1], l->relu_out && l->n_in == 2, c->y);
+    void (*add)(backend_t *, size_t, const float *, const float *, bool, float *) =
+        c->blocked_y ? c->be->add_blocked : c->be->add;
+    add(c->be, count, c->x[0], c->x[1], l->relu_out && l->n_in == 2, c->y);
     for (int k = 2; k < l->n_in; k++)
-        c->be->axpy(c->be, count, 1.0f, c->x[k], c->y);
-    if (l->relu_out && l->n_in > 2)
-        c->be->relu_forward(c->be, count, c->y, c->y);
+        add(c->be, count, c->y, c->x[k], l->relu_out && k == l->n_in - 1, c->y);
 }
 
+/* Every input's gradient is dy (masked by the fused relu): computed once,
+ * into the first input that wants it, and copied to the others. */
 static void add_backward(const layer_t *l, layer_call *c)
 {
     size_t count = (size_t)c->n * shape3_size(l->out);
+    const float *g = c->dy;
     for (int k = 0; k < l->n_in; k++) {
         if (c->dx[k] == NULL)
             continue;
-        if (l->relu_out)
-            c->be->relu_backward(c->be, count, c->y, c->dy, c->dx[k]);
-        else
-            c->be->copy(c->be, c->dx[k], c->dy, count * sizeof(float));
+        if (l->relu_out && g == c->dy) {
+            (c->blocked_y ? c->be->relu_backward_blocked : c->be->relu_backward)(
+                c->be, count, c->y, c->dy, c->dx[k]);
+            g = c->dx[k];
+        } else {
+            c->be->copy(c->be, c->dx[k], g, count * sizeof(float));
+        }
     }
 }
 

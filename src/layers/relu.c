@@ -10,13 +10,16 @@ static int relu_setup(layer_t *l, tt_err *err)
 
 static void relu_forward(const layer_t *l, layer_call *c)
 {
-    c->be->relu_forward(c->be, (size_t)c->n * shape3_size(l->out), c->x[0], c->y);
+    /* blocked on both sides or neither (model.c) */
+    (c->blocked_y ? c->be->relu_forward_blocked : c->be->relu_forward)(
+        c->be, (size_t)c->n * shape3_size(l->out), c->x[0], c->y);
 }
 
 static void relu_backward(const layer_t *l, layer_call *c)
 {
     if (c->dx[0] != NULL)
-        c->be->relu_backward(c->be, (size_t)c->n * shape3_size(l->out), c->y, c->dy, c->dx[0]);
+        (c->blocked_y ? c->be->relu_backward_blocked : c->be->relu_backward)(
+            c->be, (size_t)c->n * shape3_size(l->out), c->y, c->dy, c->dx[0]);
 }
 
 const layer_ops layer_relu_ops = {

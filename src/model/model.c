@@ -295,7 +295,9 @@ static void choose_layouts(const model_t *m, bool backend_has_it, bool nhwc, boo
     }
 }
 
-/* Bytes of layer i's output for n samples in its layout. */
+/* Bytes of layer i's output gradient for n samples in its layout (float32;
+ * the output itself is half that where the backend keeps blocked
+ * activations in bf16). */
 static size_t output_bytes(const layer_t *l, size_t n, bool blocked)
 {
     size_t floats = blocked ? tt_blocked_floats((int)n, l->out.c, l->out.h * l->out.w)
@@ -430,7 +432,7 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
             t->dact[i] = t->dact[src];
             continue;
         }
-        t->act[i] = be->alloc(be, out);
+        t->act[i] = be->alloc(be, t->blocked[i] && be->blocked_bf16 ? out / 2 : out);
         t->dact[i] = t->grad_bufs[buf_of[i]];
         if (!t->act[i])
             goto oom;

@@ -3,9 +3,9 @@
  * It is cpu_backend.c's backend with two operations swapped: conv2d's oneDNN
  * primitives take bf16 src, weights and diff_dst (conv_dnnl.c reads
  * impl->bf16), and dense runs as oneDNN matmuls on bf16 (dense_bf16.c). Both
- * accumulate in float32 and write float32; batchnorm, pooling, the loss, the
- * optimizer and the all-reduce are the float32 operations, on float32
- * master parameters, as torch.autocast does.
+ * accumulate in float32; batchnorm, pooling, the loss, the optimizer and
+ * the all-reduce compute in float32, on float32 master parameters, as
+ * torch.autocast does.
  *
  * Convolutions with fewer than 16 input channels (LeNet's) take
  * conv_small.c in both precisions: it rounds x, w and dy to bf16 and
@@ -23,16 +23,17 @@
  *
  * Activations between the layers that keep the blocked layout are in its
  * NHWC order here (backend.h: blocked_nhwc), the layout oneDNN's AMX
- * kernels read and write, so their float32 outputs land in place and the
- * inputs' reorders are conversions only.
+ * kernels read and write, and in bf16 (blocked_bf16): a convolution writes
+ * its output in bf16 in place and reads its input with no conversion, and
+ * batchnorm, add, relu and the pools read and write half the bytes (their
+ * arithmetic stays float32: bf16_io.h widens and rounds). Gradients stay
+ * float32, so dy is still converted for each backward kernel.
  *
  * Measured here (Emerald Rapids, AMX): a ResNet-20 convolution's three
- * passes run 2.5-4x faster than oneDNN's float32 ones; each call also
- * converts x, dy (and for backward-weights x again) to bf16, one pass over
- * the activation each, which is why a bf16 copy of x kept from forward for
- * backward was tried: it saved about 4% of a ResNet-20 step, within the
- * machine's noise, and would make backward depend on hidden state keyed by
- * a pointer, so it is not done.
+ * passes run 2.5-4x faster than oneDNN's float32 ones. With float32
+ * activations each call also converted x, dy (and for backward-weights x
+ * again) to bf16, one pass over the activation each; bf16 activations
+ * leave dy's only.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -110,6 +111,7 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
     be->precision = "bf16";
     ((cpu_impl *)be->impl)->bf16 = true;
     be->blocked_nhwc = true; /* the AMX convolutions' layout (conv_dnnl.c) */
+    be->blocked_bf16 = true; /* and their type */
     be->dense_forward = cpu_dense_bf16_forward;
     be->dense_backward = cpu_dense_bf16_backward;
     return be;

@@ -51,6 +51,12 @@ static inline void act_store(void *p, size_t i, float v, bool bf16)
         ((float *)p)[i] = v;
 }
 
+/* Where element i of such an activation is. */
+static inline const void *act_at(const void *p, size_t i, bool bf16)
+{
+    return (const char *)p + i * (bf16 ? sizeof(uint16_t) : sizeof(float));
+}
+
 #ifdef CPU_AVX512_KERNELS
 #include <immintrin.h>
 

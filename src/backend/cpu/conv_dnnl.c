@@ -36,6 +36,7 @@
 
 #include <dnnl.h>
 
+#include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/conv_dnnl.h"
@@ -71,10 +72,13 @@ typedef struct {
     bool relu, bias;
     bool bf16;     /* the backend's precision (cpu_impl.bf16), not part of the key */
     bool nhwc;     /* its blocked layout in NHWC order (backend.h), the same */
+    bool act_bf16; /* its blocked activations in bf16 (backend.h), the same */
     bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
 
     dnnl_primitive_t prim[N_PRIMS];
-    dnnl_memory_desc_t src_u, wei_u, dst_u, bias_md;
+    /* the user's x, w, y, b and the gradients dx (dsrc_u), dy (ddst_u): the
+     * activations' type, float32 for the rest */
+    dnnl_memory_desc_t src_u, wei_u, dst_u, bias_md, dsrc_u, ddst_u;
     dnnl_memory_desc_t src_b, wei_b, dst_b, ddst_b, dsrc_b, wei_bd_b, src_bw_b, ddst_bw_b,
         dwei_b;
     dnnl_memory_desc_t scratch_md[N_PRIMS];
@@ -175,19 +179,24 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     dnnl_dims_t pad_r = {(d->oh - 1) * d->stride + d->k - d->h - d->pad,
                          (d->ow - 1) * d->stride + d->k - d->w - d->pad};
     /* precision bf16 (bf16.c): each kind reads bf16 (src, weights, diff_dst)
-     * and writes float32 (dst, diff_src, diff_weights), the reorders at the
-     * boundary converting. A blocked float32 side is fixed to the user's
-     * layout, so the kernel reads or writes the user's buffer in place; an
-     * NCHW side, and a bf16 side (converted anyway), lets oneDNN pick. In
-     * bf16 the blocked layout is NHWC, the AMX kernels' own (with nChw16c
-     * fixed the bf16 kernels were the AVX512_BF16 ones at 2.7x the AMX
-     * ones' time; with it picked, every output was reordered back to
-     * nChw16c: 296 of 1385 ms of oneDNN's time in a ResNet-20 epoch) */
+     * and writes float32 (diff_src, diff_weights); dst is bf16 where the
+     * user's y is a bf16 activation, else float32. The reorders at the
+     * boundary convert the rest. A blocked side whose type is the user's
+     * is fixed to the user's layout, so the kernel reads or writes the
+     * user's buffer in place; an NCHW side, and one converted anyway, lets
+     * oneDNN pick. In bf16 the blocked layout is NHWC, the AMX kernels' own
+     * (with nChw16c fixed the bf16 kernels were the AVX512_BF16 ones at
+     * 2.7x the AMX ones' time; with it picked, every output was reordered
+     * back to nChw16c: 296 of 1385 ms of oneDNN's time in a ResNet-20
+     * epoch), and its activations bf16: x and y pass with no conversion. */
     dnnl_data_type_t in = p->bf16 ? dnnl_bf16 : dnnl_f32;
-    dnnl_data_type_t src_type = kind == 1 ? dnnl_f32 : in, dst_type = kind == 0 ? dnnl_f32 : in;
-    dnnl_format_tag_t src_tag = fixed && d->blocked_x && src_type == dnnl_f32
+    dnnl_data_type_t src_type = kind == 1 ? dnnl_f32 : in;
+    dnnl_data_type_t dst_type = kind != 0 ? in : p->dst_u.data_type;
+    const dnnl_memory_desc_t *src_user = kind == 1 ? &p->dsrc_u : &p->src_u;
+    const dnnl_memory_desc_t *dst_user = kind == 0 ? &p->dst_u : &p->ddst_u;
+    dnnl_format_tag_t src_tag = fixed && d->blocked_x && src_type == src_user->data_type
                                     ? user_tag(true, p->nhwc) : dnnl_format_tag_any;
-    dnnl_format_tag_t dst_tag = fixed && d->blocked_y && dst_type == dnnl_f32
+    dnnl_format_tag_t dst_tag = fixed && d->blocked_y && dst_type == dst_user->data_type
                                     ? user_tag(true, p->nhwc) : dnnl_format_tag_any;
     dnnl_memory_desc_t src, wei, dst;
     dnnl_memory_desc_init_by_tag(&src, 4, src_dims, src_type, src_tag);
@@ -243,9 +252,13 @@ static bool prim_build(conv_prim *p)
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
                 dst_dims = {d->n, d->f, d->oh, d->ow}, bias_dims = {d->f};
-    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x, p->nhwc));
+    dnnl_data_type_t x_type = d->blocked_x && p->act_bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_data_type_t y_type = d->blocked_y && p->act_bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, x_type, user_tag(d->blocked_x, p->nhwc));
+    dnnl_memory_desc_init_by_tag(&p->dsrc_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw);
-    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y, p->nhwc));
+    dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, y_type, user_tag(d->blocked_y, p->nhwc));
+    dnnl_memory_desc_init_by_tag(&p->ddst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bias_dims, dnnl_f32, dnnl_x);
 
     dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
@@ -284,11 +297,11 @@ static bool prim_build(conv_prim *p)
     ok = reorder_create(p, P_R_SRC, &p->src_u, &p->src_b) &&
          reorder_create(p, P_R_WEI, &p->wei_u, &p->wei_b) &&
          reorder_create(p, P_R_DST, &p->dst_b, &p->dst_u) &&
-         reorder_create(p, P_R_DDST, &p->dst_u, &p->ddst_b) &&
-         reorder_create(p, P_R_DDST_BW, &p->dst_u, &p->ddst_bw_b) &&
+         reorder_create(p, P_R_DDST, &p->ddst_u, &p->ddst_b) &&
+         reorder_create(p, P_R_DDST_BW, &p->ddst_u, &p->ddst_bw_b) &&
          reorder_create(p, P_R_WEI_BD, &p->wei_u, &p->wei_bd_b) &&
          reorder_create(p, P_R_SRC_BW, &p->src_u, &p->src_bw_b) &&
-         reorder_create(p, P_R_DSRC, &p->dsrc_b, &p->src_u) &&
+         reorder_create(p, P_R_DSRC, &p->dsrc_b, &p->dsrc_u) &&
          reorder_create(p, P_R_DWEI, &p->dwei_b, &p->wei_u);
     if (!ok)
         return false;
@@ -296,8 +309,8 @@ static bool prim_build(conv_prim *p)
     const dnnl_memory_desc_t *md[M_SCRATCH] = {
         [M_X] = &p->src_u,        [M_SRC_B] = &p->src_b,   [M_W] = &p->wei_u,
         [M_WEI_B] = &p->wei_b,    [M_DST_B] = &p->dst_b,   [M_Y] = &p->dst_u,
-        [M_BIAS] = &p->bias_md,   [M_DY] = &p->dst_u,      [M_DDST_B] = &p->ddst_b,
-        [M_WEI_BD] = &p->wei_bd_b, [M_DSRC_B] = &p->dsrc_b, [M_DX] = &p->src_u,
+        [M_BIAS] = &p->bias_md,   [M_DY] = &p->ddst_u,     [M_DDST_B] = &p->ddst_b,
+        [M_WEI_BD] = &p->wei_bd_b, [M_DSRC_B] = &p->dsrc_b, [M_DX] = &p->dsrc_u,
         [M_SRC_BW] = &p->src_bw_b, [M_DDST_BW] = &p->ddst_bw_b, [M_DWEI_B] = &p->dwei_b,
         [M_DW] = &p->wei_u,       [M_DB] = &p->bias_md};
     for (int i = 0; i < M_SCRATCH; i++)
@@ -386,6 +399,7 @@ static conv_prim *prims_get(backend_t *be, const window_desc *d, bool relu, bool
     p->bias = bias;
     p->bf16 = impl->bf16;
     p->nhwc = be->blocked_nhwc;
+    p->act_bf16 = be->blocked_bf16;
     cpu_dnnl_single_thread();
     p->ok = prim_build(p);
     return p;
@@ -415,6 +429,7 @@ typedef struct {
     const float *x, *w, *b, *y;
     float *yo, *dy, *dx, *dw, *db;
     bool relu;
+    bool x_bf16, y_bf16; /* x, y: bf16 activations (backend.h: blocked_bf16) */
     char *ws;
     size_t group_bytes; /* workspace stride between groups */
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
@@ -507,8 +522,8 @@ static void dnnl_forward_group(void *arg, int g, int groups)
     if (p == NULL)
         return;
     dnnl_stream_t s = a->streams[g];
-    const float *x = a->x + (size_t)lo * image_in(d);
-    float *y = a->yo + (size_t)lo * image_out(d);
+    const void *x = act_at(a->x, (size_t)lo * image_in(d), a->x_bf16);
+    void *y = (void *)act_at(a->yo, (size_t)lo * image_out(d), a->y_bf16);
     const void *src = reorder(p, g, s, P_R_SRC, M_X, x, M_SRC_B, group_buf(a, p, g, B_SRC));
     const void *wei = a->wei != NULL ? a->wei
                                      : reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B,
@@ -532,9 +547,9 @@ static void dnnl_backward_group(void *arg, int g, int groups)
     size_t out = image_out(d), in = image_in(d);
     float *dy = a->dy + (size_t)lo * out;
     if (a->relu) {
-        const float *y = a->y + (size_t)lo * out;
+        const void *y = act_at(a->y, (size_t)lo * out, a->y_bf16);
         for (size_t q = 0; q < (size_t)(hi - lo) * out; q++)
-            dy[q] = tt_relu_grad(y[q], dy[q]);
+            dy[q] = tt_relu_grad(act_load(y, q, a->y_bf16), dy[q]);
     }
     const void *ddst = reorder(p, g, s, P_R_DDST, M_DY, dy, M_DDST_B, group_buf(a, p, g, B_DST));
     if (a->dx != NULL) {
@@ -549,7 +564,7 @@ static void dnnl_backward_group(void *arg, int g, int groups)
         reorder(p, g, s, P_R_DSRC, M_DSRC_B, dsrc, M_DX, dx);
     }
     if (a->dw != NULL) {
-        const float *x = a->x + (size_t)lo * in;
+        const void *x = act_at(a->x, (size_t)lo * in, a->x_bf16);
         const void *src =
             reorder(p, g, s, P_R_SRC_BW, M_X, x, M_SRC_BW, group_buf(a, p, g, B_SRC));
         const void *ddst_bw = dnnl_memory_desc_equal(&p->ddst_bw_b, &p->ddst_b)
@@ -651,6 +666,8 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
         return false;
     a->d = d;
     a->relu = relu;
+    a->x_bf16 = d->blocked_x && be->blocked_bf16;
+    a->y_bf16 = d->blocked_y && be->blocked_bf16;
     a->streams = ((conv_dnnl *)((cpu_impl *)be->impl)->conv)->streams;
     a->ws = ws;
     a->group_bytes = a->prim[1]->group_bytes;

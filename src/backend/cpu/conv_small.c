@@ -37,6 +37,7 @@
  * rounded to bf16; then per block of the largest batch the partial dw
  * [F*C*K*K] and db [F].
  */
+#include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
 
 #include <stdint.h>
@@ -67,6 +68,7 @@
 typedef float v16 __attribute__((vector_size(LANES * sizeof(float))));
 typedef int32_t vi16 __attribute__((vector_size(LANES * sizeof(int32_t))));
 typedef uint32_t vu16 __attribute__((vector_size(LANES * sizeof(uint32_t))));
+typedef uint16_t vh16 __attribute__((vector_size(LANES * sizeof(uint16_t))));
 
 #define MAX_TILE 8 /* FT, PX, CT: at most 8 */
 #define ACCS 24    /* accumulators per tile, of 32 vector registers */
@@ -107,6 +109,17 @@ static inline v16 bf16_round16(v16 v)
     return (v16)(u & 0xffff0000u);
 }
 
+/* The lanes rounded to bf16 into p[0..16): bf16_io.h's bf16_from_float on
+ * each (a NaN stays a quiet NaN) */
+static inline void store16_bf16(uint16_t *p, v16 v)
+{
+    vu16 u = (vu16)v, nan = (vu16)(v != v);
+    vu16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    r = (r & ~nan) | (((u >> 16) | 0x40u) & nan);
+    vh16 h = __builtin_convertvector(r, vh16);
+    memcpy(p, &h, sizeof(h));
+}
+
 CPU_HOT static void bf16_round(float *p, size_t n)
 {
     for (size_t i = 0; i < n; i += LANES)
@@ -143,6 +156,7 @@ typedef struct {
     size_t task;         /* floats of one task's scratch */
     int blocks;          /* blocks of 16 images in d->n */
     tt_blocked_strides yst; /* of a blocked output: one block (d->f <= 16) */
+    bool y_bf16;         /* a blocked output in bf16 (backend.h: blocked_bf16) */
 } geom;
 
 /* The fewest tiles of at most `max` channels that hold n. */
@@ -202,6 +216,7 @@ static geom geom_of(const backend_t *be, const window_desc *d)
     g.task = g.xt + g.yt + g.dxt;
     g.blocks = (d->n + LANES - 1) / LANES;
     g.yst = tt_blocked_strides_of(d->f, d->oh * d->ow, be->blocked_nhwc);
+    g.y_bf16 = d->blocked_y && be->blocked_bf16;
     return g;
 }
 
@@ -270,21 +285,39 @@ static size_t out_image(const geom *g)
     return d->blocked_y ? g->yst.img : (size_t)d->f * d->oh * d->ow;
 }
 
+/* A blocked output pixel's transposed tile t[nb][16] into bf16 y at
+ * element `at`, image by image. */
+static void pixel_out_bf16(const geom *g, const float *t, int nb, uint16_t *y, size_t at)
+{
+    for (int i = 0; i < nb; i++)
+        store16_bf16(y + at + (size_t)i * g->yst.img, load16(t + (size_t)i * TT_BLOCK));
+}
+
 /* yt (row stride owr) out to y, NCHW or blocked (one block: its F filters
- * of a pixel are the 16 floats at the pixel's place, zeros past F). */
-static void y_out(const geom *g, const float *yt, int n0, int nb, float *y)
+ * of a pixel are the 16 values at the pixel's place, zeros past F; bf16
+ * where g->y_bf16). */
+static void y_out(const geom *g, const float *yt, int n0, int nb, void *yv)
 {
     const window_desc *d = g->d;
     size_t P = (size_t)d->oh * d->ow;
     if (d->blocked_y) {
+        float t[LANES * TT_BLOCK] __attribute__((aligned(64)));
         for (int oy = 0; oy < d->oh; oy++)
-            for (int ox = 0; ox < d->ow; ox++)
-                cpu_transpose16(yt + ((size_t)oy * g->owr + ox) * LANES,
-                                (ptrdiff_t)d->oh * g->owr * LANES, d->f, nb,
-                                y + n0 * g->yst.img + ((size_t)oy * d->ow + ox) * g->yst.pstride,
-                                (ptrdiff_t)g->yst.img, TT_BLOCK);
+            for (int ox = 0; ox < d->ow; ox++) {
+                const float *src = yt + ((size_t)oy * g->owr + ox) * LANES;
+                ptrdiff_t ld = (ptrdiff_t)d->oh * g->owr * LANES;
+                size_t at = n0 * g->yst.img + ((size_t)oy * d->ow + ox) * g->yst.pstride;
+                if (!g->y_bf16) {
+                    cpu_transpose16(src, ld, d->f, nb, (float *)yv + at, (ptrdiff_t)g->yst.img,
+                                    TT_BLOCK);
+                    continue;
+                }
+                cpu_transpose16(src, ld, d->f, nb, t, TT_BLOCK, TT_BLOCK);
+                pixel_out_bf16(g, t, nb, yv, at);
+            }
         return;
     }
+    float *y = yv;
     size_t fp = (size_t)d->f * P;
     for (int f = 0; f < d->f; f++) {
         float *dst = y + n0 * fp + (size_t)f * P;
@@ -298,10 +331,14 @@ static void y_out(const geom *g, const float *yt, int n0, int nb, float *y)
     }
 }
 
-CPU_HOT static void relu_mask(const float *y, size_t n, float *dy)
+CPU_HOT static void relu_mask(const void *y, size_t n, bool bf16, float *dy)
 {
-    for (size_t i = 0; i < n; i++)
-        dy[i] = tt_relu_grad(y[i], dy[i]);
+    if (bf16)
+        for (size_t i = 0; i < n; i++)
+            dy[i] = tt_relu_grad(bf16_to_float(((const uint16_t *)y)[i]), dy[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            dy[i] = tt_relu_grad(((const float *)y)[i], dy[i]);
 }
 
 /* dy of images [n0, n0 + nb), masked by relu where the forward applied it
@@ -313,7 +350,7 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
     const window_desc *d = g->d;
     size_t P = (size_t)d->oh * d->ow, img = out_image(g);
     if (relu)
-        relu_mask(y + n0 * img, (size_t)nb * img, dy + n0 * img);
+        relu_mask(act_at(y, n0 * img, g->y_bf16), (size_t)nb * img, g->y_bf16, dy + n0 * img);
     if (!d->blocked_y) {
         for (int f = 0; f < d->f; f++)
             lanes_in(dy + n0 * img + (size_t)f * P, img, nb, (int)P, dyt + (size_t)f * P * LANES);

@@ -119,6 +119,11 @@ void cpu_dropout_forward(backend_t *be, size_t count, float rate, uint64_t seed,
 void cpu_mul(backend_t *be, size_t count, const float *a, const float *b, float *y);
 void cpu_axpy(backend_t *be, size_t count, float alpha, const float *x, float *y);
 void cpu_add(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y);
+void cpu_relu_forward_blocked(backend_t *be, size_t count, const float *x, float *y);
+void cpu_relu_backward_blocked(backend_t *be, size_t count, const float *y, const float *dy,
+                               float *dx);
+void cpu_add_blocked(backend_t *be, size_t count, const float *a, const float *b, bool relu,
+                     float *y);
 void cpu_scale(backend_t *be, size_t count, float alpha, float *x);
 bool cpu_all_finite(backend_t *be, size_t count, const float *x);
 void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x);

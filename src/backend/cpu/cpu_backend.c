@@ -134,6 +134,9 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->global_avgpool_blocked_backward = cpu_global_avgpool_blocked_backward;
     be->relu_forward = cpu_relu_forward;
     be->relu_backward = cpu_relu_backward;
+    be->relu_forward_blocked = cpu_relu_forward_blocked;
+    be->relu_backward_blocked = cpu_relu_backward_blocked;
+    be->add_blocked = cpu_add_blocked;
     be->dropout_forward = cpu_dropout_forward;
     be->mul = cpu_mul;
     be->axpy = cpu_axpy;

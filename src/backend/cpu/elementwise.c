@@ -2,6 +2,7 @@
  * over the per-element functions of backend/math.h, in chunks over the team. */
 #include <math.h>
 
+#include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
 #include "backend/math.h"
 
@@ -11,7 +12,9 @@
 
 typedef enum {
     EW_RELU, EW_RELU_BACK, EW_DROPOUT, EW_MUL, EW_AXPY, EW_ADD, EW_ADD_RELU, EW_SCALE, EW_SGD,
-    EW_ADAM
+    EW_ADAM,
+    /* over bf16 activations (backend.h: blocked_bf16); gradients float32 */
+    EW_RELU_BF16, EW_RELU_BACK_BF16, EW_ADD_BF16, EW_ADD_RELU_BF16
 } ew_op;
 
 typedef struct {
@@ -81,6 +84,25 @@ CPU_HOT static void ew_task(void *p, int k, int tasks)
         for (size_t i = lo; i < hi; i++)
             e->y[i] = tt_adam_update(e->y[i], e->a[i], &e->m[i], &e->v[i], &e->adam);
         break;
+    case EW_RELU_BF16:
+        /* tt_relu of a bf16 value is that value or +0: no rounding */
+        for (size_t i = lo; i < hi; i++) {
+            uint16_t h = ((const uint16_t *)e->a)[i];
+            ((uint16_t *)e->y)[i] = bf16_to_float(h) > 0.0f ? h : 0;
+        }
+        break;
+    case EW_RELU_BACK_BF16:
+        for (size_t i = lo; i < hi; i++)
+            e->y[i] = tt_relu_grad(bf16_to_float(((const uint16_t *)e->a)[i]), e->b[i]);
+        break;
+    case EW_ADD_BF16:
+    case EW_ADD_RELU_BF16:
+        for (size_t i = lo; i < hi; i++) {
+            float v = bf16_to_float(((const uint16_t *)e->a)[i]) +
+                      bf16_to_float(((const uint16_t *)e->b)[i]);
+            ((uint16_t *)e->y)[i] = bf16_from_float(e->op == EW_ADD_RELU_BF16 ? tt_relu(v) : v);
+        }
+        break;
     }
 }
 
@@ -123,6 +145,30 @@ void cpu_mul(backend_t *be, size_t count, const float *a, const float *b, float 
 void cpu_add(backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y)
 {
     ew_args e = {.op = relu ? EW_ADD_RELU : EW_ADD, .count = count, .a = a, .b = b, .y = y};
+    ew_run(be, &e);
+}
+
+/* The same over blocked activations: bf16 ones where be->blocked_bf16. */
+void cpu_relu_forward_blocked(backend_t *be, size_t count, const float *x, float *y)
+{
+    ew_args e = {.op = be->blocked_bf16 ? EW_RELU_BF16 : EW_RELU, .count = count, .a = x, .y = y};
+    ew_run(be, &e);
+}
+
+void cpu_relu_backward_blocked(backend_t *be, size_t count, const float *y, const float *dy,
+                               float *dx)
+{
+    ew_args e = {.op = be->blocked_bf16 ? EW_RELU_BACK_BF16 : EW_RELU_BACK, .count = count,
+                 .a = y, .b = dy, .y = dx};
+    ew_run(be, &e);
+}
+
+void cpu_add_blocked(backend_t *be, size_t count, const float *a, const float *b, bool relu,
+                     float *y)
+{
+    ew_op op = be->blocked_bf16 ? (relu ? EW_ADD_RELU_BF16 : EW_ADD_BF16)
+                                : (relu ? EW_ADD_RELU : EW_ADD);
+    ew_args e = {.op = op, .count = count, .a = a, .b = b, .y = y};
     ew_run(be, &e);
 }
 
