@@ -296,7 +296,7 @@ static void pixel_out_bf16(const geom *g, const float *t, int nb, uint16_t *y, s
 /* yt (row stride owr) out to y, NCHW or blocked (one block: its F filters
  * of a pixel are the 16 values at the pixel's place, zeros past F; bf16
  * where g->y_bf16). */
-static void y_out(const geom *g, const float *yt, int n0, int nb, void *yv)
+CPU_HOT static void y_out(const geom *g, const float *yt, int n0, int nb, void *yv)
 {
     const window_desc *d = g->d;
     size_t P = (size_t)d->oh * d->ow;
