@@ -31,10 +31,10 @@ static inline uint16_t bf16_from_float(float f)
 {
     uint32_t u;
     memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u) /* NaN: keep the sign, quiet it */
-        return (uint16_t)((u >> 16) | 0x40u);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    return (uint16_t)(u >> 16);
+    uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t quiet = (u >> 16) | 0x40u; /* a NaN: its sign, quietened */
+    /* a select, not a branch, so that loops of it vectorise */
+    return (uint16_t)((u & 0x7fffffffu) > 0x7f800000u ? quiet : rounded);
 }
 
 /* Element i of an activation that holds float32 or, when bf16, bf16. */

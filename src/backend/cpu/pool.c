@@ -323,11 +323,16 @@ avgpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
                         s[l] += act_load(a->x, v + l, x16);
                 }
             int op = oy * d->ow + ox;
-            for (int l = 0; l < 16; l++) {
-                if (c0 + l >= d->c && !d->blocked_y)
-                    break;
-                act_store(a->y, out_index(d, i, c0 + l, op), c0 + l < d->c ? s[l] * inv : 0.0f,
-                          y16);
+            float v[16];
+            for (int l = 0; l < 16; l++)
+                v[l] = c0 + l < d->c ? s[l] * inv : 0.0f;
+            if (d->blocked_y) { /* the block's 16 channels side by side */
+                size_t o = out_index(d, i, c0, op);
+                for (int l = 0; l < 16; l++)
+                    act_store(a->y, o + l, v[l], y16);
+            } else {
+                for (int l = 0; l < 16 && c0 + l < d->c; l++)
+                    ((float *)a->y)[out_index(d, i, c0 + l, op)] = v[l];
             }
         }
 }
