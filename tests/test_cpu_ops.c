@@ -897,11 +897,12 @@ static void test_blocked_bf16_pools(void)
                      {true, 3, 2, 1, "max 3x3/2 pad 1"},
                      {false, 2, 2, 0, "avg 2x2/2"},
                      {false, 3, 1, 1, "avg 3x3/1 pad 1"}};
-        /* 16 channels in both orders (one block: the same), 32 in nChw16c */
+        /* 16 channels in both orders (one block: the same), 32 (two blocks)
+         * in both */
         const struct {
             int c;
             bool nhwc;
-        } layouts[] = {{16, true}, {16, false}, {32, false}};
+        } layouts[] = {{16, true}, {16, false}, {32, false}, {32, true}};
         for (size_t pi = 0; pi < sizeof(pools) / sizeof(pools[0]); pi++)
             for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++)
                 for (int by = 0; by < 2; by++) {

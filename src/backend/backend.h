@@ -184,8 +184,7 @@ struct backend {
      *      the bits of global_avgpool's NCHW path (one fma chain of x / hw per
      *      channel, in pixel order), and its backward dx = dy / hw. ---- */
     bool blocked_layout;
-    bool blocked_nhwc; /* its vectors in NHWC order (above); pools then take
-                        * blocked tensors of one block (16 channels) only */
+    bool blocked_nhwc; /* its vectors in NHWC order (above) */
     /* Its blocked ACTIVATIONS hold bf16 (2 bytes an element, the upper half
      * of the float32, rounded to nearest even) behind the same float
      * pointers: the CPU backend in bf16, whose convolutions read and write

@@ -221,18 +221,17 @@ static bool blocked_out_needs_blocked_in(layer_type t)
     return type_follows_input(t) || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL;
 }
 
-/* Layer l can read a blocked input: pools convert it to either layout
- * (of one block only in NHWC order: their kernels step over nChw16c rows);
+/* Layer l can read a blocked input: pools convert it to either layout;
  * convolutions, batchnorm, add, relu and global_avgpool read it over whole
  * blocks of 16 channels only (oneDNN has no fast kernel for a padded
  * blocked input; the model's element counts are NCHW's, equal only then);
  * the rest read NCHW. */
-static bool reads_blocked(const layer_t *l, bool nhwc)
+static bool reads_blocked(const layer_t *l)
 {
     switch (l->cfg->type) {
     case LAYER_MAXPOOL:
     case LAYER_AVGPOOL:
-        return !nhwc || l->in[0].c <= TT_BLOCK;
+        return true;
     case LAYER_CONV2D:
     case LAYER_BATCHNORM:
     case LAYER_ADD:
@@ -248,11 +247,10 @@ static bool reads_blocked(const layer_t *l, bool nhwc)
  * over the tensor (relu masks, pools) 16/C times the memory traffic, as
  * much as the reorder they save (LeNet's 6-filter conv, measured: no
  * gain). */
-static bool writes_blocked(const layer_t *l, bool nhwc)
+static bool writes_blocked(const layer_t *l)
 {
     layer_type t = l->cfg->type;
-    bool pool = t == LAYER_MAXPOOL || t == LAYER_AVGPOOL;
-    bool kind = t == LAYER_CONV2D || (pool && (!nhwc || l->out.c <= TT_BLOCK)) ||
+    bool kind = t == LAYER_CONV2D || t == LAYER_MAXPOOL || t == LAYER_AVGPOOL ||
                 type_follows_input(t);
     return kind && l->out.c % TT_BLOCK == 0;
 }
@@ -262,12 +260,12 @@ static bool writes_blocked(const layer_t *l, bool nhwc)
  * read it, whose input-following readers stay NCHW, or that needs a blocked
  * input and has an NCHW one, until nothing changes. The last layer feeds
  * the loss: NCHW. */
-static void choose_layouts(const model_t *m, bool backend_has_it, bool nhwc, bool *blocked)
+static void choose_layouts(const model_t *m, bool backend_has_it, bool *blocked)
 {
     int L = m->n_layers;
     for (int i = 0; i < L; i++) {
         const layer_t *l = &m->layers[i];
-        blocked[i] = backend_has_it && i < L - 1 && writes_blocked(l, nhwc);
+        blocked[i] = backend_has_it && i < L - 1 && writes_blocked(l);
         for (int k = 0; k < l->n_in && blocked_out_needs_blocked_in(l->cfg->type); k++)
             if (layer_input(l->cfg, i, k) < 0)
                 blocked[i] = false;
@@ -284,7 +282,7 @@ static void choose_layouts(const model_t *m, bool backend_has_it, bool nhwc, boo
             for (int j = i + 1; j < L && ok; j++)
                 for (int k = 0; k < m->layers[j].n_in; k++)
                     if (layer_input(m->layers[j].cfg, j, k) == i &&
-                        (!reads_blocked(&m->layers[j], nhwc) ||
+                        (!reads_blocked(&m->layers[j]) ||
                          (type_follows_input(m->layers[j].cfg->type) && !blocked[j])))
                         ok = false;
             if (!ok) {
@@ -397,7 +395,7 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     if (!buf_of || !grad_bytes || !out_bytes || !t->blocked || !t->act || !t->dact ||
         !t->grad_bufs || !t->state || !t->grad_written)
         goto oom;
-    choose_layouts(m, be->blocked_layout, be->blocked_nhwc, t->blocked);
+    choose_layouts(m, be->blocked_layout, t->blocked);
     for (int i = 0; i < L; i++)
         out_bytes[i] = output_bytes(&m->layers[i], n, t->blocked[i]);
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));

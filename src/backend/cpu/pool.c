@@ -29,7 +29,18 @@ typedef struct {
     float *dx;
     int32_t *mask;
     const int32_t *maskc;
+    /* a blocked x (and dx), a blocked y (and dy, mask): the strides of
+     * their 16-channel vectors, in nChw16c or NHWC order (backend.h) */
+    tt_blocked_strides xs, ys;
 } pool_args;
+
+static pool_args pool_args_of(const backend_t *be, const window_desc *d)
+{
+    pool_args a = {.d = d, .bf16 = be->blocked_bf16 && d->blocked_x};
+    a.xs = tt_blocked_strides_of(d->c, d->h * d->w, be->blocked_nhwc);
+    a.ys = tt_blocked_strides_of(d->c, d->oh * d->ow, be->blocked_nhwc);
+    return a;
+}
 
 /* The max of one window and its index in the plane; the first maximum wins
  * and a NaN propagates, as in PyTorch. */
@@ -119,19 +130,25 @@ maxpool2x2_row_avx512(const float *r0, const float *r1, float *yr, int32_t *mr, 
 /* ---- the blocked layout (backend.h): a blocked input, a blocked or NCHW
  *      output. A task takes rows (image, block of 16 channels) and does the
  *      16 channels of a pixel as one vector, with exactly the scalar code's
- *      comparisons and sums per channel, so the bits are NCHW's. In NHWC
- *      order (backend.h) the model gives pools one block only, where the
- *      two orders are one. ---- */
+ *      comparisons and sums per channel, so the bits are NCHW's. A row's
+ *      pixels are a->xs.pstride (a->ys.pstride in the output) apart: 16 in
+ *      nChw16c order, all the image's blocks in NHWC order. ---- */
+
+/* The first element of row (image i, channels from c0) in a blocked
+ * tensor of strides s. */
+static inline size_t row_base(const tt_blocked_strides *s, int i, int c0)
+{
+    return (size_t)i * s->img + (size_t)(c0 / 16) * s->cstride;
+}
 
 /* Index of output element (image i, channel c, pixel p) in the output's
  * layout. */
-static inline size_t out_index(const window_desc *d, int i, int c, int p)
+static inline size_t out_index(const pool_args *a, int i, int c, int p)
 {
-    size_t opix = (size_t)d->oh * d->ow;
+    const window_desc *d = a->d;
     if (!d->blocked_y)
-        return ((size_t)i * d->c + c) * opix + p;
-    int cb = (d->c + 15) / 16;
-    return (((size_t)i * cb + c / 16) * opix + p) * 16 + c % 16;
+        return ((size_t)i * d->c + c) * ((size_t)d->oh * d->ow) + p;
+    return row_base(&a->ys, i, c) + (size_t)p * a->ys.pstride + c % 16;
 }
 
 static int blocked_rows(const window_desc *d)
@@ -164,7 +181,7 @@ maxpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
     const window_desc *d = a->d;
     const void *x = a->x;
     bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
-    size_t xr = (size_t)r * d->h * d->w * 16; /* the row's first element in x */
+    size_t xr = row_base(&a->xs, i, c0), ps = a->xs.pstride;
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
             int y0, x0, ky0, ky1, kx0, kx1;
@@ -173,14 +190,14 @@ maxpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
             float best[16];
             int32_t arg[16];
             for (int l = 0; l < 16; l++) {
-                best[l] = act_load(x, xr + (size_t)first * 16 + l, x16);
+                best[l] = act_load(x, xr + (size_t)first * ps + l, x16);
                 arg[l] = first;
             }
             for (int ky = ky0; ky < ky1; ky++)
                 for (int kx = kx0; kx < kx1; kx++) {
                     int32_t at = (y0 + ky) * d->w + x0 + kx;
                     for (int l = 0; l < 16; l++) {
-                        float v = act_load(x, xr + (size_t)at * 16 + l, x16);
+                        float v = act_load(x, xr + (size_t)at * ps + l, x16);
                         bool take = v > best[l] || (v != v && best[l] == best[l]);
                         best[l] = take ? v : best[l];
                         arg[l] = take ? at : arg[l];
@@ -190,7 +207,7 @@ maxpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
             for (int l = 0; l < 16; l++) {
                 if (c0 + l >= d->c && !d->blocked_y)
                     break;
-                size_t o = out_index(d, i, c0 + l, op);
+                size_t o = out_index(a, i, c0 + l, op);
                 /* channels past C stay zero in a blocked output */
                 act_store(a->y, o, c0 + l < d->c ? best[l] : 0.0f, y16);
                 a->mask[o] = c0 + l < d->c ? arg[l] : -1;
@@ -207,7 +224,7 @@ maxpool_blocked_row_avx512(const pool_args *a, int r, int i, int c0, bool bf16)
     const window_desc *d = a->d;
     const void *x = a->x;
     bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
-    size_t xr = (size_t)r * d->h * d->w * 16; /* the row's first element in x */
+    size_t xr = row_base(&a->xs, i, c0), ps = a->xs.pstride, yps = a->ys.pstride;
     int opix = d->oh * d->ow, lanes = d->c - c0 < 16 ? d->c - c0 : 16;
     __mmask16 valid = (__mmask16)((1u << lanes) - 1);
     /* NCHW output: lane l goes to channel plane c0 + l */
@@ -215,22 +232,21 @@ maxpool_blocked_row_avx512(const pool_args *a, int r, int i, int c0, bool bf16)
         _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
         _mm512_set1_epi32(opix));
     /* the row's first element in a blocked y; an NCHW y is float32 */
-    size_t yr = (size_t)r * opix * 16;
+    size_t yr = row_base(&a->ys, i, c0);
     float *ynchw = (float *)a->y + ((size_t)i * d->c + c0) * opix;
-    int32_t *mb = d->blocked_y ? a->mask + (size_t)r * opix * 16
-                               : a->mask + ((size_t)i * d->c + c0) * opix;
+    int32_t *mb = d->blocked_y ? a->mask + yr : a->mask + ((size_t)i * d->c + c0) * opix;
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
             int y0, x0, ky0, ky1, kx0, kx1;
             window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
             int first = (y0 + ky0) * d->w + x0 + kx0;
-            __m512 best = act_load16(x, xr + (size_t)first * 16, x16);
+            __m512 best = act_load16(x, xr + (size_t)first * ps, x16);
             __m512i arg = _mm512_set1_epi32(first);
             __mmask16 best_nan = _mm512_cmp_ps_mask(best, best, _CMP_UNORD_Q);
             for (int ky = ky0; ky < ky1; ky++)
                 for (int kx = kx0; kx < kx1; kx++) {
                     int at = (y0 + ky) * d->w + x0 + kx;
-                    __m512 v = act_load16(x, xr + (size_t)at * 16, x16);
+                    __m512 v = act_load16(x, xr + (size_t)at * ps, x16);
                     __mmask16 take = _mm512_cmp_ps_mask(v, best, _CMP_GT_OQ) |
                                      (_mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & ~best_nan);
                     best = _mm512_mask_mov_ps(best, take, v);
@@ -239,8 +255,8 @@ maxpool_blocked_row_avx512(const pool_args *a, int r, int i, int c0, bool bf16)
                 }
             int op = oy * d->ow + ox;
             if (d->blocked_y) {
-                act_store16(a->y, yr + (size_t)op * 16, _mm512_maskz_mov_ps(valid, best), y16);
-                _mm512_storeu_si512(mb + (size_t)op * 16,
+                act_store16(a->y, yr + (size_t)op * yps, _mm512_maskz_mov_ps(valid, best), y16);
+                _mm512_storeu_si512(mb + (size_t)op * yps,
                                     _mm512_mask_mov_epi32(_mm512_set1_epi32(-1), valid, arg));
             } else {
                 _mm512_mask_i32scatter_ps(ynchw + op, valid, plane, best, 4);
@@ -289,16 +305,17 @@ CPU_HOT static void maxpool_blocked_backward_task(void *p, int k, int tasks)
     const window_desc *d = a->d;
     int cbs = (d->c + 15) / 16, lo, hi;
     cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
-    size_t ipix = (size_t)d->h * d->w;
+    size_t ipix = (size_t)d->h * d->w, ps = a->xs.pstride;
     for (int r = lo; r < hi; r++) {
         int i = r / cbs, c0 = (r % cbs) * 16;
-        float *dx = a->dx + (size_t)r * ipix * 16;
-        memset(dx, 0, ipix * 16 * sizeof(float));
+        float *dx = a->dx + row_base(&a->xs, i, c0);
+        for (size_t q = 0; q < ipix; q++)
+            memset(dx + q * ps, 0, 16 * sizeof(float));
         for (int l = 0; l < 16 && c0 + l < d->c; l++)
             for (int q = 0; q < d->oh * d->ow; q++) {
-                size_t o = out_index(d, i, c0 + l, q);
+                size_t o = out_index(a, i, c0 + l, q);
                 if (a->maskc[o] >= 0)
-                    dx[(size_t)a->maskc[o] * 16 + l] += a->dyc[o];
+                    dx[(size_t)a->maskc[o] * ps + l] += a->dyc[o];
             }
     }
 }
@@ -310,7 +327,7 @@ avgpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
     const window_desc *d = a->d;
     bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
     float inv = 1.0f / (float)(d->k * d->k);
-    size_t xr = (size_t)r * d->h * d->w * 16; /* the row's first element in x */
+    size_t xr = row_base(&a->xs, i, c0), ps = a->xs.pstride;
     for (int oy = 0; oy < d->oh; oy++)
         for (int ox = 0; ox < d->ow; ox++) {
             int y0, x0, ky0, ky1, kx0, kx1;
@@ -318,7 +335,7 @@ avgpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
             float s[16] = {0};
             for (int ky = ky0; ky < ky1; ky++)
                 for (int kx = kx0; kx < kx1; kx++) {
-                    size_t v = xr + ((size_t)(y0 + ky) * d->w + x0 + kx) * 16;
+                    size_t v = xr + ((size_t)(y0 + ky) * d->w + x0 + kx) * ps;
                     for (int l = 0; l < 16; l++)
                         s[l] += act_load(a->x, v + l, x16);
                 }
@@ -327,12 +344,12 @@ avgpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
             for (int l = 0; l < 16; l++)
                 v[l] = c0 + l < d->c ? s[l] * inv : 0.0f;
             if (d->blocked_y) { /* the block's 16 channels side by side */
-                size_t o = out_index(d, i, c0, op);
+                size_t o = out_index(a, i, c0, op);
                 for (int l = 0; l < 16; l++)
                     act_store(a->y, o + l, v[l], y16);
             } else {
                 for (int l = 0; l < 16 && c0 + l < d->c; l++)
-                    ((float *)a->y)[out_index(d, i, c0 + l, op)] = v[l];
+                    ((float *)a->y)[out_index(a, i, c0 + l, op)] = v[l];
             }
         }
 }
@@ -358,21 +375,22 @@ CPU_HOT static void avgpool_blocked_backward_task(void *p, int k, int tasks)
     int cbs = (d->c + 15) / 16, lo, hi;
     cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
     float inv = 1.0f / (float)(d->k * d->k);
-    size_t ipix = (size_t)d->h * d->w;
+    size_t ipix = (size_t)d->h * d->w, ps = a->xs.pstride;
     for (int r = lo; r < hi; r++) {
         int i = r / cbs, c0 = (r % cbs) * 16;
-        float *dx = a->dx + (size_t)r * ipix * 16;
-        memset(dx, 0, ipix * 16 * sizeof(float));
+        float *dx = a->dx + row_base(&a->xs, i, c0);
+        for (size_t q = 0; q < ipix; q++)
+            memset(dx + q * ps, 0, 16 * sizeof(float));
         for (int oy = 0; oy < d->oh; oy++)
             for (int ox = 0; ox < d->ow; ox++) {
                 float g[16] = {0};
                 for (int l = 0; l < 16 && c0 + l < d->c; l++)
-                    g[l] = a->dyc[out_index(d, i, c0 + l, oy * d->ow + ox)] * inv;
+                    g[l] = a->dyc[out_index(a, i, c0 + l, oy * d->ow + ox)] * inv;
                 int y0, x0, ky0, ky1, kx0, kx1;
                 window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
                 for (int ky = ky0; ky < ky1; ky++)
                     for (int kx = kx0; kx < kx1; kx++) {
-                        float *v = dx + ((size_t)(y0 + ky) * d->w + x0 + kx) * 16;
+                        float *v = dx + ((size_t)(y0 + ky) * d->w + x0 + kx) * ps;
                         for (int l = 0; l < 16; l++)
                             v[l] += g[l];
                     }
@@ -477,8 +495,10 @@ CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
 void cpu_maxpool_forward(backend_t *be, const window_desc *d, const float *x, float *y,
                          int32_t *mask)
 {
-    pool_args a = {.d = d, .x = x, .y = y, .mask = mask,
-                   .bf16 = be->blocked_bf16 && d->blocked_x};
+    pool_args a = pool_args_of(be, d);
+    a.x = x;
+    a.y = y;
+    a.mask = mask;
     if (d->blocked_x)
         cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_forward_task, &a);
     else
@@ -506,7 +526,10 @@ CPU_HOT static void maxpool_backward_task(void *p, int k, int tasks)
 void cpu_maxpool_backward(backend_t *be, const window_desc *d, const float *dy,
                           const int32_t *mask, float *dx)
 {
-    pool_args a = {.d = d, .dyc = dy, .maskc = mask, .dx = dx};
+    pool_args a = pool_args_of(be, d);
+    a.dyc = dy;
+    a.maskc = mask;
+    a.dx = dx;
     if (d->blocked_x)
         cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_backward_task, &a);
     else
@@ -544,7 +567,9 @@ static void avgpool_forward_task(void *p, int k, int tasks)
 
 void cpu_avgpool_forward(backend_t *be, const window_desc *d, const float *x, float *y)
 {
-    pool_args a = {.d = d, .x = x, .y = y, .bf16 = be->blocked_bf16 && d->blocked_x};
+    pool_args a = pool_args_of(be, d);
+    a.x = x;
+    a.y = y;
     if (d->blocked_x)
         cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_forward_task, &a);
     else
@@ -582,7 +607,9 @@ static void avgpool_backward_task(void *p, int k, int tasks)
 
 void cpu_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, float *dx)
 {
-    pool_args a = {.d = d, .dyc = dy, .dx = dx};
+    pool_args a = pool_args_of(be, d);
+    a.dyc = dy;
+    a.dx = dx;
     if (d->blocked_x)
         cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_backward_task, &a);
     else
