@@ -601,7 +601,6 @@ static void test_maxpool_2x2(void)
 /* ---- batchnorm and global average pooling over the blocked layout, in
  *      nChw16c and NHWC order (backend.h), against the NCHW operations ---- */
 
-/* NCHW [n, c, hw] to the blocked layout (nhwc: its NHWC order) and back. */
 /* Where element (i, ch, p) of an [n, c, hw] batch (c % 16 == 0) sits in
  * the blocked layout, written out here rather than taken from backend.h:
  * nChw16c, or plain NHWC. */
@@ -612,6 +611,7 @@ static size_t blocked_at(int i, int ch, int p, int c, int hw, bool nhwc)
     return (((size_t)i * (c / 16) + ch / 16) * hw + p) * 16 + ch % 16;
 }
 
+/* NCHW [n, c, hw] to the blocked layout (nhwc: its NHWC order) and back. */
 static void to_blocked(const float *x, int n, int c, int hw, bool nhwc, float *b)
 {
     for (int i = 0; i < n; i++)

@@ -4,7 +4,8 @@
  * bf16 is the upper half of a float32: widening is exact (a shift), and
  * narrowing rounds to nearest, ties to even, as oneDNN's and AVX512_BF16's
  * vcvtneps2bf16 do, so an activation a oneDNN kernel writes in bf16 and one
- * our kernels write hold the same bits for the same float. A NaN stays a
+ * our kernels write hold the same bits for the same float (but for
+ * denormals, which that instruction flushes to zero and this keeps). A NaN stays a
  * (quiet) NaN; rounding never turns a finite value into a NaN, and a value
  * past bf16's largest finite rounds to Inf, as the instruction does.
  *
@@ -80,8 +81,7 @@ __attribute__((target("avx512f"))) static inline void bf16_store16(uint16_t *p, 
     _mm256_storeu_si256((__m256i *)p, _mm512_cvtepi32_epi16(r));
 }
 
-/* The 16 floats of vector i (in floats: i is a multiple of 16 or any
- * element index) of an activation in either type. */
+/* The 16 values from element i on of an activation in either type. */
 __attribute__((target("avx512f"))) static inline __m512 act_load16(const void *p, size_t i,
                                                                    bool bf16)
 {
