@@ -338,9 +338,10 @@ int main(void)
      * gradient the other way. With 6 images of 4x4 pixels one flipped mask
      * moves a channel's gradient by a share of its own size: the residual
      * model's gradients measured 1.9e-1 of the largest from NCHW's (1e-2
-     * with float32 activations). The same model with each relu replaced by
-     * a batchnorm (no masks) shows what the arithmetic itself gives: 5.3e-3,
-     * held to the usual 3e-2 */
+     * with float32 activations), with 12 images 4.7e-2, 24 5.4e-2, 48
+     * 2.1e-2: it runs on 48, held to 1e-1. The same model with each relu
+     * replaced by a batchnorm (no masks) shows what the arithmetic itself
+     * gives on 6 images: 5.3e-3, held to the usual 3e-2 */
     char *no_relu = malloc(strlen(RESNET) * 2);
     const char *from = RESNET, *hit;
     no_relu[0] = '\0';
@@ -350,7 +351,7 @@ int main(void)
         from = hit + strlen("\"relu\"");
     }
     strcat(no_relu, from);
-    check_model("residual model, bf16 (NHWC)", true, RESNET, resnet_expect, 6, "a1", 0.4);
+    check_model("residual model, bf16 (NHWC)", true, RESNET, resnet_expect, 48, "a1", 1e-1);
     check_model("residual model, relus as batchnorms, bf16 (NHWC)", true, no_relu,
                 resnet_expect, 6, "a1", 3e-2);
     check_model("LeNet-like model, bf16 (NHWC)", true, LENET, lenet_expect, 5, "m1", 3e-2);
