@@ -68,7 +68,6 @@
 typedef float v16 __attribute__((vector_size(LANES * sizeof(float))));
 typedef int32_t vi16 __attribute__((vector_size(LANES * sizeof(int32_t))));
 typedef uint32_t vu16 __attribute__((vector_size(LANES * sizeof(uint32_t))));
-typedef uint16_t vh16 __attribute__((vector_size(LANES * sizeof(uint16_t))));
 
 #define MAX_TILE 8 /* FT, PX, CT: at most 8 */
 #define ACCS 24    /* accumulators per tile, of 32 vector registers */
@@ -107,17 +106,6 @@ static inline v16 bf16_round16(v16 v)
     vu16 u = (vu16)v;
     u += 0x7fffu + ((u >> 16) & 1u);
     return (v16)(u & 0xffff0000u);
-}
-
-/* The lanes rounded to bf16 into p[0..16): bf16_io.h's bf16_from_float on
- * each (a NaN stays a quiet NaN) */
-static inline void store16_bf16(uint16_t *p, v16 v)
-{
-    vu16 u = (vu16)v, nan = (vu16)(v != v);
-    vu16 r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    r = (r & ~nan) | (((u >> 16) | 0x40u) & nan);
-    vh16 h = __builtin_convertvector(r, vh16);
-    memcpy(p, &h, sizeof(h));
 }
 
 CPU_HOT static void bf16_round(float *p, size_t n)
@@ -286,11 +274,13 @@ static size_t out_image(const geom *g)
 }
 
 /* A blocked output pixel's transposed tile t[nb][16] into bf16 y at
- * element `at`, image by image. */
-static void pixel_out_bf16(const geom *g, const float *t, int nb, uint16_t *y, size_t at)
+ * element `at`, image by image (each run of 16 vectorises in y_out's
+ * clones: bf16_from_float is branch-free). */
+static inline void pixel_out_bf16(const geom *g, const float *t, int nb, uint16_t *y, size_t at)
 {
     for (int i = 0; i < nb; i++)
-        store16_bf16(y + at + (size_t)i * g->yst.img, load16(t + (size_t)i * TT_BLOCK));
+        for (int l = 0; l < TT_BLOCK; l++)
+            y[at + (size_t)i * g->yst.img + l] = bf16_from_float(t[(size_t)i * TT_BLOCK + l]);
 }
 
 /* yt (row stride owr) out to y, NCHW or blocked (one block: its F filters
