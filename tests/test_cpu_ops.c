@@ -741,6 +741,19 @@ static void fill_bf16_exact(tt_rng *rng, float *x, size_t count, bool nans)
             x[i] = test_bf16_widen(0x7fc0);
 }
 
+/* A max (with its argmax mask) or average pool's forward and backward. */
+static void pool_run(backend_t *be, const window_desc *d, bool max, const float *x, float *y,
+                     int32_t *mask, const float *dy, float *dx)
+{
+    if (max) {
+        be->maxpool_forward(be, d, x, y, mask);
+        be->maxpool_backward(be, d, dy, mask, dx);
+    } else {
+        be->avgpool_forward(be, d, x, y);
+        be->avgpool_backward(be, d, dy, dx);
+    }
+}
+
 /* One pool (max: mask too) forward and backward on the bf16 backend `bb`
  * with a blocked bf16 x, against be1's NCHW operations on the widened x:
  * returns the number of mismatching elements of y, the mask and dx. */
@@ -761,13 +774,7 @@ static int bf16_pool_case(backend_t *bb, tt_rng *rng, bool max, int c, int h, in
     float *rx = tt_dev_copy(be1, x, in * 4), *ry = tt_dev_copy(be1, NULL, out * 4);
     float *rdy = tt_dev_copy(be1, dy, out * 4), *rdx = tt_dev_copy(be1, NULL, in * 4);
     int32_t *rm = tt_dev_copy(be1, NULL, out * 4);
-    if (max) {
-        be1->maxpool_forward(be1, &d, rx, ry, rm);
-        be1->maxpool_backward(be1, &d, rdy, rm, rdx);
-    } else {
-        be1->avgpool_forward(be1, &d, rx, ry);
-        be1->avgpool_backward(be1, &d, rdy, rdx);
-    }
+    pool_run(be1, &d, max, rx, ry, rm, rdy, rdx);
     float *ref_y = tt_host_copy(be1, ry, out * 4), *ref_dx = tt_host_copy(be1, rdx, in * 4);
     int32_t *ref_m = tt_host_copy(be1, rm, out * 4);
 
@@ -789,13 +796,7 @@ static int bf16_pool_case(backend_t *bb, tt_rng *rng, bool max, int c, int h, in
     float *bx = tt_dev_copy(bb, hx, in * 2), *by = tt_dev_copy(bb, NULL, out * 4);
     float *bdy = tt_dev_copy(bb, hdy, out * 4), *bdx = tt_dev_copy(bb, NULL, in * 4);
     int32_t *bm = tt_dev_copy(bb, NULL, out * 4);
-    if (max) {
-        bb->maxpool_forward(bb, &d, bx, by, bm);
-        bb->maxpool_backward(bb, &d, bdy, bm, bdx);
-    } else {
-        bb->avgpool_forward(bb, &d, bx, by);
-        bb->avgpool_backward(bb, &d, bdy, bdx);
-    }
+    pool_run(bb, &d, max, bx, by, bm, bdy, bdx);
     bb->blocked_nhwc = saved;
     void *got_y = tt_host_copy(bb, by, out * (blocked_y ? 2 : 4));
     int32_t *got_m = tt_host_copy(bb, bm, out * 4), *m = malloc(out * 4);
