@@ -1,4 +1,4 @@
-/* main.c - the towertrain command: run, resume, bench, validate, eval, plot.
+/* main.c - the towertrain command: run, resume, bench, validate, eval, plot, profile.
  *
  * Every error comes back here as a tt_err and is printed as one line,
  * "towertrain: ...", with exit status 2 for bad usage or input and 1 for runtime
@@ -28,6 +28,7 @@
 #include "config/job.h"
 #include "dataflow/image_decode.h"
 #include "eval/eval.h"
+#include "train/profile.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"
@@ -47,6 +48,7 @@ static const char usage[] =
     "       towertrain validate JOB.cfg [--set KEY=VALUE]...\n"
     "       towertrain eval LOGDIR|CHECKPOINT.safetensors [--job JOB.cfg] [--set KEY=VALUE]... [--json FILE]\n"
     "       towertrain plot LOGDIR [-o FILE.svg]\n"
+    "       towertrain profile JOB.cfg [--steps N] [--set KEY=VALUE]... [--json FILE] [--trace FILE]\n"
     "       towertrain --help | --version\n"
     "See towertrain(1) and towertrain.cfg(5).\n";
 
@@ -74,12 +76,15 @@ static int usage_error(const char *fmt, const char *arg)
 }
 
 /* The options of run, resume, validate and eval; each command allows some. */
-enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4, OPT_JOB = 8, OPT_JSON = 16 };
+enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4, OPT_JOB = 8, OPT_JSON = 16,
+       OPT_PROFILE = 32 };
 
 typedef struct {
     const char *target;    /* the job file; resume, eval: the log directory or checkpoint */
     const char *job;       /* eval: --job JOB.cfg */
-    const char *json;      /* eval: --json FILE */
+    const char *json;      /* eval, profile: --json FILE */
+    const char *trace;     /* profile: --trace FILE */
+    int steps;             /* profile: --steps N */
     job_override sets[MAX_SETS + 2]; /* --set, then --logdir and --max-epoch as overrides */
     int n_sets;
     bool quiet;
@@ -145,6 +150,19 @@ static int parse_args(int argc, char **argv, const char *cmd, const char *target
             if (v == NULL || *v == '\0')
                 return usage_error("%s: needs a file name", "--json");
             a->json = v;
+        } else if ((allowed & OPT_PROFILE) &&
+                   ((v = option_value(argc, argv, &i, "--trace", &missing)) != NULL || missing)) {
+            if (v == NULL || *v == '\0')
+                return usage_error("%s: needs a file name", "--trace");
+            a->trace = v;
+        } else if ((allowed & OPT_PROFILE) &&
+                   ((v = option_value(argc, argv, &i, "--steps", &missing)) != NULL || missing)) {
+            char *end = NULL;
+            long n = v != NULL ? strtol(v, &end, 10) : 0;
+            if (v == NULL || *v == '\0' || *end != '\0' || n < 1 || n > 100000)
+                return usage_error("--steps %s: must be an integer from 1 to 100000",
+                                   v != NULL ? v : "");
+            a->steps = (int)n;
         } else if ((allowed & OPT_QUIET) && strcmp(s, "--quiet") == 0) {
             a->quiet = true;
         } else if (s[0] == '-' && s[1] != '\0') {
@@ -448,6 +466,25 @@ static int cmd_bench(int argc, char **argv)
     return wrong == 0 ? 0 : 1;
 }
 
+/* towertrain profile JOB.cfg [--steps N] [--set KEY=VALUE]... [--json FILE] [--trace FILE]
+ * Builds the job and times N steps; writes nothing but --json and --trace. */
+static int cmd_profile(int argc, char **argv)
+{
+    cmd_args a;
+    int rc = parse_args(argc, argv, "profile", "the job file", OPT_JSON | OPT_PROFILE, &a);
+    if (rc != 0)
+        return rc;
+    job_t job;
+    tt_err err = {0};
+    if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
+        return fail(&err);
+    profile_opts o = {a.target, a.steps > 0 ? a.steps : 20, a.json, a.trace};
+    if (profile_run(&job, &o, &err) != 0)
+        rc = fail(&err);
+    job_free(&job);
+    return rc;
+}
+
 /* run, resume, bench and eval: the commands that may span MPI ranks. Ranks
  * other than 0 print only their errors. */
 static int distributed(const char *cmd, int argc, char **argv)
@@ -463,6 +500,8 @@ static int distributed(const char *cmd, int argc, char **argv)
         return cmd_resume(argc, argv);
     if (strcmp(cmd, "eval") == 0)
         return cmd_eval(argc, argv);
+    if (strcmp(cmd, "profile") == 0)
+        return cmd_profile(argc, argv);
     return cmd_bench(argc, argv);
 }
 
@@ -504,7 +543,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(cmd, "run") == 0 || strcmp(cmd, "resume") == 0 || strcmp(cmd, "bench") == 0 ||
-        strcmp(cmd, "eval") == 0)
+        strcmp(cmd, "eval") == 0 || strcmp(cmd, "profile") == 0)
         return finish(distributed(cmd, argc - 2, argv + 2));
     if (strcmp(cmd, "validate") == 0)
         return cmd_validate(argc - 2, argv + 2);

@@ -429,6 +429,11 @@ static const variant_spec callback_variants[] = {
     { .name = "estimated_time_left", .keys = (const key_spec[]){ END } },
     { .name = "throughput", .keys = (const key_spec[]){ END } },
     { .name = "peak_memory", .keys = (const key_spec[]){ END } },
+    { .name = "timeline",
+      .keys = (const key_spec[]){
+          { .name = "steps", .kind = KEY_INT_ARRAY, .def = "[21, 30]", .lo_kind = GE, .lo = 1,
+            .min_len = 2, .max_len = 2, .doc = "[first, last] global steps recorded" },
+          END } },
     END
 };
 

@@ -12,6 +12,7 @@
 #include "dataflow/augment.h"
 #include "dataflow/dataset_impl.h"
 #include "util/rng.h"
+#include "util/trace.h"
 
 #define PERM_CACHE 2
 
@@ -122,12 +123,16 @@ static int fill_batch(dataflow_t *df, int64_t step, batch_t *out, float *tmp,
     for (int j = 0; j < n; j++) {
         float *x = tmp;
         shape3 in;
+        int64_t t0 = trace_begin();
         int label = dataset_read(df->ds, idx[j], x, &in, scratch, err);
         if (label < 0)
             return -1;
+        trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_DATA, "decode", -1);
         out->y[j] = label;
         rng_t rng = rng_make(df->seed ^ 0xa06a06ULL, (uint64_t)pass, idx[j]);
+        t0 = cfg->n_augment > 0 ? trace_begin() : 0;
         augment_apply(cfg->augment, cfg->n_augment, &rng, x, in, tmp + df->sample_floats);
+        trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_DATA, "augment", -1);
         memcpy(out->x + (size_t)j * out_floats, x, out_floats * sizeof(float));
     }
     out->n = n;
@@ -273,11 +278,16 @@ static void *worker_main(void *p)
     dataflow_t *df = p;
     float *tmp = malloc(scratch_bytes(df));
     dataset_scratch scratch = {0};
+    int row = trace_worker_row_take(); /* the timeline's "prefetch worker" row */
     pthread_mutex_lock(&df->lock);
     for (;;) {
+        int64_t t0 = trace_begin(), waited = 0; /* the queue full: a span */
         while (!df->stop && (df->next_claim >= df->end ||
-                             df->next_claim >= df->next_out + df->n_slots - 1))
+                             df->next_claim >= df->next_out + df->n_slots - 1)) {
             pthread_cond_wait(&df->space, &df->lock);
+            waited = t0;
+        }
+        trace_end(row, waited, TRACE_CAT_DATA, "queue wait", -1);
         if (df->stop || tmp == NULL)
             break;
         int64_t step = df->next_claim++;
@@ -292,6 +302,7 @@ static void *worker_main(void *p)
         pthread_cond_broadcast(&df->ready);
     }
     pthread_mutex_unlock(&df->lock);
+    trace_worker_row_release(row);
     dataset_scratch_free(&scratch);
     free(tmp);
     return NULL;

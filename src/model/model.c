@@ -6,6 +6,7 @@
 
 #include "util/log.h"
 #include "util/rng.h"
+#include "util/trace.h"
 
 /* Input k of layer i: a layer index, or -1 for the model input. A layer with no
  * explicit inputs reads the previous layer. */
@@ -49,6 +50,24 @@ static void fuse_relus(model_t *m)
     }
 }
 
+/* layer_cost of every layer (model.h says what is counted). */
+static void count_costs(model_t *m)
+{
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        const layer_cfg *lc = l->cfg;
+        double macs = 0.0;
+        if (lc->type == LAYER_CONV2D)
+            macs = (double)shape3_size(l->out) * l->in[0].c * lc->kernel * lc->kernel;
+        else if (lc->type == LAYER_DENSE)
+            macs = (double)shape3_size(l->in[0]) * lc->units;
+        layer_cost *c = &m->costs[i];
+        c->layer = l;
+        c->fwd = 2.0 * macs;
+        c->bwd = 2.0 * macs * (layer_input(lc, i, 0) < 0 ? 1 : 2);
+    }
+}
+
 int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
 {
     memset(m, 0, sizeof(*m));
@@ -75,7 +94,8 @@ int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
     m->layers = calloc((size_t)m->n_layers, sizeof(layer_t));
     m->param_offset = calloc((size_t)m->n_layers * LAYER_MAX_PARAMS, sizeof(size_t));
     m->consumers = calloc((size_t)m->n_layers, sizeof(int));
-    if (!m->layers || !m->param_offset || !m->consumers) {
+    m->costs = calloc((size_t)m->n_layers, sizeof(layer_cost));
+    if (!m->layers || !m->param_offset || !m->consumers || !m->costs) {
         model_free(m);
         return err_set(err, TT_ERR_RUNTIME, "out of memory building the model");
     }
@@ -101,6 +121,7 @@ int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
         }
     }
     fuse_relus(m);
+    count_costs(m);
     shape3 out = m->layers[m->n_layers - 1].out;
     if (shape3_size(out) != (size_t)cfg->classes) {
         model_free(m);
@@ -151,6 +172,7 @@ void model_free(model_t *m)
     free(m->params);
     free(m->param_offset);
     free(m->consumers);
+    free(m->costs);
     memset(m, 0, sizeof(*m));
 }
 
@@ -544,6 +566,31 @@ static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64
     return c;
 }
 
+/* A layer span's args (timeline): the shapes of its call and its FLOPs;
+ * obj is its layer_cost, n the batch. */
+static void shape_args(trace_text *b, const char *key, int n, shape3 s)
+{
+    trace_text_printf(b, "\"%s\": [%d, %d, %d, %d], ", key, n, s.c, s.h, s.w);
+}
+
+static void layer_args(trace_text *b, const layer_cost *c, int64_t n, double flops)
+{
+    shape_args(b, "input", (int)n, c->layer->in[0]);
+    shape_args(b, "output", (int)n, c->layer->out);
+    trace_text_printf(b, "\"type\": \"%s\", \"flops\": %.0f",
+                      layer_type_name(c->layer->cfg->type), flops * (double)n);
+}
+
+static void layer_args_forward(trace_text *b, const void *obj, int64_t n)
+{
+    layer_args(b, obj, n, ((const layer_cost *)obj)->fwd);
+}
+
+static void layer_args_backward(trace_text *b, const void *obj, int64_t n)
+{
+    layer_args(b, obj, n, ((const layer_cost *)obj)->bwd);
+}
+
 const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed)
 {
     const model_t *m = t->model;
@@ -554,7 +601,11 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
         if (m->layers[i].relu_fused)
             continue; /* done by its input layer */
         layer_call c = layer_call_for(t, i, n, training, seed);
+        int64_t t0 = trace_begin();
         m->layers[i].ops->forward(&m->layers[i], &c);
+        if (t0 != 0)
+            trace_end_full(TRACE_ROW_NONE, t0, TRACE_CAT_FORWARD, m->layers[i].cfg->name, -1,
+                           "forward", layer_args_forward, &m->costs[i], n);
     }
 
     t->loss_sum = 0.0;
@@ -580,6 +631,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
             done[layer_input(l->cfg, i, 0)] = true;
             continue;
         }
+        int64_t t0 = trace_begin();
         layer_call c = layer_call_for(t, i, n, true, seed);
         c.dy = t->dact[i];
         int accumulate[LAYER_MAX_INPUTS] = {0};
@@ -623,6 +675,9 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
                 }
             }
         }
+        if (t0 != 0)
+            trace_end_full(TRACE_ROW_NONE, t0, TRACE_CAT_BACKWARD, l->cfg->name, -1, "backward",
+                           layer_args_backward, &m->costs[i], n);
         if (t->grad_ready != NULL && l->n_params > 0 && l->params[0].trainable)
             t->grad_ready(t->grad_ready_arg, m->param_offset[i * LAYER_MAX_PARAMS]);
     }

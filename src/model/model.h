@@ -29,6 +29,16 @@ typedef struct {
     bool trainable;
 } param_entry;
 
+/* What one sample costs layer `layer` in a training step, as
+ * bench/tt_models.py counts it: multiply-adds x 2 of conv2d and dense, forward;
+ * backward = weights (as forward) + data (as forward, left out for a layer
+ * that reads the model input: no gradient of the data is computed).
+ * Element-wise layers (pooling, batchnorm, relu, add) count 0: memory traffic. */
+typedef struct {
+    const layer_t *layer;
+    double fwd, bwd;
+} layer_cost;
+
 typedef struct {
     const model_cfg *cfg;
     shape3 input;        /* what the model reads per sample */
@@ -40,6 +50,7 @@ typedef struct {
     size_t n_trainable;  /* gradient block; trainable tensors occupy [0, n_trainable) */
     size_t *param_offset;  /* [n_layers * LAYER_MAX_PARAMS]: offset of layer i's param j */
     int *consumers;        /* per layer: how many layers read its output */
+    layer_cost *costs;     /* per layer: FLOPs of one sample (model_build) */
 } model_t;
 
 /* Sets up every layer for data of shape `data` (the dataflow's output shape).

@@ -9,6 +9,7 @@
 #include "checkpoint/checkpoint.h"
 #include "train/trainer.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 /* Completed epochs, and the steps done in the epoch after them. */
 static int64_t completed_epochs(const trainer_t *tr, int64_t *local)
@@ -74,7 +75,9 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
             err_set(err, TT_ERR_RUNTIME, "cannot format the resolved job for %s", path);
     } else {
         s.job_text = job_text;
+        int64_t t0 = trace_begin();
         rc = checkpoint_write(path, m, &s, err);
+        trace_end(TRACE_ROW_TRAINER, t0, TRACE_CAT_TRAINER, "checkpoint", -1);
     }
     free(job_text);
     free(s.params);

@@ -3,7 +3,8 @@ libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/towers
 	%reldir%/loss_scale.c %reldir%/loss_scale.h \
 	%reldir%/towers.h %reldir%/simple.c %reldir%/sync_replicated.c \
 	%reldir%/sync_parameter_server.c %reldir%/async.c \
-	%reldir%/gpu_towers.c %reldir%/gpu_towers.h
+	%reldir%/gpu_towers.c %reldir%/gpu_towers.h \
+	%reldir%/profile.c %reldir%/profile.h %reldir%/roof.c %reldir%/roof.h
 check_PROGRAMS += tests/test_trainers
 tests_test_trainers_SOURCES = tests/test_trainers.c
 TESTS += tests/test_trainers

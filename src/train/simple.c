@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "train/trainer.h"
+#include "util/trace.h"
 
 typedef struct {
     optimizer_t opt;
@@ -25,8 +26,10 @@ static void simple_layer_ready(void *arg, size_t lo)
     if (!st->per_layer || lo >= st->pending)
         return;
     tower_t *t = &st->tr->towers[0];
+    int64_t t0 = trace_begin();
     optimizer_apply_range(&st->opt, t->be, t->params, t->grads, lo, st->pending,
                           st->tr->updates + 1);
+    trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
     st->pending = lo;
 }
 
@@ -57,7 +60,9 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     } else {
         bool finite = trainer_grads_finite(tr, t->be, t->grads, tr->model.n_trainable);
         if (trainer_loss_scale_step(tr, finite)) {
+            int64_t t0 = trace_begin();
             optimizer_apply(&st->opt, t->params, t->grads, tr->updates + 1);
+            trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
             tr->updates++;
         }
     }

@@ -31,6 +31,7 @@
 #include "train/gpu_towers.h"
 #include "train/trainer.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 /* gradient_packing below this many elements per pack does not pay. */
 #define MIN_PACK 1024
@@ -104,6 +105,13 @@ static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
     allreduce_broadcast(st->allreduce, t, grads, count, 0);
 }
 
+/* A pack span's args (timeline): obj is the algorithm's name, n the bytes. */
+static void pack_args(trace_text *b, const void *obj, int64_t n)
+{
+    trace_text_printf(b, "\"bytes\": %lld, \"algorithm\": \"%s\"", (long long)n,
+                      (const char *)obj);
+}
+
 /* Averages, last first, the pending packs that lie wholly in
  * [lo, n_trainable): every pending pack when lo is 0. */
 static void average_ready_packs(pack_cursor *c, size_t lo)
@@ -114,12 +122,21 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
         pack_range(c->tr, c->pending - 1, &plo, &phi);
         if (plo < lo)
             break;
+        replicated_state *st = c->tr->impl;
+        int64_t t0 = trace_begin();
         average_pack(c->tr, c->t, tw->grads + plo, phi - plo);
+        if (t0 != 0)
+            trace_end_full(TRACE_ROW_ALLREDUCE + c->t, t0, TRACE_CAT_ALLREDUCE, "allreduce pack",
+                           c->pending - 1, NULL, pack_args, allreduce_algo_name(st->algo),
+                           (int64_t)((phi - plo) * sizeof(float)));
         /* while the averaged pack is in cache (backward has no use for
          * these parameters any more) */
-        if (c->update)
-            optimizer_apply_range(&((replicated_state *)c->tr->impl)->opts[c->t], tw->be,
-                                  tw->params, tw->grads, plo, phi, c->tr->updates + 1);
+        if (c->update) {
+            t0 = trace_begin();
+            optimizer_apply_range(&st->opts[c->t], tw->be, tw->params, tw->grads, plo, phi,
+                                  c->tr->updates + 1);
+            trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
+        }
         c->pending--;
     }
 }
@@ -264,8 +281,10 @@ static void replicated_tower(const tower_context *ctx, void *p)
     }
     /* every tower holds the same averaged gradients: the same verdict */
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
+    int64_t t0 = trace_begin();
     if (st->finite[t])
         optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->updates + 1);
+    trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
 }
 
 static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)

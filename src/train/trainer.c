@@ -14,6 +14,7 @@
 #include "util/rng.h"
 #include "util/strutil.h"
 #include "util/threadpool.h"
+#include "util/trace.h"
 
 volatile sig_atomic_t trainer_stop_signal;
 
@@ -333,9 +334,13 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
     uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, tower);
     float scale = tw->loss_scale;
+    /* the timeline's tower row: this step's layers, optimizer and packs nest in it */
+    trace_set_row(TRACE_ROW_TOWER + t);
+    int64_t t0 = trace_begin();
     if (fault_gradient_step(tr, t)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
         tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
+    trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
     if (tr->gpu != NULL)
         gpu_tower_consumed(tr, t);
     /* a power of two: exact both ways. GPU towers that hand packs to NCCL
@@ -587,6 +592,33 @@ static void trainer_print_table(const trainer_t *tr)
                    (long long)tr->resumed_global_batch);
 }
 
+int trainer_step(trainer_t *tr, tt_err *err)
+{
+    trace_set_row(TRACE_ROW_TRAINER); /* simple's tower 0 took it last step */
+    int64_t t_step = trace_begin(), t_data = t_step;
+    const batch_t *b = dataflow_next(tr->train_flow);
+    trace_end(TRACE_ROW_TRAINER, t_data, TRACE_CAT_DATA, "data wait", -1);
+    if (b == NULL)
+        return dataflow_error(tr->train_flow, err) != 0
+                   ? -1
+                   : err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
+    /* the step's scale, fixed for the whole step (async may change
+     * tr->loss_scale while other towers still compute) */
+    for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
+        tr->towers[t].loss_scale = tr->loss_scale.scale;
+    if (tr->ops->run_step(tr, b, err) != 0)
+        return -1;
+    if (tr->gpu != NULL && gpu_towers_check(tr, err) != 0)
+        return -1; /* a CUDA error: exit 1, the monitors flushed on the way out */
+    if (!isfinite(tr->step_loss))
+        return err_set(err, TT_ERR_RUNTIME, "loss became %s at global step %lld",
+                       isnan(tr->step_loss) ? "NaN" : "Inf", (long long)tr->global_step);
+    trace_end(TRACE_ROW_TRAINER, t_step, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
+    tr->global_step++;
+    tr->local_step++;
+    return 0;
+}
+
 static int trainer_run_epoch(trainer_t *tr, tt_err *err)
 {
     if (trainer_call_hook(tr, HOOK_BEFORE_EPOCH, err) != 0)
@@ -597,25 +629,10 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         /* under MPI only a stop the ranks agreed on, or some would wait forever */
         if ((tr->n_ranks > 1 ? tr->stop_agreed : trainer_stop_signal) != 0)
             return TT_STOPPED_BY_SIGNAL;
-        const batch_t *b = dataflow_next(tr->train_flow);
-        if (b == NULL)
-            return dataflow_error(tr->train_flow, err) != 0
-                       ? -1
-                       : err_set(err, TT_ERR_RUNTIME, "the training dataflow stopped");
-        /* the step's scale, fixed for the whole step (async may change
-         * tr->loss_scale while other towers still compute) */
-        for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
-            tr->towers[t].loss_scale = tr->loss_scale.scale;
-        if (tr->ops->run_step(tr, b, err) != 0)
+        if (trainer_step(tr, err) != 0)
             return -1;
-        if (tr->gpu != NULL && gpu_towers_check(tr, err) != 0)
-            return -1; /* a CUDA error: exit 1, the monitors flushed on the way out */
-        if (!isfinite(tr->step_loss))
-            return err_set(err, TT_ERR_RUNTIME, "loss became %s at global step %lld",
-                           isnan(tr->step_loss) ? "NaN" : "Inf", (long long)tr->global_step);
-        tr->global_step++;
-        tr->local_step++;
         tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
+        int64_t t_cb = trace_begin();
         if (trainer_call_hook(tr, HOOK_AFTER_STEP, err) != 0)
             return -1;
         /* per step too, so event files show schedules within an epoch */
@@ -628,6 +645,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
                 cb->ops->trigger(cb, tr, err) != 0)
                 return -1;
         }
+        trace_end(TRACE_ROW_TRAINER, t_cb, TRACE_CAT_TRAINER, "callbacks", -1);
     }
     tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
     /* tower-local batchnorm statistics become one, before validation and saving */

@@ -176,6 +176,11 @@ int trainer_train(trainer_t *tr, tt_err *err);
 
 void trainer_free(trainer_t *tr);
 
+/* One step of training, without callbacks: the batch (dataflow_start
+ * called), the type's run_step and its checks; global_step and local_step
+ * advance. trainer_train's loop, and `towertrain profile`'s. */
+int trainer_step(trainer_t *tr, tt_err *err);
+
 /* Publishes a scalar: recorded for the epoch's entry and sent to every monitor. */
 int trainer_put_scalar(trainer_t *tr, const char *name, double value, tt_err *err);
 

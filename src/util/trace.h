@@ -1,0 +1,134 @@
+/* trace.h - spans on one time axis, for the timeline callback and `towertrain
+ * profile` (towertrain.cfg(5), CALLBACKS: timeline; towertrain(1), profile).
+ *
+ * Recording costs nothing when off: a hook reads one global flag
+ * (trace_begin returns 0) and trace_end does nothing for a span begun while
+ * off. When on, a span is two clock reads and one store into its row's buffer.
+ *
+ * A row is one line of the timeline (a Chrome trace "tid"): the trainer, each
+ * tower, each tower's all-reduce, each prefetch worker. Every row has ONE
+ * writer at a time (the thread doing that row's work), so recording takes no
+ * lock; a row's events are published with a release store of its count, and
+ * read after trace_stop. A thread says which row it works for with
+ * trace_set_row; a hook that knows its row passes it.
+ *
+ * Names are not copied: a span holds a pointer to a name that outlives the
+ * recording (a layer's name in the model, a string literal), a number and a
+ * suffix, and formats "<name>[ <number>][ <suffix>]" only when written out.
+ * Args likewise: a function that prints them from (obj, n) at write time. */
+#ifndef TT_TRACE_H
+#define TT_TRACE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A growing text buffer (malloc'd; oom set on a failed growth, after which
+ * appends do nothing). */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} trace_text;
+void trace_text_printf(trace_text *b, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void trace_text_free(trace_text *b);
+
+/* Rows: fixed slots, so no hook looks anything up. */
+#define TRACE_MAX_TOWERS 64
+#define TRACE_MAX_WORKERS 64
+enum {
+    TRACE_ROW_NONE = -1,                    /* a thread with no row: spans dropped */
+    TRACE_ROW_TRAINER = 0,
+    TRACE_ROW_TOWER = 1,                    /* + tower index */
+    TRACE_ROW_ALLREDUCE = 1 + TRACE_MAX_TOWERS, /* + tower index: that tower's packs */
+    TRACE_ROW_WORKER = 1 + 2 * TRACE_MAX_TOWERS, /* + worker slot */
+    TRACE_ROWS = 1 + 2 * TRACE_MAX_TOWERS + TRACE_MAX_WORKERS,
+};
+
+/* SPEC 9's categories. */
+typedef enum {
+    TRACE_CAT_FORWARD,
+    TRACE_CAT_BACKWARD,
+    TRACE_CAT_ALLREDUCE,
+    TRACE_CAT_OPTIMIZER,
+    TRACE_CAT_DATA,
+    TRACE_CAT_TRAINER,
+} trace_cat;
+
+/* Prints a span's args (the members of a JSON object, without braces) into
+ * b, from what the hook stored. */
+typedef void (*trace_args_fn)(trace_text *b, const void *obj, int64_t n);
+
+typedef struct {
+    int64_t ts_ns, dur_ns;  /* CLOCK_MONOTONIC */
+    const char *name;
+    const char *suffix;     /* NULL: none */
+    int64_t number;         /* < 0: none */
+    trace_args_fn args;     /* NULL: no args */
+    const void *obj;
+    int64_t n;
+    int cat;
+} trace_event;
+
+extern atomic_int trace_recording_flag;
+
+static inline bool trace_recording(void)
+{
+    return atomic_load_explicit(&trace_recording_flag, memory_order_relaxed) != 0;
+}
+
+/* Monotonic nanoseconds (never 0). */
+int64_t trace_clock_ns(void);
+
+/* The start of a span: its time while recording, else 0. */
+static inline int64_t trace_begin(void)
+{
+    return trace_recording() ? trace_clock_ns() : 0;
+}
+
+/* Records the span [t0, now) on row (TRACE_ROW_NONE: the calling thread's
+ * row) when it began while recording and recording goes on. */
+void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
+                    const char *suffix, trace_args_fn args, const void *obj, int64_t n);
+
+static inline void trace_end(int row, int64_t t0, trace_cat cat, const char *name,
+                             int64_t number)
+{
+    if (t0 != 0)
+        trace_end_full(row, t0, cat, name, number, NULL, NULL, NULL, 0);
+}
+
+/* The calling thread's row (TRACE_ROW_NONE until set). */
+void trace_set_row(int row);
+int trace_current_row(void);
+
+/* A free prefetch-worker row for the calling thread (its row from now on),
+ * and its release when the worker ends. */
+int trace_worker_row_take(void);
+void trace_worker_row_release(int row);
+
+/* Drops every recorded span and starts recording. */
+int trace_start(void);
+void trace_stop(void);
+
+/* Events of one row, valid after trace_stop until the next trace_start. */
+const trace_event *trace_row_events(int row, size_t *count);
+/* The row's name: "trainer", "tower 0", "allreduce tower 0", "prefetch worker 0". */
+void trace_row_name(int row, char *buf, size_t len);
+/* Spans dropped because a row's buffer was full. */
+size_t trace_dropped(void);
+
+/* Appends this process's events as Chrome trace JSON objects (each preceded
+ * by ",\n" unless *first), with pid, and times shifted by offset_ns and
+ * relative to origin_ns, in microseconds; "M" events name the process
+ * (process_name) and every row with events (thread_name). */
+void trace_append_json(trace_text *b, bool *first, int pid, const char *process_name,
+                       int64_t offset_ns, int64_t origin_ns);
+
+/* The span's name as written: "<name>[ <number>][ <suffix>]". */
+void trace_event_name(const trace_event *e, char *buf, size_t len);
+const char *trace_cat_name(int cat);
+
+#endif
