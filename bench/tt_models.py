@@ -99,9 +99,10 @@ def libconfig_load(path):
 
 # ---- what one step costs ----
 
-def model_cost(path, batch=BATCH):
-    """{'fwd', 'bwd_data', 'bwd_weights', 'flops' (their sum), 'flops_3fwd',
-    'activation_bytes', 'param_bytes'} of one training step at `batch`."""
+def layer_costs(path, batch=BATCH):
+    """One dict a layer of the model file, in order: {'name', 'type',
+    'out' (C, H, W), 'fwd', 'bwd_data', 'bwd_weights' (FLOPs at `batch`),
+    'params', 'act_bytes' (its output, 0 for a fused relu)}."""
     cfg = libconfig_load(path)
     inp = cfg["input"]
     shapes = {-1: tuple(inp) if len(inp) == 3 else (inp[0], 1, 1)}
@@ -116,22 +117,22 @@ def model_cost(path, batch=BATCH):
         for j in s:
             if j >= 0:
                 consumers[j] += 1
-    fwd = bwd_data = 0
-    act = params = 0
+    out_list = []
     relu_out = set()
     for i, l in enumerate(layers):
         c, h, w = shapes[srcs[i][0]]
         t = l["type"]
+        params = 0
         if t == "conv2d":
             k, s, p, f = l["kernel"], l.get("stride", 1), l.get("padding", 0), l["filters"]
             oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
             out = (f, oh, ow)
             macs = f * oh * ow * c * k * k
-            params += f * c * k * k + (f if l.get("bias", True) else 0)
+            params = f * c * k * k + (f if l.get("bias", True) else 0)
         elif t == "dense":
             out = (l["units"], 1, 1)
             macs = c * h * w * l["units"]
-            params += c * h * w * l["units"] + (l["units"] if l.get("bias", True) else 0)
+            params = c * h * w * l["units"] + (l["units"] if l.get("bias", True) else 0)
         elif t in ("maxpool", "avgpool"):
             k, s, p = l["kernel"], l.get("stride", l["kernel"]), l.get("padding", 0)
             out, macs = (c, (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1), 0
@@ -142,22 +143,31 @@ def model_cost(path, batch=BATCH):
         else:  # relu, batchnorm, dropout, add: the input's shape
             out, macs = (c, h, w), 0
             if t == "batchnorm":
-                params += 4 * c
+                params = 4 * c
         shapes[i] = out
-        fwd += 2 * batch * macs
-        if macs and srcs[i] != [-1]:
-            bwd_data += 2 * batch * macs
         # towertrain fuses a relu into its only producer (model.c fuse_relus)
         src = srcs[i][0]
         fused = (t == "relu" and src >= 0 and consumers[src] == 1 and src not in relu_out and
                  layers[src]["type"] in ("dense", "conv2d", "batchnorm", "add"))
         if fused:
             relu_out.add(src)
-        else:
-            act += batch * out[0] * out[1] * out[2] * 4
+        out_list.append({"name": l["name"], "type": t, "out": out, "fwd": 2 * batch * macs,
+                         "bwd_data": 2 * batch * macs if srcs[i] != [-1] else 0,
+                         "bwd_weights": 2 * batch * macs, "params": params,
+                         "act_bytes": 0 if fused else batch * out[0] * out[1] * out[2] * 4})
+    return out_list
+
+
+def model_cost(path, batch=BATCH):
+    """{'fwd', 'bwd_data', 'bwd_weights', 'flops' (their sum), 'flops_3fwd',
+    'activation_bytes', 'param_bytes'} of one training step at `batch`."""
+    ls = layer_costs(path, batch)
+    fwd = sum(l["fwd"] for l in ls)
+    bwd_data = sum(l["bwd_data"] for l in ls)
     return {"fwd": fwd, "bwd_data": bwd_data, "bwd_weights": fwd,
             "flops": 2 * fwd + bwd_data, "flops_3fwd": 3 * fwd,
-            "activation_bytes": act, "param_bytes": 4 * params}
+            "activation_bytes": sum(l["act_bytes"] for l in ls),
+            "param_bytes": 4 * sum(l["params"] for l in ls)}
 
 
 # ---- running towertrain ----

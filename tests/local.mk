@@ -32,3 +32,5 @@ TESTS += tests/e2e_mpi.sh
 EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py tests/tt_tap.py
 TESTS += tests/e2e_memory.sh
 EXTRA_DIST += tests/e2e_memory.sh
+TESTS += tests/e2e_timeline.sh
+EXTRA_DIST += tests/e2e_timeline.sh tests/tt_timeline.py tests/tt_profile.py

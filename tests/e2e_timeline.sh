@@ -1,0 +1,121 @@
+#!/bin/sh
+# End-to-end: the timeline callback (towertrain.cfg(5), CALLBACKS) and
+# `towertrain profile` (towertrain(1), PROFILE) (TAP). The trace checks are
+# tests/tt_timeline.py's, the profile's tests/tt_profile.py's.
+. "$(dirname "$0")/tt_lib.sh"
+DATA=/usr/share/datasets/fashion-mnist
+# a roof measured here, never the user's cache
+XDG_CACHE_HOME="$T/cache"
+export XDG_CACHE_HOME
+
+cat > "$T/job.cfg" <<CFG
+model = "$TT_SRCDIR/models/lenet.cfg";
+dataflow = { source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz";
+                        labels = "$DATA/train-labels-idx1-ubyte.gz"; };
+             augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+             limit = 4096; batch_size = 64; prefetch = { workers = 1; queue = 2; }; };
+optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
+trainer = { type = "simple"; device = "cpu"; };
+max_epoch = 1;
+steps_per_epoch = 12;
+callbacks = ( { type = "timeline"; steps = [3, 10]; } );
+CFG
+
+# timeline_run NAME CHECK-ARGS... -- RUN-ARGS...: a run, then tt_timeline.py
+# on its timeline-3-10.json
+timeline_run() {
+  name=$1
+  shift
+  args=""
+  while [ "$1" != "--" ]; do args="$args $1"; shift; done
+  shift
+  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$name" --quiet "$@" >"$T/$name.out" 2>&1
+  rc=$?
+  ok $rc "$name: the run with a timeline callback"
+  [ $rc = 0 ] || sed 's/^/# /' "$T/$name.out" | tail -n 5
+  ls "$T/$name" | grep -q '\.tmp\.' && ok 1 "$name: no temporary file left"
+  # shellcheck disable=SC2086
+  $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/$name/timeline-3-10.json" "$name" --steps 3-10 \
+    --model "$TT_SRCDIR/models/lenet.cfg" $args >"$T/$name.tap" 2>&1
+  tt_tap "$T/$name.tap" $?
+}
+
+# (1) the matrix: every trainer type, 1 and 2 towers
+timeline_run simple --workers --layer-sum --
+timeline_run packed --towers 2 --packs --work-sum -- \
+  --set 'trainer={ type = "sync_replicated"; nr_tower = 2; gradient_packing = 4; }'
+# without packing the one pack follows backward: the overlap check can fail
+timeline_run replicated --towers 2 --no-overlap --layer-sum -- \
+  --set 'trainer={ type = "sync_replicated"; nr_tower = 2; }'
+timeline_run ps --towers 2 -- --set 'trainer={ type = "sync_parameter_server"; nr_tower = 2; }'
+timeline_run async --towers 2 -- --set 'trainer={ type = "async"; nr_tower = 2; }'
+
+# (2) the default window: 10 steps after the first 20
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/default" --quiet --set steps_per_epoch=32 \
+  --set 'callbacks=( "timeline" )' >/dev/null 2>&1
+$PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/default/timeline-21-30.json" default --steps 21-30 \
+  >"$T/default.tap" 2>&1
+tt_tap "$T/default.tap" $?
+
+# (3) training ends inside the window: the steps it recorded, under the name asked for
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/short" --quiet \
+  --set 'callbacks=( { type = "timeline"; steps = [5, 100]; } )' >"$T/short.out" 2>&1
+ok $? "a window past the end of training: the run succeeds"
+$PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/short/timeline-5-100.json" short --steps 5-12 \
+  >"$T/short.tap" 2>&1
+tt_tap "$T/short.tap" $?
+
+# (4) bad settings: refused before anything is written
+tt_refused "timeline: last before first" "steps = [10, 3]: needs 1 <= first <= last" \
+  "$T/bad1" "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/bad1" \
+  --set 'callbacks=( { type = "timeline"; steps = [10, 3]; } )'
+tt_refused "timeline: step 0" "steps" "$T/bad2" "$TOWERTRAIN" run "$T/job.cfg" \
+  --logdir "$T/bad2" --set 'callbacks=( { type = "timeline"; steps = [0, 3]; } )'
+tt_refused "timeline: one step given" "steps" "$T/bad3" "$TOWERTRAIN" run "$T/job.cfg" \
+  --logdir "$T/bad3" --set 'callbacks=( { type = "timeline"; steps = [4]; } )'
+
+# (5) MPI: both ranks' rows in rank 0's file
+if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
+  mpirun --allow-run-as-root --oversubscribe -np 2 "$TOWERTRAIN" run "$T/job.cfg" \
+    --logdir "$T/mpi" --quiet \
+    --set 'trainer={ type = "sync_replicated"; nr_tower = 1; threads_per_tower = 1; }' \
+    >"$T/mpi.out" 2>&1
+  ok $? "2 MPI ranks with a timeline callback"
+  $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/mpi/timeline-3-10.json" mpi --ranks 2 --steps 3-10 \
+    --no-overlap --model "$TT_SRCDIR/models/lenet.cfg" >"$T/mpi.tap" 2>&1
+  tt_tap "$T/mpi.tap" $?
+else
+  skip "2 MPI ranks with a timeline callback" "built without MPI or no mpirun"
+fi
+
+# (6) profile: the table, --json and --trace; nothing in the log directory
+"$TOWERTRAIN" profile "$T/job.cfg" --steps 6 --set "logdir=\"$T/never\"" \
+  --json "$T/prof.json" --trace "$T/prof_trace.json" >"$T/prof.out" 2>&1
+rc=$?
+ok $rc "profile: LeNet, 6 steps"
+[ $rc = 0 ] || sed 's/^/# /' "$T/prof.out" | tail -n 5
+ok $([ ! -e "$T/never" ]; echo $?) "profile: nothing written into the log directory"
+grep -q '^conv1 *conv2d' "$T/prof.out" && grep -q '^data wait' "$T/prof.out" &&
+  grep -q 'fp32 roof [0-9.]* GFLOP/s' "$T/prof.out"
+ok $? "profile: prints the table (a row per layer, data wait, the roof)"
+ls "$XDG_CACHE_HOME"/towertrain/roof-fp32-*.txt >/dev/null 2>&1
+ok $? "profile: the roof is cached under \$XDG_CACHE_HOME/towertrain"
+$PY "$TT_SRCDIR/tests/tt_profile.py" "$T/prof.json" "$T/prof_trace.json" \
+  "$TT_SRCDIR/models/lenet.cfg" 64 profile >"$T/prof.tap" 2>&1
+tt_tap "$T/prof.tap" $?
+$PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/prof_trace.json" "profile --trace" --steps 4-9 \
+  --workers --layer-sum >"$T/prof_trace.tap" 2>&1
+tt_tap "$T/prof_trace.tap" $?
+# a ResNet (strides, padding, batchnorm, add, fused relus) on two towers
+"$TOWERTRAIN" profile "$TT_SRCDIR/jobs/resnet20_fake.cfg" --steps 1 \
+  --set dataflow.batch_size=8 --set trainer.threads_per_tower=1 \
+  --json "$T/res.json" --trace "$T/res_trace.json" >"$T/res.out" 2>&1
+ok $? "profile: ResNet-20, 2 towers"
+$PY "$TT_SRCDIR/tests/tt_profile.py" "$T/res.json" "$T/res_trace.json" \
+  "$TT_SRCDIR/models/resnet20.cfg" 8 "profile resnet20" >"$T/res.tap" 2>&1
+tt_tap "$T/res.tap" $?
+tt_refused "profile --steps 0" "--steps 0: must be an integer from 1 to 100000" "" \
+  "$TOWERTRAIN" profile "$T/job.cfg" --steps 0
+tt_refused "profile: a missing job file" "towertrain: " "" \
+  "$TOWERTRAIN" profile "$T/missing.cfg"
+tt_done

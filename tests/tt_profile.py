@@ -1,0 +1,72 @@
+"""tt_profile.py - checks of `towertrain profile --json` (SPEC 1) against the
+model file and the --trace of the same run, as tt_tap.py lines for
+tests/e2e_timeline.sh.
+
+usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT
+  GFLOP per layer: bench/tt_models.py's count from the model file (python,
+  independent of the binary's); times: the means of tower 0's spans in the
+  trace; rows: sum to step_ms within 5%, the rest not negative beyond it."""
+import json
+import os
+import sys
+
+from tt_tap import done, ok
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+import tt_models  # noqa: E402
+
+
+def main():
+    prof_path, trace_path, model, batch, w = sys.argv[1:6]
+    p = json.load(open(prof_path))
+    keys = {"job", "steps", "step_ms", "roof_gflops", "layers", "data_wait_ms",
+            "allreduce_exposed_ms", "allreduce_hidden_ms", "optimizer_ms", "rest_ms"}
+    ok(keys <= set(p), "%s: the JSON has SPEC 1's keys (missing %s)" % (w, keys - set(p)))
+    lkeys = {"name", "type", "shape", "forward_ms", "backward_ms", "gflop", "gflops", "share"}
+    ok(all(lkeys <= set(l) for l in p["layers"]),
+       "%s: every layer row has %s" % (w, sorted(lkeys)))
+    ref = tt_models.layer_costs(model, int(batch))
+    ok([l["name"] for l in p["layers"]] == [r["name"] for r in ref],
+       "%s: one row per layer of the model file, in order" % w)
+    bad = [(l["name"], l["gflop"], (r["fwd"] + r["bwd_data"] + r["bwd_weights"]) / 1e9)
+           for l, r in zip(p["layers"], ref)
+           if abs(l["gflop"] - (r["fwd"] + r["bwd_data"] + r["bwd_weights"]) / 1e9) >
+           1e-9 * max(1.0, l["gflop"])]
+    ok(not bad, "%s: GFLOP of every layer = the model file's count (bench/tt_models.py) "
+       "(off: %s)" % (w, bad[:3]))
+    ok(all(list(l["shape"]) == list(r["out"]) for l, r in zip(p["layers"], ref)),
+       "%s: output shapes as the model file gives them" % w)
+    step = p["step_ms"]
+    rows = (sum(l["forward_ms"] + l["backward_ms"] for l in p["layers"]) + p["data_wait_ms"] +
+            p["allreduce_exposed_ms"] + p["optimizer_ms"] + p["rest_ms"])
+    ok(step > 0 and abs(rows - step) <= 0.05 * step,
+       "%s: the rows sum to the step time within 5%% (%.3f vs %.3f ms)" % (w, rows, step))
+    ok(p["rest_ms"] >= -0.05 * step, "%s: nothing counted twice: the rest is %.3f ms of %.3f"
+       % (w, p["rest_ms"], step))
+    shares = sum(l["share"] for l in p["layers"])
+    lay_ms = sum(l["forward_ms"] + l["backward_ms"] for l in p["layers"])
+    ok(abs(shares - lay_ms / step) < 1e-6, "%s: layer shares are their ms over the step" % w)
+    # the same spans, read independently from the trace: tower 0's means
+    t = json.load(open(trace_path))["traceEvents"]
+    tnames = {(e["pid"], e["tid"]): e["args"]["name"] for e in t if e.get("name") == "thread_name"}
+    tower0 = [e for e in t if e.get("ph") == "X" and tnames.get((0, e["tid"])) == "tower 0"
+              and e["pid"] == 0]
+    steps = p["steps"]
+    off = []
+    for l in p["layers"]:
+        for d in ("forward", "backward"):
+            mean = sum(e["dur"] for e in tower0 if e["name"] == "%s %s" % (l["name"], d)) / steps / 1e3
+            if abs(mean - l[d + "_ms"]) > 1e-3 * max(mean, 1e-3) + 2e-6:
+                off.append((l["name"], d, mean, l[d + "_ms"]))
+    ok(not off, "%s: forward and backward ms = the means of tower 0's spans in --trace "
+       "(off: %s)" % (w, off[:3]))
+    trainer = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and
+               e["name"].startswith("step ")]
+    ok(len(trainer) == steps, "%s: --trace holds the %d measured steps (%d)" % (w, steps, len(trainer)))
+    span_ms = sum(e["dur"] for e in trainer) / 1e3 / max(1, len(trainer))
+    ok(abs(span_ms - step) <= 0.05 * step, "%s: step_ms %.3f = the trace's mean step span %.3f "
+       "within 5%%" % (w, step, span_ms))
+    done()
+
+
+main()
