@@ -47,7 +47,7 @@ timeline_run packed --towers 2 --packs --work-sum -- \
 # without packing the one pack follows backward: the overlap check can fail
 timeline_run replicated --towers 2 --no-overlap --layer-sum -- \
   --set 'trainer={ type = "sync_replicated"; nr_tower = 2; }'
-timeline_run ps --towers 2 -- --set 'trainer={ type = "sync_parameter_server"; nr_tower = 2; }'
+timeline_run ps --towers 2 --no-overlap -- --set 'trainer={ type = "sync_parameter_server"; nr_tower = 2; }'
 timeline_run async --towers 2 -- --set 'trainer={ type = "async"; nr_tower = 2; }'
 
 # (2) the default window: 10 steps after the first 20

@@ -14,6 +14,7 @@
 
 #include "train/shared_params.h"
 #include "train/trainer.h"
+#include "util/trace.h"
 
 typedef struct {
     shared_params sp;
@@ -57,8 +58,10 @@ static void async_tower(const tower_context *ctx, void *p)
     pthread_mutex_lock(&st->lock); /* the loss scale too is shared */
     if (trainer_loss_scale_step(tr, finite)) {
         tr->updates++; /* one a tower: Adam's step count */
+        int64_t t0 = trace_begin();
         optimizer_apply_range(&st->sp.opt, be, st->sp.params, grads, 0, tr->model.n_trainable,
                               tr->updates);
+        trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
         optimizer_mark_stepped(&st->sp.opt);
     }
     pthread_mutex_unlock(&st->lock);

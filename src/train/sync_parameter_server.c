@@ -25,6 +25,7 @@
 #include "train/shared_params.h"
 #include "train/trainer.h"
 #include "util/log.h"
+#include "util/trace.h"
 
 /* A range of the parameter block and the tower that averages and updates it. */
 typedef struct {
@@ -246,9 +247,13 @@ static void ps_tower_update(const tower_context *ctx, void *p)
         const param_range *pr = &st->ranges[r];
         if (pr->owner != ctx->index)
             continue;
+        int64_t t0 = trace_begin(); /* the timeline: the owner's range as a pack */
         allreduce_sum_range(st->grads, grads, n, pr->lo, pr->hi, (float)n);
+        trace_end(TRACE_ROW_ALLREDUCE + ctx->index, t0, TRACE_CAT_ALLREDUCE, "allreduce pack", r);
+        t0 = trace_begin();
         optimizer_apply_range(&st->sp.opt, tr->towers[ctx->index].be, st->sp.params, st->grads,
                               pr->lo, pr->hi, tr->updates + 1);
+        trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
     }
 }
 
