@@ -186,14 +186,17 @@ void trace_text_free(trace_text *b)
 static void json_string(trace_text *b, const char *s)
 {
     trace_text_printf(b, "\"");
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            trace_text_printf(b, "\\%c", c);
-        else if (c < 0x20)
-            trace_text_printf(b, "\\u%04x", c);
-        else
-            trace_text_printf(b, "%c", c);
+    while (*s) {
+        size_t run = 0; /* plain characters go in one piece */
+        while (s[run] && s[run] != '"' && s[run] != '\\' && (unsigned char)s[run] >= 0x20)
+            run++;
+        if (run > 0)
+            trace_text_printf(b, "%.*s", (int)run, s);
+        s += run;
+        if (*s == '"' || *s == '\\')
+            trace_text_printf(b, "\\%c", *s++);
+        else if (*s)
+            trace_text_printf(b, "\\u%04x", (unsigned char)*s++);
     }
     trace_text_printf(b, "\"");
 }
