@@ -5,3 +5,6 @@ libtowertrain_a_SOURCES += %reldir%/err.c %reldir%/err.h %reldir%/rng.h \
 check_PROGRAMS += tests/test_strutil
 tests_test_strutil_SOURCES = tests/test_strutil.c
 TESTS += tests/test_strutil
+check_PROGRAMS += tests/test_trace
+tests_test_trace_SOURCES = tests/test_trace.c
+TESTS += tests/test_trace

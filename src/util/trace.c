@@ -7,10 +7,6 @@
 #include <string.h>
 #include <time.h>
 
-/* Events per row: a ResNet-20 tower makes ~130 a step, a prefetch worker
- * two per sample; 64K hold hundreds of steps (3.5 MiB, only for rows used). */
-#define ROW_CAPACITY 65536
-
 typedef struct {
     _Atomic(trace_event *) ev; /* allocated by the row's first writer */
     atomic_size_t count;
@@ -73,14 +69,14 @@ void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_
     trace_row *r = &rows[row];
     trace_event *ev = atomic_load_explicit(&r->ev, memory_order_acquire);
     if (ev == NULL) { /* this row's only writer: no race on the allocation */
-        if ((ev = malloc(ROW_CAPACITY * sizeof(trace_event))) == NULL) {
+        if ((ev = malloc(TRACE_ROW_CAPACITY * sizeof(trace_event))) == NULL) {
             atomic_fetch_add(&dropped, 1);
             return;
         }
         atomic_store_explicit(&r->ev, ev, memory_order_release);
     }
     size_t i = atomic_load_explicit(&r->count, memory_order_relaxed);
-    if (i >= ROW_CAPACITY) {
+    if (i >= TRACE_ROW_CAPACITY) {
         atomic_fetch_add(&dropped, 1);
         return;
     }

@@ -35,6 +35,11 @@ void trace_text_printf(trace_text *b, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 void trace_text_free(trace_text *b);
 
+/* Events a row holds; later ones are dropped (and counted). A ResNet-20
+ * tower makes ~130 a step, a prefetch worker two a sample: 64K hold hundreds
+ * of steps (3.5 MiB, allocated only for the rows used). */
+#define TRACE_ROW_CAPACITY 65536
+
 /* Rows: fixed slots, so no hook looks anything up. */
 #define TRACE_MAX_TOWERS 64
 #define TRACE_MAX_WORKERS 64
