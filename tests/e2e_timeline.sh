@@ -65,6 +65,15 @@ $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/short/timeline-5-100.json" short --ste
   >"$T/short.tap" 2>&1
 tt_tap "$T/short.tap" $?
 
+# (3b) a timeline that cannot be written (the disk full: the second atomic
+# write, after job.cfg) is a warning; training goes on, no partial file
+TT_FAULT_WRITE=2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/full" --set 'monitors=( )' \
+  >"$T/full.out" 2>&1
+rc=$?
+ok $([ $rc = 0 ] && grep -q '^warning: timeline: .*injected by TT_FAULT_WRITE.*training goes on' \
+       "$T/full.out" && [ "$(ls "$T/full")" = "job.cfg
+log.log" ]; echo $?) "a full disk: a warning, training goes on, nothing half-written (exit $rc)"
+
 # (4) bad settings: refused before anything is written
 tt_refused "timeline: last before first" "steps = [10, 3]: needs 1 <= first <= last" \
   "$T/bad1" "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/bad1" \

@@ -4,15 +4,14 @@
  * timeline and torch.profiler do.
  *
  * Step s is the s-th step of training (global_step is s after it, as
- * model-<s>.safetensors counts). Recording starts after step first - 1's
- * callbacks and stops in step last's after_step hook, so the window holds
- * steps first..last whole (their data wait, towers, all-reduce, optimizer)
- * and the callbacks between them. */
-#include <inttypes.h>
+ * model-<s>.safetensors counts). Recording starts in step first - 1's
+ * after_step hook and stops in step last's, so the window holds steps
+ * first..last whole (their data wait, towers, all-reduce, optimizer) and the
+ * callbacks between them. A file that cannot be written is a warning:
+ * training goes on. */
 #include <libconfig.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "callbacks/timeline.h"
 #include "comm/dist.h"
@@ -161,7 +160,7 @@ static void timeline_start(timeline_state *s)
     trace_start();
 }
 
-static int timeline_finish(timeline_state *s, trainer_t *tr, int64_t last, tt_err *err)
+static void timeline_finish(timeline_state *s, trainer_t *tr, int64_t last)
 {
     trace_stop();
     s->recording = false;
@@ -169,12 +168,14 @@ static int timeline_finish(timeline_state *s, trainer_t *tr, int64_t last, tt_er
     char path[4200];
     snprintf(path, sizeof(path), "%s/timeline-%lld-%lld.json", tr->job->logdir,
              (long long)s->first, (long long)s->last);
-    if (timeline_write(path, s->offset_ns, s->first, last, err) != 0)
-        return -1;
+    tt_err werr = {0};
+    if (timeline_write(path, s->offset_ns, s->first, last, &werr) != 0) {
+        log_printf("warning: timeline: %s; training goes on\n", werr.msg);
+        return;
+    }
     if (tr->rank == 0)
         log_printf("timeline: steps %lld-%lld written to %s\n", (long long)s->first,
                    (long long)last, path);
-    return 0;
 }
 
 static int timeline_before_train(callback_t *cb, trainer_t *tr, tt_err *err)
@@ -197,8 +198,8 @@ static int timeline_after_step(callback_t *cb, trainer_t *tr, tt_err *err)
 {
     timeline_state *s = cb->state;
     if (s->recording && tr->global_step >= s->last)
-        return timeline_finish(s, tr, s->last, err);
-    if (!s->done && !s->recording && tr->global_step == s->first - 1)
+        timeline_finish(s, tr, s->last);
+    else if (!s->done && !s->recording && tr->global_step == s->first - 1)
         timeline_start(s);
     return 0;
 }
@@ -212,7 +213,8 @@ static int timeline_after_train(callback_t *cb, trainer_t *tr, tt_err *err)
     if (tr->rank == 0)
         log_printf("timeline: training ended at step %lld, before step %lld\n",
                    (long long)tr->global_step, (long long)s->last);
-    return timeline_finish(s, tr, tr->global_step, err);
+    timeline_finish(s, tr, tr->global_step);
+    return 0;
 }
 
 static void timeline_destroy(callback_t *cb)

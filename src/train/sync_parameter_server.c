@@ -249,7 +249,10 @@ static void ps_tower_update(const tower_context *ctx, void *p)
             continue;
         int64_t t0 = trace_begin(); /* the timeline: the owner's range as a pack */
         allreduce_sum_range(st->grads, grads, n, pr->lo, pr->hi, (float)n);
-        trace_end(TRACE_ROW_ALLREDUCE + ctx->index, t0, TRACE_CAT_ALLREDUCE, "allreduce pack", r);
+        if (t0 != 0)
+            trace_end_full(TRACE_ROW_ALLREDUCE + ctx->index, t0, TRACE_CAT_ALLREDUCE,
+                           "allreduce pack", r, NULL, trace_args_pack, "parameter_server",
+                           (int64_t)((pr->hi - pr->lo) * sizeof(float)));
         t0 = trace_begin();
         optimizer_apply_range(&st->sp.opt, tr->towers[ctx->index].be, st->sp.params, st->grads,
                               pr->lo, pr->hi, tr->updates + 1);

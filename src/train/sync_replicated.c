@@ -105,13 +105,6 @@ static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
     allreduce_broadcast(st->allreduce, t, grads, count, 0);
 }
 
-/* A pack span's args (timeline): obj is the algorithm's name, n the bytes. */
-static void pack_args(trace_text *b, const void *obj, int64_t n)
-{
-    trace_text_printf(b, "\"bytes\": %lld, \"algorithm\": \"%s\"", (long long)n,
-                      (const char *)obj);
-}
-
 /* Averages, last first, the pending packs that lie wholly in
  * [lo, n_trainable): every pending pack when lo is 0. */
 static void average_ready_packs(pack_cursor *c, size_t lo)
@@ -127,7 +120,7 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
         average_pack(c->tr, c->t, tw->grads + plo, phi - plo);
         if (t0 != 0)
             trace_end_full(TRACE_ROW_ALLREDUCE + c->t, t0, TRACE_CAT_ALLREDUCE, "allreduce pack",
-                           c->pending - 1, NULL, pack_args, allreduce_algo_name(st->algo),
+                           c->pending - 1, NULL, trace_args_pack, allreduce_algo_name(st->algo),
                            (int64_t)((phi - plo) * sizeof(float)));
         /* while the averaged pack is in cache (backward has no use for
          * these parameters any more) */

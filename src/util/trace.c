@@ -177,6 +177,12 @@ void trace_text_free(trace_text *b)
     memset(b, 0, sizeof(*b));
 }
 
+void trace_args_pack(trace_text *b, const void *obj, int64_t n)
+{
+    trace_text_printf(b, "\"bytes\": %lld, \"algorithm\": \"%s\"", (long long)n,
+                      (const char *)obj);
+}
+
 /* s as a JSON string (the names are the model file's: printable, but a
  * quote or a backslash must not break the file). */
 static void json_string(trace_text *b, const char *s)

@@ -105,6 +105,9 @@ static inline void trace_end(int row, int64_t t0, trace_cat cat, const char *nam
         trace_end_full(row, t0, cat, name, number, NULL, NULL, NULL, 0);
 }
 
+/* An all-reduce pack's args: obj its algorithm's name, n its bytes. */
+void trace_args_pack(trace_text *b, const void *obj, int64_t n);
+
 /* The calling thread's row (TRACE_ROW_NONE until set). */
 void trace_set_row(int row);
 int trace_current_row(void);
