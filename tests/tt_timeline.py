@@ -14,6 +14,7 @@ usage: tt_timeline.py TRACE.json WHAT [options]
 """
 import argparse
 import json
+import os
 import sys
 
 from tt_tap import done, ok
@@ -30,8 +31,7 @@ def load(path):
 
 
 def model_layers(path):
-    sys.path.insert(0, __import__("os").path.join(__import__("os").path.dirname(
-        __import__("os").path.abspath(__file__)), "..", "bench"))
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
     import tt_models
     return tt_models.libconfig_load(path)["layers"]
 

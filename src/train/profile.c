@@ -154,7 +154,7 @@ static void profile_print(const trainer_t *tr, const profile_opts *o, const prof
     struct {
         const char *name;
         double ms;
-    } other[] = {{"data wait", r->data_ms}, {"allreduce", r->exposed_ms},
+    } other[] = {{"data wait", r->data_ms}, {"allreduce exposed", r->exposed_ms},
                  {"optimizer", r->optimizer_ms}, {"rest", r->rest_ms}};
     printf("\n%-30s %8s %6s\n", "", "ms", "step");
     printf("%-30s %8.3f %5.1f%%\n", "layers (forward + backward)", total_ms,
