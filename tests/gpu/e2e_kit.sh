@@ -105,6 +105,20 @@ grep -q '^missing:$' "$T/nv" && [ "$(wc -l <"$K/nvlibs.txt")" = 3 ] &&
   ! grep -q '^not ok' "$T/libs.tap"
 ok $? "env -i: the kit finds $(tr '\n' ' ' <"$K/nvlibs.txt")in $(head -n 1 "$T/nv"), and its test_cuda_libs loads them"
 
+# PyTorch's pip layout, where the machine's toolkit has none of them: a
+# stand-in nvidia namespace package (links to the toolkit's files) on
+# PYTHONPATH, no toolkit directory; each soname from its package's lib/
+P=$T/site/nvidia
+mkdir -p "$P/cu13/lib" "$P/cudnn/lib" "$P/nccl/lib"
+for f in /usr/local/cuda/lib64/libcublas*.so.* /usr/local/cuda/lib64/libnvrtc*.so.*; do [ -e "$f" ] && ln -s "$f" "$P/cu13/lib/"; done
+for f in /usr/local/cuda/lib64/libcudnn*.so.*; do [ -e "$f" ] && ln -s "$f" "$P/cudnn/lib/"; done
+ln -s /usr/local/cuda/lib64/libnccl.so.2 "$P/nccl/lib/"
+env -i PATH=/usr/bin:/bin PYTHONPATH="$T/site" TT_KIT_CUDA= sh -c ". '$K/env.sh'; nvlibs_find '$K/nvlibs.txt'; echo \"\$NVLIBS_PATH\"; printf '%s' \"\$NVLIBS_FILES\"; echo \"missing:\$NVLIBS_MISSING\"" >"$T/pip" 2>&1
+grep -q "^$P/cu13/lib:$P/cudnn/lib:$P/nccl/lib\$" "$T/pip" && grep -q "^libcudnn.so.9 $P/cudnn/lib/libcudnn.so.9\$" "$T/pip" &&
+  grep -q '^missing:$' "$T/pip"
+ok $? "no toolkit: the kit finds each library in python3's nvidia/*/lib ($(head -n 1 "$T/pip"))"
+[ $? = 0 ] || sed 's/^/# /' "$T/pip"
+
 # ---- the runner's way through, with a stand-in nvidia-smi that lists one
 # GPU that towertrain cannot see: every GPU check SKIPs, so the run fails ----
 mkdir -p "$T/fakebin"

@@ -16,7 +16,8 @@
 # NVLIBS_FILES (lines "soname path") and NVLIBS_MISSING (the sonames found
 # nowhere). Each soname is taken from the first directory that has it:
 #   1. the CUDA toolkit: $CUDA_HOME/lib64, $CUDA_PATH/lib64, /usr/local/cuda/lib64
-#      (and targets/x86_64-linux/lib beside them);
+#      (and targets/x86_64-linux/lib beside them); TT_KIT_CUDA="DIR..." names
+#      other toolkit directories, TT_KIT_CUDA="" none (tests/gpu/e2e_kit.sh);
 #   2. python3's pip packages: nvidia/*/lib in every directory of the
 #      namespace package nvidia (PyTorch's cu13 wheels: nvidia/cu13/lib holds
 #      cuBLAS, nvidia/cudnn/lib cuDNN 9, nvidia/nccl/lib NCCL 2);
@@ -25,7 +26,7 @@
 # major version (libcublas.so.12) is not taken, and towertrain would say
 # which one it could not load.
 nvlibs_dirs() {
-  for d in ${CUDA_HOME:+"$CUDA_HOME"} ${CUDA_PATH:+"$CUDA_PATH"} /usr/local/cuda; do
+  for d in ${TT_KIT_CUDA-${CUDA_HOME:-} ${CUDA_PATH:-} /usr/local/cuda}; do
     echo "$d/lib64"
     echo "$d/targets/x86_64-linux/lib"
   done

@@ -76,7 +76,9 @@ export TT_KIT_NVPATH
 LDP=$TT_KIT_NVPATH${LD_LIBRARY_PATH:+${TT_KIT_NVPATH:+:}$LD_LIBRARY_PATH}
 PY=$(command -v python3 || echo /usr/bin/python3)
 
-say "== towertrain GPU kit: $(head -n 1 "$KIT/BUILD")"
+# a copy that lost its modes on the way still runs
+chmod +x "$KIT"/libexec/* "$KIT"/bin/* "$KIT"/src/tests/gpu/*.sh "$KIT/src/bench/gpu/run" 2>/dev/null
+say "== $(head -n 1 "$KIT/BUILD")"
 sed -n '2,$p' "$KIT/BUILD" | sed 's/^/   /' | tee -a "$LOG"
 say "== GPU: $(nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | tr '\n' ';')"
 say "   driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | head -n 1) (the driver's)"
