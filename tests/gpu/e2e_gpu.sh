@@ -94,25 +94,7 @@ ok $? "the tower table names the GPU, its capability and memory"
 # one-sided false-failure rate of 1 in 1,000 (z = 3.09) gives the margin
 # 0.038, rounded to 0.04. So a GPU run 4 points below the CPU fails; the
 # floor 0.75 (14 sd under the mean) catches a GPU that learns nothing.
-cat > "$T/acc.cfg" <<EOF
-seed = 7;
-dataflow = {
-  source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz";
-             labels = "$DATA/train-labels-idx1-ubyte.gz"; };
-  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-  batch_size = 64; limit = 12000; shuffle = true;
-};
-model = "$TT_SRCDIR/models/lenet.cfg";
-optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; };
-trainer = { type = "simple"; device = "gpu"; };
-max_epoch = 3;
-callbacks = ( { type = "inference_runner"; dataflow = {
-                  source = { type = "idx"; images = "$DATA/t10k-images-idx3-ubyte.gz";
-                             labels = "$DATA/t10k-labels-idx1-ubyte.gz"; };
-                  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-                  batch_size = 500; }; } );
-monitors = ( "json" );
-EOF
+tt_lenet_job "$T/acc.cfg" 7 12000 3 0
 "$TOWERTRAIN" run "$T/acc.cfg" --logdir "$T/acc_gpu" > /dev/null 2>&1
 "$TOWERTRAIN" run "$T/acc.cfg" --logdir "$T/acc_cpu" --set 'trainer.device="cpu"' > /dev/null 2>&1
 acc() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$1"; }

@@ -32,26 +32,7 @@ if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
   skip "GPU training runs on one GPU" "dataset-fashion-mnist not installed"
   tt_done
 fi
-cat > "$T/lenet.cfg" <<EOF
-seed = 13;
-dataflow = {
-  source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz";
-             labels = "$DATA/train-labels-idx1-ubyte.gz"; };
-  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-  batch_size = 64; limit = 2048; shuffle = true;
-};
-model = "$TT_SRCDIR/models/lenet.cfg";
-optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; };
-trainer = { type = "simple"; device = "gpu"; };
-max_epoch = 1;
-callbacks = ( { type = "model_saver"; max_to_keep = 0; },
-              { type = "inference_runner"; dataflow = {
-                  source = { type = "idx"; images = "$DATA/t10k-images-idx3-ubyte.gz";
-                             labels = "$DATA/t10k-labels-idx1-ubyte.gz"; };
-                  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-                  batch_size = 500; limit = 2000; }; } );
-monitors = ( "json" );
-EOF
+tt_lenet_job "$T/lenet.cfg" 13 2048 1 2000
 
 # ---- every trainer type on one GPU tower: one tower of batch 64 is the
 # same computation as simple's; the parameter-server and async paths reduce
