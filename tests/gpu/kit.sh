@@ -112,8 +112,12 @@ for f in "$tmp"/lib/*; do
   name=${f##*/}
   key=$(sha256sum "$f" | cut -c1-64)
   if [ "$(cat "$BUILD/.kit-packed/$name.key" 2>/dev/null)" != "$key" ]; then
-    xz -9 -T2 -c "$f" >"$BUILD/.kit-packed/$name.xz" && echo "$key" >"$BUILD/.kit-packed/$name.key" ||
-      die "xz $name failed"
+    if command -v xz >/dev/null 2>&1; then
+      xz -9 -T2 -c "$f" >"$BUILD/.kit-packed/$name.xz"
+    else
+      /usr/bin/python3 -c 'import lzma, sys; open(sys.argv[2], "wb").write(lzma.compress(open(sys.argv[1], "rb").read(), preset=9))' \
+        "$f" "$BUILD/.kit-packed/$name.xz"
+    fi && echo "$key" >"$BUILD/.kit-packed/$name.key" || die "packing $name with xz failed"
   fi
   cp "$BUILD/.kit-packed/$name.xz" "$f.xz" && rm -f "$f" || die "packing $name failed"
 done
