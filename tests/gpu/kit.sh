@@ -29,7 +29,7 @@
 # libraries and plugins do not travel; the kit has one process, and the GPU
 # machine one GPU) and --without-dnnl (oneDNN's 40 MB and OpenBLAS's 36 MB do
 # not both fit in 56 MiB; OpenBLAS is the one configure requires, and no GPU
-# check runs bf16 on the CPU). The copy is kept with its files' times, so a
+# check runs bf16 on the CPU, the one thing oneDNN adds there). The copy is kept with its files' times, so a
 # second run rebuilds only what changed (about 20 s; the first 3-8 min on 2
 # busy cores). Exit status 0 with the kit's size on the last line; 77 when this
 # machine cannot build the CUDA backend (no nvcc, cuBLAS, cuDNN 9, NCCL);

@@ -212,9 +212,11 @@ say "== bench/gpu/run (towertrain against PyTorch on this GPU; ${left}s)"
 if [ "${TT_KIT_BENCH:-1}" = 0 ]; then
   say "   skipped: TT_KIT_BENCH=0"
 elif [ "$left" -ge 30 ]; then
-  timeout -k 10 $((left + 30)) "$PY" "$KIT/src/bench/gpu/run" --towertrain "$KIT/bin/towertrain" \
+  # it starts nothing that would end after left - 15 s (by the times it
+  # sees), and a SIGTERM at left s ends it with its table printed
+  timeout -k 5 "$left" "$PY" "$KIT/src/bench/gpu/run" --towertrain "$KIT/bin/towertrain" \
     --models resnet50,resnet20,lenet --precisions bf16,tf32,fp32 \
-    --budget "$left" --compile --json "$OUTDIR/bench.json" 2>&1 | tee "$OUTDIR/bench.txt" | tee -a "$LOG"
+    --budget $((left - 15)) --compile --json "$OUTDIR/bench.json" 2>&1 | tee "$OUTDIR/bench.txt" | tee -a "$LOG"
 else
   say "   skipped: no time left in the budget (${BUDGET}s)"
 fi

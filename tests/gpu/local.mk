@@ -4,7 +4,7 @@
 # device tool: CUDA and PyTorch, but no build dependencies, 15 minutes),
 # build the kit here and run it there in one call:
 #   tests/gpu/kit.sh                      -> .gpu-kit/ (<= 56 MiB)
-#   device run: command ".gpu-kit/run $OUT", carry [".gpu-kit"], timeout_s 360
+#   device run: command "sh .gpu-kit/run $OUT", carry [".gpu-kit"], timeout_s 360
 # (the kit's run takes at most 5.5 minutes: with the machine's start that
 # leaves time for one rerun; README.md, Hacking, says more).
 check_PROGRAMS += tests/gpu/test_gpu_ops
