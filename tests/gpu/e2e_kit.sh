@@ -8,8 +8,8 @@
 # NCCL (here the toolkit's), and its runner says "no GPU" with exit status 2
 # and one line, writing nothing. With a stand-in nvidia-smi that lists a GPU,
 # the runner goes through every check and its verdict: every GPU check a SKIP
-# (towertrain sees no GPU), so it fails and says why, on its last line the
-# count.
+# (towertrain sees no GPU) and one training check skipped for lack of data
+# (a stand-in script), so it fails and says both, on its last line the count.
 #
 # The kit's build is kept in $TT_BUILDDIR/.gpu-kit-build: the first run
 # configures and builds towertrain with CUDA (~3 min on 2 cores), later runs
@@ -132,14 +132,21 @@ case "$*" in
 esac
 EOF
 chmod +x "$T/fakebin/nvidia-smi"
+# and one check script that skips a training check for lack of data, as
+# the GPU scripts do where Fashion-MNIST is missing: the runner must fail on it
+cat >"$K/src/tests/gpu/e2e_gpu_trainers.sh" <<'EOF'
+echo "ok 1 - GPU training runs on one GPU # SKIP dataset-fashion-mnist not installed"
+echo "1..1"
+EOF
 env -i PATH="$T/fakebin:/usr/bin:/bin" TT_KIT_BENCH=0 "$K/run" "$T/fake" >"$T/fake.out" 2>&1
 rc=$?
 last=$(tail -n 1 "$T/fake.out")
 [ $rc = 1 ] && echo "$last" | grep -q '^[0-9][0-9]* passed, [0-9][0-9]* failed, [1-9][0-9]* skipped$' &&
   grep -q "skipped with 'no GPU' though nvidia-smi lists 1" "$T/fake.out" &&
+  grep -q "^FAIL: 1 training check(s) skipped for lack of data$" "$T/fake.out" &&
   grep -q '^test_cuda_libs .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_gpu_trainers.sh' "$T/fake.out" && grep -q '^compute-sanitizer' "$T/fake.out" &&
   grep -q 'libcudnn.so.9 *cuDNN 9\.' "$T/fake.out" && [ -s "$T/fake/checks.tap" ] && [ -s "$T/fake/run.log" ]
-ok $? "the runner with a GPU towertrain cannot see: every check run and counted, exit status 1 (got $rc), the reason, last line '$last'"
+ok $? "the runner with a GPU towertrain cannot see and a check without its data: every check run and counted, exit status 1 (got $rc), both reasons, last line '$last'"
 [ $rc = 1 ] || sed 's/^/# /' "$T/fake.out" | tail -n 15
 tt_done
