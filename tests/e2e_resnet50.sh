@@ -3,7 +3,8 @@
 # checkpoint of it loads into torchvision.models.resnet50() with
 # load_state_dict(strict=True) (every name and shape torchvision's), and the
 # two give the same eval-mode logits. jobs/imagenet_resnet50.cfg is a valid job
-# whose learning rate follows Goyal et al. for its global batch.
+# whose learning rate follows Goyal et al. for its global batch, refused with
+# one line naming the directory where the images are missing.
 #
 # To stay fast on 2 cores the model runs at 64 x 64 (the shapes of its
 # tensors do not depend on the resolution; torchvision pools adaptively):
@@ -75,6 +76,13 @@ tt_tap "$T/torch" $?
 # 30, 60 and 80 of 90; momentum 0.9, weight decay 1e-4.
 "$TOWERTRAIN" validate "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" >"$T/validate.out" 2>&1
 ok $? "towertrain validate jobs/imagenet_resnet50.cfg: exit 0"
+# without the images (copied, so that "../data" is $T/data whatever the
+# source tree holds): exit 2, one line naming the directory, nothing written
+mkdir -p "$T/jobs" "$T/models"
+cp "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" "$T/jobs/" && cp "$TT_SRCDIR/models/resnet50.cfg" "$T/models/"
+tt_refused "jobs/imagenet_resnet50.cfg without ImageNet: exit 2, one line naming data/imagenet/train" \
+  "data/imagenet/train: cannot open the directory" "$T/in" \
+  "$TOWERTRAIN" run "$T/jobs/imagenet_resnet50.cfg" --logdir "$T/in" --set 'trainer.device="cpu"'
 $PY - "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" >"$T/job" 2>&1 <<'PYEOF'
 import re, sys
 text = re.sub(r"#.*", "", open(sys.argv[1]).read())
