@@ -49,7 +49,9 @@ die() { echo "kit.sh: $*" >&2; exit 1; }
 
 # ---- 1. the source copy: tracked and untracked-not-ignored files, and
 # autotools' output when the tree has it (no autoreconf then) ----
-mkdir -p "$BUILD" || die "cannot create $BUILD"
+mkdir -p "$BUILD" "$(dirname "$KIT")" || die "cannot create $BUILD"
+# both absolute: the steps below run in other directories
+BUILD=$(cd "$BUILD" && pwd) && KIT=$(cd "$(dirname "$KIT")" && pwd)/$(basename "$KIT") || exit 1
 git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1 ||
   die "$SRC is not a git checkout: configure a copy $CONFIGURE_ARGS by hand"
 (cd "$SRC" && { git ls-files --cached --others --exclude-standard &&
