@@ -26,7 +26,7 @@ fi
 GPUS=$("$TOWERTRAIN" bench --device gpu -b 8 -e 8 -n 1 -w 0 2>/dev/null | grep -c '^#  rank')
 
 # a small job: LeNet on 4096 Fashion-MNIST samples, 2 epochs, deterministic
-# the GPU kit (tests/gpu/kit.sh) brings its own subset of the data
+# the GPU kit (tests/gpu/kit.sh) brings its own copy of the data
 DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 cat > "$T/lenet.cfg" <<EOF
 seed = 7;
