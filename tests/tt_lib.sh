@@ -107,3 +107,34 @@ tt_refused() {
 tt_same() {
   $PY "$TT_SRCDIR/tests/tt_safetensors.py" same "$@"
 }
+
+# tt_lenet_job FILE SEED LIMIT EPOCHS TEST_LIMIT: writes a LeNet job on
+# Fashion-MNIST ($TT_FASHION_MNIST, else /usr/share/datasets/fashion-mnist;
+# the GPU kit brings its own) to FILE: normalised images, the first LIMIT
+# training images, batch 64, momentum SGD (lr 0.02, momentum 0.9), simple on
+# device "gpu", EPOCHS epochs, every checkpoint kept, validated after each
+# epoch on the first TEST_LIMIT test images (0: all), json monitor. Change
+# it with --set (trainer, device, seed...).
+tt_lenet_job() {
+  tt_data=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+  cat >"$1" <<TTEOF
+seed = $2;
+dataflow = {
+  source = { type = "idx"; images = "$tt_data/train-images-idx3-ubyte.gz";
+             labels = "$tt_data/train-labels-idx1-ubyte.gz"; };
+  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+  batch_size = 64; limit = $3; shuffle = true;
+};
+model = "$TT_SRCDIR/models/lenet.cfg";
+optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; };
+trainer = { type = "simple"; device = "gpu"; };
+max_epoch = $4;
+callbacks = ( { type = "model_saver"; max_to_keep = 0; },
+              { type = "inference_runner"; dataflow = {
+                  source = { type = "idx"; images = "$tt_data/t10k-images-idx3-ubyte.gz";
+                             labels = "$tt_data/t10k-labels-idx1-ubyte.gz"; };
+                  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+                  batch_size = 500; limit = $5; }; } );
+monitors = ( "json" );
+TTEOF
+}

@@ -19,7 +19,8 @@ esac
 # the number of GPUs, as the CUDA backend sees them (0 without a driver)
 GPUS=$("$TOWERTRAIN" bench --device gpu -b 8 -e 8 -n 1 -w 0 2>/dev/null | grep -c '^#  rank')
 
-DATA=/usr/share/datasets/fashion-mnist
+# the GPU kit (tests/gpu/kit.sh) brings its own copy of the data
+DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 cat > "$T/lenet.cfg" <<EOF
 seed = 11;
 dataflow = {

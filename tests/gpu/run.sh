@@ -10,7 +10,9 @@
 # (tests/gpu/e2e_gpu.sh, e2e_gpu_precision.sh) through make check, prints every
 # check, and fails when one fails or when no GPU was seen (then every GPU
 # check would only have been skipped). make check runs the same tests on any
-# machine, where without a GPU they report SKIP.
+# machine, where without a GPU they report SKIP. A GPU machine without this
+# tree's build dependencies (a lent one) runs the kit instead:
+# tests/gpu/kit.sh here, then .gpu-kit/run there (tests/gpu/local.mk).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)

@@ -1,0 +1,235 @@
+#!/bin/sh
+# The GPU kit's runner (.gpu-kit/run, from tests/gpu/kit_run.sh; the kit is
+# built by tests/gpu/kit.sh). On a machine with an NVIDIA GPU:
+#
+#   .gpu-kit/run [OUTDIR]        OUTDIR default ./gpu-kit-out
+#
+# finds NVIDIA's libraries (env.sh: the CUDA toolkit's, else PyTorch's pip
+# packages), prints the GPU, the driver and the CUDA, cuBLAS, cuDNN and NCCL
+# versions loaded, then runs every GPU check, each a TAP stream:
+#   test_cuda_libs, test_precision   the CUDA build's libraries, precisions
+#   test_gpu_ops                     every backend operation against the CPU
+#                                    backend in fp32, tf32, bf16 and fp16
+#   test_gpu_precision               fp16 loss scaling in every trainer type
+#   e2e_gpu.sh                       LeNet reaching the CPU run's accuracy,
+#                                    repeatability, checkpoints across devices,
+#                                    NCCL at every size, 2-GPU trainers
+#   e2e_gpu_precision.sh             bf16 and fp16 against fp32, resume
+#   e2e_gpu_trainers.sh              every trainer type on one GPU, SIGTERM
+#                                    and resume, eval
+#   compute-sanitizer                memcheck and racecheck over a short run
+# then bench/gpu/run (towertrain against PyTorch on this GPU). Checks that
+# need two GPUs SKIP, visibly. The last line is "N passed, N failed, N
+# skipped"; the exit status is 0 only when nothing failed, no training check
+# was skipped for lack of data and towertrain saw the GPU. Without a GPU:
+# one line "no GPU ..." and exit status 2, nothing written.
+#
+# OUTDIR receives few files (the device tool brings back at most 8):
+# run.log (all this prints), checks.tap (every check's TAP, one section a
+# program), stderr.log (what the checks wrote on stderr), sanitizer.log,
+# bench.txt and bench.json.
+#
+# Sizing: 5.5 minutes on one H100 (BUDGET), so that a device call of
+# timeout_s 360 leaves, after the machine's start, time for one rerun in the
+# 15 minutes of a session (and well inside the 8 minutes asked). The checks are small on purpose
+# (LeNet on 2048 to 60,000 Fashion-MNIST images, 1-3 epochs: about a
+# second of GPU work per run; the CPU reference runs on the machine's 16
+# cores), so most of their time is process and CUDA start-up (~1 s each,
+# ~60 runs). Each step runs under a time limit (STEP_LIMIT below, seconds),
+# the sanitizer runs train 4 steps of LeNet, and the benchmark gets what is
+# left of BUDGET (330 s) less a reserve, and sizes itself to it (bench/gpu/run
+# --budget; ResNet-50 first, bf16 first, so that what a short budget leaves
+# out is the least telling): it stops measuring, visibly, when that is spent, and compiles
+# with torch.compile only while time is left after the rounds.
+# TT_KIT_BUDGET (seconds, default 330) changes the total; TT_KIT_BENCH=0
+# leaves the benchmark out.
+set -u
+KIT=$(cd "$(dirname "$0")" && pwd) || exit 1
+: "${PATH:=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
+export PATH
+BUDGET=${TT_KIT_BUDGET:-330}
+
+# ---- a GPU? ----
+if command -v nvidia-smi >/dev/null 2>&1; then
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]')
+  [ "$gpus" -gt 0 ] || { echo "no GPU: nvidia-smi lists no device ($(nvidia-smi -L 2>&1 | head -n 1))" >&2; exit 2; }
+else
+  ls /dev/nvidia[0-9]* >/dev/null 2>&1 ||
+    { echo "no GPU: no nvidia-smi and no /dev/nvidia0 on this machine (the kit runs where an NVIDIA GPU is)" >&2; exit 2; }
+  gpus=$(ls /dev/nvidia[0-9]* | wc -l)
+fi
+
+OUTDIR=${1:-$PWD/gpu-kit-out}
+mkdir -p "$OUTDIR" || { echo "run: cannot create $OUTDIR" >&2; exit 1; }
+OUTDIR=$(cd "$OUTDIR" && pwd)
+LOG=$OUTDIR/run.log TAP=$OUTDIR/checks.tap ERR=$OUTDIR/stderr.log SAN=$OUTDIR/sanitizer.log
+: >"$LOG"; : >"$TAP"; : >"$ERR"; : >"$SAN"
+say() { echo "$*" | tee -a "$LOG"; }
+start=$(date +%s)
+elapsed() { echo $(($(date +%s) - start)); }
+
+# ---- NVIDIA's libraries, for towertrain alone ----
+. "$KIT/env.sh"
+kit_unpack "$KIT" || exit 1
+nvlibs_find "$KIT/nvlibs.txt"
+TT_KIT_NVPATH=$NVLIBS_PATH
+export TT_KIT_NVPATH
+LDP=$TT_KIT_NVPATH${LD_LIBRARY_PATH:+${TT_KIT_NVPATH:+:}$LD_LIBRARY_PATH}
+PY=$(command -v python3 || echo /usr/bin/python3)
+
+# a copy that lost its modes on the way still runs
+chmod +x "$KIT"/libexec/* "$KIT"/bin/* "$KIT"/src/tests/gpu/*.sh "$KIT/src/bench/gpu/run" 2>/dev/null
+say "== $(head -n 1 "$KIT/BUILD")"
+sed -n '2,$p' "$KIT/BUILD" | sed 's/^/   /' | tee -a "$LOG"
+say "== GPU: $(nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | tr '\n' ';')"
+say "   driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | head -n 1) (the driver's)"
+say "   CUDA runtime linked in towertrain: $("$KIT/libexec/towertrain" --version | sed -n 's/^cuda: .*(\(CUDA [0-9.]*\).*/\1/p') (static cudart)"
+printf '%s' "$NVLIBS_FILES" | "$PY" -c '
+import ctypes, sys
+for line in sys.stdin:
+    so, path = line.split()
+    try:
+        lib = ctypes.CDLL(path)
+        if so.startswith("libcublas"):
+            v = []
+            for t in range(3):
+                x = ctypes.c_int()
+                lib.cublasGetProperty(t, ctypes.byref(x)); v.append(x.value)
+            ver = "cuBLAS %d.%d.%d" % tuple(v)
+        elif so.startswith("libcudnn"):
+            lib.cudnnGetVersion.restype = ctypes.c_size_t
+            x = lib.cudnnGetVersion(); ver = "cuDNN %d.%d.%d" % (x // 10000, x // 100 % 100, x % 100)
+        else:
+            x = ctypes.c_int(); lib.ncclGetVersion(ctypes.byref(x)); x = x.value
+            ver = "NCCL %d.%d.%d" % (x // 10000, x // 100 % 100, x % 100)
+    except Exception as e:
+        ver = "version unknown (%s)" % e
+    print("   %-18s %s  %s" % (so, ver, path))
+' 2>&1 | tee -a "$LOG"
+[ -z "$NVLIBS_MISSING" ] || say "   NOT FOUND: $NVLIBS_MISSING (looked in the CUDA toolkit and python3's nvidia/*/lib)"
+say "   library path for towertrain: ${TT_KIT_NVPATH:-(none needed)}"
+
+# ---- the checks ----
+passed=0 failed=0 skipped=0 data_skips=0 gpu_skips=0
+T=$(mktemp -d "${TMPDIR:-/tmp}/gpu-kit.XXXXXX") || exit 1
+trap 'rm -rf "$T"' EXIT
+
+# limit SECONDS: SECONDS, or less when the budget is nearly spent (60 s kept
+# for the benchmark's minimum)
+limit() {
+  left=$((BUDGET - 60 - $(elapsed)))
+  [ "$left" -lt "$1" ] && echo $((left > 10 ? left : 10)) || echo "$1"
+}
+
+# count NAME RC FILE: the TAP lines of FILE counted in; a program that exited
+# non-zero without a failing check, or never printed its plan, fails once more
+count() {
+  name=$1 rc=$2 f=$3
+  p=$(grep -c '^ok ' "$f" | tr -d ' ')
+  s=$(grep -c '^ok .*# SKIP' "$f" | tr -d ' ')
+  nf=$(grep -c '^not ok' "$f" | tr -d ' ')
+  p=$((p - s))
+  extra=
+  if [ "$rc" != 0 ] && [ "$nf" = 0 ]; then nf=1; extra=" (exit status $rc, no failing check printed)"; fi
+  if ! grep -q '^1\.\.[0-9]' "$f"; then nf=$((nf + 1)); extra="$extra (no TAP plan: it stopped early)"; fi
+  [ "$rc" = 124 ] && extra="$extra (time limit)"
+  passed=$((passed + p)) failed=$((failed + nf)) skipped=$((skipped + s))
+  d=$(grep '^ok .*# SKIP' "$f" | grep -ci 'not installed\|dataset\|no data' | tr -d ' ')
+  g=$(grep '^ok .*# SKIP' "$f" | grep -ci 'no GPU' | tr -d ' ')
+  data_skips=$((data_skips + d)) gpu_skips=$((gpu_skips + g))
+  say "$(printf '%-22s %3d passed %3d failed %3d skipped  %4ds%s' "$name" "$p" "$nf" "$s" "$(elapsed)" "$extra")"
+  grep '^not ok\|# SKIP' "$f" | sed 's/^/     /' | tee -a "$LOG"
+  { echo "# ==== $name (exit status $rc)"; cat "$f"; } >>"$TAP"
+}
+
+# check NAME SECONDS COMMAND...: runs COMMAND (its TAP on stdout) with a
+# time limit, and counts its checks
+check() {
+  name=$1 secs=$(limit "$2")
+  shift 2
+  echo "# ==== $name" >>"$ERR"
+  timeout -k 10 "$secs" "$@" >"$T/$name.tap" 2>>"$ERR"
+  count "$name" $? "$T/$name.tap"
+}
+
+export TOWERTRAIN="$KIT/bin/towertrain" TT_SRCDIR="$KIT/src" TT_BUILDDIR="$KIT" PYTHON3="$PY"
+export TT_FASHION_MNIST="$KIT/data/fashion-mnist"
+unset TT_GPUS
+say "== checks (TAP in $TAP)"
+for p in test_cuda_libs test_precision test_gpu_ops test_gpu_precision; do
+  check "$p" 120 env "LD_LIBRARY_PATH=$LDP" "$KIT/libexec/$p"
+done
+for s in e2e_gpu e2e_gpu_precision e2e_gpu_trainers; do
+  check "$s.sh" 180 sh "$KIT/src/tests/gpu/$s.sh"
+done
+
+# ---- compute-sanitizer: 4 steps of LeNet (cuDNN, cuBLAS and our kernels),
+# then an eval pass, under memcheck and under racecheck ----
+san=$(command -v compute-sanitizer 2>/dev/null)
+for d in ${CUDA_HOME:+"$CUDA_HOME"} /usr/local/cuda; do
+  [ -n "$san" ] && break
+  for c in "$d/bin/compute-sanitizer" "$d/compute-sanitizer/compute-sanitizer"; do
+    [ -x "$c" ] && san=$c && break
+  done
+done
+D=$TT_FASHION_MNIST
+cat >"$T/san.cfg" <<EOF
+seed = 5;
+dataflow = { source = { type = "idx"; images = "$D/train-images-idx3-ubyte.gz";
+                        labels = "$D/train-labels-idx1-ubyte.gz"; };
+             batch_size = 64; limit = 256; };
+model = "$KIT/src/models/lenet.cfg";
+optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
+trainer = { type = "simple"; device = "gpu"; };
+max_epoch = 1;
+callbacks = ( "model_saver" );
+monitors = ( "json" );
+EOF
+{
+  n=0
+  for tool in memcheck racecheck; do
+    n=$((n + 1))
+    if [ -z "$san" ]; then
+      echo "ok $n - compute-sanitizer --tool $tool: 4 LeNet steps on the GPU # SKIP compute-sanitizer not found"
+      continue
+    fi
+    timeout -k 10 "$(limit 150)" env "LD_LIBRARY_PATH=$LDP" \
+      "$san" --tool $tool --error-exitcode 9 --print-limit 20 \
+      "$KIT/libexec/towertrain" run "$T/san.cfg" --logdir "$T/san-$tool" --quiet >"$T/$tool.log" 2>&1
+    rc=$?
+    { echo "==== compute-sanitizer --tool $tool (exit status $rc)"; cat "$T/$tool.log"; } >>"$SAN"
+    [ $rc = 0 ] && grep -q 'SUMMARY' "$T/$tool.log" && [ -f "$T/san-$tool/model-4.safetensors" ]
+    [ $? = 0 ] && echo "ok $n - compute-sanitizer --tool $tool: 4 LeNet steps on the GPU, no finding" ||
+      echo "not ok $n - compute-sanitizer --tool $tool: 4 LeNet steps on the GPU (exit status $rc; see sanitizer.log)"
+  done
+  echo "1..$n"
+} >"$T/sanitizer.tap"
+count compute-sanitizer 0 "$T/sanitizer.tap"
+
+# ---- the benchmark: what is left of the budget, less 20 s ----
+left=$((BUDGET - 20 - $(elapsed)))
+say "== bench/gpu/run (towertrain against PyTorch on this GPU; ${left}s)"
+if [ "${TT_KIT_BENCH:-1}" = 0 ]; then
+  say "   skipped: TT_KIT_BENCH=0"
+elif [ "$left" -ge 30 ]; then
+  # it starts nothing that would end after left - 15 s (by the times it
+  # sees), and a SIGTERM at left s ends it with its table printed
+  timeout -k 5 "$left" "$PY" "$KIT/src/bench/gpu/run" --towertrain "$KIT/bin/towertrain" \
+    --models resnet50,resnet20,lenet --precisions bf16,tf32,fp32 \
+    --budget $((left - 15)) --compile --json "$OUTDIR/bench.json" 2>&1 | tee "$OUTDIR/bench.txt" | tee -a "$LOG"
+else
+  say "   skipped: no time left in the budget (${BUDGET}s)"
+fi
+
+# ---- the verdict ----
+say "== $(elapsed)s"
+verdict=0
+if [ "$data_skips" -gt 0 ]; then
+  say "FAIL: $data_skips training check(s) skipped for lack of data"; verdict=1
+fi
+if [ "$gpu_skips" -gt 0 ]; then
+  say "FAIL: $gpu_skips check(s) skipped with 'no GPU' though nvidia-smi lists $gpus: towertrain did not see it"; verdict=1
+fi
+[ "$failed" = 0 ] || verdict=1
+say "$passed passed, $failed failed, $skipped skipped"
+exit $verdict
