@@ -161,7 +161,7 @@ static int impl_run(const opt_case *c, backend_t *be, int from, int to, const ru
 {
     tt_err err = {0};
     optimizer_t opt;
-    if (optimizer_create(&c->cfg, be, COUNT, &opt, &err) != 0) {
+    if (optimizer_create(&c->cfg, be, COUNT, NULL, 0, &opt, &err) != 0) {
         tt_diag("optimizer_create: %s", err.msg);
         return -1;
     }
@@ -345,16 +345,16 @@ int main(void)
     /* slot names as checkpoints write them (optimizer.<param>.<slot>) */
     tt_err err = {0};
     optimizer_t opt;
-    optimizer_create(&cases[2].cfg, be1, 10, &opt, &err);
+    optimizer_create(&cases[2].cfg, be1, 10, NULL, 0, &opt, &err);
     tt_ok(opt.n_slots == 1 && strcmp(opt.slot_names[0], "momentum") == 0,
           "momentum: slot named 'momentum'");
     optimizer_free(&opt);
-    optimizer_create(&cases[8].cfg, be1, 10, &opt, &err);
+    optimizer_create(&cases[8].cfg, be1, 10, NULL, 0, &opt, &err);
     tt_ok(opt.n_slots == 2 && strcmp(opt.slot_names[0], "exp_avg") == 0 &&
               strcmp(opt.slot_names[1], "exp_avg_sq") == 0,
           "adam: slots named 'exp_avg', 'exp_avg_sq'");
     optimizer_free(&opt);
-    optimizer_create(&cases[0].cfg, be1, 10, &opt, &err);
+    optimizer_create(&cases[0].cfg, be1, 10, NULL, 0, &opt, &err);
     tt_ok(opt.n_slots == 0, "sgd: no slots");
     optimizer_free(&opt);
 
