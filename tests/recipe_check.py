@@ -7,8 +7,8 @@ A small MLP (16 -> 12 relu -> 5, no batchnorm or dropout) trains 8 steps from
 the same initial parameters (session_init) on unshuffled npy data, so global
 step s takes samples [s*G, (s+1)*G) mod the pass. The reference does the same
 in float64 PyTorch: torch.nn.CrossEntropyLoss(label_smoothing),
-torch.nn.utils.clip_grad_norm_, torch.optim.AdamW with a no-decay group for
-weight_decay_exclude, and LARS written out from SPEC 5's formula; the learning
+torch.nn.utils.clip_grad_norm_, torch.optim.AdamW and SGD (nesterov momentum)
+with a no-decay group for weight_decay_exclude, and LARS written out from SPEC 5's formula; the learning
 rate of step s is the schedule's value at point s (linear warm-up, then a half
 cosine: v1 + (v0 - v1) (1 + cos(pi t)) / 2). Every trainer type, 1 and 2
 towers, accumulate 1, 2 and 4, and 2 MPI ranks compute the same global-batch
@@ -81,6 +81,10 @@ CONFIGS = {
     "lars": dict(opt='type = "lars"; learning_rate = 0.1; momentum = 0.9; weight_decay = 0.01; '
                      'trust_coefficient = 0.05; weight_decay_exclude = ["fc1.b*"];',
                  peak=1.0, smoothing=0.0, clip=0.0, exclude=["fc1.b*"]),
+    # scale-sensitive (unlike Adam and LARS): a wrong accumulation average shows here
+    "momentum": dict(opt='type = "momentum"; learning_rate = 0.1; momentum = 0.8; nesterov = true; '
+                         'weight_decay = 0.02; weight_decay_exclude = ["fc0.*"];',
+                     peak=0.5, smoothing=0.2, clip=0.0, exclude=["fc0.*"]),
 }
 
 
@@ -121,6 +125,10 @@ def reference(name):
                                  {"params": [P[k] for k in P if not decay[k]],
                                   "weight_decay": 0.0}],
                                 lr=0.1, weight_decay=0.05)
+    elif name == "momentum":
+        opt = torch.optim.SGD([{"params": [P[k] for k in P if decay[k]]},
+                               {"params": [P[k] for k in P if not decay[k]], "weight_decay": 0.0}],
+                              lr=0.1, momentum=0.8, nesterov=True, weight_decay=0.02)
     buf, norms = {}, []
     for s in range(STEPS):
         b = s % (N // G)
@@ -132,7 +140,7 @@ def reference(name):
         if cfg["clip"]:
             norms.append(float(torch.nn.utils.clip_grad_norm_(list(P.values()), cfg["clip"])))
         lr = lr_at(cfg["peak"], s)
-        if name == "adamw":
+        if name != "lars":
             for group in opt.param_groups:
                 group["lr"] = lr
             opt.step()
@@ -153,6 +161,8 @@ def reference(name):
             st = opt.state[p]
             state["optimizer.%s.exp_avg" % k] = st["exp_avg"].detach().numpy()
             state["optimizer.%s.exp_avg_sq" % k] = st["exp_avg_sq"].detach().numpy()
+        elif name == "momentum":
+            state["optimizer.%s.momentum" % k] = opt.state[p]["momentum_buffer"].detach().numpy()
         else:
             state["optimizer.%s.momentum" % k] = buf[k].numpy()
     return {k: p.detach().numpy() for k, p in P.items()}, state, norms
