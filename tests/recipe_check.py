@@ -274,4 +274,20 @@ r = subprocess.run([TT, "validate", path], stdout=subprocess.PIPE, stderr=subpro
 ok(r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("towertrain: ")
    and "cosine" in r.stderr, "a schedule point ending in \"cosin\" is refused: %s"
    % r.stderr.strip())
+# more bad values of the new keys: one line naming the key, exit 2
+good = job_text(cfg, "simple", 1, 16, 1)
+for bad, key in ((good.replace("label_smoothing = 0.1", "label_smoothing = 1.5"),
+                  "label_smoothing"),
+                 (good.replace("accumulate = 1", "accumulate = 0"), "accumulate"),
+                 (good.replace("learning_rate = 0.1;", "learning_rate = 0.1; "
+                               "clip_global_norm = -1.0;"), "clip_global_norm"),
+                 (good.replace("learning_rate = 0.1;", "learning_rate = 0.1; "
+                               "weight_decay_exclude = [ 1 ];"), "weight_decay_exclude"),
+                 (good.replace('loss = { type = "softmax_cross_entropy";', 'loss = { type = "mse";'),
+                  "loss.type")):
+    open(path, "w").write(bad)
+    r = subprocess.run([TT, "validate", path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       text=True)
+    ok(r.returncode == 2 and r.stderr.count("\n") == 1 and r.stderr.startswith("towertrain: ")
+       and key in r.stderr, "bad %s is refused: %s" % (key, r.stderr.strip()))
 done()
