@@ -19,8 +19,9 @@ against the reference's last norm before clipping. async with several towers
 is left out: the order of its updates varies from run to run.
 Also: a run stopped after epoch 1 and resumed ends bit for bit where the
 straight run ends (schedule and optimizer state included); checkpoint state
-names; validate prints the new keys with their defaults; a bad schedule point
-is refused."""
+names; bf16 within a bound of the reference; an epoch-based warm-up + cosine
+schedule records the formula's rate each epoch, resumed or not; validate
+prints the new keys with their defaults; bad values of them are refused."""
 import fnmatch
 import json
 import math
@@ -253,6 +254,32 @@ for name in CONFIGS:
         e = worst_vs(final(logdir), {**params, **state}) if rc == 0 else 1.0
         ok(e <= TOL, "%s: parameters and optimizer state vs float64 torch (worst %.2g)"
            % (what, e))
+
+# epoch-based: a warm-up point then a cosine point; epoch e's entry records
+# the rate it trained with, the schedule's value after e - 1 completed epochs
+# (1, then the half cosine from 0.4 to 0 over epochs 1..5); a run resumed
+# after epoch 3 records the same values
+EPOCH_POINTS = "(0, 0.1), (1, 0.4), (5, 0.0, \"cosine\")"
+want = [0.1] + [0.4 * (1 + math.cos(math.pi * (e - 1) / 4)) / 2 for e in range(1, 6)]
+rates = {}
+for how in ("straight", "resumed"):
+    logdir = "%s/epochs_%s" % (T, how)
+    text = job_text(CONFIGS["momentum"], "simple", 1, 16, 1).replace(
+        "max_epoch = %d;" % EPOCHS, "max_epoch = 6;").replace(
+        "steps_per_epoch = %d;" % STEPS_PER_EPOCH, "steps_per_epoch = 1;")
+    text = text.replace(schedule_text(CONFIGS["momentum"]["peak"]), EPOCH_POINTS).replace(
+        "step_based = true;", "step_based = false;")
+    if how == "straight":
+        rc = train(logdir, text)
+    else:
+        rc = train(logdir, text, extra_args=["--set", "max_epoch=3"]) or subprocess.run(
+            [TT, "resume", logdir, "--max-epoch", "6", "--quiet"]).returncode
+    rates[how] = [e["learning_rate"] for e in json.load(open(logdir + "/stats.json"))] \
+        if rc == 0 else []
+    worst = max(abs(a - b) for a, b in zip(rates[how], want)) if len(rates[how]) == 6 else 1.0
+    ok(worst <= 1e-7, "epoch-based schedule %s, linear then cosine, %s: learning_rate per "
+       "epoch %s vs the formula (worst %.2g)" % (EPOCH_POINTS, how,
+                                                 [round(r, 6) for r in rates[how]], worst))
 
 # validate prints the new keys with their defaults
 cfg = dict(CONFIGS["adamw"], opt='type = "adamw"; learning_rate = 0.1;')
