@@ -233,7 +233,11 @@ for name in CONFIGS:
     ok(rc == 0 and worst_difference(final(base), final(logdir), 0) == 0,
        "%s: a run resumed after epoch 1 ends bit for bit as the straight run (parameters, "
        "optimizer state)" % name)
-    # bf16: where this CPU runs it, the same training within bf16's rounding
+    # bf16: where this CPU runs it, the same training within bf16's rounding.
+    # Measured on AVX512_BF16 (Zen 5): 1.0% to 2.4% of the reference's largest
+    # move; deterministic (same bits every run), so no false failures on one
+    # CPU; the 10% bound leaves 4x for a CPU whose bf16 kernels (AMX) sum in
+    # another order.
     logdir = "%s/%s_bf16" % (T, name)
     rc = train(logdir, job_text(CONFIGS[name], "sync_replicated", 2, 4, 2, 'precision = "bf16";'))
     if rc == 2:
