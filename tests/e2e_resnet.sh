@@ -63,8 +63,11 @@ fake two 16 '{ type = "sync_replicated"; nr_tower = 2; }' 8
 for job in one two; do
   "$TOWERTRAIN" run "$T/$job.cfg" --logdir "$T/$job" --quiet &&
     $PY -c 'import json,math,sys; s=json.load(open(sys.argv[1]))
+# above the floor label smoothing 0.1 puts under the loss (the entropy of its
+# target over 10 classes, 0.50): the excess falls by 30%
+floor = -(0.91 * math.log(0.91) + 9 * 0.01 * math.log(0.01))
 first, last = s[0]["train_loss"], s[-1]["train_loss"]
-assert math.isfinite(last) and last < 0.7 * first, (first, last)
+assert math.isfinite(last) and last - floor < 0.7 * (first - floor), (first, last)
 print(first, last)' "$T/$job/stats.json" >"$T/loss" 2>&1
   ok $? "(c) ResNet-20 on fake data learns, $job tower(s): train_loss first and last epoch $(cat "$T/loss" | tail -1)"
 done
@@ -130,7 +133,8 @@ for body in re.findall(r"\{([^}]*)\}", text):
     m = re.search(r"inputs\s*=\s*\[([^\]]*)\]", body)
     if m:
         kv["inputs"] = re.findall(r'"([^"]*)"', m.group(1))
-    layers.append(kv)
+    if "name" in kv:  # a layer, not the loss group
+        layers.append(kv)
 class Net(nn.Module):
     def __init__(self):
         super().__init__()

@@ -341,7 +341,7 @@ static const bad_case bad_cases[] = {
     { DF MODEL_INLINE "optimizer = { type = \"momentun\"; learning_rate = 0.1; };\n", NULL, NULL,
       "bad.cfg:4: optimizer.type: unknown optimizer 'momentun' (did you mean 'momentum'?)" },
     { DF MODEL_INLINE "optimizer = { type = \"sgd\"; learning_rate = 0.1;\n momentum = 0.9; };\n",
-      NULL, NULL, "bad.cfg:5: optimizer.momentum: not allowed for optimizer 'sgd' (only for 'momentum')" },
+      NULL, NULL, "bad.cfg:5: optimizer.momentum: not allowed for optimizer 'sgd' (only for 'momentum', 'lars')" },
     { DF MODEL_INLINE "optimizer = { type = \"momentum\"; learning_rate = 0.1; momentum = 1.0; };\n",
       NULL, NULL, "bad.cfg:4: optimizer.momentum: must be < 1 (got 1)" },
     { DF MODEL_INLINE "optimizer = { type = \"momentum\"; learning_rate = 0.1; momentum = 0.0; nesterov = true; };\n",

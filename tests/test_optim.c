@@ -1,14 +1,18 @@
 /* test_optim.c - optimizer_apply (src/optim/optimizer.c, over the CPU
- * backend's sgd_step and adam_step) for 10 steps of changing gradients: SGD
- * (plain, weight decay), momentum (the first step's buf = d_p, nesterov on
- * and off, weight decay, a learning-rate change midway) and Adam (with and
- * without weight decay, other betas and eps), against
+ * backend's sgd_step, adam_step and sumsq) for 10 steps of changing
+ * gradients: SGD (plain, weight decay), momentum (the first step's buf = d_p,
+ * nesterov on and off, weight decay, a learning-rate change midway), Adam
+ * (with and without weight decay, other betas and eps), AdamW, LARS (SPEC 5,
+ * the block as one parameter; nesterov) and clip_global_norm, against
  *   1. an independent float64 re-implementation of the torch.optim formulas
  *      written here: parameters to 1e-6 relative, the step they took to
  *      1e-4, and the optimizer's slots to 1e-6;
- *   2. torch.optim.SGD / Adam themselves, run by a python3 with torch on the
- *      same float32 values (exchanged as raw float32, bit-exact), parameters
- *      and slots to 1e-6; skipped visibly, case by case, without torch.
+ *   2. torch.optim.SGD / Adam / AdamW themselves (after
+ *      torch.nn.utils.clip_grad_norm_ where clipping is on), run by a python3
+ *      with torch on the same float32 values (exchanged as raw float32,
+ *      bit-exact), parameters and slots to 1e-6; skipped visibly, case by
+ *      case, without torch. LARS is in neither torch nor this machine's
+ *      python (timm): its reference is the float64 formula of 1.
  * Also: the slots and their names; the same bits on 1 and 2 threads, on a
  * block the backend splits over both; and that an optimizer restarted from
  * saved slots (a resumed run) continues bit for bit.
@@ -35,7 +39,9 @@ typedef struct {
     float decay;
 } opt_case;
 
-/* optimizer_cfg: type, learning_rate, momentum, nesterov, beta1, beta2, epsilon, weight_decay */
+/* optimizer_cfg: type, learning_rate, momentum, nesterov, beta1, beta2, epsilon, weight_decay,
+ * trust_coefficient, wd_exclude, n_wd_exclude, clip_global_norm (the gradients' global norm
+ * is about 1 to 320 over the steps, 107 at scale 1: a clip of 100 acts on 6 of the 10) */
 static const opt_case cases[] = {
     {"sgd", {OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 0, 1.0f},
     {"sgd weight_decay", {OPT_SGD, 0.1f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.01f}, 0, 1.0f},
@@ -57,6 +63,20 @@ static const opt_case cases[] = {
      {OPT_ADAM, 0.01f, 0.0f, false, 0.8f, 0.99f, 1e-6f, 0.05f}, 0, 1.0f},
     {"adam, lr x0.1 from step 6", {OPT_ADAM, 0.01f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.0f}, 6,
      0.1f},
+    {"adamw", {OPT_ADAMW, 1e-2f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.01f}, 0, 1.0f},
+    {"adamw betas 0.8/0.99 weight_decay 0.3, lr x0.1 from step 6",
+     {OPT_ADAMW, 0.05f, 0.0f, false, 0.8f, 0.99f, 1e-8f, 0.3f}, 6, 0.1f},
+    {"lars", {OPT_LARS, 0.5f, 0.9f, false, 0.9f, 0.999f, 1e-8f, 1e-3f, 0.02f}, 0, 1.0f},
+    {"lars nesterov weight_decay 0.05 eps 1e-3, lr x0.1 from step 6",
+     {OPT_LARS, 0.5f, 0.8f, true, 0.9f, 0.999f, 1e-3f, 0.05f, 0.01f}, 6, 0.1f},
+    {"lars weight_decay 0 (no adaptation)",
+     {OPT_LARS, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-8f, 0.0f, 0.02f}, 0, 1.0f},
+    {"momentum clip_global_norm 100",
+     {OPT_MOMENTUM, 0.05f, 0.9f, false, 0.9f, 0.999f, 1e-8f, 5e-4f, 0.001f, NULL, 0, 100.0f}, 0,
+     1.0f},
+    {"adamw clip_global_norm 100",
+     {OPT_ADAMW, 1e-2f, 0.0f, false, 0.9f, 0.999f, 1e-8f, 0.01f, 0.001f, NULL, 0, 100.0f}, 0,
+     1.0f},
 };
 #define N_CASES ((int)(sizeof(cases) / sizeof(cases[0])))
 
@@ -85,21 +105,54 @@ static float case_lr(const opt_case *c, int step)
 
 /* ---- the float64 reference: torch.optim.SGD and Adam, written out ---- */
 
+/* The step's gradient scale: clip_grad_norm_'s min(1, clip / (norm + 1e-6)),
+ * 1 without clipping. */
+static double ref_clip(const optimizer_cfg *o, const float *g)
+{
+    double sq = 0.0;
+    for (int i = 0; i < COUNT; i++)
+        sq += (double)g[i] * g[i];
+    double coef = o->clip_global_norm / (sqrt(sq) + 1e-6);
+    return o->clip_global_norm > 0.0f && coef < 1.0 ? coef : 1.0;
+}
+
+/* LARS's trust ratio of the block (SPEC 5): r = tc |w| / (|g| + wd |w| + eps),
+ * 1 where |w| or |g| is 0 or without weight decay (no adaptation). */
+static double ref_trust(const optimizer_cfg *o, const double *w, const float *g, double clip)
+{
+    double wn = 0.0, gn = 0.0;
+    for (int i = 0; i < COUNT; i++) {
+        wn += w[i] * w[i];
+        gn += (clip * g[i]) * (clip * g[i]);
+    }
+    wn = sqrt(wn);
+    gn = sqrt(gn);
+    if (o->weight_decay == 0.0f || wn == 0.0 || gn == 0.0)
+        return 1.0;
+    return (double)o->trust_coefficient * wn / (gn + (double)o->weight_decay * wn + o->epsilon);
+}
+
 static void ref_run(const opt_case *c, double *w, double *s0, double *s1)
 {
     const optimizer_cfg *o = &c->cfg;
-    double mom = o->type == OPT_MOMENTUM ? o->momentum : 0.0;
+    bool adam = o->type == OPT_ADAM || o->type == OPT_ADAMW;
+    double mom = o->type == OPT_MOMENTUM || o->type == OPT_LARS ? o->momentum : 0.0;
     for (int i = 0; i < COUNT; i++) {
         w[i] = w0[i];
         s0[i] = s1[i] = 0.0;
     }
     for (int t = 1; t <= STEPS; t++) {
         double lr = case_lr(c, t);
+        double clip = ref_clip(o, grads[t - 1]);
+        double r = o->type == OPT_LARS ? ref_trust(o, w, grads[t - 1], clip) : 1.0;
         for (int i = 0; i < COUNT; i++) {
-            double g = grads[t - 1][i];
-            if (o->weight_decay != 0.0f)
+            double g = clip * grads[t - 1][i];
+            if (o->type == OPT_ADAMW) /* decoupled: p *= 1 - lr wd, nothing added to g */
+                w[i] *= 1.0 - lr * o->weight_decay;
+            else if (o->weight_decay != 0.0f)
                 g += (double)o->weight_decay * w[i];
-            if (o->type == OPT_ADAM) {
+            g *= r; /* LARS: (g + wd w) r */
+            if (adam) {
                 /* exp_avg = b1 m + (1-b1) g; exp_avg_sq = b2 v + (1-b2) g^2;
                  * w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps) */
                 double b1 = o->beta1, b2 = o->beta2;
@@ -161,7 +214,7 @@ static int impl_run(const opt_case *c, backend_t *be, int from, int to, const ru
 {
     tt_err err = {0};
     optimizer_t opt;
-    if (optimizer_create(&c->cfg, be, COUNT, &opt, &err) != 0) {
+    if (optimizer_create(&c->cfg, be, COUNT, NULL, 0, &opt, &err) != 0) {
         tt_diag("optimizer_create: %s", err.msg);
         return -1;
     }
@@ -204,10 +257,15 @@ static const char *torch_script =
     "out = array.array('f')\n"
     "for spec in sys.argv[5:]:\n"
     "    kind, *h = spec.split(',')\n"
-    "    lr, mom, nest, wd, b1, b2, eps, decay_at, decay = [float.fromhex(v) for v in h]\n"
+    "    lr, mom, nest, wd, b1, b2, eps, decay_at, decay, clip = [float.fromhex(v) for v in h]\n"
+    "    if kind == 'lars':  # not in torch.optim: a placeholder\n"
+    "        out.extend([0.0] * (3 * n))\n"
+    "        continue\n"
     "    p = torch.nn.Parameter(vals[:n].clone())\n"
     "    if kind == 'adam':\n"
     "        opt = torch.optim.Adam([p], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)\n"
+    "    elif kind == 'adamw':\n"
+    "        opt = torch.optim.AdamW([p], lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd)\n"
     "    else:\n"
     "        opt = torch.optim.SGD([p], lr=lr, momentum=mom, nesterov=nest != 0,\n"
     "                              weight_decay=wd)\n"
@@ -215,6 +273,8 @@ static const char *torch_script =
     "        for group in opt.param_groups:\n"
     "            group['lr'] = lr * decay if decay_at and t >= decay_at else lr\n"
     "        p.grad = vals[n * t:n * (t + 1)].clone()\n"
+    "        if clip:\n"
+    "            torch.nn.utils.clip_grad_norm_([p], clip)\n"
     "        opt.step()\n"
     "    st = opt.state[p]\n"
     "    zero = torch.zeros(n)\n"
@@ -245,11 +305,16 @@ static int torch_run(const char *py, const char *dir, float *out)
     for (int k = 0; k < N_CASES && len < (int)sizeof(cmd); k++) {
         const optimizer_cfg *o = &cases[k].cfg;
         float mom = o->type == OPT_MOMENTUM ? o->momentum : 0.0f;
-        len += snprintf(cmd + len, sizeof(cmd) - (size_t)len, " %s,%a,%a,%a,%a,%a,%a,%a,%a,%a",
-                        o->type == OPT_ADAM ? "adam" : "sgd", (double)o->learning_rate,
-                        (double)mom, o->nesterov ? 1.0 : 0.0, (double)o->weight_decay,
-                        (double)o->beta1, (double)o->beta2, (double)o->epsilon,
-                        (double)cases[k].decay_at, (double)cases[k].decay);
+        len += snprintf(cmd + len, sizeof(cmd) - (size_t)len,
+                        " %s,%a,%a,%a,%a,%a,%a,%a,%a,%a,%a",
+                        o->type == OPT_ADAM    ? "adam"
+                        : o->type == OPT_ADAMW ? "adamw"
+                        : o->type == OPT_LARS  ? "lars"
+                                               : "sgd",
+                        (double)o->learning_rate, (double)mom, o->nesterov ? 1.0 : 0.0,
+                        (double)o->weight_decay, (double)o->beta1, (double)o->beta2,
+                        (double)o->epsilon, (double)cases[k].decay_at, (double)cases[k].decay,
+                        (double)o->clip_global_norm);
     }
     if (len >= (int)sizeof(cmd) || system(cmd) != 0)
         return -1;
@@ -271,7 +336,8 @@ static void check_case(int c, backend_t *be1, backend_t *be2, const float *torch
     const opt_case *oc = &cases[c];
     if (!tt_ok(impl_run(oc, be1, 1, STEPS, NULL, &impl) == 0, "%s: ran", oc->label))
         return;
-    int want_slots = oc->cfg.type == OPT_ADAM ? 2 : oc->cfg.type == OPT_MOMENTUM ? 1 : 0;
+    bool adam = oc->cfg.type == OPT_ADAM || oc->cfg.type == OPT_ADAMW;
+    int want_slots = adam ? 2 : oc->cfg.type == OPT_SGD ? 0 : 1;
     tt_ok(impl.n_slots == want_slots, "%s: %d slot(s)", oc->label, impl.n_slots);
 
     ref_run(oc, rw, rs[0], rs[1]);
@@ -289,7 +355,7 @@ static void check_case(int c, backend_t *be1, backend_t *be2, const float *torch
     for (int k = 0; k < impl.n_slots && k < want_slots; k++) {
         e = tt_rel_err(impl.s[k], rs[k], COUNT);
         tt_ok(e < TOL, "%s: %s vs float64 (err %.2e)", oc->label,
-              slot_name[oc->cfg.type == OPT_ADAM][k], e);
+              slot_name[adam][k], e);
     }
 
     /* 2 threads split the block: the same bits */
@@ -301,8 +367,9 @@ static void check_case(int c, backend_t *be1, backend_t *be2, const float *torch
               impl_run(oc, be1, 5, STEPS, &half, &resumed) == 0 && same_run(&resumed, &impl),
           "%s: restarted from saved slots after step 4, same bits at step %d", oc->label, STEPS);
 
-    if (torch == NULL) {
-        tt_skip("%s: vs torch.optim (no python3 with torch)", oc->label);
+    if (torch == NULL || oc->cfg.type == OPT_LARS) {
+        tt_skip("%s: vs torch.optim (%s)", oc->label,
+                torch == NULL ? "no python3 with torch" : "LARS is not in torch.optim");
         return;
     }
     const float *tw = torch + (size_t)c * 3 * COUNT;
@@ -345,17 +412,48 @@ int main(void)
     /* slot names as checkpoints write them (optimizer.<param>.<slot>) */
     tt_err err = {0};
     optimizer_t opt;
-    optimizer_create(&cases[2].cfg, be1, 10, &opt, &err);
+    optimizer_create(&cases[2].cfg, be1, 10, NULL, 0, &opt, &err);
     tt_ok(opt.n_slots == 1 && strcmp(opt.slot_names[0], "momentum") == 0,
           "momentum: slot named 'momentum'");
     optimizer_free(&opt);
-    optimizer_create(&cases[8].cfg, be1, 10, &opt, &err);
+    optimizer_create(&cases[8].cfg, be1, 10, NULL, 0, &opt, &err);
     tt_ok(opt.n_slots == 2 && strcmp(opt.slot_names[0], "exp_avg") == 0 &&
               strcmp(opt.slot_names[1], "exp_avg_sq") == 0,
           "adam: slots named 'exp_avg', 'exp_avg_sq'");
     optimizer_free(&opt);
-    optimizer_create(&cases[0].cfg, be1, 10, &opt, &err);
+    optimizer_create(&cases[0].cfg, be1, 10, NULL, 0, &opt, &err);
     tt_ok(opt.n_slots == 0, "sgd: no slots");
+    optimizer_free(&opt);
+    optimizer_create(&cases[13].cfg, be1, 10, NULL, 0, &opt, &err);
+    tt_ok(opt.n_slots == 2 && strcmp(opt.slot_names[0], "exp_avg") == 0 &&
+              strcmp(opt.slot_names[1], "exp_avg_sq") == 0,
+          "adamw: slots named 'exp_avg', 'exp_avg_sq'");
+    optimizer_free(&opt);
+    optimizer_create(&cases[15].cfg, be1, 10, NULL, 0, &opt, &err);
+    tt_ok(opt.n_slots == 1 && strcmp(opt.slot_names[0], "momentum") == 0,
+          "lars: slot named 'momentum'");
+    optimizer_free(&opt);
+
+    /* weight_decay_exclude: shell globs over the names; runs of equal decay
+     * merge (one pass each), LARS keeps one segment per parameter */
+    static const char *globs[] = {"*.bias", "bn*"};
+    static const opt_param params[] = {{"fc0.weight", 0, 6}, {"fc0.bias", 6, 2},
+                                       {"bn0.weight", 8, 2}, {"fc1.weight", 10, 3},
+                                       {"fc1.weight_bias", 13, 1}};
+    optimizer_cfg oc = cases[4].cfg;
+    oc.wd_exclude = globs;
+    oc.n_wd_exclude = 2;
+    optimizer_create(&oc, be1, 14, params, 5, &opt, &err);
+    tt_ok(opt.n_segs == 3 && opt.segs[0].lo == 0 && opt.segs[0].hi == 6 && opt.segs[0].decay &&
+              opt.segs[1].lo == 6 && opt.segs[1].hi == 10 && !opt.segs[1].decay &&
+              opt.segs[2].lo == 10 && opt.segs[2].hi == 14 && opt.segs[2].decay,
+          "weight_decay_exclude [\"*.bias\", \"bn*\"]: no decay on fc0.bias and bn0.weight (one "
+          "run), decay on the rest, fc1.weight_bias included (%d segments)", opt.n_segs);
+    optimizer_free(&opt);
+    oc.type = OPT_LARS;
+    optimizer_create(&oc, be1, 14, params, 5, &opt, &err);
+    tt_ok(opt.n_segs == 5 && opt.segs[1].hi == 8 && opt.segs[2].lo == 8 && !opt.segs[2].decay,
+          "lars: one segment per parameter (%d)", opt.n_segs);
     optimizer_free(&opt);
 
     free(torch);

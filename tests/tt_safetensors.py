@@ -1,7 +1,8 @@
 """tt_safetensors.py - a small independent safetensors reader for the
 end-to-end tests (python3 and numpy only): load(path) returns the tensors as
 numpy arrays by name and the __metadata__ dict. optimizer.* tensors are left
-out unless asked for.
+out unless asked for. save(path, tensors) writes float32 tensors (a
+session_init file).
 
 As a command, what the end-to-end scripts share (tt_lib.sh's tt_same):
   tt_safetensors.py same A B TOL [optimizer]
@@ -29,6 +30,19 @@ def load(path, optimizer=False):
         lo, hi = v["data_offsets"]
         tensors[name] = np.frombuffer(data[lo:hi], dtype=DTYPES[v["dtype"]]).reshape(v["shape"])
     return tensors, head.get("__metadata__", {})
+
+
+def save(path, tensors):
+    head, off, blobs = {}, 0, []
+    for name, v in tensors.items():
+        b = np.ascontiguousarray(v, dtype="<f4").tobytes()
+        head[name] = {"dtype": "F32", "shape": list(v.shape), "data_offsets": [off, off + len(b)]}
+        off += len(b)
+        blobs.append(b)
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
 def worst_difference(a, b, tol):

@@ -159,14 +159,19 @@ struct backend {
     void (*add_scalar)(backend_t *be, size_t count, float alpha, float *x);
     /* true when none of x[0, count) is an Inf or a NaN (loss scaling's check) */
     bool (*all_finite)(backend_t *be, size_t count, const float *x);
+    /* sum of x[i]^2 over x[0, count), accumulated in double in an order that
+     * depends only on count (the optimizer's norms: LARS, clip_global_norm) */
+    double (*sumsq)(backend_t *be, size_t count, const float *x);
 
-    /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits.
-     * Writes dlogits = (softmax - onehot) / n when dlogits != NULL, and returns
-     * through the host pointers the summed (not mean) loss and the count of rows
-     * whose argmax equals the label. labels are device int32. ---- */
+    /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits,
+     * with label smoothing s (torch.nn.CrossEntropyLoss's; target = (1 - s)
+     * onehot + s / classes, backend/math.h). Writes dlogits = (softmax -
+     * target) / n when dlogits != NULL, and returns through the host pointers
+     * the summed (not mean) loss and the count of rows whose argmax equals the
+     * label. labels are device int32. ---- */
     void (*softmax_xent)(backend_t *be, int n, int classes, const float *logits,
-                         const int32_t *labels, float *dlogits, double *loss_sum,
-                         int *correct);
+                         const int32_t *labels, float smoothing, float *dlogits,
+                         double *loss_sum, int *correct);
 
     /* ---- optimizer updates over a whole contiguous parameter block (backend/math.h
      *      holds the per-element rules, exactly torch.optim's) ---- */

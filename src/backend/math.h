@@ -200,12 +200,15 @@ static inline TT_HD float tt_avgpool_grad(int oh, int ow, int k, int stride, int
 
 /* ---- softmax cross-entropy of one row of logits z[classes] ---- */
 
-/* Returns the row's loss (-log softmax(z)[label]) and its argmax (the first
- * maximum); when d != NULL writes d[j] = (softmax_j - onehot_j) / n, the
- * row's part of the gradient of the mean loss over n rows. In double where
- * the CPU backend uses double. */
+/* Returns the row's loss and its argmax (the first maximum); when d != NULL
+ * writes d[j] = (softmax_j - target_j) / n, the row's part of the gradient
+ * of the mean loss over n rows. The target is torch.nn.CrossEntropyLoss's
+ * with label smoothing s: (1 - s) onehot + s / classes, so the loss is
+ * (1 - s) (-log softmax(z)[label]) + s mean_j (-log softmax(z)_j); s = 0
+ * gives -log softmax(z)[label] with the same bits as without it. In double
+ * where the CPU backend uses double. */
 static inline TT_HD double tt_softmax_xent_row(const float *z, int classes, int label, int n,
-                                               float *d, int *argmax)
+                                               float smoothing, float *d, int *argmax)
 {
     int arg = 0;
     for (int j = 1; j < classes; j++)
@@ -216,13 +219,20 @@ static inline TT_HD double tt_softmax_xent_row(const float *z, int classes, int 
     for (int j = 0; j < classes; j++)
         sum += exp((double)z[j] - zmax);
     double log_sum = log(sum);
+    double off = (double)smoothing / classes, on = 1.0 - (double)smoothing + off;
     if (d != NULL)
         for (int j = 0; j < classes; j++) {
             double pj = exp((double)z[j] - zmax - log_sum);
-            d[j] = (float)((pj - (j == label ? 1.0 : 0.0)) / n);
+            d[j] = (float)((pj - (j == label ? on : off)) / n);
         }
     *argmax = arg;
-    return log_sum - ((double)z[label] - zmax);
+    double nll = log_sum - ((double)z[label] - zmax);
+    if (smoothing == 0.0f)
+        return nll;
+    double zsum = 0.0; /* sum_j -log softmax(z)_j = classes log_sum - sum_j (z_j - zmax) */
+    for (int j = 0; j < classes; j++)
+        zsum += (double)z[j] - zmax;
+    return (1.0 - (double)smoothing) * nll + (double)smoothing * (log_sum - zsum / classes);
 }
 
 #endif

@@ -1,10 +1,12 @@
 /* scheduled_hyperparam.c - tensorpack's ScheduledHyperParamSetter for the
  * learning rate. schedule = ( (ep, v), ... ): v is set after epoch ep completes
  * (ep = 0: before the first epoch); with interp = "linear" the value between
- * two points is interpolated; with step_based the points are global steps and
+ * two points is interpolated; a point (ep, v, "cosine") is reached from the
+ * previous one by a half cosine whatever interp says; with step_based the points are global steps and
  * the value is updated after every step. The value at any point is a function
  * of the point alone, so a resumed run starts with the value the schedule
  * gives for its starting point. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +17,7 @@
 
 typedef struct {
     double *at, *value; /* points, non-decreasing */
+    bool *cosine;       /* point i is reached from point i-1 by a half cosine */
     int n;
     bool linear, step_based;
 } schedule_state;
@@ -40,12 +43,14 @@ static int schedule_create(callback_t *cb, trainer_t *tr, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "scheduled_hyperparam: empty schedule");
     s->at = calloc((size_t)s->n, sizeof(double));
     s->value = calloc((size_t)s->n, sizeof(double));
-    if (s->at == NULL || s->value == NULL)
+    s->cosine = calloc((size_t)s->n, sizeof(bool));
+    if (s->at == NULL || s->value == NULL || s->cosine == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     for (int i = 0; i < s->n; i++) {
         const config_setting_t *pair = config_setting_get_elem(list, (unsigned)i);
         s->at[i] = config_setting_get_float_elem(pair, 0);
         s->value[i] = config_setting_get_float_elem(pair, 1);
+        s->cosine[i] = config_setting_length(pair) == 3; /* the schema allows only "cosine" */
     }
     return 0;
 }
@@ -60,9 +65,13 @@ static bool schedule_value_at(const schedule_state *s, double point, double *v)
     while (last + 1 < s->n && s->at[last + 1] <= point)
         last++;
     *v = s->value[last];
-    if (s->linear && last + 1 < s->n && s->at[last + 1] > s->at[last]) {
+    if (last + 1 < s->n && s->at[last + 1] > s->at[last]) {
         double t = (point - s->at[last]) / (s->at[last + 1] - s->at[last]);
-        *v = s->value[last] + t * (s->value[last + 1] - s->value[last]);
+        double v0 = s->value[last], v1 = s->value[last + 1];
+        if (s->cosine[last + 1]) /* v1 + (v0 - v1) (1 + cos(pi t)) / 2 */
+            *v = v1 + (v0 - v1) * (1.0 + cos(M_PI * t)) / 2.0;
+        else if (s->linear)
+            *v = v0 + t * (v1 - v0);
     }
     return true;
 }
@@ -116,6 +125,7 @@ static void schedule_destroy(callback_t *cb)
     if (s != NULL) {
         free(s->at);
         free(s->value);
+        free(s->cosine);
     }
     free(s);
 }

@@ -311,8 +311,11 @@ static int build_job(job_t *job, config_t *cfg)
     const config_setting_t *o = config_setting_get_member(root, "optimizer");
     const char *ot = get_str(o, "type", "sgd");
     optimizer_cfg *opt = &job->optimizer;
-    opt->type = strcmp(ot, "adam") == 0 ? OPT_ADAM : strcmp(ot, "momentum") == 0 ? OPT_MOMENTUM
-                                                                                 : OPT_SGD;
+    opt->type = strcmp(ot, "adam") == 0       ? OPT_ADAM
+                : strcmp(ot, "adamw") == 0    ? OPT_ADAMW
+                : strcmp(ot, "lars") == 0     ? OPT_LARS
+                : strcmp(ot, "momentum") == 0 ? OPT_MOMENTUM
+                                              : OPT_SGD;
     opt->learning_rate = (float)get_num(o, "learning_rate", 0);
     opt->momentum = (float)get_num(o, "momentum", 0);
     opt->nesterov = get_bool(o, "nesterov", false);
@@ -320,6 +323,15 @@ static int build_job(job_t *job, config_t *cfg)
     opt->beta2 = (float)get_num(o, "beta2", 0.999);
     opt->epsilon = (float)get_num(o, "epsilon", 1e-8);
     opt->weight_decay = (float)get_num(o, "weight_decay", 0);
+    opt->trust_coefficient = (float)get_num(o, "trust_coefficient", 0.001);
+    opt->clip_global_norm = (float)get_num(o, "clip_global_norm", 0);
+    const config_setting_t *ex = config_setting_get_member(o, "weight_decay_exclude");
+    opt->n_wd_exclude = ex != NULL ? config_setting_length(ex) : 0;
+    if (opt->n_wd_exclude > 0 &&
+        (opt->wd_exclude = calloc((size_t)opt->n_wd_exclude, sizeof(char *))) == NULL)
+        return -1;
+    for (int i = 0; i < opt->n_wd_exclude; i++)
+        opt->wd_exclude[i] = config_setting_get_string_elem(ex, i);
 
     const config_setting_t *t = config_setting_get_member(root, "trainer");
     trainer_cfg *tr = &job->trainer;
@@ -342,6 +354,7 @@ static int build_job(job_t *job, config_t *cfg)
     tr->threads_per_tower = get_int(t, "threads_per_tower", 0);
     tr->tf32 = get_bool(t, "tf32", false);
     tr->deterministic = get_bool(t, "deterministic", true);
+    tr->accumulate = get_int(t, "accumulate", 1);
     const char *prec = get_str(t, "precision", "fp32");
     tr->precision = strcmp(prec, "bf16") == 0   ? PRECISION_BF16
                     : strcmp(prec, "fp16") == 0 ? PRECISION_FP16
@@ -441,6 +454,7 @@ void job_free(job_t *job)
             free_dataflow(job->callbacks[i].dataflow);
             free(job->callbacks[i].dataflow);
         }
+    free(job->optimizer.wd_exclude);
     free(job->callbacks);
     free(job->monitors);
     if (job->eval_dataflow != NULL) {

@@ -72,15 +72,19 @@ typedef struct {
 
 /* ---- optimizer (OPTIMIZER) ---- */
 
-typedef enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAM } optimizer_type;
+typedef enum { OPT_SGD, OPT_MOMENTUM, OPT_ADAM, OPT_ADAMW, OPT_LARS } optimizer_type;
 
 typedef struct {
     optimizer_type type;
     float learning_rate;
-    float momentum;     /* type momentum: default 0.9; sgd: 0 */
+    float momentum;     /* momentum and lars: default 0.9; sgd: 0 */
     bool nesterov;
-    float beta1, beta2, epsilon;
+    float beta1, beta2, epsilon; /* epsilon: adam, adamw, lars */
     float weight_decay;
+    float trust_coefficient;     /* lars */
+    const char **wd_exclude;     /* weight_decay_exclude: shell globs (strings of the tree) */
+    int n_wd_exclude;
+    float clip_global_norm;      /* 0: off */
 } optimizer_cfg;
 
 /* ---- trainer (TRAINER) ---- */
@@ -113,6 +117,7 @@ typedef struct {
     precision_kind precision;
     bool tf32;                 /* GPU: TF32 tensor cores in fp32 matmul and conv */
     bool deterministic;        /* GPU: deterministic cuDNN algorithms only */
+    int accumulate;            /* micro-batches averaged per update, default 1 */
 } trainer_cfg;
 
 /* ---- callbacks and monitors (CALLBACKS, MONITORS) ---- */

@@ -108,6 +108,29 @@ static int check_layer(vctx *c, config_setting_t *g, const char *path, const var
     return 0;
 }
 
+/* loss: "softmax_cross_entropy", or a group that also sets label_smoothing
+ * (torch.nn.CrossEntropyLoss's); the string form stays as written. */
+static const group_spec loss_spec = {
+    .what = "loss",
+    .keys = (const key_spec[]){
+        { .name = "type", .kind = KEY_STRING, .def = "\"softmax_cross_entropy\"",
+          .allowed = loss_values },
+        { .name = "label_smoothing", .kind = KEY_FLOAT, .def = "0.0", .lo_kind = GE, .lo = 0,
+          .hi_kind = LE, .hi = 1, .doc = "as torch.nn.CrossEntropyLoss(label_smoothing)" },
+        END },
+};
+
+static int loss_parse_key(vctx *c, config_setting_t *s, const char *key)
+{
+    if (config_setting_type(s) == CONFIG_TYPE_GROUP)
+        return schema_check_group(c, s, &loss_spec, key);
+    const char *v = config_setting_get_string(s);
+    if (v == NULL || strcmp(v, loss_values[0]) != 0)
+        return schema_error(c, s, key, "must be \"%s\" or a group { type = \"%s\"; "
+                            "label_smoothing = ...; }", loss_values[0], loss_values[0]);
+    return 0;
+}
+
 static const group_spec layer_spec = {
     .what = "layer type",
     .keys = (const key_spec[]){ { .name = "name", .kind = KEY_STRING, .required = true }, END },
@@ -122,7 +145,8 @@ static const group_spec model_spec = {
         { .name = "classes", .kind = KEY_INT, .required = true, .lo_kind = GE, .lo = 1,
           .hi_kind = LE, .hi = MAX_WIDTH },
         { .name = "layers", .kind = KEY_GROUP_LIST, .required = true, .min_len = 1, .sub = &layer_spec },
-        { .name = "loss", .kind = KEY_STRING, .def = "\"softmax_cross_entropy\"", .allowed = loss_values },
+        { .name = "loss", .kind = KEY_CUSTOM, .def = "\"softmax_cross_entropy\"",
+          .parse = loss_parse_key, .doc = "\"softmax_cross_entropy\" or { type; label_smoothing; }" },
         END },
 };
 
@@ -342,6 +366,11 @@ static int model_cfg_from_setting(vctx *c, config_setting_t *g, const char *pref
         return schema_error(c, input, key, "%" PRId64 " elements per sample, more than %d",
                             elements, TT_MAX_TENSOR);
     config_setting_lookup_int(g, "classes", &cfg->classes);
+    const config_setting_t *loss = config_setting_get_member(g, "loss");
+    const config_setting_t *ls = loss != NULL && config_setting_type(loss) == CONFIG_TYPE_GROUP
+                                     ? config_setting_get_member(loss, "label_smoothing")
+                                     : NULL;
+    cfg->label_smoothing = ls != NULL ? (float)schema_number(ls) : 0.0f;
 
     config_setting_t *layers = config_setting_get_member(g, "layers");
     int n = config_setting_length(layers);

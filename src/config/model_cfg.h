@@ -63,7 +63,8 @@ typedef struct model_cfg {
     int classes;
     layer_cfg *layers;
     int n_layers;
-    /* only loss is "softmax_cross_entropy" */
+    /* the loss is softmax cross-entropy, with this label smoothing (default 0) */
+    float label_smoothing;
 } model_cfg;
 
 /* Reads a model file on its own. */

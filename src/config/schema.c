@@ -580,8 +580,14 @@ static int check_schedule(vctx *c, config_setting_t *s, const key_spec *k, const
         char ekey[PATH_LEN];
         join_index(ekey, key, i);
         int et = config_setting_type(e);
-        if ((et != CONFIG_TYPE_LIST && et != CONFIG_TYPE_ARRAY) || config_setting_length(e) != 2)
+        int len = et == CONFIG_TYPE_LIST || et == CONFIG_TYPE_ARRAY ? config_setting_length(e) : 0;
+        if (len != 2 && len != 3)
             return schema_error(c, e, ekey, "expected an (epoch, value) pair");
+        /* (epoch, value, "cosine"): reached from the previous point by a half cosine */
+        const char *how = len == 3 ? config_setting_get_string_elem(e, 2) : NULL;
+        if (len == 3 && (et != CONFIG_TYPE_LIST || how == NULL || strcmp(how, "cosine") != 0))
+            return schema_error(c, e, ekey, "the third element of a point can only be "
+                                "\"cosine\"");
         config_setting_t *ep = config_setting_get_elem(e, 0);
         config_setting_t *v = config_setting_get_elem(e, 1);
         int tt = config_setting_type(ep);

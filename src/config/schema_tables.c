@@ -238,21 +238,31 @@ static const group_spec eval_spec = {
 
 #define WD_KEY { .name = "weight_decay", .kind = KEY_FLOAT, .def = "0.0", \
                                  .lo_kind = GE, .lo = 0, .doc = "L2, added to the gradient" }
+#define MOMENTUM_KEYS { .name = "momentum", .kind = KEY_FLOAT, .def = "0.9", .lo_kind = GE, \
+                        .lo = 0, .hi_kind = LT, .hi = 1 }, \
+                      { .name = "nesterov", .kind = KEY_BOOL, .def = "false" }
+#define ADAM_KEYS { .name = "beta1", .kind = KEY_FLOAT, .def = "0.9", .lo_kind = GE, .lo = 0, \
+                    .hi_kind = LT, .hi = 1 }, \
+                  { .name = "beta2", .kind = KEY_FLOAT, .def = "0.999", .lo_kind = GE, .lo = 0, \
+                    .hi_kind = LT, .hi = 1 }, \
+                  { .name = "epsilon", .kind = KEY_FLOAT, .def = "1e-08", .lo_kind = GT, .lo = 0 }
 
 static const variant_spec optimizer_variants[] = {
     { .name = "sgd", .keys = (const key_spec[]){ WD_KEY, END } },
-    { .name = "momentum",
+    { .name = "momentum", .keys = (const key_spec[]){ MOMENTUM_KEYS, WD_KEY, END } },
+    { .name = "adam", .keys = (const key_spec[]){ ADAM_KEYS, WD_KEY, END } },
+    { .name = "adamw",
       .keys = (const key_spec[]){
-          { .name = "momentum", .kind = KEY_FLOAT, .def = "0.9", .lo_kind = GE, .lo = 0,
-            .hi_kind = LT, .hi = 1 },
-          { .name = "nesterov", .kind = KEY_BOOL, .def = "false" },
-          WD_KEY, END } },
-    { .name = "adam",
+          ADAM_KEYS,
+          { .name = "weight_decay", .kind = KEY_FLOAT, .def = "0.01", .lo_kind = GE, .lo = 0,
+            .doc = "decoupled, as torch.optim.AdamW" },
+          END } },
+    { .name = "lars",
       .keys = (const key_spec[]){
-          { .name = "beta1", .kind = KEY_FLOAT, .def = "0.9", .lo_kind = GE, .lo = 0, .hi_kind = LT, .hi = 1 },
-          { .name = "beta2", .kind = KEY_FLOAT, .def = "0.999", .lo_kind = GE, .lo = 0, .hi_kind = LT, .hi = 1 },
-          { .name = "epsilon", .kind = KEY_FLOAT, .def = "1e-08", .lo_kind = GT, .lo = 0 },
-          WD_KEY, END } },
+          MOMENTUM_KEYS, WD_KEY,
+          { .name = "trust_coefficient", .kind = KEY_FLOAT, .def = "0.001", .lo_kind = GT, .lo = 0 },
+          { .name = "epsilon", .kind = KEY_FLOAT, .def = "1e-08", .lo_kind = GE, .lo = 0 },
+          END } },
     END
 };
 
@@ -269,6 +279,10 @@ static const group_spec optimizer_spec = {
     .what = "optimizer",
     .keys = (const key_spec[]){
         { .name = "learning_rate", .kind = KEY_FLOAT, .required = true, .lo_kind = GT, .lo = 0 },
+        { .name = "weight_decay_exclude", .kind = KEY_STRING_ARRAY, .def = "[ ]",
+          .doc = "shell globs over parameter names: no weight decay (lars: no adaptation)" },
+        { .name = "clip_global_norm", .kind = KEY_FLOAT, .def = "0.0", .lo_kind = GE, .lo = 0,
+          .doc = "0: off" },
         END },
     .variants = optimizer_variants, .default_type = "sgd", .check = check_optimizer,
 };
@@ -367,6 +381,8 @@ static const group_spec trainer_spec = {
         { .name = "precision", .kind = KEY_STRING, .def = "\"fp32\"", .allowed = precision_values },
         { .name = "tf32", .kind = KEY_BOOL, .def = "false" },
         { .name = "deterministic", .kind = KEY_BOOL, .def = "true" },
+        { .name = "accumulate", .kind = KEY_INT, .def = "1", .lo_kind = GE, .lo = 1,
+          .hi_kind = LE, .hi = 65536, .doc = "micro-batches averaged per update" },
         END },
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };

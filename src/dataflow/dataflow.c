@@ -30,6 +30,7 @@ struct dataflow {
     dataflow_mode mode;
     int global_batch;        /* G (train) or the batch size (eval) */
     int local_offset, local_count;
+    int parts;               /* dataflow_set_parts: the slice repeats in each part */
     int64_t batches;         /* per pass */
     shape3 out_shape;
     size_t sample_floats;    /* per-sample scratch size */
@@ -91,8 +92,13 @@ static void step_indices(dataflow_t *df, int64_t step, uint32_t *idx)
         make_perm(df, pass, df->perm[k]);
         df->perm_pass[k] = pass;
     }
-    memcpy(idx, df->perm[k] + (size_t)b * df->global_batch + df->local_offset,
-           (size_t)df->local_count * sizeof(uint32_t));
+    /* part p of the global batch holds this rank's p-th piece at local_offset */
+    size_t part = (size_t)df->global_batch / (size_t)df->parts;
+    size_t piece = (size_t)df->local_count / (size_t)df->parts;
+    for (int p = 0; p < df->parts; p++)
+        memcpy(idx + (size_t)p * piece,
+               df->perm[k] + (size_t)b * df->global_batch + (size_t)p * part + df->local_offset,
+               piece * sizeof(uint32_t));
     pthread_mutex_unlock(&df->perm_lock);
 }
 
@@ -202,6 +208,17 @@ static int plan_shapes(dataflow_t *df, tt_err *err)
     return 0;
 }
 
+int dataflow_set_parts(dataflow_t *df, int parts, tt_err *err)
+{
+    if (parts < 1 || df->global_batch % parts != 0 || df->local_count % parts != 0 ||
+        df->local_offset + df->local_count / parts > df->global_batch / parts)
+        return err_set(err, TT_ERR_USAGE, "dataflow: %d parts do not divide the batch slice "
+                       "%d+%d of %d", parts, df->local_offset, df->local_count,
+                       df->global_batch);
+    df->parts = parts;
+    return 0;
+}
+
 int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
                     dataflow_mode mode, int global_batch, int local_offset, int local_count,
                     dataflow_t **out, tt_err *err)
@@ -225,6 +242,7 @@ int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
     df->global_batch = global_batch;
     df->local_offset = mode == DATAFLOW_TRAIN ? local_offset : 0;
     df->local_count = mode == DATAFLOW_TRAIN ? local_count : global_batch;
+    df->parts = 1;
     df->batches = mode == DATAFLOW_TRAIN ? (int64_t)(n / (size_t)global_batch)
                                          : (int64_t)((n + (size_t)global_batch - 1) / global_batch);
     pthread_mutex_init(&df->perm_lock, NULL);

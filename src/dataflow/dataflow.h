@@ -90,6 +90,13 @@ int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
                     dataflow_mode mode, int global_batch, int local_offset, int local_count,
                     dataflow_t **out, tt_err *err);
 
+/* Train mode, before the first batch: the global batch is `parts` equal
+ * parts (trainer.accumulate's micro-batches), and this dataflow's slice is
+ * local_count / parts samples at local_offset of each part, in part order.
+ * With the 1 part of dataflow_create: the slice [local_offset,
+ * local_offset + local_count) of the global batch. */
+int dataflow_set_parts(dataflow_t *df, int parts, tt_err *err);
+
 /* Shape of one sample as the dataflow outputs it (after the augmentations). */
 shape3 dataflow_shape(const dataflow_t *df);
 

@@ -610,7 +610,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
 
     t->loss_sum = 0.0;
     t->correct = 0;
-    be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->batch_y,
+    be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->batch_y, m->cfg->label_smoothing,
                      backward ? t->dact[last] : NULL, &t->loss_sum, &t->correct);
     if (!backward)
         return t->act[last];

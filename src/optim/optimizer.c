@@ -1,9 +1,46 @@
 #include "optim/optimizer.h"
 
+#include <fnmatch.h>
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-int optimizer_create(const optimizer_cfg *cfg, backend_t *be, size_t count, optimizer_t *opt,
-                     tt_err *err)
+static bool param_excluded(const optimizer_cfg *cfg, const char *name)
+{
+    for (int i = 0; i < cfg->n_wd_exclude; i++)
+        if (fnmatch(cfg->wd_exclude[i], name, 0) == 0)
+            return true;
+    return false;
+}
+
+/* The segments (optimizer.h): one per parameter for LARS, else the runs of
+ * equal decay, so without exclusions one segment over the whole block and
+ * the update is one pass, as before exclusions existed. */
+static int make_segments(optimizer_t *opt, const opt_param *params, int n)
+{
+    opt->segs = calloc((size_t)(n > 0 ? n : 1), sizeof(opt_segment));
+    if (opt->segs == NULL)
+        return -1;
+    if (n == 0) {
+        opt->segs[0] = (opt_segment){0, opt->count, true};
+        opt->n_segs = 1;
+        return 0;
+    }
+    bool per_param = opt->cfg.type == OPT_LARS;
+    for (int i = 0; i < n; i++) {
+        bool decay = !param_excluded(&opt->cfg, params[i].name);
+        size_t lo = params[i].offset, hi = lo + params[i].count;
+        opt_segment *last = opt->n_segs > 0 ? &opt->segs[opt->n_segs - 1] : NULL;
+        if (!per_param && last != NULL && last->decay == decay && last->hi == lo)
+            last->hi = hi;
+        else
+            opt->segs[opt->n_segs++] = (opt_segment){lo, hi, decay};
+    }
+    return 0;
+}
+
+int optimizer_create(const optimizer_cfg *cfg, backend_t *be, size_t count,
+                     const opt_param *params, int n, optimizer_t *opt, tt_err *err)
 {
     memset(opt, 0, sizeof(*opt));
     opt->cfg = *cfg;
@@ -14,23 +51,29 @@ int optimizer_create(const optimizer_cfg *cfg, backend_t *be, size_t count, opti
         opt->n_slots = 0;
         break;
     case OPT_MOMENTUM:
+    case OPT_LARS:
         opt->n_slots = cfg->momentum != 0.0f ? 1 : 0;
         opt->slot_names[0] = "momentum";
         break;
     case OPT_ADAM:
+    case OPT_ADAMW:
         opt->n_slots = 2;
         opt->slot_names[0] = "exp_avg";
         opt->slot_names[1] = "exp_avg_sq";
         break;
     }
-    for (int i = 0; i < opt->n_slots; i++) {
-        opt->slots[i] = be->alloc(be, (count > 0 ? count : 1) * sizeof(float));
-        if (opt->slots[i] == NULL) {
-            optimizer_free(opt);
-            return err_set(err, TT_ERR_RUNTIME, "out of memory for optimizer state");
-        }
-    }
+    size_t bytes = (count > 0 ? count : 1) * sizeof(float);
+    for (int i = 0; i < opt->n_slots; i++)
+        if ((opt->slots[i] = be->alloc(be, bytes)) == NULL)
+            goto oom;
+    if (cfg->type == OPT_LARS && (opt->scratch = be->alloc(be, bytes)) == NULL)
+        goto oom;
+    if (make_segments(opt, params, n) != 0)
+        goto oom;
     return 0;
+oom:
+    optimizer_free(opt);
+    return err_set(err, TT_ERR_RUNTIME, "out of memory for optimizer state");
 }
 
 void optimizer_free(optimizer_t *opt)
@@ -38,28 +81,98 @@ void optimizer_free(optimizer_t *opt)
     for (int i = 0; i < opt->n_slots; i++)
         if (opt->slots[i] != NULL)
             opt->be->free(opt->be, opt->slots[i]);
+    if (opt->scratch != NULL)
+        opt->be->free(opt->be, opt->scratch);
+    free(opt->segs);
     memset(opt, 0, sizeof(*opt));
 }
 
-void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, const float *grads,
-                           size_t lo, size_t hi, int64_t step)
+bool optimizer_needs_whole(const optimizer_t *opt)
+{
+    return opt->cfg.type == OPT_LARS || opt->cfg.clip_global_norm > 0.0f;
+}
+
+/* torch.nn.utils.clip_grad_norm_: the norm over the whole block, then every
+ * gradient times min(1, clip / (norm + 1e-6)) (torch multiplies by the
+ * clamped factor, 1 included). */
+static void clip_gradients(optimizer_t *opt, backend_t *be, float *grads)
+{
+    double norm = sqrt(be->sumsq(be, opt->count, grads));
+    opt->grad_norm = norm;
+    float coef = (float)((double)opt->cfg.clip_global_norm / (norm + 1e-6));
+    be->scale(be, opt->count, coef < 1.0f ? coef : 1.0f, grads);
+}
+
+/* LARS on one parameter w[0, n) (SPEC: timm.optim.Lars with trust_clip and
+ * always_adapt false): g' = (g + wd w) r with the trust ratio
+ * r = tc |w| / (|g| + wd |w| + eps) (1 where |w| or |g| is 0), into the
+ * scratch block; then momentum SGD on g' without weight decay. */
+static void lars_segment(optimizer_t *opt, backend_t *be, float *w, const float *g, float *buf,
+                         float *gs, size_t n, bool decay)
+{
+    const optimizer_cfg *c = &opt->cfg;
+    float momentum = c->momentum;
+    if (!decay || c->weight_decay == 0.0f) { /* no adaptation */
+        be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, 0.0f, !opt->has_state, w, g,
+                     buf);
+        return;
+    }
+    double wn = sqrt(be->sumsq(be, n, w)), gn = sqrt(be->sumsq(be, n, g));
+    double r = wn > 0.0 && gn > 0.0
+                   ? (double)c->trust_coefficient * wn /
+                         (gn + (double)c->weight_decay * wn + (double)c->epsilon)
+                   : 1.0;
+    be->copy(be, gs, g, n * sizeof(float));
+    be->axpy(be, n, c->weight_decay, w, gs);
+    be->scale(be, n, (float)r, gs);
+    be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, 0.0f, !opt->has_state, w, gs,
+                 buf);
+}
+
+/* Segment part [lo, hi) of the block (a whole parameter for LARS). */
+static void apply_part(optimizer_t *opt, backend_t *be, float *params, const float *grads,
+                       size_t lo, size_t hi, bool decay, int64_t step)
 {
     const optimizer_cfg *c = &opt->cfg;
     size_t n = hi - lo;
     float *w = params + lo;
     const float *g = grads + lo;
+    float *slot0 = opt->n_slots > 0 ? opt->slots[0] + lo : NULL;
+    float wd = decay ? c->weight_decay : 0.0f;
     switch (c->type) {
     case OPT_SGD:
     case OPT_MOMENTUM: {
         float momentum = c->type == OPT_MOMENTUM ? c->momentum : 0.0f;
-        be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, c->weight_decay,
-                     !opt->has_state, w, g, opt->n_slots ? opt->slots[0] + lo : NULL);
+        be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, wd, !opt->has_state, w, g,
+                     slot0);
         break;
     }
     case OPT_ADAM:
-        be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, c->weight_decay,
-                      step, w, g, opt->slots[0] + lo, opt->slots[1] + lo);
+        be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, wd, step, w, g,
+                      slot0, opt->slots[1] + lo);
         break;
+    case OPT_ADAMW: /* torch.optim.AdamW: p *= 1 - lr wd, then Adam without decay */
+        if (wd != 0.0f)
+            be->scale(be, n, (float)(1.0 - (double)c->learning_rate * (double)wd), w);
+        be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, 0.0f, step, w, g,
+                      slot0, opt->slots[1] + lo);
+        break;
+    case OPT_LARS:
+        lars_segment(opt, be, w, g, slot0, opt->scratch + lo, n, decay);
+        break;
+    }
+}
+
+void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, float *grads,
+                           size_t lo, size_t hi, int64_t step)
+{
+    if (lo == 0 && hi == opt->count && opt->cfg.clip_global_norm > 0.0f)
+        clip_gradients(opt, be, grads);
+    for (int i = 0; i < opt->n_segs; i++) {
+        size_t a = opt->segs[i].lo > lo ? opt->segs[i].lo : lo;
+        size_t b = opt->segs[i].hi < hi ? opt->segs[i].hi : hi;
+        if (a < b)
+            apply_part(opt, be, params, grads, a, b, opt->segs[i].decay, step);
     }
 }
 
@@ -68,7 +181,7 @@ void optimizer_mark_stepped(optimizer_t *opt)
     opt->has_state = true;
 }
 
-void optimizer_apply(optimizer_t *opt, float *params, const float *grads, int64_t step)
+void optimizer_apply(optimizer_t *opt, float *params, float *grads, int64_t step)
 {
     optimizer_apply_range(opt, opt->be, params, grads, 0, opt->count, step);
     optimizer_mark_stepped(opt);

@@ -25,7 +25,7 @@ int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
     if (sp->params == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory for the shared parameters");
     shared_params_reload(tr, sp);
-    return optimizer_create(&tr->job->optimizer, be, tr->model.n_trainable, &sp->opt, err);
+    return trainer_create_optimizer(tr, be, &sp->opt, err);
 }
 
 void shared_params_read(trainer_t *tr, const shared_params *sp, int t)

@@ -50,7 +50,8 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     simple_state *st = tr->impl;
     tower_t *t = &tr->towers[0];
     /* on the CPU only: a GPU's one pass is cheap, a kernel per layer is not */
-    st->per_layer = t->be->host_memory && !tr->loss_scaling && t->loss_scale == 1.0f;
+    st->per_layer = t->be->host_memory && !tr->loss_scaling && t->loss_scale == 1.0f &&
+                    !optimizer_needs_whole(&st->opt);
     st->pending = tr->model.n_trainable;
     trainer_tower_compute(tr, 0, b);
     if (st->per_layer) {

@@ -117,8 +117,7 @@ static int ps_setup_gpus(trainer_t *tr, ps_state *st, tt_err *err)
             return -1;
         }
         be->copy(be, st->server[t], tr->towers[0].params, tr->model.n_trainable * sizeof(float));
-        if (optimizer_create(&tr->job->optimizer, be, tr->model.n_trainable, &st->opts[t],
-                             err) != 0)
+        if (trainer_create_optimizer(tr, be, &st->opts[t], err) != 0)
             return -1;
         tt_err dev_err = {0};
         if (backend_cuda_sync(be, &dev_err) != 0)
@@ -137,6 +136,10 @@ static int ps_setup(trainer_t *tr, tt_err *err)
     if (st->ranges == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     bool gpu_ps = strcmp(tr->job->trainer.ps_device, "gpu") == 0;
+    const optimizer_cfg *oc = &tr->job->optimizer;
+    if (tr->gpu != NULL && gpu_ps && (oc->type == OPT_LARS || oc->clip_global_norm > 0.0f))
+        return err_set(err, TT_ERR_USAGE, "optimizer: lars and clip_global_norm need the whole "
+                       "gradient in one place; with GPU towers use trainer.ps_device = \"cpu\"");
     if (tr->gpu != NULL && gpu_ps)
         return ps_setup_gpus(tr, st, err);
     if (shared_params_create(tr, &st->sp, err) != 0)
@@ -228,8 +231,9 @@ static void ps_update_host(trainer_t *tr, ps_state *st)
     for (int r = 0; r < st->n_ranges; r++) {
         const param_range *pr = &st->ranges[r];
         allreduce_sum_range(st->grads, st->sp.host_grads, n, pr->lo, pr->hi, (float)n);
-        optimizer_apply_range(&st->sp.opt, server, st->sp.params, st->grads, pr->lo, pr->hi,
-                              tr->updates + 1);
+        if (!optimizer_needs_whole(&st->sp.opt))
+            optimizer_apply_range(&st->sp.opt, server, st->sp.params, st->grads, pr->lo, pr->hi,
+                                  tr->updates + 1);
     }
 }
 
@@ -253,6 +257,8 @@ static void ps_tower_update(const tower_context *ctx, void *p)
             trace_end_full(TRACE_ROW_ALLREDUCE + ctx->index, t0, TRACE_CAT_ALLREDUCE,
                            "allreduce pack", r, NULL, trace_args_pack, "parameter_server",
                            (int64_t)((pr->hi - pr->lo) * sizeof(float)));
+        if (optimizer_needs_whole(&st->sp.opt))
+            continue; /* ps_run_step updates once, on the whole average */
         t0 = trace_begin();
         optimizer_apply_range(&st->sp.opt, tr->towers[ctx->index].be, st->sp.params, st->grads,
                               pr->lo, pr->hi, tr->updates + 1);
@@ -274,11 +280,14 @@ static int ps_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
             tower_team_run(tr->team, true, ps_tower_update_gpu, &a);
             for (int t = 0; t < tr->n_towers; t++)
                 optimizer_mark_stepped(&st->opts[t]);
-        } else if (st->sp.server != NULL) {
-            ps_update_host(tr, st);
-            optimizer_mark_stepped(&st->sp.opt);
         } else {
-            tower_team_run(tr->team, true, ps_tower_update, &a);
+            if (st->sp.server != NULL)
+                ps_update_host(tr, st);
+            else
+                tower_team_run(tr->team, true, ps_tower_update, &a);
+            /* clipping and LARS: one update over the whole averaged block */
+            if (optimizer_needs_whole(&st->sp.opt))
+                optimizer_apply(&st->sp.opt, st->sp.params, st->grads, tr->updates + 1);
             optimizer_mark_stepped(&st->sp.opt);
         }
         tr->updates++;

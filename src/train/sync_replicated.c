@@ -264,7 +264,8 @@ static void replicated_tower(const tower_context *ctx, void *p)
     pack_cursor *c = &st->cursors[t];
     c->pending = st->packs;
     /* with loss scaling the update waits for the whole block's verdict */
-    c->update = !tr->loss_scaling && tw->loss_scale == 1.0f;
+    c->update = !tr->loss_scaling && tw->loss_scale == 1.0f &&
+                !optimizer_needs_whole(&st->opts[t]); /* clipping, LARS: after all packs */
     trainer_tower_compute(tr, t, a->b); /* averages packs as they are ready */
     average_ready_packs(c, 0);          /* and the rest */
     if (c->update) {

@@ -102,6 +102,18 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
     return 0;
 }
 
+/* trainer.accumulate > 1: each tower's sum of its micro-batches' gradients */
+static int trainer_create_accumulators(trainer_t *tr, tt_err *err)
+{
+    size_t bytes = (tr->model.n_trainable ? tr->model.n_trainable : 1) * sizeof(float);
+    if ((tr->accum = calloc((size_t)tr->n_towers, sizeof(float *))) == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    for (int t = 0; t < tr->n_towers; t++)
+        if ((tr->accum[t] = tr->backends[t]->alloc(tr->backends[t], bytes)) == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "out of memory for gradient accumulation");
+    return 0;
+}
+
 static int trainer_create_plugins(trainer_t *tr, tt_err *err)
 {
     const job_t *job = tr->job;
@@ -152,7 +164,13 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (tr->n_ranks > 1 && job->trainer.type != TRAINER_SYNC_REPLICATED)
         return err_set(err, TT_ERR_USAGE, "trainer.type: only sync_replicated runs across MPI "
                        "ranks (this job has %d)", tr->n_ranks);
-    tr->local_batch = job->dataflow.batch_size * tr->n_towers;
+    /* accumulate: the global batch is K micro-batches, in each of which
+     * rank r has its slices at r * towers (dataflow_set_parts) */
+    int parts = job->trainer.accumulate;
+    if (gpu && parts > 1)
+        return err_set(err, TT_ERR_USAGE, "trainer.accumulate = %d: gradient accumulation runs "
+                       "on CPU towers only in this version", parts);
+    tr->local_batch = job->dataflow.batch_size * tr->n_towers * parts;
     tr->global_batch = tr->local_batch * tr->n_ranks;
 
     if (dataset_open(&job->dataflow.source, job->dataflow.limit, job->model.classes,
@@ -160,12 +178,14 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     /* rank r reads slices r*towers .. of every global batch (towertrain.cfg(5), DATAFLOW) */
     if (dataflow_create(&job->dataflow, tr->train_set, job->seed, DATAFLOW_TRAIN,
-                        tr->global_batch, tr->rank * tr->local_batch, tr->local_batch,
-                        &tr->train_flow, err) != 0)
+                        tr->global_batch, tr->rank * tr->local_batch / parts, tr->local_batch,
+                        &tr->train_flow, err) != 0 ||
+        dataflow_set_parts(tr->train_flow, parts, err) != 0)
         return -1;
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
-    if (trainer_create_towers(tr, gpu, err) != 0)
+    if (trainer_create_towers(tr, gpu, err) != 0 ||
+        (parts > 1 && trainer_create_accumulators(tr, err) != 0))
         return -1;
     /* session_init before the type's setup: every copy starts there */
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
@@ -236,11 +256,14 @@ void trainer_free(trainer_t *tr)
         tr->ops->destroy(tr);
     gpu_towers_free(tr);
     for (int t = 0; t < tr->n_towers; t++) {
+        if (tr->accum && tr->accum[t])
+            tr->backends[t]->free(tr->backends[t], tr->accum[t]);
         if (tr->towers && tr->towers[t].be)
             tower_free(&tr->towers[t]);
         if (tr->backends && tr->backends[t])
             tr->backends[t]->destroy(tr->backends[t]);
     }
+    free(tr->accum);
     free(tr->towers);
     free(tr->backends);
     if (tr->train_flow)
@@ -276,12 +299,26 @@ void trainer_set_learning_rate(trainer_t *tr, float lr)
         opt->cfg.learning_rate = lr;
 }
 
+int trainer_create_optimizer(trainer_t *tr, backend_t *be, optimizer_t *opt, tt_err *err)
+{
+    const model_t *m = &tr->model;
+    opt_param *params = calloc((size_t)m->n_params + 1, sizeof(opt_param));
+    if (params == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    int n = 0;
+    for (int i = 0; i < m->n_params; i++) /* trainable first (model.h) */
+        if (m->params[i].trainable)
+            params[n++] = (opt_param){m->params[i].name, m->params[i].offset, m->params[i].count};
+    int rc = optimizer_create(&tr->job->optimizer, be, m->n_trainable, params, n, opt, err);
+    free(params);
+    return rc;
+}
+
 int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimizer_t *opts,
                               tt_err *err)
 {
     for (int i = 0; i < n; i++)
-        if (optimizer_create(&tr->job->optimizer, backends[i], tr->model.n_trainable, &opts[i],
-                             err) != 0)
+        if (trainer_create_optimizer(tr, backends[i], &opts[i], err) != 0)
             return -1;
     return 0;
 }
@@ -319,20 +356,23 @@ static bool fault_gradient_step(const trainer_t *tr, int t)
     return t == 0 && s != NULL && *s != '\0' && atoll(s) == tr->global_step + 1;
 }
 
-void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
+/* Micro-batch k of the step on tower t: the rank's batch is accumulate
+ * micro-batches in order, each nr_tower slices (dataflow_set_parts). */
+static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k)
 {
     tower_t *tw = &tr->towers[t];
-    int n = b->n / tr->n_towers;
-    size_t sample = shape3_size(tr->model.input);
+    int parts = tr->job->trainer.accumulate;
+    int n = b->n / (tr->n_towers * parts);
+    size_t sample = shape3_size(tr->model.input), at = (size_t)(k * tr->n_towers + t) * n;
     if (tr->gpu != NULL) /* staged: the copy runs beside the device's previous step */
-        gpu_tower_load(tr, t, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
+        gpu_tower_load(tr, t, n, b->x + at * sample, b->y + at);
     else
-        tower_load_batch(tw, n, b->x + (size_t)t * n * sample, b->y + (size_t)t * n);
+        tower_load_batch(tw, n, b->x + at * sample, b->y + at);
     /* dropout differs per step and per tower, and depends on nothing else:
      * the tower's global index, so K towers spread over ranks draw the masks
      * K towers in one process draw */
     uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
-    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, tower);
+    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)(tr->global_step * parts + k), tower);
     float scale = tw->loss_scale;
     /* the timeline's tower row: this step's layers, optimizer and packs nest in it */
     trace_set_row(TRACE_ROW_TOWER + t);
@@ -349,6 +389,41 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     if (tw->loss_scale != 1.0f && (tr->gpu == NULL || tw->grad_ready == NULL))
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
+}
+
+void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
+{
+    int parts = tr->job->trainer.accumulate;
+    if (parts == 1) {
+        tower_compute_micro(tr, t, b, 0);
+        return;
+    }
+    /* accumulate: grads = the mean of the micro-batches' gradients, summed in
+     * acc (micro-batches 0 .. K-2) and into the last one's. The grad-ready
+     * hook hears of no layer until the sum is final: then of all of them. */
+    tower_t *tw = &tr->towers[t];
+    size_t count = tr->model.n_trainable;
+    float *acc = tr->accum[t];
+    void (*ready)(void *, size_t) = tw->grad_ready;
+    tw->grad_ready = NULL;
+    double loss = 0.0;
+    int correct = 0;
+    for (int k = 0; k < parts; k++) {
+        tower_compute_micro(tr, t, b, k);
+        loss += tw->loss_sum;
+        correct += tw->correct;
+        if (k == 0)
+            tw->be->copy(tw->be, acc, tw->grads, count * sizeof(float));
+        else if (k < parts - 1)
+            tw->be->axpy(tw->be, count, 1.0f, tw->grads, acc);
+    }
+    tw->be->axpy(tw->be, count, 1.0f, acc, tw->grads);
+    tw->be->scale(tw->be, count, 1.0f / (float)parts, tw->grads);
+    tw->loss_sum = loss;
+    tw->correct = correct;
+    tw->grad_ready = ready;
+    if (ready != NULL)
+        ready(tw->grad_ready_arg, 0);
 }
 
 void trainer_enable_loss_scale(trainer_t *tr)
@@ -582,6 +657,9 @@ static void trainer_print_table(const trainer_t *tr)
         log_printf("trainer %s: %d tower(s), global batch %d (%d x %d), %lld steps per epoch\n",
                    tr->ops->name, tr->n_towers, tr->global_batch,
                    job->dataflow.batch_size, tr->n_towers, (long long)tr->steps_per_epoch);
+    if (job->trainer.accumulate > 1)
+        log_printf("accumulate: %d micro-batches of %d per tower and update (the global batch "
+                   "above counts them all)\n", job->trainer.accumulate, job->dataflow.batch_size);
     /* batches are cut from the global batch (towertrain.cfg(5), DATAFLOW):
      * another one takes other samples at every step from here on */
     if (tr->resumed_global_batch > 0 && tr->resumed_global_batch != tr->global_batch)
@@ -638,6 +716,10 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         /* per step too, so event files show schedules within an epoch */
         if (trainer_put_scalar(tr, "learning_rate",
                                float_shortest(trainer_get_learning_rate(tr)), err) != 0)
+            return -1;
+        /* the norm clip_global_norm saw (the epoch's entry keeps the last) */
+        if (tr->job->optimizer.clip_global_norm > 0.0f &&
+            trainer_put_scalar(tr, "grad_norm", tr->ops->optimizer(tr, 0)->grad_norm, err) != 0)
             return -1;
         for (int i = 0; i < tr->n_callbacks; i++) {
             callback_t *cb = &tr->callbacks[i];

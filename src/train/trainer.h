@@ -126,8 +126,9 @@ struct trainer {
 
     dataset_t *train_set;
     dataflow_t *train_flow;
-    int global_batch;      /* batch_size x towers x ranks */
-    int local_batch;       /* batch_size x towers: this rank's part */
+    int global_batch;      /* batch_size x towers x ranks x accumulate */
+    int local_batch;       /* batch_size x towers x accumulate: this rank's part */
+    float **accum;         /* accumulate > 1: per tower, the sum of micro-batch gradients */
 
     /* MPI (src/comm/dist.h): this process among the job's; rank 0 alone
      * writes the log directory. One rank without mpirun. */
@@ -207,8 +208,10 @@ int trainer_load_params(trainer_t *tr, const char *path, tt_err *err);
 /* resume: parameters, optimizer state, epoch, global_step and local_step. */
 int trainer_restore(trainer_t *tr, const char *path, tt_err *err);
 
-/* For the trainer types: n optimizers over the trainable block, one per
+/* For the trainer types: the optimizer over the trainable block on backend
+ * be, its parameters named (weight_decay_exclude, LARS); n of them, one per
  * backend (backends[i]). */
+int trainer_create_optimizer(trainer_t *tr, backend_t *be, optimizer_t *opt, tt_err *err);
 int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimizer_t *opts,
                               tt_err *err);
 
@@ -237,7 +240,8 @@ extern const trainer_ops trainer_simple_ops, trainer_sync_replicated_ops,
 /* Tower t's part of a step: loads its slice of the batch and runs forward and
  * backward (gradients of its slice's mean loss into its grads; with loss
  * scaling, scaled by the tower's loss_scale during backward and divided by it
- * again here). */
+ * again here). With trainer.accumulate = K, K micro-batches, and grads the
+ * mean of their gradients (loss_sum and correct their sums). */
 void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b);
 
 /* ---- loss scaling (precision = "fp16"); every trainer type, once per

@@ -374,6 +374,10 @@ static void test_elementwise(backend_t *g)
     g->upload(g, y.gpu + n / 2, &y.cpu[n / 2], sizeof(float)); /* put it back */
     tt_ok(fin && !fin2 && cpu_be->all_finite(cpu_be, n, y.cpu),
           "all_finite: true on finite values, false with one Inf (as the CPU's)");
+    double ss = g->sumsq(g, n, y.gpu), css = cpu_be->sumsq(cpu_be, n, y.cpu);
+    tt_ok(css > 0.0 && fabs(ss - css) <= 1e-12 * css,
+          "sumsq (LARS, clip_global_norm): %.17g vs the CPU's %.17g (double sums, other order)",
+          ss, css);
     cpu_be->copy(cpu_be, m.cpu, y.cpu, n * sizeof(float));
     g->copy(g, m.gpu, y.gpu, n * sizeof(float));
     check_bits(g, &m, "copy");
@@ -416,8 +420,9 @@ static void test_elementwise(backend_t *g)
     g->upload(g, gl, hl, rows * sizeof(int32_t));
     double closs, gloss;
     int ccorrect, gcorrect;
-    cpu_be->softmax_xent(cpu_be, rows, classes, z.cpu, cl, dz.cpu, &closs, &ccorrect);
-    g->softmax_xent(g, rows, classes, z.gpu, gl, dz.gpu, &gloss, &gcorrect);
+    /* with label smoothing: every term of the row function runs */
+    cpu_be->softmax_xent(cpu_be, rows, classes, z.cpu, cl, 0.1f, dz.cpu, &closs, &ccorrect);
+    g->softmax_xent(g, rows, classes, z.gpu, gl, 0.1f, dz.gpu, &gloss, &gcorrect);
     tt_ok(fabs(gloss - closs) <= 1e-9 * fabs(closs) && gcorrect == ccorrect,
           "softmax cross-entropy: loss %.12g vs CPU %.12g, correct %d vs %d", gloss, closs,
           gcorrect, ccorrect);

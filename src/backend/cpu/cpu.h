@@ -126,9 +126,11 @@ void cpu_add_blocked(backend_t *be, size_t count, const float *a, const float *b
                      float *y);
 void cpu_scale(backend_t *be, size_t count, float alpha, float *x);
 bool cpu_all_finite(backend_t *be, size_t count, const float *x);
+double cpu_sumsq(backend_t *be, size_t count, const float *x);
 void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x);
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                      const int32_t *labels, float *dlogits, double *loss_sum, int *correct);
+                      const int32_t *labels, float smoothing, float *dlogits, double *loss_sum,
+                      int *correct);
 void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
                   float weight_decay, bool first_step, float *w, const float *g, float *buf);
 void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,

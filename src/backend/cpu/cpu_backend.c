@@ -143,6 +143,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->add = cpu_add;
     be->scale = cpu_scale;
     be->all_finite = cpu_all_finite;
+    be->sumsq = cpu_sumsq;
     be->add_scalar = cpu_add_scalar;
     be->softmax_xent = cpu_softmax_xent;
     be->sgd_step = cpu_sgd_step;

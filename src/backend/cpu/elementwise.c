@@ -192,6 +192,16 @@ CPU_HOT bool cpu_all_finite(backend_t *be, size_t count, const float *x)
     return bad == 0;
 }
 
+/* On the calling thread, in index order: once per step over the gradients
+ * (clipping) or per parameter (LARS), memory-bound either way. */
+CPU_HOT double cpu_sumsq(backend_t *be, size_t count, const float *x)
+{
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += (double)x[i] * (double)x[i];
+    return s;
+}
+
 /* On the calling thread: batchnorm adds 1 to one counter per step. */
 void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x)
 {
@@ -228,6 +238,7 @@ typedef struct {
     const int32_t *labels;
     float *dlogits;
     int n_total; /* the batch: dlogits are divided by it */
+    float smoothing;
     double loss[XENT_ROWS];
     char right[XENT_ROWS];
 } xent_args;
@@ -238,36 +249,25 @@ static void xent_task(void *p, int k, int tasks)
     int lo, hi;
     cpu_range(a->n, tasks, k, &lo, &hi);
     for (int r = lo; r < hi; r++) {
-        const float *z = a->logits + (size_t)r * a->classes;
-        int arg = 0;
-        for (int j = 1; j < a->classes; j++)
-            if (z[j] > z[arg])
-                arg = j;
-        float zmax = z[arg];
-        double sum = 0.0;
-        for (int j = 0; j < a->classes; j++)
-            sum += exp((double)z[j] - zmax);
-        double log_sum = log(sum);
-        int label = a->labels[r];
-        a->loss[r] = log_sum - ((double)z[label] - zmax);
+        int arg, label = a->labels[r];
+        a->loss[r] = tt_softmax_xent_row(a->logits + (size_t)r * a->classes, a->classes, label,
+                                         a->n_total, a->smoothing,
+                                         a->dlogits != NULL ? a->dlogits + (size_t)r * a->classes
+                                                            : NULL,
+                                         &arg);
         a->right[r] = arg == label;
-        if (a->dlogits != NULL) {
-            float *d = a->dlogits + (size_t)r * a->classes;
-            for (int j = 0; j < a->classes; j++) {
-                double pj = exp((double)z[j] - zmax - log_sum);
-                d[j] = (float)((pj - (j == label ? 1.0 : 0.0)) / a->n_total);
-            }
-        }
     }
 }
 
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                      const int32_t *labels, float *dlogits, double *loss_sum, int *correct)
+                      const int32_t *labels, float smoothing, float *dlogits, double *loss_sum,
+                      int *correct)
 {
     xent_args a;
     double loss = 0.0;
     int right = 0;
     a.classes = classes;
+    a.smoothing = smoothing;
     a.n_total = n;
     for (int r0 = 0; r0 < n; r0 += XENT_ROWS) {
         a.n = n - r0 < XENT_ROWS ? n - r0 : XENT_ROWS;

@@ -471,17 +471,35 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
     return c->xent_host->not_finite == 0;
 }
 
+/* The optimizer's norms, read back by the host (its loss buffer holds the double) */
+static double cuda_sumsq(backend_t *be, size_t count, const float *x)
+{
+    cuda_impl *c = cuda_of(be);
+    if (count == 0 || !cuda_begin(be))
+        return 0.0;
+    if (cuda_ok(c, tt_k_sumsq(c->stream, count, x, &c->xent_dev->loss), "sum of squares kernel") != 0 ||
+        cuda_ok(c,
+                cudaMemcpyAsync(&c->xent_host->loss, &c->xent_dev->loss, sizeof(double),
+                                cudaMemcpyDeviceToHost, c->stream),
+                "cudaMemcpyAsync (sum of squares)") != 0 ||
+        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (sum of squares)") != 0)
+        return 0.0;
+    return c->xent_host->loss;
+}
+
 /* The loss is read by the host every step: the one wait of a training step
  * (backward is queued right after it). */
 static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                              const int32_t *labels, float *dlogits, double *loss_sum, int *correct)
+                              const int32_t *labels, float smoothing, float *dlogits,
+                              double *loss_sum, int *correct)
 {
     cuda_impl *c = cuda_of(be);
     *loss_sum = 0.0;
     *correct = 0;
     if (n <= 0 || !cuda_begin(be))
         return;
-    if (cuda_ok(c, tt_k_softmax_xent(c->stream, n, classes, logits, labels, dlogits, c->xent_dev),
+    if (cuda_ok(c, tt_k_softmax_xent(c->stream, n, classes, logits, labels, smoothing, dlogits,
+                                     c->xent_dev),
                 "softmax cross-entropy kernel") != 0 ||
         cuda_ok(c,
                 cudaMemcpyAsync(c->xent_host, c->xent_dev, sizeof(tt_xent_result),
@@ -666,6 +684,7 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->scale = cuda_scale;
     be->add_scalar = cuda_add_scalar;
     be->all_finite = cuda_all_finite;
+    be->sumsq = cuda_sumsq;
     be->softmax_xent = cuda_softmax_xent;
     be->sgd_step = cuda_sgd_step;
     be->adam_step = cuda_adam_step;

@@ -229,7 +229,7 @@ __global__ void k_avgpool_backward(window_desc d, const float *dy, float *dx)
  * meet in a fixed tree ---- */
 
 __global__ void k_softmax_xent(int n, int classes, const float *logits, const int32_t *labels,
-                               float *dlogits, tt_xent_result *out)
+                               float smoothing, float *dlogits, tt_xent_result *out)
 {
     __shared__ double loss[THREADS];
     __shared__ int right[THREADS];
@@ -237,7 +237,7 @@ __global__ void k_softmax_xent(int n, int classes, const float *logits, const in
     int c = 0;
     for (int r = threadIdx.x; r < n; r += blockDim.x) {
         int arg;
-        l += tt_softmax_xent_row(logits + (size_t)r * classes, classes, labels[r], n,
+        l += tt_softmax_xent_row(logits + (size_t)r * classes, classes, labels[r], n, smoothing,
                                  dlogits != NULL ? dlogits + (size_t)r * classes : NULL, &arg);
         c += arg == labels[r];
     }
@@ -255,6 +255,25 @@ __global__ void k_softmax_xent(int n, int classes, const float *logits, const in
         out->loss = loss[0];
         out->correct = right[0];
     }
+}
+
+/* ---- sum of squares: one block, thread t takes t, t + THREADS, ...; a fixed tree ---- */
+
+__global__ void k_sumsq(size_t n, const float *x, double *out)
+{
+    __shared__ double acc[THREADS];
+    double s = 0.0;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += (double)x[i] * (double)x[i];
+    acc[threadIdx.x] = s;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if ((int)threadIdx.x < half)
+            acc[threadIdx.x] += acc[threadIdx.x + half];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0)
+        *out = acc[0];
 }
 
 /* ---- batchnorm parameter gradients: one block per channel ---- */
@@ -393,6 +412,12 @@ cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag)
     return cudaGetLastError();
 }
 
+cudaError_t tt_k_sumsq(cudaStream_t s, size_t count, const float *x, double *out)
+{
+    k_sumsq<<<1, THREADS, 0, s>>>(count, x, out);
+    return cudaGetLastError();
+}
+
 cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,
                      float weight_decay, bool first_step, float *w, const float *g, float *buf)
 {
@@ -475,9 +500,10 @@ cudaError_t tt_k_avgpool_backward(cudaStream_t s, window_desc d, const float *dy
 }
 
 cudaError_t tt_k_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
-                              const int32_t *labels, float *dlogits, tt_xent_result *out)
+                              const int32_t *labels, float smoothing, float *dlogits,
+                              tt_xent_result *out)
 {
-    k_softmax_xent<<<1, THREADS, 0, s>>>(n, classes, logits, labels, dlogits, out);
+    k_softmax_xent<<<1, THREADS, 0, s>>>(n, classes, logits, labels, smoothing, dlogits, out);
     return cudaGetLastError();
 }
 

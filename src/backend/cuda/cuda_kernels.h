@@ -65,7 +65,10 @@ typedef struct {
     int not_finite; /* tt_k_not_finite's flag, in the same small buffer */
 } tt_xent_result;
 cudaError_t tt_k_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
-                              const int32_t *labels, float *dlogits, tt_xent_result *out);
+                              const int32_t *labels, float smoothing, float *dlogits,
+                              tt_xent_result *out);
+/* out = sum of x[i]^2 over count floats, in double (one block, a fixed tree) */
+cudaError_t tt_k_sumsq(cudaStream_t s, size_t count, const float *x, double *out);
 
 /* Batchnorm's parameter gradients alone (when no dx is wanted):
  * dbeta[ch] = sum dy, dgamma[ch] = sum dy * (x - mean) * invstd. */
