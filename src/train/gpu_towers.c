@@ -214,8 +214,11 @@ void gpu_tower_load(trainer_t *tr, int t, int n, const float *x, const int32_t *
         tower_load_batch(tw, n, x, y); /* the step still sees its data; it fails after */
         return;
     }
+    /* tower_step reads batch_x / batch_y: point them at the staged batch */
     tw->input = dx;
     tw->labels = dy;
+    tw->batch_x = dx;
+    tw->batch_y = dy;
 }
 
 void gpu_tower_consumed(trainer_t *tr, int t)
@@ -226,6 +229,8 @@ void gpu_tower_consumed(trainer_t *tr, int t)
         gpu_tower_fail(tr, t, &err);
     tr->towers[t].input = g->input[t];
     tr->towers[t].labels = g->labels[t];
+    tr->towers[t].batch_x = g->input[t];
+    tr->towers[t].batch_y = g->labels[t];
 }
 
 int gpu_towers_check(trainer_t *tr, tt_err *err)

@@ -138,7 +138,7 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
             pack_schedule_range(&st->sched[t], top - first - i, &plo[i], &phi[i]);
             /* loss scaling: unscaled on the compute stream before NCCL reads
              * the pack (trainer_tower_compute leaves packed towers to us) */
-            if (tw->loss_scale != 1.0f && tw->grad_ready != NULL)
+            if (tw->loss_scale != 1.0f && tr->packs_unscale)
                 tw->be->scale(tw->be, phi[i] - plo[i], 1.0f / tw->loss_scale,
                               tw->grads + plo[i]);
         }
@@ -179,6 +179,7 @@ static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *er
         pack_schedule_init(&st->sched[t], count, packs, NCCL_ALIGN);
         st->cursors[t] = (pack_cursor){tr, t, 0, false};
         if (st->sched[t].packs > 1) {
+            tr->packs_unscale = true;
             tr->towers[t].grad_ready = pack_ready;
             tr->towers[t].grad_ready_arg = &st->cursors[t];
         }

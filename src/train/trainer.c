@@ -338,10 +338,12 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     tower_step(tw, n, true, true, seed);
     if (tr->gpu != NULL)
         gpu_tower_consumed(tr, t);
-    /* a power of two: exact both ways. GPU towers that hand packs to NCCL
-     * during backward unscale each pack before it goes (sync_replicated.c):
-     * the whole block here would race with the all-reduce. */
-    if (tw->loss_scale != 1.0f && (tr->gpu == NULL || tw->grad_ready == NULL))
+    /* a power of two: exact both ways. Towers that hand packs to the
+     * device all-reduce during backward unscale each pack before it goes
+     * (sync_replicated.c, tr->packs_unscale): the whole block here would
+     * race with the all-reduce. Any other grad_ready hook (simple.c's) does
+     * not unscale. */
+    if (tw->loss_scale != 1.0f && !tr->packs_unscale)
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
 }
