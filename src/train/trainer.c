@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/cuda/precision.h"
+#include "backend/precision.h"
 #include "comm/dist.h"
 #include "train/gpu_towers.h"
 #include "util/log.h"
