@@ -32,3 +32,6 @@ TESTS += tests/e2e_mpi.sh
 EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py tests/tt_tap.py
 TESTS += tests/e2e_memory.sh
 EXTRA_DIST += tests/e2e_memory.sh
+# GPU towers' host code on simulated GPUs (trainer.device = "sim")
+TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh
+EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh

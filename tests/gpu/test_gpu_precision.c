@@ -9,13 +9,13 @@
  * backward. bf16 runs the same jobs with finite results.
  *
  * Without a GPU (2 GPUs for the multi-tower cases) every check is a
- * visible SKIP. Also run by tests/gpu/run.sh. */
+ * visible SKIP. Also run by tests/gpu/run.sh. TT_DEVICE=sim runs every case
+ * on simulated GPUs instead (tests/e2e_sim_precision.sh, in make check). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "train/trainer.h"
 #include "tt_test.h"
 #include "util/log.h"
@@ -96,29 +96,48 @@ typedef struct {
 } gpu_case;
 
 static const gpu_case cases[] = {
-    {"simple", "trainer={type=\"simple\"; device=\"gpu\";}", "dataflow.batch_size=24", 1},
+    {"simple", "trainer={type=\"simple\"; device=\"%s\";}", "dataflow.batch_size=24", 1},
     {"sync_replicated, 2 GPUs, 4 packs",
-     "trainer={type=\"sync_replicated\"; device=\"gpu\"; towers=[0,1]; gradient_packing=4;}",
+     "trainer={type=\"sync_replicated\"; device=\"%s\"; towers=[0,1]; gradient_packing=4;}",
      "dataflow.batch_size=12", 2},
     {"sync_parameter_server (ps_device cpu), 2 GPUs",
-     "trainer={type=\"sync_parameter_server\"; device=\"gpu\"; towers=[0,1]; ps_device=\"cpu\";}",
+     "trainer={type=\"sync_parameter_server\"; device=\"%s\"; towers=[0,1]; ps_device=\"cpu\";}",
      "dataflow.batch_size=12", 2},
     {"sync_parameter_server (ps_device gpu), 2 GPUs",
-     "trainer={type=\"sync_parameter_server\"; device=\"gpu\"; towers=[0,1]; ps_device=\"gpu\";}",
+     "trainer={type=\"sync_parameter_server\"; device=\"%s\"; towers=[0,1]; ps_device=\"gpu\";}",
      "dataflow.batch_size=12", 2},
     /* one tower: with two, the order of their updates around the skip, and so
      * the count of clean ones, is timing's */
-    {"async", "trainer={type=\"async\"; device=\"gpu\"; towers=[0];}",
+    {"async", "trainer={type=\"async\"; device=\"%s\"; towers=[0];}",
      "dataflow.batch_size=24", 1},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
+
+/* "gpu", or "sim" (TT_DEVICE): the device every case names */
+static const char *device = "gpu";
+static char trainer_text[N_CASES + 1][160];
+
+/* Case c's trainer override on this device (c == N_CASES: sync_replicated
+ * without packing). */
+static const char *trainer_of(int c)
+{
+    const char *fmt = c < N_CASES ? cases[c].trainer
+                                  : "trainer={type=\"sync_replicated\"; device=\"%s\"; "
+                                    "towers=[0,1]; gradient_packing=0;}";
+    snprintf(trainer_text[c], sizeof(trainer_text[c]), fmt, device);
+    return trainer_text[c];
+}
 
 int main(void)
 {
     tt_restore_visible_gpus();
     log_set_quiet(true);
     char reason[256] = "";
-    int gpus = backend_cuda_device_count(reason, sizeof(reason));
+    const char *env = getenv("TT_DEVICE");
+    if (env != NULL && strcmp(env, "sim") == 0)
+        device = "sim";
+    int gpus = backend_device_count(strcmp(device, "sim") == 0 ? "sim" : "cuda", reason,
+                                    sizeof(reason));
     if (gpus == 0) {
         for (int c = 0; c < N_CASES; c++)
             tt_skip("fp16 on GPU towers, %s: an overflow skips exactly one step (no GPU: %s)",
@@ -141,7 +160,7 @@ int main(void)
             continue;
         }
         for (int m = 0; m < 2; m++) {
-            const char *fp16[] = {cases[c].trainer, cases[c].batch, "trainer.precision=\"fp16\""};
+            const char *fp16[] = {trainer_of(c), cases[c].batch, "trainer.precision=\"fp16\""};
             size_t n1 = 0, n2 = 0;
             unsetenv("TT_FAULT_GRAD");
             float *clean = train(model_files[m], fp16, 3, 0, &n1);
@@ -162,10 +181,8 @@ int main(void)
     }
 
     if (gpus >= 2) {
-        const char *packed[] = {cases[1].trainer, cases[1].batch, "trainer.precision=\"fp16\""};
-        const char *whole[] = {
-            "trainer={type=\"sync_replicated\"; device=\"gpu\"; towers=[0,1]; gradient_packing=0;}",
-            cases[1].batch, "trainer.precision=\"fp16\""};
+        const char *packed[] = {trainer_of(1), cases[1].batch, "trainer.precision=\"fp16\""};
+        const char *whole[] = {trainer_of(N_CASES), cases[1].batch, "trainer.precision=\"fp16\""};
         size_t n0 = 0, n1 = 0, n2 = 0;
         setenv("TT_FAULT_GRAD", "3", 1);
         float *t0 = train("mlp.cfg", packed, 3, 0, &n0);
@@ -192,7 +209,7 @@ int main(void)
     for (int c = 0; c < N_CASES; c++) {
         if (cases[c].gpus > gpus)
             continue;
-        const char *bf16[] = {cases[c].trainer, cases[c].batch, "trainer.precision=\"bf16\""};
+        const char *bf16[] = {trainer_of(c), cases[c].batch, "trainer.precision=\"bf16\""};
         size_t n = 0;
         float *p = train("cnn.cfg", bf16, 3, 0, &n);
         if (!all_finite(p, n) || last_scale != 0.0f) {
