@@ -188,7 +188,8 @@ LENET
   acc() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$1"; }
   ca=$(acc "$T/lenet_cpu/stats.json") sa=$(acc "$T/lenet_sim/stats.json")
   $PY -c 'import sys; s, c = map(float, sys.argv[1:]); sys.exit(0 if abs(s - c) <= 0.01 and s > 0.6 else 1)' "$sa" "$ca"
-  ok $([ $rc = 0 ] && [ $? = 0 ]; echo $?) "LeNet on 2 sim towers reaches the CPU run's accuracy (sim $sa, CPU $ca)"
+  s=$?
+  ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "LeNet on 2 sim towers reaches the CPU run's accuracy (sim $sa, CPU $ca)"
 else
   skip "LeNet on 2 sim towers reaches the CPU run's accuracy" "dataset-fashion-mnist not installed"
 fi
