@@ -149,6 +149,18 @@ else
   skip "under mpirun the sim all-reduce spans the ranks" "built without MPI or no mpirun"
 fi
 
+# ---- the 16-bit scratch is sized for every layer that uses it ----
+# global_avgpool runs as a dense call over [n * C, H * W]; here it is the
+# largest call, whose copies setup must reserve (the sim refuses a call
+# past the reservation, as the CUDA backend does)
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/gap" --quiet --set max_epoch=1 \
+  --set 'dataflow.source={type="fake"; shape=[4, 16, 16]; classes=4; size=128;}' \
+  --set 'model={input=[4, 16, 16]; classes=4; layers=({name="gap"; type="global_avgpool";},
+                 {name="fc"; type="dense"; units=4;});}' \
+  --set 'trainer={type="simple"; device="sim"; precision="bf16";}' >"$T/gap.out" 2>&1
+ok $? "bf16 on sim: global_avgpool's 16-bit copies are counted when the scratch is reserved"
+sed 's/^/# /' "$T/gap.out" | tail -n 2
+
 # ---- bad input ----
 tt_refused "a sim tower id past 63: exit 2, one line, nothing written" \
   "towertrain: trainer.towers[1]: sim:64: no such simulated device" "$T/badsim" \

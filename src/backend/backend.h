@@ -235,7 +235,6 @@ typedef struct {
     char name[256];
     int major, minor;     /* compute capability (sim: that of the GPU it imitates) */
     size_t total_bytes;   /* device memory */
-    size_t free_bytes;
     int sm_count;
 } backend_device_info;
 

@@ -50,7 +50,6 @@ int backend_device_query(const char *kind, int device, backend_device_info *info
     snprintf(info->name, sizeof(info->name), "simulated GPU %d (test device)", device);
     info->major = 8;
     info->total_bytes = (size_t)80 << 30;
-    info->free_bytes = info->total_bytes;
     info->sm_count = 1;
     return 0;
 }

@@ -13,7 +13,11 @@
  * earlier layers' backward is still to run, as PyTorch DDP's buckets: the
  * last layers' packs go first. Every tower meets the packs in the same
  * order, and a pack's sum does not depend on when it runs, so the bits are
- * those of averaging after the whole backward.
+ * those of averaging after the whole backward. That holds for CPU towers
+ * and the simulated device (each element summed in tower order), and for
+ * NCCL over 2 participants (a + b); beyond that NCCL's ring and tree split
+ * a buffer by its size, so packs may round differently from one all-reduce
+ * (the replicas still agree with each other bit for bit).
  *
  * Device towers (a backend with device_allreduce: CUDA's NCCL, or the
  * simulated GPU's in-process communicator) all-reduce with the device's

@@ -101,6 +101,18 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
     return 0;
 }
 
+/* The tower set the trainer and eval share: the backends and towers, the
+ * towers' threads, and on a device (GPU or sim) each tower's staging. */
+static int trainer_create_tower_set(trainer_t *tr, bool gpu, tt_err *err)
+{
+    if (trainer_create_towers(tr, gpu, err) != 0)
+        return -1;
+    tr->team = tower_team_create(tr->n_towers, tr->job->trainer.towers, err);
+    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
+        return -1;
+    return 0;
+}
+
 static int trainer_create_plugins(trainer_t *tr, tt_err *err)
 {
     const job_t *job = tr->job;
@@ -164,13 +176,10 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
-    if (trainer_create_towers(tr, gpu, err) != 0)
+    if (trainer_create_tower_set(tr, gpu, err) != 0)
         return -1;
     /* session_init before the type's setup: every copy starts there */
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
-        return -1;
-    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
         return -1;
     if (tr->ops->setup(tr, err) != 0) {
         for (int t = 0; gpu && t < tr->n_towers; t++) /* out of device memory: which tower */
@@ -209,15 +218,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     tr->rank = dist_rank();
     tr->n_ranks = dist_size();
     if (model_build(&job->model, data, &tr->model, err) != 0 ||
-        trainer_create_towers(tr, gpu, err) != 0)
+        trainer_create_tower_set(tr, gpu, err) != 0)
         return -1;
-    if (!gpu)
-        return 0;
-    /* a GPU tower as trainer_create sets one up */
-    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || gpu_towers_create(tr, err) != 0)
-        return -1;
-    return gpu_towers_finish_setup(tr, err);
+    return gpu ? gpu_towers_finish_setup(tr, err) : 0;
 }
 
 void trainer_free(trainer_t *tr)

@@ -80,15 +80,10 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err)
     info->minor = p.minor;
     info->total_bytes = p.totalGlobalMem;
     info->sm_count = p.multiProcessorCount;
-    info->free_bytes = p.totalGlobalMem;
-    size_t free_b = 0, total_b = 0;
-    int prev = -1;
-    if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(device) == cudaSuccess &&
-        cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-        info->free_bytes = free_b;
-    cudaGetLastError();
-    if (prev >= 0)
-        cudaSetDevice(prev);
+    /* No cudaSetDevice here (nor its "restore", which made a context on
+     * GPU 0 in every process whatever its towers: cudaGetDevice says 0 when
+     * no device was ever set); the free memory is reported where a backend
+     * on the device fails to allocate (device_reserve). */
     return 0;
 }
 

@@ -374,10 +374,7 @@ static bool sim_all_finite(backend_t *be, size_t count, const float *x)
 
 static int sim_info(backend_t *be, backend_device_info *info, tt_err *err)
 {
-    if (backend_device_query("sim", be->device, info, err) != 0)
-        return -1;
-    info->free_bytes = info->total_bytes - S(be)->in_use;
-    return 0;
+    return backend_device_query("sim", be->device, info, err);
 }
 
 static int sim_bind(backend_t *be, tt_err *err)
