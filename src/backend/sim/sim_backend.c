@@ -36,7 +36,22 @@ typedef struct {
     size_t copies_reserved;  /* bytes of the 16-bit copies' scratch */
     float *copies;           /* that scratch: 16-bit values held as floats */
     tt_err err;              /* the first error */
+    /* the queue: operations run in order on the worker thread */
+    pthread_t worker;
+    bool worker_started;
+    pthread_mutex_t qlock;
+    pthread_cond_t qwork, qidle;
+    struct sim_job *head, *tail;
+    int pending;             /* queued or running */
+    bool stop;
 } sim_impl;
+
+/* One queued operation: its function and its arguments, copied. */
+typedef struct sim_job {
+    struct sim_job *next;
+    void (*run)(backend_t *be, void *args);
+    max_align_t args[]; /* the bytes of the arguments */
+} sim_job;
 
 static sim_impl *S(backend_t *be) { return be->impl; }
 static backend_t *C(backend_t *be) { return S(be)->cpu; }
@@ -54,6 +69,67 @@ void sim_fail(backend_t *be, const char *fmt, ...)
         err_set(&s->err, TT_ERR_RUNTIME, "sim:%d: %s", be->device, msg);
     }
     pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the queue (a stream): a worker thread runs the operations in the
+ *      order they were queued; the host goes on at once ---- */
+
+static void *queue_main(void *p)
+{
+    backend_t *be = p;
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->qlock);
+    for (;;) {
+        while (s->head == NULL && !s->stop)
+            pthread_cond_wait(&s->qwork, &s->qlock);
+        if (s->head == NULL)
+            break;
+        sim_job *j = s->head;
+        s->head = j->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->qlock);
+        j->run(be, j->args);
+        free(j);
+        pthread_mutex_lock(&s->qlock);
+        if (--s->pending == 0)
+            pthread_cond_broadcast(&s->qidle);
+    }
+    pthread_mutex_unlock(&s->qlock);
+    return NULL;
+}
+
+void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
+                 size_t size)
+{
+    sim_impl *s = S(be);
+    sim_job *j = malloc(sizeof(*j) + size);
+    if (j == NULL) { /* out of host memory: run it here, in order, after the rest */
+        sim_drain(be);
+        run(be, (void *)args);
+        return;
+    }
+    j->next = NULL;
+    j->run = run;
+    memcpy(j->args, args, size);
+    pthread_mutex_lock(&s->qlock);
+    if (s->tail != NULL)
+        s->tail->next = j;
+    else
+        s->head = j;
+    s->tail = j;
+    s->pending++;
+    pthread_cond_signal(&s->qwork);
+    pthread_mutex_unlock(&s->qlock);
+}
+
+void sim_drain(backend_t *be)
+{
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->qlock);
+    while (s->pending > 0)
+        pthread_cond_wait(&s->qidle, &s->qlock);
+    pthread_mutex_unlock(&s->qlock);
 }
 
 /* ---- device memory ---- */
@@ -97,10 +173,8 @@ static void *sim_alloc(backend_t *be, size_t bytes)
     return b + 1;
 }
 
-static void sim_free(backend_t *be, void *p)
+static void free_now(backend_t *be, void *p)
 {
-    if (p == NULL)
-        return;
     sim_impl *s = S(be);
     sim_block *b = (sim_block *)p - 1;
     if (!guard_intact(b))
@@ -117,16 +191,60 @@ static void sim_free(backend_t *be, void *p)
     free(b);
 }
 
+static void q_free_run(backend_t *be, void *a)
+{
+    free_now(be, *(void **)a);
+}
+
+/* after the operations queued before it, as cudaFree and a stream-ordered
+ * pool give the block back */
+static void sim_free(backend_t *be, void *p)
+{
+    if (p != NULL)
+        sim_enqueue(be, q_free_run, &p, sizeof(p));
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    void *owned; /* a host copy to free after */
+} q_copy_args;
+
+static void q_copy_run(backend_t *be, void *p)
+{
+    q_copy_args *a = p;
+    (void)be;
+    memmove(a->dst, a->src, a->bytes);
+    free(a->owned);
+}
+
+/* cudaMemcpyAsync from pageable memory: the source is read before the call
+ * returns (here into a copy), the device written in queue order */
 static void sim_upload(backend_t *be, void *dst, const void *src, size_t bytes)
 {
-    (void)be;
+    void *copy = malloc(bytes ? bytes : 1);
+    if (copy == NULL) {
+        sim_drain(be);
+        memcpy(dst, src, bytes);
+        return;
+    }
+    memcpy(copy, src, bytes);
+    q_copy_args a = {dst, copy, bytes, copy};
+    sim_enqueue(be, q_copy_run, &a, sizeof(a));
+}
+
+/* device to host: waits for the queue, as the CUDA backend's download */
+static void sim_download(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    sim_drain(be);
     memcpy(dst, src, bytes);
 }
 
 static void sim_copy(backend_t *be, void *dst, const void *src, size_t bytes)
 {
-    (void)be;
-    memmove(dst, src, bytes);
+    q_copy_args a = {dst, src, bytes, NULL};
+    sim_enqueue(be, q_copy_run, &a, sizeof(a));
 }
 
 /* ---- 16-bit storage, as the GPU rounds it ---- */
@@ -183,7 +301,7 @@ static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
 
 /* ---- the operations: the CPU backend's, on device memory ---- */
 
-static void sim_dense_forward(backend_t *be, int n, int in, int out, const float *x,
+static void run_dense_forward(backend_t *be, int n, int in, int out, const float *x,
                               const float *w, const float *b, bool relu, float *y)
 {
     sim_impl *s = S(be);
@@ -214,7 +332,7 @@ static void bias_grad(size_t rows, int out, size_t inner, const float *dy, float
     }
 }
 
-static void sim_dense_backward(backend_t *be, int n, int in, int out, const float *x,
+static void run_dense_backward(backend_t *be, int n, int in, int out, const float *x,
                                const float *w, const float *y, bool relu, float *dy, float *dx,
                                float *dw, float *db)
 {
@@ -255,7 +373,7 @@ static void round_inplace(prec_t p, size_t count, float *x)
     round_into(p, count, x, x);
 }
 
-static void sim_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+static void run_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
                              const float *b, bool relu, float *y, void *ws)
 {
     sim_impl *s = S(be);
@@ -279,7 +397,7 @@ static void sim_conv_forward(backend_t *be, const window_desc *d, const float *x
     }
 }
 
-static void sim_conv_backward(backend_t *be, const window_desc *d, const float *x,
+static void run_conv_backward(backend_t *be, const window_desc *d, const float *x,
                               const float *w, const float *y, bool relu, float *dy, float *dx,
                               float *dw, float *db, void *ws)
 {
@@ -310,7 +428,7 @@ static void sim_conv_backward(backend_t *be, const window_desc *d, const float *
 
 /* The rest run in float32 on the GPU too: forwarded as they are. */
 #define FORWARD(op, params, args)                                                              \
-    static void sim_##op params                                                                \
+    static void run_##op params                                                                \
     {                                                                                          \
         C(be)->op args;                                                                        \
     }
@@ -352,10 +470,6 @@ FORWARD(add, (backend_t *be, size_t count, const float *a, const float *b, bool 
 FORWARD(scale, (backend_t *be, size_t count, float alpha, float *x), (C(be), count, alpha, x))
 FORWARD(add_scalar, (backend_t *be, size_t count, float alpha, float *x),
         (C(be), count, alpha, x))
-FORWARD(softmax_xent,
-        (backend_t *be, int n, int classes, const float *logits, const int32_t *labels,
-         float *dlogits, double *loss_sum, int *correct),
-        (C(be), n, classes, logits, labels, dlogits, loss_sum, correct))
 FORWARD(sgd_step,
         (backend_t *be, size_t count, float lr, float momentum, bool nesterov,
          float weight_decay, bool first_step, float *w, const float *g, float *buf),
@@ -365,9 +479,21 @@ FORWARD(adam_step,
          float weight_decay, int64_t step, float *w, const float *g, float *m, float *v),
         (C(be), count, lr, beta1, beta2, eps, weight_decay, step, w, g, m, v))
 
+#include "backend/sim/sim_queue_ops.h"
+
+/* The two operations that answer the host: they wait for the queue. */
 static bool sim_all_finite(backend_t *be, size_t count, const float *x)
 {
+    sim_drain(be);
     return C(be)->all_finite(C(be), count, x);
+}
+
+static void sim_softmax_xent(backend_t *be, int n, int classes, const float *logits,
+                             const int32_t *labels, float *dlogits, double *loss_sum,
+                             int *correct)
+{
+    sim_drain(be);
+    C(be)->softmax_xent(C(be), n, classes, logits, labels, dlogits, loss_sum, correct);
 }
 
 /* ---- the device side ---- */
@@ -397,6 +523,7 @@ static int sim_check(backend_t *be, tt_err *err)
 static int sim_sync(backend_t *be, tt_err *err)
 {
     sim_impl *s = S(be);
+    sim_drain(be);
     size_t bad = 0;
     pthread_mutex_lock(&s->lock);
     for (sim_block *b = s->blocks; b != NULL && bad == 0; b = b->next)
@@ -496,10 +623,16 @@ static int sim_staging_load(backend_staging *p, int64_t step, const float *x, si
     if (slot < 0)
         return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: no free slot for step %lld", d,
                        (long long)step);
+    /* the slot's last copy must be done before its pinned buffer is
+     * written again (a copy from pinned memory reads it when it runs) */
+    if (host_wait)
+        sim_drain(s->be);
     memcpy(s->host_x[slot], x, x_bytes);
     memcpy(s->host_y[slot], y, y_bytes);
-    memcpy(s->dev_x[slot], s->host_x[slot], x_bytes);
-    memcpy(s->dev_y[slot], s->host_y[slot], y_bytes);
+    q_copy_args cx = {s->dev_x[slot], s->host_x[slot], x_bytes, NULL};
+    q_copy_args cy = {s->dev_y[slot], s->host_y[slot], y_bytes, NULL};
+    sim_enqueue(s->be, q_copy_run, &cx, sizeof(cx));
+    sim_enqueue(s->be, q_copy_run, &cy, sizeof(cy));
     if (staging_ring_take(&s->ring, step) != slot)
         return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: step %lld not loaded", d,
                        (long long)step);
@@ -548,12 +681,24 @@ const backend_device_ops backend_sim_device_ops = {
 static void sim_destroy(backend_t *be)
 {
     sim_impl *s = S(be);
-    sim_free(be, s->copies);
+    if (s->worker_started) {
+        sim_drain(be);
+        pthread_mutex_lock(&s->qlock);
+        s->stop = true;
+        pthread_cond_signal(&s->qwork);
+        pthread_mutex_unlock(&s->qlock);
+        pthread_join(s->worker, NULL);
+    }
+    if (s->copies != NULL)
+        free_now(be, s->copies);
     while (s->blocks != NULL) /* what the towers left: freed with the device */
-        sim_free(be, s->blocks + 1);
+        free_now(be, s->blocks + 1);
     if (s->cpu != NULL)
         s->cpu->destroy(s->cpu);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->qlock);
+    pthread_cond_destroy(&s->qwork);
+    pthread_cond_destroy(&s->qidle);
     free(s);
     free(be);
 }
@@ -574,6 +719,9 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
         return NULL;
     }
     pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->qlock, NULL);
+    pthread_cond_init(&s->qwork, NULL);
+    pthread_cond_init(&s->qidle, NULL);
     s->prec = p;
     be->impl = s;
     /* one thread: the tower's own, as a GPU tower's host thread */
@@ -581,6 +729,12 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
         sim_destroy(be);
         return NULL;
     }
+    if (pthread_create(&s->worker, NULL, queue_main, be) != 0) {
+        err_set(err, TT_ERR_RUNTIME, "sim:%d: cannot start the queue's thread", device);
+        sim_destroy(be);
+        return NULL;
+    }
+    s->worker_started = true;
     be->name = "sim";
     be->precision = prec_name(p);
     be->device = device;
@@ -590,31 +744,12 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->alloc = sim_alloc;
     be->free = sim_free;
     be->upload = sim_upload;
-    be->download = sim_upload;
+    be->download = sim_download;
     be->copy = sim_copy;
-    be->dense_forward = sim_dense_forward;
-    be->dense_backward = sim_dense_backward;
     be->conv_workspace = sim_conv_workspace;
-    be->conv_forward = sim_conv_forward;
-    be->conv_backward = sim_conv_backward;
-    be->maxpool_forward = sim_maxpool_forward;
-    be->maxpool_backward = sim_maxpool_backward;
-    be->avgpool_forward = sim_avgpool_forward;
-    be->avgpool_backward = sim_avgpool_backward;
-    be->batchnorm_forward = sim_batchnorm_forward;
-    be->batchnorm_backward = sim_batchnorm_backward;
-    be->relu_forward = sim_relu_forward;
-    be->relu_backward = sim_relu_backward;
-    be->dropout_forward = sim_dropout_forward;
-    be->mul = sim_mul;
-    be->axpy = sim_axpy;
-    be->add = sim_add;
-    be->scale = sim_scale;
-    be->add_scalar = sim_add_scalar;
+    sim_install_queued_ops(be);
     be->all_finite = sim_all_finite;
     be->softmax_xent = sim_softmax_xent;
-    be->sgd_step = sim_sgd_step;
-    be->adam_step = sim_adam_step;
     be->destroy = sim_destroy;
     return be;
 }

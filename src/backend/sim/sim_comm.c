@@ -1,12 +1,15 @@
 /* sim_comm.c - the simulated GPUs' all-reduce (sim.h): NCCL's interface,
- * in process. A group of packs is a collective: every tower of the process
- * calls allreduce with the same packs, in the same order of groups (as NCCL
- * requires); the last tower to arrive sums the packs in tower order, under
- * mpirun sums them over the ranks (comm/dist.h, from that tower's thread:
- * MPI_THREAD_SERIALIZED is enough, one caller at a time), divides for the
- * mean and writes the result into every tower's buffer. The others wait for
- * it, so a group is done when allreduce returns and join has nothing left
- * to wait for. */
+ * in process. allreduce queues a group of packs on the tower's queue, after
+ * the operations that made its gradients, and returns at once, as NCCL
+ * does. A group is a collective: every tower of the process queues the
+ * same packs, in the same order of groups (as NCCL requires); when the
+ * group reaches the front of every tower's queue, the last queue to arrive
+ * sums the packs in tower order, under mpirun sums them over the ranks
+ * (comm/dist.h), divides for the mean and writes the result into every
+ * tower's buffer, while the other queues wait for it. What the tower queues
+ * next (the update) runs after, so join has nothing to add. Under mpirun
+ * the host also waits for the group: MPI_THREAD_SERIALIZED allows one
+ * caller at a time, and the main thread calls MPI after the step. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -24,6 +27,7 @@ typedef struct {
     uint64_t seq[TT_MAX_SIM_DEVICES]; /* groups each tower started */
     int arrived;
     float *bufs[TT_MAX_SIM_DEVICES];
+    backend_t *bes[TT_MAX_SIM_DEVICES];
     size_t lo[SIM_GROUP], hi[SIM_GROUP];
     int n_packs;
     bool mean;
@@ -51,13 +55,26 @@ static void group_reduce(sim_comm *c)
     }
 }
 
-static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, const size_t *hi,
-                         int n_packs, bool mean, tt_err *err)
+/* A group as queued: its arguments, copied. */
+typedef struct {
+    sim_comm *c;
+    int t;
+    float *buf;
+    size_t lo[SIM_GROUP], hi[SIM_GROUP];
+    int n_packs;
+    bool mean;
+} group_args;
+
+/* On tower t's queue: joins the group and waits until it is done. */
+static void group_run(backend_t *be, void *p)
 {
-    sim_comm *c = (sim_comm *)bc;
-    if (n_packs > SIM_GROUP)
-        return err_set(err, TT_ERR_RUNTIME, "sim: a group of %d packs (at most %d)", n_packs,
-                       SIM_GROUP);
+    (void)be;
+    group_args *g = p;
+    sim_comm *c = g->c;
+    int t = g->t, n_packs = g->n_packs;
+    const size_t *lo = g->lo, *hi = g->hi;
+    bool mean = g->mean;
+    float *buf = g->buf;
     pthread_mutex_lock(&c->lock);
     /* a tower a group ahead waits for the others to finish the previous one */
     while (c->group != c->seq[t])
@@ -93,6 +110,23 @@ static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, 
     }
     c->seq[t]++;
     pthread_mutex_unlock(&c->lock);
+}
+
+static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, const size_t *hi,
+                         int n_packs, bool mean, tt_err *err)
+{
+    sim_comm *c = (sim_comm *)bc;
+    if (n_packs > SIM_GROUP)
+        return err_set(err, TT_ERR_RUNTIME, "sim: a group of %d packs (at most %d)", n_packs,
+                       SIM_GROUP);
+    group_args g = {.c = c, .t = t, .buf = buf, .n_packs = n_packs, .mean = mean};
+    for (int k = 0; k < n_packs; k++) {
+        g.lo[k] = lo[k];
+        g.hi[k] = hi[k];
+    }
+    sim_enqueue(c->bes[t], group_run, &g, sizeof(g));
+    if (dist_size() > 1)
+        sim_drain(c->bes[t]);
     return 0;
 }
 
@@ -126,7 +160,6 @@ static void sim_comm_free(backend_comm *bc)
 
 backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
 {
-    (void)bes;
     if (n < 1 || n > TT_MAX_SIM_DEVICES) {
         err_set(err, TT_ERR_USAGE, "sim: %d towers (1 to %d)", n, TT_MAX_SIM_DEVICES);
         return NULL;
@@ -137,6 +170,8 @@ backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
         return NULL;
     }
     c->n = n;
+    for (int t = 0; t < n; t++)
+        c->bes[t] = bes[t];
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->done, NULL);
     c->base = (backend_comm){.size = n * dist_size(),
