@@ -365,7 +365,7 @@ static const bad_case bad_cases[] = {
     { DF MODEL_INLINE OPT "trainer = { type = \"sync_replicated\"; allreduce = \"rin\"; };\n", NULL,
       NULL, "bad.cfg:5: trainer.allreduce: unknown value 'rin' (did you mean 'ring'?)" },
     { DF MODEL_INLINE OPT "trainer = { device = \"fpga\"; };\n", NULL, NULL,
-      "bad.cfg:5: trainer.device: unknown value 'fpga' (expected auto, cpu or gpu)" },
+      "bad.cfg:5: trainer.device: unknown value 'fpga' (expected auto, cpu, gpu or sim)" },
     { DF MODEL_INLINE OPT "max_epoch = 3;\nstarting_epoch = 4;\n", NULL, NULL,
       "bad.cfg:6: starting_epoch: must be <= max_epoch = 3 (got 4)" },
     { DF MODEL_INLINE OPT "callbacks = ( \"model_saver\",\n \"early_stp\" );\n", NULL, NULL,

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/mem_pool.h"
+#include "backend/mem_pool.h"
 #include "tt_test.h"
 
 typedef struct {

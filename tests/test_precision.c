@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cuda/mem_pool.h"
-#include "backend/cuda/precision.h"
+#include "backend/mem_pool.h"
+#include "backend/precision.h"
 #include "train/gpu_towers.h"
 #include "tt_test.h"
 

@@ -7,7 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "backend/cuda/staging_ring.h"
+#include "backend/staging_ring.h"
 #include "tt_test.h"
 
 static void test_sequence(void)

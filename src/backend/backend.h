@@ -25,6 +25,7 @@
 #include "util/err.h"
 
 typedef struct backend backend_t;
+typedef struct backend_device_ops backend_device_ops;
 
 /* A 2-D convolution or pooling window over an NCHW batch. Square kernels.
  * blocked_x / blocked_y: the input / output is in the blocked layout (below)
@@ -76,7 +77,7 @@ static inline int window_out_size(int in, int k, int stride, int pad)
 }
 
 struct backend {
-    const char *name; /* "cpu" or "cuda" */
+    const char *name; /* "cpu", "cuda" or "sim" */
     /* "fp32", or "bf16" / "fp16" (CUDA): dense and convolution forward and
      * backward round their float32 inputs (x, w, dy) to the 16-bit type and
      * multiply them with float32 accumulation; their outputs and every other
@@ -89,6 +90,11 @@ struct backend {
     /* Device pointers are host pointers (the CPU): a tower reads its batch
      * where the dataflow put it instead of copying it. */
     bool host_memory;
+    /* A device with its own memory and queues (CUDA, sim): what a GPU tower
+     * needs beyond the operations (below); NULL on the CPU, whose queue is
+     * the calling thread. The trainer reads this instead of asking which
+     * backend it has. */
+    const backend_device_ops *dev;
 
     /* ---- memory ---- */
     void *(*alloc)(backend_t *be, size_t bytes); /* zero-filled, 64-byte aligned; NULL on OOM */
@@ -225,6 +231,102 @@ struct backend {
     void (*destroy)(backend_t *be);
 };
 
+/* ---- the device side: a backend whose memory is not the host's (a GPU, or
+ *      the simulated GPU "sim") also offers these. Every call that can fail
+ *      returns 0, or -1 with err set (one line naming the device). ---- */
+
+/* One device's description for the tower table and for errors. */
+typedef struct {
+    char name[256];
+    int major, minor;     /* compute capability (sim: that of the GPU it imitates) */
+    size_t total_bytes;   /* device memory */
+    int sm_count;
+} backend_device_info;
+
+/* The staged input of a tower (tensorpack's StagingInput): two slots of
+ * pinned host and device memory driven by staging_ring.h. load stages the
+ * batch of `step` and returns its device buffers, valid for the tower's
+ * compute queue until done; the copy runs beside the device's previous step. */
+typedef struct backend_staging backend_staging;
+
+/* The device all-reduce among this process's towers, and under mpirun every
+ * rank's: NCCL's interface. allreduce: after the work queued so far on tower
+ * t's compute queue, in-place all-reduce of the packs [lo[i], hi[i]) of buf
+ * (sum, or mean over every participant) in one group, on the tower's
+ * communication queue; returns at once. join: tower t's compute queue waits
+ * for every all-reduce tower t started. check: an asynchronous error of
+ * tower t's communicator (a peer gone), or 0. free: after the last join;
+ * a communicator with an asynchronous error is aborted (ncclCommAbort). */
+typedef struct backend_comm backend_comm;
+struct backend_comm {
+    int size; /* participants: towers x ranks */
+    int (*allreduce)(backend_comm *c, int t, float *buf, const size_t *lo, const size_t *hi,
+                     int n_packs, bool mean, tt_err *err);
+    int (*join)(backend_comm *c, int t, tt_err *err);
+    int (*check)(backend_comm *c, int t, tt_err *err);
+    void (*free)(backend_comm *c);
+    void *impl;
+};
+
+struct backend_device_ops {
+    const char *kind; /* "cuda" or "sim": tower tables print "<kind>:<device>" */
+    /* Capabilities the trainer reads in place of asking for a GPU: */
+    bool pinned_staging;  /* input goes through backend_staging (always, today) */
+    bool device_allreduce; /* sync_replicated all-reduces with comm_create's communicator */
+
+    int (*info)(backend_t *be, backend_device_info *info, tt_err *err);
+    /* Mixed precision: reserves the scratch of the 16-bit copies of the
+     * largest dense or conv2d call (backend_copies_bytes); nothing in fp32. */
+    int (*reserve_copies)(backend_t *be, size_t bytes, tt_err *err);
+    /* The calling thread works on the backend's device from now on. */
+    int (*bind)(backend_t *be, tt_err *err);
+    /* The first error of the backend's operations or of its queued work so
+     * far (check: without waiting; sync: after waiting for the queue). */
+    int (*check)(backend_t *be, tt_err *err);
+    int (*sync)(backend_t *be, tt_err *err);
+    /* Ends setup: the device memory pool no longer grows. */
+    void (*freeze)(backend_t *be);
+    /* Bytes the pool holds, uses, and the most it used; the last allocation
+     * failure (naming the bytes asked), or "". */
+    void (*memory)(backend_t *be, size_t *reserved, size_t *in_use, size_t *peak);
+    const char *(*alloc_error)(backend_t *be);
+
+    backend_staging *(*staging_create)(backend_t *be, size_t x_bytes, size_t y_bytes,
+                                       tt_err *err);
+    int (*staging_load)(backend_staging *s, int64_t step, const float *x, size_t x_bytes,
+                        const int32_t *y, size_t y_bytes, float **dev_x, int32_t **dev_y,
+                        tt_err *err);
+    int (*staging_done)(backend_staging *s, tt_err *err);
+    void (*staging_free)(backend_staging *s);
+
+    /* Communicators for this process's n towers (backends bes[0..n)).
+     * Collective over the MPI ranks: every rank calls it from its main
+     * thread with the same n. */
+    backend_comm *(*comm_create)(int n, backend_t *const *bes, tt_err *err);
+
+    /* "cuda: sm_80 ... (CUDA 13.0, ...)", what the binary was built with */
+    const char *(*build_info)(void);
+};
+
+/* Device towers (trainer.device "gpu" or "sim"). kind "cuda" or "sim";
+ * precision "fp32", "bf16" or "fp16"; tf32 and deterministic as
+ * trainer.tf32 / trainer.deterministic (CUDA only). */
+typedef struct {
+    const char *precision;
+    bool tf32, deterministic;
+} backend_device_options;
+backend_t *backend_device_create(const char *kind, int device, const backend_device_options *o,
+                                 tt_err *err);
+/* Devices of that kind (sim: as many as asked for, TT_MAX_SIM_DEVICES);
+ * 0 with `reason` when there is none. */
+int backend_device_count(const char *kind, char *reason, size_t reason_len);
+/* The description of device `device` of that kind, without a backend. */
+int backend_device_query(const char *kind, int device, backend_device_info *info, tt_err *err);
+
+/* The simulated GPU (src/backend/sim/): a test device. */
+#define TT_MAX_SIM_DEVICES 64
+backend_t *backend_sim_create(int device, const char *precision, tt_err *err);
+
 /* The CPU backend (precision "fp32"): `threads` workers (>= 1) of the
  * process-wide pool. */
 backend_t *backend_cpu_create(int device, int threads, tt_err *err);
@@ -245,7 +347,7 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len);
  * driver is present. reason (may be NULL) says why there is none. */
 int backend_cuda_device_count(char *reason, size_t reason_len);
 
-/* Backends this binary was built with, for --version: "cpu", "cpu cuda", ... */
+/* Backends this binary was built with, for --version: "cpu sim", "cpu sim cuda" */
 const char *backend_list_built(void);
 
 #endif

@@ -1,15 +1,55 @@
-/* backends.c - which backends this binary was built with, for --version. */
+/* backends.c - which backends this binary was built with, for --version,
+ * and the device towers' backends by kind (backend.h). */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <stdio.h>
+#include <string.h>
+
 #include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
 
 const char *backend_list_built(void)
 {
 #ifdef HAVE_CUDA
-    return "cpu cuda";
+    return "cpu sim cuda";
 #else
-    return "cpu";
+    return "cpu sim";
 #endif
+}
+
+backend_t *backend_device_create(const char *kind, int device, const backend_device_options *o,
+                                 tt_err *err)
+{
+    if (strcmp(kind, "sim") == 0)
+        return backend_sim_create(device, o->precision, err);
+    cuda_options opt = {.tf32 = o->tf32, .deterministic = o->deterministic};
+    if (strcmp(o->precision, "bf16") == 0)
+        return backend_cuda_create_bf16(device, &opt, err);
+    if (strcmp(o->precision, "fp16") == 0)
+        return backend_cuda_create_fp16(device, &opt, err);
+    return backend_cuda_create(device, &opt, err);
+}
+
+int backend_device_count(const char *kind, char *reason, size_t reason_len)
+{
+    if (strcmp(kind, "sim") == 0)
+        return TT_MAX_SIM_DEVICES;
+    return backend_cuda_device_count(reason, reason_len);
+}
+
+int backend_device_query(const char *kind, int device, backend_device_info *info, tt_err *err)
+{
+    if (strcmp(kind, "sim") != 0)
+        return backend_cuda_device_info(device, info, err);
+    if (device < 0 || device >= TT_MAX_SIM_DEVICES)
+        return err_set(err, TT_ERR_USAGE, "sim:%d: no such simulated device (0 to %d)", device,
+                       TT_MAX_SIM_DEVICES - 1);
+    memset(info, 0, sizeof(*info));
+    snprintf(info->name, sizeof(info->name), "simulated GPU %d (test device)", device);
+    info->major = 8;
+    info->total_bytes = (size_t)80 << 30;
+    info->sm_count = 1;
+    return 0;
 }

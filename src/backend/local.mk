@@ -19,10 +19,12 @@ EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c %reldir%/cpu/dn
 # a separate set of objects so that their host code compiles with warnings
 # as errors; they go into libtowertrain.a with the rest. Without CUDA,
 # none.c answers "built without CUDA".
-libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/cuda/mem_pool.c \
-	%reldir%/cuda/mem_pool.h %reldir%/cuda/algo_cache.c %reldir%/cuda/algo_cache.h \
-	%reldir%/cuda/staging_ring.c %reldir%/cuda/staging_ring.h \
-	%reldir%/cuda/precision.c %reldir%/cuda/precision.h
+libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
+	%reldir%/mem_pool.h %reldir%/cuda/algo_cache.c %reldir%/cuda/algo_cache.h \
+	%reldir%/staging_ring.c %reldir%/staging_ring.h \
+	%reldir%/precision.c %reldir%/precision.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_comm.c %reldir%/sim/sim.h \
+	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
 	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_staging.c \
@@ -69,3 +71,8 @@ TESTS += tests/test_tile_gemm
 check_PROGRAMS += tests/test_bf16
 tests_test_bf16_SOURCES = tests/test_bf16.c
 TESTS += tests/test_bf16
+
+# The simulated GPU's storage rounding, queue order and guards.
+check_PROGRAMS += tests/test_sim
+tests_test_sim_SOURCES = tests/test_sim.c
+TESTS += tests/test_sim

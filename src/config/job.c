@@ -341,8 +341,10 @@ static int build_job(job_t *job, config_t *cfg)
                : strcmp(tt, "async") == 0                 ? TRAINER_ASYNC
                                                           : TRAINER_SIMPLE;
     const char *dev = get_str(t, "device", "auto");
-    tr->device = strcmp(dev, "cpu") == 0 ? DEVICE_CPU : strcmp(dev, "gpu") == 0 ? DEVICE_GPU
-                                                                               : DEVICE_AUTO;
+    tr->device = strcmp(dev, "cpu") == 0   ? DEVICE_CPU
+                 : strcmp(dev, "gpu") == 0 ? DEVICE_GPU
+                 : strcmp(dev, "sim") == 0 ? DEVICE_SIM
+                                           : DEVICE_AUTO;
     tr->nr_tower = get_int(t, "nr_tower", 1);
     const config_setting_t *towers = config_setting_get_member(t, "towers");
     for (int i = 0; i < tr->nr_tower && i < TT_MAX_TOWERS; i++)

@@ -96,7 +96,8 @@ typedef enum {
     TRAINER_ASYNC
 } trainer_type;
 
-typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU } device_kind;
+/* DEVICE_SIM: simulated GPUs (src/backend/sim/), a test device */
+typedef enum { DEVICE_AUTO, DEVICE_CPU, DEVICE_GPU, DEVICE_SIM } device_kind;
 
 /* What the forward and backward passes compute in (mixed precision against
  * fp32 master parameters, as torch.autocast); fp16 adds dynamic loss scaling. */

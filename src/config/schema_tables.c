@@ -289,7 +289,7 @@ static const group_spec optimizer_spec = {
 
 /* ---- trainer (towertrain.cfg(5), TRAINER) ---- */
 
-static const char *const device_values[] = { "auto", "cpu", "gpu", NULL };
+static const char *const device_values[] = { "auto", "cpu", "gpu", "sim", NULL };
 static const char *const allreduce_values[] = { "auto", "ring", "naive", "hierarchical", "nccl", NULL };
 static const char *const ps_values[] = { "cpu", "gpu", NULL };
 static const char *const precision_values[] = { "fp32", "bf16", "fp16", NULL };

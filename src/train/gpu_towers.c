@@ -1,34 +1,41 @@
-/* gpu_towers.c - GPU towers: device choice, backends, staged input, the
- * tower table and the per-step error check (gpu_towers.h). */
+/* gpu_towers.c - device towers (a GPU's, or the simulated GPU's): device
+ * choice, backends, staged input, the tower table and the per-step error
+ * check (gpu_towers.h). Everything here goes through backend.h's device
+ * side (be->dev), so the simulated device runs it in make check. */
 #include "train/gpu_towers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/cuda_staging.h"
-#include "backend/cuda/mem_pool.h"
-#include "backend/cuda/precision.h"
+#include "backend/mem_pool.h"
+#include "backend/precision.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
 struct gpu_towers {
-    cuda_staging *staging[TT_MAX_TOWERS];
+    backend_staging *staging[TT_MAX_TOWERS];
     float *input[TT_MAX_TOWERS];     /* the tower's own buffers, put back after a step */
     int32_t *labels[TT_MAX_TOWERS];
     tt_err err[TT_MAX_TOWERS];       /* an error met on a tower's thread */
-    cuda_device_info info[TT_MAX_TOWERS];
+    backend_device_info info[TT_MAX_TOWERS];
 };
+
+/* "cuda" or "sim": the kind of device trainer.device names */
+static const char *device_kind_of(const job_t *job)
+{
+    return job->trainer.device == DEVICE_SIM ? "sim" : "cuda";
+}
 
 int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err)
 {
     const trainer_cfg *tc = &job->trainer;
+    const char *kind = device_kind_of(job);
     *use_gpu = false;
     if (tc->device == DEVICE_CPU)
         return 0;
     char reason[256] = "";
-    int n = backend_cuda_device_count(reason, sizeof(reason));
+    int n = backend_device_count(kind, reason, sizeof(reason));
     if (n == 0) {
         if (tc->device == DEVICE_GPU)
             return err_set(err, TT_ERR_USAGE, "trainer.device = \"gpu\" but no GPU is available "
@@ -41,16 +48,16 @@ int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_l
     for (int t = 0; t < tc->nr_tower; t++) {
         for (int u = 0; u < t; u++)
             if (tc->towers[u] == tc->towers[t])
-                return err_set(err, TT_ERR_USAGE, "trainer.towers: cuda:%d is listed twice; GPU "
-                               "towers take one GPU each", tc->towers[t]);
-        cuda_device_info info;
+                return err_set(err, TT_ERR_USAGE, "trainer.towers: %s:%d is listed twice; GPU "
+                               "towers take one GPU each", kind, tc->towers[t]);
+        backend_device_info info;
         tt_err dev_err = {0};
-        if (backend_cuda_device_info(tc->towers[t], &info, &dev_err) != 0)
+        if (backend_device_query(kind, tc->towers[t], &info, &dev_err) != 0)
             return err_set(err, TT_ERR_USAGE, "trainer.towers[%d]: %s", t, dev_err.msg);
         if (info.major * 10 + info.minor < 80)
-            return err_set(err, TT_ERR_USAGE, "trainer.towers[%d]: cuda:%d (%s): compute "
+            return err_set(err, TT_ERR_USAGE, "trainer.towers[%d]: %s:%d (%s): compute "
                            "capability %d.%d is below 8.0, the lowest towertrain supports", t,
-                           tc->towers[t], info.name, info.major, info.minor);
+                           kind, tc->towers[t], info.name, info.major, info.minor);
     }
     *use_gpu = true;
     return 0;
@@ -65,13 +72,12 @@ static prec_t job_prec(const job_t *job)
 
 backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err)
 {
-    cuda_options opt = {.tf32 = job->trainer.tf32, .deterministic = job->trainer.deterministic};
+    backend_device_options o = {.precision = prec_name(job_prec(job)),
+                                .tf32 = job->trainer.tf32,
+                                .deterministic = job->trainer.deterministic};
     tt_err be_err = {0};
-    int d = job->trainer.towers[t];
-    prec_t p = job_prec(job);
-    backend_t *be = p == PREC_BF16   ? backend_cuda_create_bf16(d, &opt, &be_err)
-                    : p == PREC_FP16 ? backend_cuda_create_fp16(d, &opt, &be_err)
-                                     : backend_cuda_create(d, &opt, &be_err);
+    backend_t *be = backend_device_create(device_kind_of(job), job->trainer.towers[t], &o,
+                                          &be_err);
     if (be == NULL)
         err_set(err, be_err.code, "tower %d: %s", t, be_err.msg);
     return be;
@@ -80,18 +86,18 @@ backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err)
 bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
 {
     backend_t *be = tr->backends[t];
-    if (be == NULL || !backend_is_cuda(be))
+    if (be == NULL || be->dev == NULL)
         return false;
     tt_err dev_err = {0};
-    const char *oom = backend_cuda_alloc_error(be);
+    const char *oom = be->dev->alloc_error(be);
     if (oom[0] != '\0') {
         if (strstr(err->msg, oom) != NULL)
             return true; /* said already */
         err_clear(err);
-        err_set(err, TT_ERR_USAGE, "tower %d (cuda:%d): %s", t, be->device, oom);
+        err_set(err, TT_ERR_USAGE, "tower %d (%s:%d): %s", t, be->dev->kind, be->device, oom);
         return true;
     }
-    if (backend_cuda_check(be, &dev_err) != 0) {
+    if (be->dev->check(be, &dev_err) != 0) {
         err_clear(err);
         err_set(err, dev_err.code, "tower %d: %s", t, dev_err.msg);
         return true;
@@ -111,6 +117,11 @@ size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n)
         if (l->cfg->type == LAYER_DENSE) {
             prec_dense_copies dc;
             prec_dense_copies_of(p, max_n, (int)shape3_size(l->in[0]), l->out.c, &dc);
+            bytes = dc.bytes;
+        } else if (l->cfg->type == LAYER_GLOBAL_AVGPOOL) {
+            /* global_avgpool.c's dense call: [n * C, H * W] times a row of 1/HW */
+            prec_dense_copies dc;
+            prec_dense_copies_of(p, max_n * l->in[0].c, l->in[0].h * l->in[0].w, 1, &dc);
             bytes = dc.bytes;
         } else if (l->cfg->type == LAYER_CONV2D) {
             /* conv2d.c's window */
@@ -132,7 +143,8 @@ static void bind_tower(const tower_context *ctx, void *arg)
 {
     trainer_t *tr = arg;
     tt_err err = {0};
-    if (backend_cuda_bind(tr->backends[ctx->index], &err) != 0)
+    backend_t *be = tr->backends[ctx->index];
+    if (be->dev->bind(be, &err) != 0)
         gpu_tower_fail(tr, ctx->index, &err);
 }
 
@@ -148,17 +160,18 @@ int gpu_towers_create(trainer_t *tr, tt_err *err)
         tower_t *tw = &tr->towers[t];
         g->input[t] = tw->input;
         g->labels[t] = tw->labels;
-        if (backend_cuda_device_info(tr->backends[t]->device, &g->info[t], err) != 0)
+        backend_t *be = tr->backends[t];
+        if (be->dev->info(be, &g->info[t], err) != 0)
             return -1;
         /* mixed precision: room for the 16-bit copies of the largest layer */
         size_t copies = gpu_copies_bytes(&tr->model, tr->job->trainer.precision, batch);
-        if (backend_cuda_reserve_copies(tr->backends[t], copies, err) != 0) {
+        if (be->dev->reserve_copies(be, copies, err) != 0) {
             gpu_explain_setup_failure(tr, t, err);
             return -1;
         }
         tt_err st_err = {0};
-        g->staging[t] = cuda_staging_create(tr->backends[t], (size_t)batch * sample * sizeof(float),
-                                            (size_t)batch * sizeof(int32_t), &st_err);
+        g->staging[t] = be->dev->staging_create(be, (size_t)batch * sample * sizeof(float),
+                                                (size_t)batch * sizeof(int32_t), &st_err);
         if (g->staging[t] == NULL)
             return err_set(err, st_err.code, "tower %d: %s", t, st_err.msg);
     }
@@ -169,10 +182,11 @@ int gpu_towers_create(trainer_t *tr, tt_err *err)
 int gpu_towers_finish_setup(trainer_t *tr, tt_err *err)
 {
     for (int t = 0; t < tr->n_towers; t++) {
+        backend_t *be = tr->backends[t];
         tt_err dev_err = {0};
-        if (backend_cuda_sync(tr->backends[t], &dev_err) != 0)
+        if (be->dev->sync(be, &dev_err) != 0)
             return err_set(err, TT_ERR_RUNTIME, "tower %d: %s", t, dev_err.msg);
-        backend_cuda_freeze(tr->backends[t]);
+        be->dev->freeze(be);
     }
     return 0;
 }
@@ -187,7 +201,8 @@ void gpu_towers_free(trainer_t *tr)
             tr->towers[t].input = g->input[t];
             tr->towers[t].labels = g->labels[t];
         }
-        cuda_staging_free(g->staging[t]);
+        if (g->staging[t] != NULL)
+            tr->backends[t]->dev->staging_free(g->staging[t]);
     }
     free(g);
     tr->gpu = NULL;
@@ -208,24 +223,30 @@ void gpu_tower_load(trainer_t *tr, int t, int n, const float *x, const int32_t *
     float *dx;
     int32_t *dy;
     tt_err err = {0};
-    if (cuda_staging_load(g->staging[t], tr->global_step, x, (size_t)n * sample * sizeof(float),
-                          y, (size_t)n * sizeof(int32_t), &dx, &dy, &err) != 0) {
+    if (tw->be->dev->staging_load(g->staging[t], tr->global_step, x,
+                                  (size_t)n * sample * sizeof(float), y,
+                                  (size_t)n * sizeof(int32_t), &dx, &dy, &err) != 0) {
         gpu_tower_fail(tr, t, &err);
         tower_load_batch(tw, n, x, y); /* the step still sees its data; it fails after */
         return;
     }
+    /* tower_step reads batch_x / batch_y: point them at the staged batch */
     tw->input = dx;
     tw->labels = dy;
+    tw->batch_x = dx;
+    tw->batch_y = dy;
 }
 
 void gpu_tower_consumed(trainer_t *tr, int t)
 {
     gpu_towers *g = tr->gpu;
     tt_err err = {0};
-    if (cuda_staging_done(g->staging[t], &err) != 0)
+    if (tr->backends[t]->dev->staging_done(g->staging[t], &err) != 0)
         gpu_tower_fail(tr, t, &err);
     tr->towers[t].input = g->input[t];
     tr->towers[t].labels = g->labels[t];
+    tr->towers[t].batch_x = g->input[t];
+    tr->towers[t].batch_y = g->labels[t];
 }
 
 int gpu_towers_check(trainer_t *tr, tt_err *err)
@@ -234,8 +255,9 @@ int gpu_towers_check(trainer_t *tr, tt_err *err)
     for (int t = 0; t < tr->n_towers; t++) {
         if (g->err[t].code != TT_OK)
             return err_set(err, TT_ERR_RUNTIME, "%s", g->err[t].msg);
+        backend_t *be = tr->backends[t];
         tt_err dev_err = {0};
-        if (backend_cuda_check(tr->backends[t], &dev_err) != 0)
+        if (be->dev->check(be, &dev_err) != 0)
             return err_set(err, TT_ERR_RUNTIME, "tower %d: %s", t, dev_err.msg);
     }
     return 0;
@@ -245,22 +267,24 @@ void gpu_print_table(const trainer_t *tr)
 {
     const gpu_towers *g = tr->gpu;
     const job_t *job = tr->job;
+    const backend_device_ops *dev = tr->backends[0]->dev;
     log_printf("%-6s %-8s %-28s %-5s %-24s %-6s\n", "tower", "device", "gpu", "sm",
                "memory (pool / device)", "batch");
     for (int t = 0; t < tr->n_towers; t++) {
-        const cuda_device_info *i = &g->info[t];
+        const backend_device_info *i = &g->info[t];
         size_t reserved, in_use, peak;
-        backend_cuda_memory(tr->backends[t], &reserved, &in_use, &peak);
-        char pool[32], total[32], mem[80];
+        dev->memory(tr->backends[t], &reserved, &in_use, &peak);
+        char pool[32], total[32], mem[80], name[16];
         mem_format_bytes(reserved, pool, sizeof(pool));
         mem_format_bytes(i->total_bytes, total, sizeof(total));
         snprintf(mem, sizeof(mem), "%s / %s", pool, total);
-        log_printf("%-6d cuda:%-3d %-28.28s %d.%-3d %-24s %-6d\n", t, job->trainer.towers[t],
-                   i->name, i->major, i->minor, mem, job->dataflow.batch_size);
+        snprintf(name, sizeof(name), "%s:%d", dev->kind, job->trainer.towers[t]);
+        log_printf("%-6d %-8s %-28.28s %d.%-3d %-24s %-6d\n", t, name, i->name, i->major,
+                   i->minor, mem, job->dataflow.batch_size);
     }
-    const char *built = backend_cuda_build_info();
+    const char *built = dev->build_info();
     log_printf("%s; tf32 %s, deterministic %s; input staged through pinned buffers (2 per "
-               "tower)\n", built ? built : "cuda", job->trainer.tf32 ? "on" : "off",
+               "tower)\n", built ? built : dev->kind, job->trainer.tf32 ? "on" : "off",
                job->trainer.deterministic ? "on" : "off");
     prec_t p = job_prec(job);
     if (p != PREC_FP32) {

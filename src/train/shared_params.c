@@ -11,7 +11,7 @@ backend_t *shared_params_backend(const trainer_t *tr, const shared_params *sp)
 int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
 {
     size_t n = tr->model.n_trainable ? tr->model.n_trainable : 1;
-    if (tr->gpu != NULL) { /* the copy in host memory */
+    if (!tr->backends[0]->host_memory) { /* device towers: the copy in host memory */
         int threads = threadpool_cpu_count();
         sp->server = backend_cpu_create(0, threads > 0 ? threads : 1, err);
         if (sp->server == NULL)

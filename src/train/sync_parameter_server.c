@@ -19,7 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "comm/allreduce.h"
 #include "train/gpu_towers.h"
 #include "train/shared_params.h"
@@ -112,15 +111,15 @@ static int ps_setup_gpus(trainer_t *tr, ps_state *st, tt_err *err)
         st->sum[t] = be->alloc(be, n * sizeof(float));
         st->peer[t] = be->alloc(be, n * sizeof(float));
         if (!st->server[t] || !st->sum[t] || !st->peer[t]) {
-            err_set(err, TT_ERR_USAGE, "tower %d (cuda:%d): parameter server: %s", t,
-                    be->device, backend_cuda_alloc_error(be));
+            err_set(err, TT_ERR_USAGE, "tower %d (%s:%d): parameter server: %s", t,
+                    be->dev->kind, be->device, be->dev->alloc_error(be));
             return -1;
         }
         be->copy(be, st->server[t], tr->towers[0].params, tr->model.n_trainable * sizeof(float));
         if (trainer_create_optimizer(tr, be, &st->opts[t], err) != 0)
             return -1;
         tt_err dev_err = {0};
-        if (backend_cuda_sync(be, &dev_err) != 0)
+        if (be->dev->sync(be, &dev_err) != 0)
             return err_set(err, dev_err.code, "tower %d: %s", t, dev_err.msg);
     }
     return 0;
@@ -137,10 +136,10 @@ static int ps_setup(trainer_t *tr, tt_err *err)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     bool gpu_ps = strcmp(tr->job->trainer.ps_device, "gpu") == 0;
     const optimizer_cfg *oc = &tr->job->optimizer;
-    if (tr->gpu != NULL && gpu_ps && (oc->type == OPT_LARS || oc->clip_global_norm > 0.0f))
+    if (!tr->backends[0]->host_memory && gpu_ps && (oc->type == OPT_LARS || oc->clip_global_norm > 0.0f))
         return err_set(err, TT_ERR_USAGE, "optimizer: lars and clip_global_norm need the whole "
                        "gradient in one place; with GPU towers use trainer.ps_device = \"cpu\"");
-    if (tr->gpu != NULL && gpu_ps)
+    if (!tr->backends[0]->host_memory && gpu_ps)
         return ps_setup_gpus(tr, st, err);
     if (shared_params_create(tr, &st->sp, err) != 0)
         return -1;
@@ -184,13 +183,13 @@ static void ps_tower_compute(const tower_context *ctx, void *p)
     trainer_tower_compute(a->tr, ctx->index, a->b);
     st->finite[ctx->index] =
         trainer_grads_finite(a->tr, tw->be, tw->grads, a->tr->model.n_trainable);
-    if (a->tr->gpu == NULL)
+    if (tw->be->host_memory)
         return;
     /* the other devices (or the host) read these gradients next */
     tt_err err = {0};
     if (st->sp.server != NULL)
         shared_params_grads(a->tr, &st->sp, ctx->index);
-    else if (backend_cuda_sync(tw->be, &err) != 0)
+    else if (tw->be->dev->sync(tw->be, &err) != 0)
         gpu_tower_fail(a->tr, ctx->index, &err);
 }
 
@@ -218,7 +217,7 @@ static void ps_tower_update_gpu(const tower_context *ctx, void *p)
                               tr->updates + 1);
     }
     tt_err err = {0};
-    if (backend_cuda_sync(be, &err) != 0) /* the next step's reads come from other devices */
+    if (be->dev->sync(be, &err) != 0) /* the next step's reads come from other devices */
         gpu_tower_fail(tr, me, &err);
 }
 
@@ -323,7 +322,7 @@ static void ps_publish(trainer_t *tr)
                      (pr->hi - pr->lo) * sizeof(float));
     }
     tt_err err = {0};
-    if (backend_cuda_sync(be, &err) != 0)
+    if (be->dev->sync(be, &err) != 0)
         gpu_tower_fail(tr, 0, &err);
 }
 
@@ -340,7 +339,7 @@ static void ps_reload(trainer_t *tr)
         backend_t *be = tr->backends[t];
         be->copy(be, st->server[t], tr->towers[0].params, tr->model.n_trainable * sizeof(float));
         tt_err err = {0};
-        if (backend_cuda_sync(be, &err) != 0)
+        if (be->dev->sync(be, &err) != 0)
             gpu_tower_fail(tr, t, &err);
     }
 }

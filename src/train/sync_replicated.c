@@ -13,20 +13,24 @@
  * earlier layers' backward is still to run, as PyTorch DDP's buckets: the
  * last layers' packs go first. Every tower meets the packs in the same
  * order, and a pack's sum does not depend on when it runs, so the bits are
- * those of averaging after the whole backward.
+ * those of averaging after the whole backward. That holds for CPU towers
+ * and the simulated device (each element summed in tower order), and for
+ * NCCL over 2 participants (a + b); beyond that NCCL's ring and tree split
+ * a buffer by its size, so packs may round differently from one all-reduce
+ * (the replicas still agree with each other bit for bit).
  *
- * GPU towers all-reduce with NCCL (comm/nccl_comm.h): one communicator over
- * every GPU of every rank, the packs (comm/pack_schedule.h) started from the
- * grad-ready hook on each tower's communication stream after an event on
- * its compute stream, and the optimizer queued after an event at their end:
- * the host never waits for the all-reduce. */
+ * Device towers (a backend with device_allreduce: CUDA's NCCL, or the
+ * simulated GPU's in-process communicator) all-reduce with the device's
+ * communicator (backend.h, backend_comm): one over every device of every
+ * rank, the packs (comm/pack_schedule.h) started from the grad-ready hook
+ * on each tower's communication queue after its compute queue's work, and
+ * the optimizer queued after their end: the host never waits for the
+ * all-reduce. */
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "comm/allreduce.h"
 #include "comm/dist.h"
-#include "comm/nccl_comm.h"
 #include "comm/pack_schedule.h"
 #include "train/gpu_towers.h"
 #include "train/trainer.h"
@@ -56,7 +60,7 @@ typedef struct {
     int packs;                       /* gradient_packing: all-reduces per step (1 = off) */
     pack_cursor cursors[TT_MAX_TOWERS];
     bool finite[TT_MAX_TOWERS];      /* loss scaling: the averaged gradients were finite */
-    nccl_comm *nccl;                 /* GPU towers: the all-reduce */
+    backend_comm *comm;              /* device towers: the all-reduce */
     pack_schedule sched[TT_MAX_TOWERS]; /* GPU towers: each one's packs in this step */
 } replicated_state;
 
@@ -65,13 +69,20 @@ typedef struct {
     const batch_t *b;
 } step_arg;
 
+/* "nccl" on GPUs, "sim" on the simulated ones */
+static const char *device_allreduce_name(const trainer_t *tr)
+{
+    return strcmp(tr->backends[0]->dev->kind, "cuda") == 0 ? "nccl" : tr->backends[0]->dev->kind;
+}
+
 static void replicated_describe(const trainer_t *tr)
 {
     const replicated_state *st = tr->impl;
     const trainer_cfg *tc = &tr->job->trainer;
-    if (st->nccl != NULL)
-        log_printf("allreduce: nccl over %d GPU(s) (%d rank(s) x %d tower(s)), %d pack(s) of "
-                   "%zu gradients\n", nccl_comm_size(st->nccl), tr->n_ranks, tr->n_towers,
+    if (st->comm != NULL)
+        log_printf("allreduce: %s over %d GPU(s) (%d rank(s) x %d tower(s)), %d pack(s) of "
+                   "%zu gradients\n", device_allreduce_name(tr), st->comm->size, tr->n_ranks,
+                   tr->n_towers,
                    st->sched[0].packs, tr->model.n_trainable);
     else if (st->algo_auto)
         log_printf("allreduce: auto chose %s for %d towers and %zu gradients\n",
@@ -148,13 +159,12 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
             pack_schedule_range(&st->sched[t], top - first - i, &plo[i], &phi[i]);
             /* loss scaling: unscaled on the compute stream before NCCL reads
              * the pack (trainer_tower_compute leaves packed towers to us) */
-            if (tw->loss_scale != 1.0f && tw->grad_ready != NULL)
+            if (tw->loss_scale != 1.0f && tr->packs_unscale)
                 tw->be->scale(tw->be, phi[i] - plo[i], 1.0f / tw->loss_scale,
                               tw->grads + plo[i]);
         }
         tt_err err = {0};
-        if (nccl_comm_allreduce(st->nccl, t, backend_cuda_stream(tw->be), tw->grads, plo, phi, m,
-                                true, &err) != 0)
+        if (st->comm->allreduce(st->comm, t, tw->grads, plo, phi, m, true, &err) != 0)
             gpu_tower_fail(tr, t, &err);
     }
 }
@@ -163,13 +173,14 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
 static void pack_ready(void *arg, size_t lo)
 {
     pack_cursor *c = arg;
-    if (c->tr->gpu != NULL)
+    if (((replicated_state *)c->tr->impl)->comm != NULL)
         nccl_start_ready_packs(c->tr, c->t, lo);
     else
         average_ready_packs(c, lo);
 }
 
-/* GPU towers: NCCL over every GPU of every rank; "auto" means it. */
+/* Device towers: the device's communicator over every device of every
+ * rank; "auto" means it ("nccl": the name users know it by). */
 static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *err)
 {
     const trainer_cfg *tc = &tr->job->trainer;
@@ -177,8 +188,8 @@ static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *er
         return err_set(err, TT_ERR_USAGE, "trainer.allreduce = \"%s\": GPU towers all-reduce "
                        "with \"nccl\" (or \"auto\"); \"%s\" is for CPU towers", tc->allreduce,
                        tc->allreduce);
-    st->nccl = nccl_comm_create(tr->n_towers, tc->towers, err);
-    if (st->nccl == NULL)
+    st->comm = tr->backends[0]->dev->comm_create(tr->n_towers, tr->backends, err);
+    if (st->comm == NULL)
         return -1;
     size_t count = tr->model.n_trainable;
     int packs = 1;
@@ -189,6 +200,7 @@ static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *er
         pack_schedule_init(&st->sched[t], count, packs, NCCL_ALIGN);
         st->cursors[t] = (pack_cursor){tr, t, 0, false};
         if (st->sched[t].packs > 1) {
+            tr->packs_unscale = true;
             tr->towers[t].grad_ready = pack_ready;
             tr->towers[t].grad_ready_arg = &st->cursors[t];
         }
@@ -206,7 +218,8 @@ static int replicated_setup(trainer_t *tr, tt_err *err)
     tr->impl = st;
     if (trainer_create_optimizers(tr, tr->backends, tr->n_towers, st->opts, err) != 0)
         return -1;
-    if (tr->gpu != NULL)
+    const backend_device_ops *dev = tr->backends[0]->dev;
+    if (dev != NULL && dev->device_allreduce)
         return replicated_setup_nccl(tr, st, err);
     st->allreduce = allreduce_create(tr->n_towers, err);
     if (st->allreduce == NULL)
@@ -247,7 +260,7 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
     trainer_tower_compute(tr, t, a->b);
     nccl_start_ready_packs(tr, t, 0);
     tt_err err = {0};
-    if (nccl_comm_join(st->nccl, t, backend_cuda_stream(tw->be), &err) != 0)
+    if (st->comm->join(st->comm, t, &err) != 0)
         gpu_tower_fail(tr, t, &err);
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     if (st->finite[t])
@@ -285,10 +298,10 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
     replicated_state *st = tr->impl;
-    tower_team_run(tr->team, true, tr->gpu != NULL ? replicated_tower_gpu : replicated_tower,
+    tower_team_run(tr->team, true, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
                    &a);
-    for (int t = 0; st->nccl != NULL && t < tr->n_towers; t++)
-        if (nccl_comm_check(st->nccl, t, err) != 0)
+    for (int t = 0; st->comm != NULL && t < tr->n_towers; t++)
+        if (st->comm->check(st->comm, t, err) != 0)
             return -1;
     if (trainer_loss_scale_step(tr, st->finite[0]))
         tr->updates++;
@@ -309,7 +322,8 @@ static void replicated_destroy(trainer_t *tr)
         if (st->opts[t].be != NULL)
             optimizer_free(&st->opts[t]);
     allreduce_free(st->allreduce);
-    nccl_comm_free(st->nccl);
+    if (st->comm != NULL)
+        st->comm->free(st->comm);
     free(st);
     tr->impl = NULL;
 }

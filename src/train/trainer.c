@@ -7,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "backend/cuda/precision.h"
+#include "backend/precision.h"
 #include "comm/dist.h"
 #include "train/gpu_towers.h"
 #include "util/log.h"
@@ -102,6 +102,18 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
     return 0;
 }
 
+/* The tower set the trainer and eval share: the backends and towers, the
+ * towers' threads, and on a device (GPU or sim) each tower's staging. */
+static int trainer_create_tower_set(trainer_t *tr, bool gpu, tt_err *err)
+{
+    if (trainer_create_towers(tr, gpu, err) != 0)
+        return -1;
+    tr->team = tower_team_create(tr->n_towers, tr->job->trainer.towers, err);
+    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
+        return -1;
+    return 0;
+}
+
 /* trainer.accumulate > 1: each tower's sum of its micro-batches' gradients */
 static int trainer_create_accumulators(trainer_t *tr, tt_err *err)
 {
@@ -184,14 +196,11 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
-    if (trainer_create_towers(tr, gpu, err) != 0 ||
+    if (trainer_create_tower_set(tr, gpu, err) != 0 ||
         (parts > 1 && trainer_create_accumulators(tr, err) != 0))
         return -1;
     /* session_init before the type's setup: every copy starts there */
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
-        return -1;
-    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
         return -1;
     if (tr->ops->setup(tr, err) != 0) {
         for (int t = 0; gpu && t < tr->n_towers; t++) /* out of device memory: which tower */
@@ -230,15 +239,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     tr->rank = dist_rank();
     tr->n_ranks = dist_size();
     if (model_build(&job->model, data, &tr->model, err) != 0 ||
-        trainer_create_towers(tr, gpu, err) != 0)
+        trainer_create_tower_set(tr, gpu, err) != 0)
         return -1;
-    if (!gpu)
-        return 0;
-    /* a GPU tower as trainer_create sets one up */
-    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
-    if (tr->team == NULL || gpu_towers_create(tr, err) != 0)
-        return -1;
-    return gpu_towers_finish_setup(tr, err);
+    return gpu ? gpu_towers_finish_setup(tr, err) : 0;
 }
 
 void trainer_free(trainer_t *tr)
@@ -383,10 +386,12 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k)
     trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
     if (tr->gpu != NULL)
         gpu_tower_consumed(tr, t);
-    /* a power of two: exact both ways. GPU towers that hand packs to NCCL
-     * during backward unscale each pack before it goes (sync_replicated.c):
-     * the whole block here would race with the all-reduce. */
-    if (tw->loss_scale != 1.0f && (tr->gpu == NULL || tw->grad_ready == NULL))
+    /* a power of two: exact both ways. Towers that hand packs to the
+     * device all-reduce during backward unscale each pack before it goes
+     * (sync_replicated.c, tr->packs_unscale): the whole block here would
+     * race with the all-reduce. Any other grad_ready hook (simple.c's) does
+     * not unscale. */
+    if (tw->loss_scale != 1.0f && !tr->packs_unscale)
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
 }

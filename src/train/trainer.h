@@ -156,6 +156,10 @@ struct trainer {
     /* precision = "fp16": dynamic loss scaling (loss_scale.h) */
     bool loss_scaling;
     loss_scale loss_scale;
+    /* The trainer type unscales each gradient pack itself before it goes to
+     * the device all-reduce (sync_replicated on device towers with packing);
+     * trainer_tower_compute then leaves the block scaled. */
+    bool packs_unscale;
     double epoch_start_time;
 
     callback_t *callbacks;

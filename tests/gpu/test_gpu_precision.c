@@ -9,13 +9,13 @@
  * backward. bf16 runs the same jobs with finite results.
  *
  * Without a GPU (2 GPUs for the multi-tower cases) every check is a
- * visible SKIP. Also run by tests/gpu/run.sh. */
+ * visible SKIP. Also run by tests/gpu/run.sh. TT_DEVICE=sim runs every case
+ * on simulated GPUs instead (tests/e2e_sim_precision.sh, in make check). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/cuda/cuda_backend.h"
 #include "train/trainer.h"
 #include "tt_test.h"
 #include "util/log.h"
@@ -25,6 +25,11 @@ static char dir[256];
  * first steps of a fresh model (GradScaler's usual start) would move the
  * scale on its own and hide the one this test makes */
 #define START_SCALE 1024.0f
+/* fp16's clean 6 steps against fp32's, max |a - b| / max |a| over the
+ * block: measured on sim at most 0.0019 (every case); FP16_NEAR leaves 5x
+ * for a GPU's other summation orders. Deterministic runs: no random
+ * failures. An update left times the scale (1024) is orders past it. */
+#define FP16_NEAR 1e-2
 static float last_scale;
 static int64_t last_good;
 
@@ -79,6 +84,17 @@ static float *train(const char *model, const char *const *sets_text, int n_sets,
     return p;
 }
 
+/* max |a - b| over max |a|, over the whole block; Inf when either is missing */
+static double rel_diff(const float *a, const float *b, size_t n)
+{
+    double d = 0.0, m = 0.0;
+    for (size_t i = 0; a != NULL && b != NULL && i < n; i++) {
+        d = fmax(d, fabs((double)a[i] - (double)b[i]));
+        m = fmax(m, fabs((double)a[i]));
+    }
+    return a != NULL && b != NULL && m > 0.0 ? d / m : INFINITY;
+}
+
 static bool all_finite(const float *p, size_t n)
 {
     for (size_t i = 0; p != NULL && i < n; i++)
@@ -96,33 +112,55 @@ typedef struct {
 } gpu_case;
 
 static const gpu_case cases[] = {
-    {"simple", "trainer={type=\"simple\"; device=\"gpu\";}", "dataflow.batch_size=24", 1},
+    {"simple", "trainer={type=\"simple\"; device=\"%s\";}", "dataflow.batch_size=24", 1},
     {"sync_replicated, 2 GPUs, 4 packs",
-     "trainer={type=\"sync_replicated\"; device=\"gpu\"; towers=[0,1]; gradient_packing=4;}",
+     "trainer={type=\"sync_replicated\"; device=\"%s\"; towers=[0,1]; gradient_packing=4;}",
      "dataflow.batch_size=12", 2},
     {"sync_parameter_server (ps_device cpu), 2 GPUs",
-     "trainer={type=\"sync_parameter_server\"; device=\"gpu\"; towers=[0,1]; ps_device=\"cpu\";}",
+     "trainer={type=\"sync_parameter_server\"; device=\"%s\"; towers=[0,1]; ps_device=\"cpu\";}",
      "dataflow.batch_size=12", 2},
     {"sync_parameter_server (ps_device gpu), 2 GPUs",
-     "trainer={type=\"sync_parameter_server\"; device=\"gpu\"; towers=[0,1]; ps_device=\"gpu\";}",
+     "trainer={type=\"sync_parameter_server\"; device=\"%s\"; towers=[0,1]; ps_device=\"gpu\";}",
      "dataflow.batch_size=12", 2},
     /* one tower: with two, the order of their updates around the skip, and so
      * the count of clean ones, is timing's */
-    {"async", "trainer={type=\"async\"; device=\"gpu\"; towers=[0];}",
+    {"async", "trainer={type=\"async\"; device=\"%s\"; towers=[0];}",
      "dataflow.batch_size=24", 1},
 };
 #define N_CASES (int)(sizeof(cases) / sizeof(cases[0]))
+
+/* "gpu", or "sim" (TT_DEVICE): the device every case names */
+static const char *device = "gpu";
+static char trainer_text[N_CASES + 1][160];
+
+/* Case c's trainer override on this device (c == N_CASES: sync_replicated
+ * without packing). */
+static const char *trainer_of(int c)
+{
+    const char *fmt = c < N_CASES ? cases[c].trainer
+                                  : "trainer={type=\"sync_replicated\"; device=\"%s\"; "
+                                    "towers=[0,1]; gradient_packing=0;}";
+    snprintf(trainer_text[c], sizeof(trainer_text[c]), fmt, device);
+    return trainer_text[c];
+}
 
 int main(void)
 {
     tt_restore_visible_gpus();
     log_set_quiet(true);
     char reason[256] = "";
-    int gpus = backend_cuda_device_count(reason, sizeof(reason));
+    const char *env = getenv("TT_DEVICE");
+    if (env != NULL && strcmp(env, "sim") == 0)
+        device = "sim";
+    int gpus = backend_device_count(strcmp(device, "sim") == 0 ? "sim" : "cuda", reason,
+                                    sizeof(reason));
     if (gpus == 0) {
-        for (int c = 0; c < N_CASES; c++)
+        for (int c = 0; c < N_CASES; c++) {
             tt_skip("fp16 on GPU towers, %s: an overflow skips exactly one step (no GPU: %s)",
                     cases[c].what, reason);
+            tt_skip("fp16 on GPU towers, %s: the clean run is near fp32's (no GPU)",
+                    cases[c].what);
+        }
         tt_skip("sync_replicated fp16 on 2 GPUs: replicas identical across the skip");
         tt_skip("sync_replicated fp16 on 2 GPUs: packs give the bits of one all-reduce");
         tt_skip("bf16 on GPU towers: every trainer type trains with finite parameters");
@@ -138,10 +176,12 @@ int main(void)
         if (cases[c].gpus > gpus) {
             tt_skip("fp16 on GPU towers, %s: an overflow skips exactly one step (%d GPU here)",
                     cases[c].what, gpus);
+            tt_skip("fp16 on GPU towers, %s: the clean run is near fp32's (%d GPU here)",
+                    cases[c].what, gpus);
             continue;
         }
         for (int m = 0; m < 2; m++) {
-            const char *fp16[] = {cases[c].trainer, cases[c].batch, "trainer.precision=\"fp16\""};
+            const char *fp16[] = {trainer_of(c), cases[c].batch, "trainer.precision=\"fp16\""};
             size_t n1 = 0, n2 = 0;
             unsetenv("TT_FAULT_GRAD");
             float *clean = train(model_files[m], fp16, 3, 0, &n1);
@@ -156,16 +196,24 @@ int main(void)
                   "step 3 skip that update alone: scale %g, %lld clean steps after it, "
                   "parameters finite",
                   cases[c].what, model_files[m], (double)last_scale, (long long)last_good);
+            /* the clean run's updates are unscaled: near fp32's (an
+             * update left times the scale lands orders of magnitude off) */
+            const char *fp32[] = {trainer_of(c), cases[c].batch};
+            size_t n3 = 0;
+            float *ref = train(model_files[m], fp32, 2, 0, &n3);
+            double d = n3 == n1 ? rel_diff(ref, clean, n1) : INFINITY;
+            tt_ok(d < FP16_NEAR, "fp16, %s, %s: the clean run's parameters are within %g of "
+                  "fp32's (%.2g): gradients unscaled before the update", cases[c].what,
+                  model_files[m], FP16_NEAR, d);
+            free(ref);
             free(clean);
             free(skipped);
         }
     }
 
     if (gpus >= 2) {
-        const char *packed[] = {cases[1].trainer, cases[1].batch, "trainer.precision=\"fp16\""};
-        const char *whole[] = {
-            "trainer={type=\"sync_replicated\"; device=\"gpu\"; towers=[0,1]; gradient_packing=0;}",
-            cases[1].batch, "trainer.precision=\"fp16\""};
+        const char *packed[] = {trainer_of(1), cases[1].batch, "trainer.precision=\"fp16\""};
+        const char *whole[] = {trainer_of(N_CASES), cases[1].batch, "trainer.precision=\"fp16\""};
         size_t n0 = 0, n1 = 0, n2 = 0;
         setenv("TT_FAULT_GRAD", "3", 1);
         float *t0 = train("mlp.cfg", packed, 3, 0, &n0);
@@ -192,7 +240,7 @@ int main(void)
     for (int c = 0; c < N_CASES; c++) {
         if (cases[c].gpus > gpus)
             continue;
-        const char *bf16[] = {cases[c].trainer, cases[c].batch, "trainer.precision=\"bf16\""};
+        const char *bf16[] = {trainer_of(c), cases[c].batch, "trainer.precision=\"bf16\""};
         size_t n = 0;
         float *p = train("cnn.cfg", bf16, 3, 0, &n);
         if (!all_finite(p, n) || last_scale != 0.0f) {

@@ -80,15 +80,10 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err)
     info->minor = p.minor;
     info->total_bytes = p.totalGlobalMem;
     info->sm_count = p.multiProcessorCount;
-    info->free_bytes = p.totalGlobalMem;
-    size_t free_b = 0, total_b = 0;
-    int prev = -1;
-    if (cudaGetDevice(&prev) == cudaSuccess && cudaSetDevice(device) == cudaSuccess &&
-        cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-        info->free_bytes = free_b;
-    cudaGetLastError();
-    if (prev >= 0)
-        cudaSetDevice(prev);
+    /* No cudaSetDevice here (nor its "restore", which made a context on
+     * GPU 0 in every process whatever its towers: cudaGetDevice says 0 when
+     * no device was ever set); the free memory is reported where a backend
+     * on the device fails to allocate (device_reserve). */
     return 0;
 }
 
@@ -655,6 +650,7 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->device = device;
     be->threads = 1;
     be->impl = c;
+    be->dev = &backend_cuda_device_ops;
     if (cuda_setup(be, c, err) != 0) {
         cuda_destroy(be);
         return NULL;

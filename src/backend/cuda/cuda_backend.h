@@ -25,13 +25,10 @@ typedef struct {
 } cuda_options;
 
 /* One GPU's description for the tower table and for errors. */
-typedef struct {
-    char name[256];
-    int major, minor;     /* compute capability */
-    size_t total_bytes;   /* device memory */
-    size_t free_bytes;
-    int sm_count;
-} cuda_device_info;
+typedef backend_device_info cuda_device_info;
+
+/* backend.h's device side of a CUDA backend (cuda_device.c): be->dev. */
+extern const backend_device_ops backend_cuda_device_ops;
 
 /* A backend on CUDA device `device`, with its stream, cuBLAS and cuDNN
  * handles and memory pool, bound on the calling thread (cudaSetDevice).

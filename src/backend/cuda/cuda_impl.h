@@ -15,8 +15,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_libs.h"
-#include "backend/cuda/mem_pool.h"
-#include "backend/cuda/precision.h"
+#include "backend/mem_pool.h"
+#include "backend/precision.h"
 
 /* batchnorm: the epsilon of each layer's forward, found again by its
  * save_mean buffer in backward (cuDNN wants the same one in both) */

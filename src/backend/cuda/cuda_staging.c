@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_impl.h"
-#include "backend/cuda/staging_ring.h"
+#include "backend/staging_ring.h"
 
 struct cuda_staging {
     backend_t *be;

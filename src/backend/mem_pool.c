@@ -7,7 +7,7 @@
  * chunk. A tower has a few hundred buffers, all made at setup, so linear
  * scans are fine and keep the code obvious.
  */
-#include "backend/cuda/mem_pool.h"
+#include "backend/mem_pool.h"
 
 #include <stdint.h>
 #include <stdio.h>

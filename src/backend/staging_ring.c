@@ -1,5 +1,5 @@
 /* staging_ring.c - the two-slot state machine of staging_ring.h. */
-#include "backend/cuda/staging_ring.h"
+#include "backend/staging_ring.h"
 
 void staging_ring_init(staging_ring *r)
 {

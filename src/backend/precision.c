@@ -1,11 +1,11 @@
 /* precision.c - the precision table and the layout of the 16-bit copies
  * (precision.h). */
-#include "backend/cuda/precision.h"
+#include "backend/precision.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "backend/cuda/mem_pool.h"
+#include "backend/mem_pool.h"
 
 static const char *const names[] = {"fp32", "bf16", "fp16"};
 

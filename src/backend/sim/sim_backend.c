@@ -1,0 +1,764 @@
+/* sim_backend.c - the simulated GPU's backend (sim.h): the queue (a worker
+ * thread per backend), device memory with guards and pool accounting, the
+ * operations (queued by sim_queue_ops.h, run here by the CPU backend;
+ * dense and conv2d through 16-bit copies in bf16 / fp16, as precision.h
+ * says the CUDA backend computes them), and the staged input. */
+#include "backend/sim/sim.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/staging_ring.h"
+#include "backend/precision.h"
+
+#define GUARD 64          /* bytes after every allocation */
+#define GUARD_BYTE 0xA5
+#define ALIGN 64
+
+/* One allocation: [header | data (bytes, rounded up) | GUARD guard bytes]. */
+typedef struct sim_block {
+    struct sim_block *prev, *next;
+    size_t bytes;
+    char pad[ALIGN - 2 * sizeof(void *) - sizeof(size_t)];
+} sim_block;
+
+typedef struct {
+    backend_t *cpu;          /* the arithmetic */
+    prec_t prec;
+    pthread_mutex_t lock;    /* the block list and counters (setup and teardown may
+                              * come from another thread than the tower's) */
+    sim_block *blocks;
+    size_t in_use, peak;
+    bool frozen;
+    char alloc_error[160];
+    size_t copies_reserved;  /* bytes of the 16-bit copies' scratch */
+    float *copies;           /* that scratch: 16-bit values held as floats */
+    tt_err err;              /* the first error */
+    /* the queue: operations run in order on the worker thread */
+    pthread_t worker;
+    bool worker_started;
+    pthread_mutex_t qlock;
+    pthread_cond_t qwork, qidle;
+    struct sim_job *head, *tail;
+    int pending;             /* queued or running */
+    bool stop;
+} sim_impl;
+
+/* One queued operation: its function and its arguments, copied. */
+typedef struct sim_job {
+    struct sim_job *next;
+    void (*run)(backend_t *be, void *args);
+    max_align_t args[]; /* the bytes of the arguments */
+} sim_job;
+
+static sim_impl *S(backend_t *be) { return be->impl; }
+static backend_t *C(backend_t *be) { return S(be)->cpu; }
+
+void sim_fail(backend_t *be, const char *fmt, ...)
+{
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->lock);
+    if (s->err.code == TT_OK) {
+        char msg[sizeof(s->err.msg)];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+        va_end(ap);
+        err_set(&s->err, TT_ERR_RUNTIME, "sim:%d: %s", be->device, msg);
+    }
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* ---- the queue (a stream): a worker thread runs the operations in the
+ *      order they were queued; the host goes on at once ---- */
+
+static void *queue_main(void *p)
+{
+    backend_t *be = p;
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->qlock);
+    for (;;) {
+        while (s->head == NULL && !s->stop)
+            pthread_cond_wait(&s->qwork, &s->qlock);
+        if (s->head == NULL)
+            break;
+        sim_job *j = s->head;
+        s->head = j->next;
+        if (s->head == NULL)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->qlock);
+        j->run(be, j->args);
+        free(j);
+        pthread_mutex_lock(&s->qlock);
+        if (--s->pending == 0)
+            pthread_cond_broadcast(&s->qidle);
+    }
+    pthread_mutex_unlock(&s->qlock);
+    return NULL;
+}
+
+void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
+                 size_t size)
+{
+    sim_impl *s = S(be);
+    sim_job *j = malloc(sizeof(*j) + size);
+    if (j == NULL) { /* out of host memory: run it here, in order, after the rest */
+        sim_drain(be);
+        run(be, (void *)args);
+        return;
+    }
+    j->next = NULL;
+    j->run = run;
+    memcpy(j->args, args, size);
+    pthread_mutex_lock(&s->qlock);
+    if (s->tail != NULL)
+        s->tail->next = j;
+    else
+        s->head = j;
+    s->tail = j;
+    s->pending++;
+    pthread_cond_signal(&s->qwork);
+    pthread_mutex_unlock(&s->qlock);
+}
+
+void sim_drain(backend_t *be)
+{
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->qlock);
+    while (s->pending > 0)
+        pthread_cond_wait(&s->qidle, &s->qlock);
+    pthread_mutex_unlock(&s->qlock);
+}
+
+/* ---- device memory ---- */
+
+static unsigned char *guard_of(sim_block *b)
+{
+    return (unsigned char *)(b + 1) + b->bytes;
+}
+
+static bool guard_intact(sim_block *b)
+{
+    const unsigned char *g = guard_of(b);
+    for (int i = 0; i < GUARD; i++)
+        if (g[i] != GUARD_BYTE)
+            return false;
+    return true;
+}
+
+static void *sim_alloc(backend_t *be, size_t bytes)
+{
+    sim_impl *s = S(be);
+    size_t rounded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    sim_block *b = aligned_alloc(ALIGN, sizeof(sim_block) + rounded + GUARD);
+    if (b == NULL) {
+        snprintf(s->alloc_error, sizeof(s->alloc_error),
+                 "out of device memory: asked %zu bytes", bytes);
+        return NULL;
+    }
+    memset(b, 0, sizeof(*b) + rounded);
+    b->bytes = rounded;
+    memset(guard_of(b), GUARD_BYTE, GUARD);
+    pthread_mutex_lock(&s->lock);
+    b->next = s->blocks;
+    if (s->blocks != NULL)
+        s->blocks->prev = b;
+    s->blocks = b;
+    s->in_use += rounded;
+    if (s->in_use > s->peak)
+        s->peak = s->in_use;
+    pthread_mutex_unlock(&s->lock);
+    return b + 1;
+}
+
+static void free_now(backend_t *be, void *p)
+{
+    sim_impl *s = S(be);
+    sim_block *b = (sim_block *)p - 1;
+    if (!guard_intact(b))
+        sim_fail(be, "a write past the end of a %zu-byte allocation", b->bytes);
+    pthread_mutex_lock(&s->lock);
+    if (b->prev != NULL)
+        b->prev->next = b->next;
+    else
+        s->blocks = b->next;
+    if (b->next != NULL)
+        b->next->prev = b->prev;
+    s->in_use -= b->bytes;
+    pthread_mutex_unlock(&s->lock);
+    free(b);
+}
+
+static void q_free_run(backend_t *be, void *a)
+{
+    free_now(be, *(void **)a);
+}
+
+/* after the operations queued before it, as cudaFree and a stream-ordered
+ * pool give the block back */
+static void sim_free(backend_t *be, void *p)
+{
+    if (p != NULL)
+        sim_enqueue(be, q_free_run, &p, sizeof(p));
+}
+
+typedef struct {
+    void *dst;
+    const void *src;
+    size_t bytes;
+    void *owned; /* a host copy to free after */
+} q_copy_args;
+
+static void q_copy_run(backend_t *be, void *p)
+{
+    q_copy_args *a = p;
+    (void)be;
+    memmove(a->dst, a->src, a->bytes);
+    free(a->owned);
+}
+
+/* cudaMemcpyAsync from pageable memory: the source is read before the call
+ * returns (here into a copy), the device written in queue order */
+static void sim_upload(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    void *copy = malloc(bytes ? bytes : 1);
+    if (copy == NULL) {
+        sim_drain(be);
+        memcpy(dst, src, bytes);
+        return;
+    }
+    memcpy(copy, src, bytes);
+    q_copy_args a = {dst, copy, bytes, copy};
+    sim_enqueue(be, q_copy_run, &a, sizeof(a));
+}
+
+/* device to host: waits for the queue, as the CUDA backend's download */
+static void sim_download(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    sim_drain(be);
+    memcpy(dst, src, bytes);
+}
+
+static void sim_copy(backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    q_copy_args a = {dst, src, bytes, NULL};
+    sim_enqueue(be, q_copy_run, &a, sizeof(a));
+}
+
+/* ---- 16-bit storage, as the GPU rounds it ---- */
+
+static float round_bf16(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if ((u & 0x7fffffffu) > 0x7f800000u)
+        return f; /* NaN */
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* fp16: to nearest even; past 65504 (half-way to 65536 and beyond) Inf */
+static float round_fp16(float f)
+{
+    return (float)(_Float16)f;
+}
+
+static void round_into(prec_t p, size_t count, const float *x, float *y)
+{
+    for (size_t i = 0; i < count; i++)
+        y[i] = p == PREC_FP16 ? round_fp16(x[i]) : round_bf16(x[i]);
+}
+
+/* The 16-bit scratch for a call needing `bytes` (precision.h's layout):
+ * an error, as on CUDA, when setup reserved less. */
+static float *copies_at(backend_t *be, size_t bytes, size_t offset)
+{
+    sim_impl *s = S(be);
+    if (bytes > s->copies_reserved) {
+        sim_fail(be, "16-bit copies need %zu bytes; %zu were reserved", bytes,
+                 s->copies_reserved);
+        return NULL;
+    }
+    /* offsets are in the 2-byte type; the floats here take twice the room */
+    return s->copies + offset / prec_elem_bytes(s->prec);
+}
+
+static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
+{
+    sim_impl *s = S(be);
+    if (s->prec == PREC_FP32 || bytes == 0)
+        return 0;
+    /* held as floats: twice the 16-bit bytes (the pool counts the 16-bit size) */
+    s->copies = sim_alloc(be, bytes * 2);
+    if (s->copies == NULL)
+        return err_set(err, TT_ERR_USAGE, "sim:%d: %s", be->device, s->alloc_error);
+    s->copies_reserved = bytes;
+    return 0;
+}
+
+/* ---- the operations: the CPU backend's, on device memory ---- */
+
+static void run_dense_forward(backend_t *be, int n, int in, int out, const float *x,
+                              const float *w, const float *b, bool relu, float *y)
+{
+    sim_impl *s = S(be);
+    if (s->prec == PREC_FP32) {
+        C(be)->dense_forward(C(be), n, in, out, x, w, b, relu, y);
+        return;
+    }
+    prec_dense_copies l;
+    prec_dense_copies_of(s->prec, n, in, out, &l);
+    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
+    if (x16 == NULL)
+        return;
+    round_into(s->prec, (size_t)n * (size_t)in, x, x16);
+    round_into(s->prec, (size_t)out * (size_t)in, w, w16);
+    C(be)->dense_forward(C(be), n, in, out, x16, w16, b, relu, y);
+}
+
+/* db[out] += column sums of dy[rows, out] in float32, row order (the GPU's
+ * bias gradient reads the float32 dy) */
+static void bias_grad(size_t rows, int out, size_t inner, const float *dy, float *db)
+{
+    for (int o = 0; o < out; o++) {
+        float acc = 0.0f;
+        for (size_t r = 0; r < rows; r++)
+            for (size_t i = 0; i < inner; i++)
+                acc += dy[(r * (size_t)out + (size_t)o) * inner + i];
+        db[o] = acc;
+    }
+}
+
+static void run_dense_backward(backend_t *be, int n, int in, int out, const float *x,
+                               const float *w, const float *y, bool relu, float *dy, float *dx,
+                               float *dw, float *db)
+{
+    sim_impl *s = S(be);
+    if (s->prec == PREC_FP32) {
+        C(be)->dense_backward(C(be), n, in, out, x, w, y, relu, dy, dx, dw, db);
+        return;
+    }
+    size_t ny = (size_t)n * (size_t)out;
+    if (relu)
+        C(be)->relu_backward(C(be), ny, y, dy, dy);
+    if (db != NULL)
+        bias_grad((size_t)n, out, 1, dy, db);
+    prec_dense_copies l;
+    prec_dense_copies_of(s->prec, n, in, out, &l);
+    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
+    float *dy16 = copies_at(be, l.bytes, l.dy);
+    if (x16 == NULL)
+        return;
+    round_into(s->prec, (size_t)n * (size_t)in, x, x16);
+    round_into(s->prec, (size_t)out * (size_t)in, w, w16);
+    round_into(s->prec, ny, dy, dy16);
+    C(be)->dense_backward(C(be), n, in, out, x16, w16, NULL, false, dy16, dx, dw, NULL);
+}
+
+static size_t sim_conv_workspace(backend_t *be, const window_desc *d)
+{
+    return C(be)->conv_workspace(C(be), d);
+}
+
+static size_t conv_x(const window_desc *d) { return (size_t)d->n * d->c * d->h * d->w; }
+static size_t conv_w(const window_desc *d) { return (size_t)d->f * d->c * d->k * d->k; }
+static size_t conv_y(const window_desc *d) { return (size_t)d->n * d->f * d->oh * d->ow; }
+
+/* cuDNN writes the 16-bit type and a kernel widens it (precision.h) */
+static void round_inplace(prec_t p, size_t count, float *x)
+{
+    round_into(p, count, x, x);
+}
+
+static void run_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
+                             const float *b, bool relu, float *y, void *ws)
+{
+    sim_impl *s = S(be);
+    if (s->prec == PREC_FP32) {
+        C(be)->conv_forward(C(be), d, x, w, b, relu, y, ws);
+        return;
+    }
+    prec_conv_copies l;
+    prec_conv_copies_of(s->prec, d, &l);
+    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
+    if (x16 == NULL)
+        return;
+    round_into(s->prec, conv_x(d), x, x16);
+    round_into(s->prec, conv_w(d), w, w16);
+    C(be)->conv_forward(C(be), d, x16, w16, NULL, false, y, ws);
+    round_inplace(s->prec, conv_y(d), y);
+    size_t hw = (size_t)d->oh * (size_t)d->ow;
+    for (size_t i = 0; i < conv_y(d); i++) { /* bias and relu: float32 kernels */
+        float v = y[i] + (b != NULL ? b[i / hw % (size_t)d->f] : 0.0f);
+        y[i] = relu && v < 0.0f ? 0.0f : v;
+    }
+}
+
+static void run_conv_backward(backend_t *be, const window_desc *d, const float *x,
+                              const float *w, const float *y, bool relu, float *dy, float *dx,
+                              float *dw, float *db, void *ws)
+{
+    sim_impl *s = S(be);
+    if (s->prec == PREC_FP32) {
+        C(be)->conv_backward(C(be), d, x, w, y, relu, dy, dx, dw, db, ws);
+        return;
+    }
+    if (relu)
+        C(be)->relu_backward(C(be), conv_y(d), y, dy, dy);
+    if (db != NULL)
+        bias_grad((size_t)d->n, d->f, (size_t)d->oh * (size_t)d->ow, dy, db);
+    prec_conv_copies l;
+    prec_conv_copies_of(s->prec, d, &l);
+    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
+    float *dy16 = copies_at(be, l.bytes, l.y);
+    if (x16 == NULL)
+        return;
+    round_into(s->prec, conv_x(d), x, x16);
+    round_into(s->prec, conv_w(d), w, w16);
+    round_into(s->prec, conv_y(d), dy, dy16);
+    C(be)->conv_backward(C(be), d, x16, w16, NULL, false, dy16, dx, dw, NULL, ws);
+    if (dx != NULL)
+        round_inplace(s->prec, conv_x(d), dx);
+    if (dw != NULL)
+        round_inplace(s->prec, conv_w(d), dw);
+}
+
+/* The rest run in float32 on the GPU too: forwarded as they are. */
+#define FORWARD(op, params, args)                                                              \
+    static void run_##op params                                                                \
+    {                                                                                          \
+        C(be)->op args;                                                                        \
+    }
+FORWARD(maxpool_forward,
+        (backend_t *be, const window_desc *d, const float *x, float *y, int32_t *mask),
+        (C(be), d, x, y, mask))
+FORWARD(maxpool_backward,
+        (backend_t *be, const window_desc *d, const float *dy, const int32_t *mask, float *dx),
+        (C(be), d, dy, mask, dx))
+FORWARD(avgpool_forward, (backend_t *be, const window_desc *d, const float *x, float *y),
+        (C(be), d, x, y))
+FORWARD(avgpool_backward, (backend_t *be, const window_desc *d, const float *dy, float *dx),
+        (C(be), d, dy, dx))
+FORWARD(batchnorm_forward,
+        (backend_t *be, int n, int c, int hw, const float *x, const float *gamma,
+         const float *beta, float *running_mean, float *running_var, float momentum, float eps,
+         bool training, bool relu, float *y, float *save_mean, float *save_invstd),
+        (C(be), n, c, hw, x, gamma, beta, running_mean, running_var, momentum, eps, training,
+         relu, y, save_mean, save_invstd))
+FORWARD(batchnorm_backward,
+        (backend_t *be, int n, int c, int hw, const float *x, const float *gamma,
+         const float *save_mean, const float *save_invstd, const float *y, bool relu, float *dy,
+         float *dx, float *dgamma, float *dbeta),
+        (C(be), n, c, hw, x, gamma, save_mean, save_invstd, y, relu, dy, dx, dgamma, dbeta))
+FORWARD(relu_forward, (backend_t *be, size_t count, const float *x, float *y),
+        (C(be), count, x, y))
+FORWARD(relu_backward, (backend_t *be, size_t count, const float *y, const float *dy, float *dx),
+        (C(be), count, y, dy, dx))
+FORWARD(dropout_forward,
+        (backend_t *be, size_t count, float rate, uint64_t seed, const float *x, float *y,
+         float *mask),
+        (C(be), count, rate, seed, x, y, mask))
+FORWARD(mul, (backend_t *be, size_t count, const float *a, const float *b, float *y),
+        (C(be), count, a, b, y))
+FORWARD(axpy, (backend_t *be, size_t count, float alpha, const float *x, float *y),
+        (C(be), count, alpha, x, y))
+FORWARD(add, (backend_t *be, size_t count, const float *a, const float *b, bool relu, float *y),
+        (C(be), count, a, b, relu, y))
+FORWARD(scale, (backend_t *be, size_t count, float alpha, float *x), (C(be), count, alpha, x))
+FORWARD(add_scalar, (backend_t *be, size_t count, float alpha, float *x),
+        (C(be), count, alpha, x))
+FORWARD(sgd_step,
+        (backend_t *be, size_t count, float lr, float momentum, bool nesterov,
+         float weight_decay, bool first_step, float *w, const float *g, float *buf),
+        (C(be), count, lr, momentum, nesterov, weight_decay, first_step, w, g, buf))
+FORWARD(adam_step,
+        (backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,
+         float weight_decay, int64_t step, float *w, const float *g, float *m, float *v),
+        (C(be), count, lr, beta1, beta2, eps, weight_decay, step, w, g, m, v))
+
+#include "backend/sim/sim_queue_ops.h"
+
+/* The operations that answer the host: they wait for the queue. */
+static bool sim_all_finite(backend_t *be, size_t count, const float *x)
+{
+    sim_drain(be);
+    return C(be)->all_finite(C(be), count, x);
+}
+
+static double sim_sumsq(backend_t *be, size_t count, const float *x)
+{
+    sim_drain(be);
+    return C(be)->sumsq(C(be), count, x);
+}
+
+static void sim_softmax_xent(backend_t *be, int n, int classes, const float *logits,
+                             const int32_t *labels, float smoothing, float *dlogits,
+                             double *loss_sum, int *correct)
+{
+    sim_drain(be);
+    C(be)->softmax_xent(C(be), n, classes, logits, labels, smoothing, dlogits, loss_sum,
+                        correct);
+}
+
+/* ---- the device side ---- */
+
+static int sim_info(backend_t *be, backend_device_info *info, tt_err *err)
+{
+    return backend_device_query("sim", be->device, info, err);
+}
+
+static int sim_bind(backend_t *be, tt_err *err)
+{
+    (void)be;
+    (void)err;
+    return 0;
+}
+
+static int sim_check(backend_t *be, tt_err *err)
+{
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->lock);
+    int rc = s->err.code == TT_OK ? 0 : err_set(err, s->err.code, "%s", s->err.msg);
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* The queue is always drained; sync also checks every allocation's guard. */
+static int sim_sync(backend_t *be, tt_err *err)
+{
+    sim_impl *s = S(be);
+    sim_drain(be);
+    size_t bad = 0;
+    pthread_mutex_lock(&s->lock);
+    for (sim_block *b = s->blocks; b != NULL && bad == 0; b = b->next)
+        if (!guard_intact(b))
+            bad = b->bytes;
+    pthread_mutex_unlock(&s->lock);
+    if (bad != 0)
+        sim_fail(be, "a write past the end of a %zu-byte allocation", bad);
+    return sim_check(be, err);
+}
+
+static void sim_freeze(backend_t *be)
+{
+    S(be)->frozen = true;
+}
+
+static void sim_memory(backend_t *be, size_t *reserved, size_t *in_use, size_t *peak)
+{
+    sim_impl *s = S(be);
+    pthread_mutex_lock(&s->lock);
+    *reserved = s->peak;
+    *in_use = s->in_use;
+    *peak = s->peak;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static const char *sim_alloc_error(backend_t *be)
+{
+    return S(be)->alloc_error;
+}
+
+/* ---- the staged input: staging_ring.h's decisions, the copies from the
+ *      pinned slot to the device slot queued on the tower's queue ---- */
+
+typedef struct {
+    backend_t *be;
+    size_t x_bytes, y_bytes;
+    void *host_x[2], *host_y[2]; /* "pinned" */
+    float *dev_x[2];
+    int32_t *dev_y[2];
+    staging_ring ring;
+    int current;
+} sim_staging;
+
+static void sim_staging_free(backend_staging *p)
+{
+    sim_staging *s = (sim_staging *)p;
+    if (s == NULL)
+        return;
+    for (int i = 0; i < 2; i++) {
+        free(s->host_x[i]);
+        free(s->host_y[i]);
+        sim_free(s->be, s->dev_x[i]);
+        sim_free(s->be, s->dev_y[i]);
+    }
+    free(s);
+}
+
+static backend_staging *sim_staging_create(backend_t *be, size_t x_bytes, size_t y_bytes,
+                                           tt_err *err)
+{
+    sim_staging *s = calloc(1, sizeof(*s));
+    if (s == NULL) {
+        err_set(err, TT_ERR_RUNTIME, "out of host memory");
+        return NULL;
+    }
+    s->be = be;
+    s->x_bytes = x_bytes;
+    s->y_bytes = y_bytes;
+    s->current = -1;
+    staging_ring_init(&s->ring);
+    for (int i = 0; i < 2; i++) {
+        s->host_x[i] = malloc(x_bytes ? x_bytes : 1);
+        s->host_y[i] = malloc(y_bytes ? y_bytes : 1);
+        s->dev_x[i] = sim_alloc(be, x_bytes);
+        s->dev_y[i] = sim_alloc(be, y_bytes);
+        if (!s->host_x[i] || !s->host_y[i] || !s->dev_x[i] || !s->dev_y[i]) {
+            err_set(err, TT_ERR_USAGE, "sim:%d: staging buffers: out of memory", be->device);
+            sim_staging_free((backend_staging *)s);
+            return NULL;
+        }
+    }
+    return (backend_staging *)s;
+}
+
+static int sim_staging_load(backend_staging *p, int64_t step, const float *x, size_t x_bytes,
+                            const int32_t *y, size_t y_bytes, float **dev_x, int32_t **dev_y,
+                            tt_err *err)
+{
+    sim_staging *s = (sim_staging *)p;
+    int d = s->be->device;
+    if (x_bytes > s->x_bytes || y_bytes > s->y_bytes)
+        return err_set(err, TT_ERR_RUNTIME, "sim:%d: a batch larger than the staging buffers",
+                       d);
+    bool host_wait, copy_wait;
+    int slot = staging_ring_fill(&s->ring, step, &host_wait, &copy_wait);
+    if (slot < 0)
+        return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: no free slot for step %lld", d,
+                       (long long)step);
+    /* the slot's last copy must be done before its pinned buffer is
+     * written again (a copy from pinned memory reads it when it runs) */
+    if (host_wait)
+        sim_drain(s->be);
+    memcpy(s->host_x[slot], x, x_bytes);
+    memcpy(s->host_y[slot], y, y_bytes);
+    q_copy_args cx = {s->dev_x[slot], s->host_x[slot], x_bytes, NULL};
+    q_copy_args cy = {s->dev_y[slot], s->host_y[slot], y_bytes, NULL};
+    sim_enqueue(s->be, q_copy_run, &cx, sizeof(cx));
+    sim_enqueue(s->be, q_copy_run, &cy, sizeof(cy));
+    if (staging_ring_take(&s->ring, step) != slot)
+        return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: step %lld not loaded", d,
+                       (long long)step);
+    s->current = slot;
+    *dev_x = s->dev_x[slot];
+    *dev_y = s->dev_y[slot];
+    return 0;
+}
+
+static int sim_staging_done(backend_staging *p, tt_err *err)
+{
+    sim_staging *s = (sim_staging *)p;
+    (void)err;
+    if (s->current < 0)
+        return 0;
+    staging_ring_release(&s->ring, s->current);
+    s->current = -1;
+    return 0;
+}
+
+static const char *sim_build_info(void)
+{
+    return "sim: simulated GPU (test device; CPU arithmetic)";
+}
+
+const backend_device_ops backend_sim_device_ops = {
+    .kind = "sim",
+    .pinned_staging = true,
+    .device_allreduce = true,
+    .info = sim_info,
+    .reserve_copies = sim_reserve_copies,
+    .bind = sim_bind,
+    .check = sim_check,
+    .sync = sim_sync,
+    .freeze = sim_freeze,
+    .memory = sim_memory,
+    .alloc_error = sim_alloc_error,
+    .staging_create = sim_staging_create,
+    .staging_load = sim_staging_load,
+    .staging_done = sim_staging_done,
+    .staging_free = sim_staging_free,
+    .comm_create = sim_comm_create,
+    .build_info = sim_build_info,
+};
+
+static void sim_destroy(backend_t *be)
+{
+    sim_impl *s = S(be);
+    if (s->worker_started) {
+        sim_drain(be);
+        pthread_mutex_lock(&s->qlock);
+        s->stop = true;
+        pthread_cond_signal(&s->qwork);
+        pthread_mutex_unlock(&s->qlock);
+        pthread_join(s->worker, NULL);
+    }
+    if (s->copies != NULL)
+        free_now(be, s->copies);
+    while (s->blocks != NULL) /* what the towers left: freed with the device */
+        free_now(be, s->blocks + 1);
+    if (s->cpu != NULL)
+        s->cpu->destroy(s->cpu);
+    pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->qlock);
+    pthread_cond_destroy(&s->qwork);
+    pthread_cond_destroy(&s->qidle);
+    free(s);
+    free(be);
+}
+
+backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
+{
+    prec_t p;
+    if (prec_parse(precision, &p) != 0) {
+        err_set(err, TT_ERR_USAGE, "sim:%d: precision \"%s\"", device, precision);
+        return NULL;
+    }
+    backend_t *be = calloc(1, sizeof(*be));
+    sim_impl *s = calloc(1, sizeof(*s));
+    if (be == NULL || s == NULL) {
+        free(be);
+        free(s);
+        err_set(err, TT_ERR_RUNTIME, "out of host memory");
+        return NULL;
+    }
+    pthread_mutex_init(&s->lock, NULL);
+    pthread_mutex_init(&s->qlock, NULL);
+    pthread_cond_init(&s->qwork, NULL);
+    pthread_cond_init(&s->qidle, NULL);
+    s->prec = p;
+    be->impl = s;
+    /* one thread: the tower's own, as a GPU tower's host thread */
+    if ((s->cpu = backend_cpu_create(device, 1, err)) == NULL) {
+        sim_destroy(be);
+        return NULL;
+    }
+    if (pthread_create(&s->worker, NULL, queue_main, be) != 0) {
+        err_set(err, TT_ERR_RUNTIME, "sim:%d: cannot start the queue's thread", device);
+        sim_destroy(be);
+        return NULL;
+    }
+    s->worker_started = true;
+    be->name = "sim";
+    be->precision = prec_name(p);
+    be->device = device;
+    be->threads = 1;
+    be->host_memory = false;
+    be->dev = &backend_sim_device_ops;
+    be->alloc = sim_alloc;
+    be->free = sim_free;
+    be->upload = sim_upload;
+    be->download = sim_download;
+    be->copy = sim_copy;
+    be->conv_workspace = sim_conv_workspace;
+    sim_install_queued_ops(be);
+    be->all_finite = sim_all_finite;
+    be->sumsq = sim_sumsq;
+    be->softmax_xent = sim_softmax_xent;
+    be->destroy = sim_destroy;
+    return be;
+}

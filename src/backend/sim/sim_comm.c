@@ -1,0 +1,184 @@
+/* sim_comm.c - the simulated GPUs' all-reduce (sim.h): NCCL's interface,
+ * in process. allreduce queues a group of packs on the tower's queue, after
+ * the operations that made its gradients, and returns at once, as NCCL
+ * does. A group is a collective: every tower of the process queues the
+ * same packs, in the same order of groups (as NCCL requires); when the
+ * group reaches the front of every tower's queue, the last queue to arrive
+ * sums the packs in tower order, under mpirun sums them over the ranks
+ * (comm/dist.h), divides for the mean and writes the result into every
+ * tower's buffer, while the other queues wait for it. What the tower queues
+ * next (the update) runs after, so join has nothing to add. Under mpirun
+ * the host also waits for the group: MPI_THREAD_SERIALIZED allows one
+ * caller at a time, and the main thread calls MPI after the step. */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "backend/sim/sim.h"
+#include "comm/dist.h"
+
+#define SIM_GROUP 32 /* packs a group may hold, as NCCL_GROUP in sync_replicated.c */
+
+typedef struct {
+    backend_comm base;
+    int n;
+    pthread_mutex_t lock;
+    pthread_cond_t done;
+    uint64_t group;              /* the group being gathered */
+    uint64_t seq[TT_MAX_SIM_DEVICES]; /* groups each tower started */
+    int arrived;
+    float *bufs[TT_MAX_SIM_DEVICES];
+    backend_t *bes[TT_MAX_SIM_DEVICES];
+    size_t lo[SIM_GROUP], hi[SIM_GROUP];
+    int n_packs;
+    bool mean;
+    bool mismatch;               /* a tower's packs differ from the first's */
+    tt_err err;
+} sim_comm;
+
+/* The last tower of a group: sums and shares every pack. */
+static void group_reduce(sim_comm *c)
+{
+    for (int k = 0; k < c->n_packs; k++) {
+        size_t lo = c->lo[k], count = c->hi[k] - lo;
+        float *sum = c->bufs[0] + lo;
+        for (int t = 1; t < c->n; t++)
+            for (size_t i = 0; i < count; i++)
+                sum[i] += c->bufs[t][lo + i];
+        if (dist_size() > 1)
+            dist_sum_floats(sum, count);
+        if (c->mean)
+            for (size_t i = 0; i < count; i++)
+                sum[i] /= (float)c->base.size;
+        for (int t = 1; t < c->n; t++)
+            for (size_t i = 0; i < count; i++)
+                c->bufs[t][lo + i] = sum[i];
+    }
+}
+
+/* A group as queued: its arguments, copied. */
+typedef struct {
+    sim_comm *c;
+    int t;
+    float *buf;
+    size_t lo[SIM_GROUP], hi[SIM_GROUP];
+    int n_packs;
+    bool mean;
+} group_args;
+
+/* On tower t's queue: joins the group and waits until it is done. */
+static void group_run(backend_t *be, void *p)
+{
+    (void)be;
+    group_args *g = p;
+    sim_comm *c = g->c;
+    int t = g->t, n_packs = g->n_packs;
+    const size_t *lo = g->lo, *hi = g->hi;
+    bool mean = g->mean;
+    float *buf = g->buf;
+    pthread_mutex_lock(&c->lock);
+    /* a tower a group ahead waits for the others to finish the previous one */
+    while (c->group != c->seq[t])
+        pthread_cond_wait(&c->done, &c->lock);
+    if (c->arrived == 0) {
+        c->n_packs = n_packs;
+        c->mean = mean;
+        for (int k = 0; k < n_packs; k++) {
+            c->lo[k] = lo[k];
+            c->hi[k] = hi[k];
+        }
+    } else {
+        bool same = c->n_packs == n_packs && c->mean == mean;
+        for (int k = 0; same && k < n_packs; k++)
+            same = c->lo[k] == lo[k] && c->hi[k] == hi[k];
+        if (!same)
+            c->mismatch = true;
+    }
+    c->bufs[t] = buf;
+    if (++c->arrived == c->n) {
+        if (c->mismatch) /* NCCL would hang or reduce garbage: say which */
+            err_set(&c->err, TT_ERR_RUNTIME, "sim: towers started different packs in group "
+                    "%llu", (unsigned long long)c->group);
+        else
+            group_reduce(c);
+        c->arrived = 0;
+        c->group++;
+        pthread_cond_broadcast(&c->done);
+    } else {
+        uint64_t mine = c->group;
+        while (c->group == mine)
+            pthread_cond_wait(&c->done, &c->lock);
+    }
+    c->seq[t]++;
+    pthread_mutex_unlock(&c->lock);
+}
+
+static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, const size_t *hi,
+                         int n_packs, bool mean, tt_err *err)
+{
+    sim_comm *c = (sim_comm *)bc;
+    if (n_packs > SIM_GROUP)
+        return err_set(err, TT_ERR_RUNTIME, "sim: a group of %d packs (at most %d)", n_packs,
+                       SIM_GROUP);
+    group_args g = {.c = c, .t = t, .buf = buf, .n_packs = n_packs, .mean = mean};
+    for (int k = 0; k < n_packs; k++) {
+        g.lo[k] = lo[k];
+        g.hi[k] = hi[k];
+    }
+    sim_enqueue(c->bes[t], group_run, &g, sizeof(g));
+    if (dist_size() > 1)
+        sim_drain(c->bes[t]);
+    return 0;
+}
+
+static int sim_join(backend_comm *bc, int t, tt_err *err)
+{
+    (void)bc;
+    (void)t;
+    (void)err;
+    return 0; /* every group was done when its allreduce returned */
+}
+
+static int sim_check(backend_comm *bc, int t, tt_err *err)
+{
+    sim_comm *c = (sim_comm *)bc;
+    (void)t;
+    pthread_mutex_lock(&c->lock);
+    int rc = c->err.code == TT_OK ? 0 : err_set(err, c->err.code, "%s", c->err.msg);
+    pthread_mutex_unlock(&c->lock);
+    return rc;
+}
+
+static void sim_comm_free(backend_comm *bc)
+{
+    sim_comm *c = (sim_comm *)bc;
+    if (c == NULL)
+        return;
+    pthread_mutex_destroy(&c->lock);
+    pthread_cond_destroy(&c->done);
+    free(c);
+}
+
+backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
+{
+    if (n < 1 || n > TT_MAX_SIM_DEVICES) {
+        err_set(err, TT_ERR_USAGE, "sim: %d towers (1 to %d)", n, TT_MAX_SIM_DEVICES);
+        return NULL;
+    }
+    sim_comm *c = calloc(1, sizeof(*c));
+    if (c == NULL) {
+        err_set(err, TT_ERR_RUNTIME, "out of memory");
+        return NULL;
+    }
+    c->n = n;
+    for (int t = 0; t < n; t++)
+        c->bes[t] = bes[t];
+    pthread_mutex_init(&c->lock, NULL);
+    pthread_cond_init(&c->done, NULL);
+    c->base = (backend_comm){.size = n * dist_size(),
+                             .allreduce = sim_allreduce,
+                             .join = sim_join,
+                             .check = sim_check,
+                             .free = sim_comm_free,
+                             .impl = c};
+    return &c->base;
+}
