@@ -19,11 +19,6 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
     cpu_dnnl_single_thread(); /* one thread per call: the team splits the work */
     dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
-
-const char *cpu_sgemm_library(void)
-{
-    return "oneDNN";
-}
 #else
 #include <cblas.h>
 
@@ -38,10 +33,5 @@ void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A,
     }
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                 M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-const char *cpu_sgemm_library(void)
-{
-    return "CBLAS";
 }
 #endif

@@ -7,7 +7,4 @@
 void cpu_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
                const float *B, int ldb, float beta, float *C, int ldc);
 
-/* "oneDNN" or "CBLAS": which library serves cpu_sgemm. */
-const char *cpu_sgemm_library(void);
-
 #endif
