@@ -243,7 +243,7 @@ long bench_run(const bench_opts *o, tt_err *err)
     j.recv = calloc((size_t)n, sizeof(float *));
     j.us = calloc((size_t)o->iters, sizeof(double));
     j.ar = allreduce_create(n, err);
-    tower_team *team = tower_team_create(n, NULL, err);
+    tower_team *team = tower_team_create(n, err);
     long total_wrong = 0;
     bench_table table = {0};
     if (!j.send || !j.recv || !j.us || !j.ar || !team) {
@@ -292,7 +292,7 @@ long bench_run(const bench_opts *o, tt_err *err)
                             count);
             for (int place = 0; place < 2; place++) {
                 j.in_place = place == 1;
-                tower_team_run(team, false, bench_tower, &j);
+                tower_team_run(team, bench_tower, &j);
                 qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
                 bench_table_cell(&table, j.in_place, size, j.us[o->iters / 2],
                                  o->check ? count_wrong(&j) : 0);

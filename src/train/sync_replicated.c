@@ -272,7 +272,7 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
     replicated_state *st = tr->impl;
-    tower_team_run(tr->team, true, tr->gpu != NULL ? replicated_tower_gpu : replicated_tower,
+    tower_team_run(tr->team, tr->gpu != NULL ? replicated_tower_gpu : replicated_tower,
                    &a);
     for (int t = 0; st->nccl != NULL && t < tr->n_towers; t++)
         if (nccl_comm_check(st->nccl, t, err) != 0)

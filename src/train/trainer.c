@@ -169,7 +169,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     /* session_init before the type's setup: every copy starts there */
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
         return -1;
-    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
+    tr->team = tower_team_create(tr->n_towers, err);
     if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
         return -1;
     if (tr->ops->setup(tr, err) != 0) {
@@ -214,7 +214,7 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     if (!gpu)
         return 0;
     /* a GPU tower as trainer_create sets one up */
-    tr->team = tower_team_create(tr->n_towers, job->trainer.towers, err);
+    tr->team = tower_team_create(tr->n_towers, err);
     if (tr->team == NULL || gpu_towers_create(tr, err) != 0)
         return -1;
     return gpu_towers_finish_setup(tr, err);
