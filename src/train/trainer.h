@@ -155,6 +155,7 @@ struct trainer {
     /* precision = "fp16": dynamic loss scaling (loss_scale.h) */
     bool loss_scaling;
     loss_scale loss_scale;
+    int64_t fault_grad_step; /* test hook TT_FAULT_GRAD, read once (trainer.c); 0: none */
     double epoch_start_time;
 
     callback_t *callbacks;
