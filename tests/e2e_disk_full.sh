@@ -1,5 +1,5 @@
 #!/bin/sh
-# e2e_disk_full.sh - a real full disk (issue 12). A run trains into a small
+# e2e_disk_full.sh - what a run does when the disk fills. A run trains into a small
 # tmpfs until it fills, for a sweep of sizes, so the write that fails is in
 # turn the event file, stats.json, a checkpoint and its pointer. Every time:
 # exit status 1 and one error line naming the full disk; the checkpoint the
