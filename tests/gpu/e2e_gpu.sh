@@ -82,10 +82,18 @@ ok $? "LeNet on one GPU tower exits 0"
 grep -q '^0 *cuda:0 ' "$T/gpu1.out" && grep -q 'sm_' "$T/gpu1.out" && grep -q 'GiB' "$T/gpu1.out"
 ok $? "the tower table names the GPU, its capability and memory"
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/cpu1" --set 'trainer.device="cpu"' > /dev/null 2>&1
-acc() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$1"; }
-ga=$(acc "$T/gpu1/stats.json"); ca=$(acc "$T/cpu1/stats.json")
-$PY -c 'import sys; g, c = map(float, sys.argv[1:]); sys.exit(0 if g >= c - 0.02 and g > 0.6 else 1)' "$ga" "$ca"
-ok $? "LeNet on a GPU reaches the CPU run's accuracy (GPU $ga, CPU $ca)"
+# LeNet learns on a GPU as on the CPU. Statistical (tt_lib.sh, tt_not_worse):
+# the shipped Fashion-MNIST job (3 epochs; the small job above spreads by
+# 0.02 from seed to seed), seeds 1-3 on each device, the GPU's mean
+# validation accuracy at most 0.0131 below the CPU's: a correct GPU backend
+# fails it 1 time in 1,000 at most.
+ga="" ca=""
+for s in 1 2 3; do
+  ga="$ga $(tt_fm_lenet "$T/fm-gpu-$s" $s --set 'trainer.device="gpu"')"
+  ca="$ca $(tt_fm_lenet "$T/fm-cpu-$s" $s)"
+done
+tt_not_worse "LeNet on a GPU reaches the CPU run's accuracy (Fashion-MNIST, 3 epochs, seeds 1-3)" \
+  "$ca" "$ga" 3
 
 # ---- bitwise repeatability ----
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu2" > /dev/null 2>&1
