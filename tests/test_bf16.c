@@ -145,13 +145,7 @@ static void run_case(backend_t *be, const bcase *c, const inputs *in, outputs *o
 /* bf16 rounding (nearest even) of a float, as a double */
 static double bf16_of(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    float r;
-    memcpy(&r, &u, 4);
-    return r;
+    return tt_bf16_widen(tt_bf16_round(f));
 }
 
 typedef struct {
@@ -400,32 +394,6 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
 
 /* ---- blocked activations in bf16 (backend.h: blocked_bf16) ---- */
 
-/* The bf16 nearest to f (ties to the even one), found by comparing the two
- * candidates around it in double: independent of the backend's bit trick. */
-static uint16_t nearest_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (f != f)
-        return (uint16_t)((u >> 16) | 0x40);
-    uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u; /* toward zero, away from it */
-    float flo, fhi;
-    memcpy(&flo, &lo, 4);
-    memcpy(&fhi, &hi, 4);
-    double dlo = fabs((double)f - flo), dhi = fabs((double)fhi - f);
-    if (dlo < dhi || (dlo == dhi && ((lo >> 16) & 1) == 0))
-        return (uint16_t)(lo >> 16);
-    return (uint16_t)(hi >> 16);
-}
-
-static float widen(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* add_blocked (with and without relu), relu_forward_blocked and
  * relu_backward_blocked of the bf16 backend: bf16 in, bf16 out (gradients
  * float32), each element the nearest bf16 of the float32 result; the same
@@ -441,8 +409,8 @@ static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
     tt_fill(&rng, fb, count, -4.0, 4.0);
     tt_fill(&rng, g, count, -1.0, 1.0);
     for (size_t i = 0; i < count; i++) {
-        a[i] = nearest_bf16(fa[i]);
-        b[i] = nearest_bf16(fb[i]);
+        a[i] = tt_bf16_round(fa[i]);
+        b[i] = tt_bf16_round(fb[i]);
     }
     a[7] = 0x8000;   /* -0: relu gives +0 */
     a[8] = 0x7fc1;   /* NaN: relu gives +0, a sum stays NaN */
@@ -472,13 +440,13 @@ static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
     }
     size_t bad[4] = {0}, bad_dx = 0;
     for (size_t i = 0; i < count; i++) {
-        float s = widen(a[i]) + widen(b[i]);
-        float r = widen(a[i]) > 0.0f ? widen(a[i]) : 0.0f;
-        uint16_t want[4] = {nearest_bf16(s), nearest_bf16(s > 0.0f ? s : 0.0f), nearest_bf16(r),
-                            nearest_bf16(s)};
+        float s = tt_bf16_widen(a[i]) + tt_bf16_widen(b[i]);
+        float r = tt_bf16_widen(a[i]) > 0.0f ? tt_bf16_widen(a[i]) : 0.0f;
+        uint16_t want[4] = {tt_bf16_round(s), tt_bf16_round(s > 0.0f ? s : 0.0f), tt_bf16_round(r),
+                            tt_bf16_round(s)};
         for (int k = 0; k < 4; k++)
             bad[k] += out[0][k][i] != want[k];
-        float wg = widen(a[i]) > 0.0f ? g[i] : 0.0f;
+        float wg = tt_bf16_widen(a[i]) > 0.0f ? g[i] : 0.0f;
         bad_dx += memcmp(&dx[0][i], &wg, 4) != 0;
     }
     tt_ok(bad[0] == 0 && bad[3] == 0, "bf16 blocked add: the nearest bf16 of each float32 sum, "
@@ -505,7 +473,7 @@ static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
     float *h1 = tt_host_copy(fp32, y1, count * 4), *h2 = tt_host_copy(fp32, y2, count * 4);
     size_t nz = 0;
     for (size_t i = 0; i < count; i++)
-        nz += h1[i] > 0.0f && h1[i] != widen(nearest_bf16(h1[i]));
+        nz += h1[i] > 0.0f && h1[i] != tt_bf16_widen(tt_bf16_round(h1[i]));
     tt_ok(memcmp(h1, h2, count * 4) == 0 && nz > count / 4,
           "float32 backend: blocked add + relu = the NCHW one, float32 (not rounded)");
     free(h1), free(h2);
@@ -537,14 +505,14 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
     tt_fill(&rng, w, nw, -1.0, 1.0);
     tt_fill(&rng, dy, ny, -1.0, 1.0);
     for (size_t i = 0; i < nx; i++)
-        x[i] = widen(nearest_bf16(x[i]));
+        x[i] = tt_bf16_widen(tt_bf16_round(x[i]));
     /* the blocked copies: x in bf16, dy float32 */
     uint16_t *xb = calloc(nx, 2);
     float *dyb = calloc(ny, 4);
     for (int n = 0; n < d.n; n++) {
         for (int c = 0; c < d.c && bx; c++)
             for (int p = 0; p < P; p++)
-                xb[nhwc_at(d.c, P, n, c, p)] = nearest_bf16(x[((size_t)n * d.c + c) * P + p]);
+                xb[nhwc_at(d.c, P, n, c, p)] = tt_bf16_round(x[((size_t)n * d.c + c) * P + p]);
         for (int f = 0; f < d.f && by; f++)
             for (int q = 0; q < Q; q++)
                 dyb[nhwc_at(d.f, Q, n, f, q)] = dy[((size_t)n * d.f + f) * Q + q];
@@ -571,7 +539,7 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
             for (int f = 0; f < d.f; f++)
                 for (int q = 0; q < Q; q++)
                     out[blk][0][((size_t)n * d.f + f) * Q + q] =
-                        e.blocked_y ? widen(((uint16_t *)hy)[nhwc_at(d.f, Q, n, f, q)])
+                        e.blocked_y ? tt_bf16_widen(((uint16_t *)hy)[nhwc_at(d.f, Q, n, f, q)])
                                     : hy[((size_t)n * d.f + f) * Q + q];
             for (int c = 0; c < d.c; c++)
                 for (int p = 0; p < P; p++)
@@ -592,8 +560,8 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
             far += b != r;
         else if (fabs((double)b - r) > fabs((double)r) / 256.0 + 1e-6)
             far++;
-        rounded += b == widen(nearest_bf16(b));
-        exact += b == widen(nearest_bf16(r));
+        rounded += b == tt_bf16_widen(tt_bf16_round(b));
+        exact += b == tt_bf16_widen(tt_bf16_round(r));
     }
     tt_ok(far == 0 && (!by || (rounded == ny && exact > ny * 9 / 10)),
           "%s: y %s (%zu far, %zu of %zu the rounded NCHW value)", label,

@@ -684,30 +684,6 @@ static void bn_run(backend_t *be, int layout, int n, int c, int hw, const float 
 /* ---- pools over bf16 blocked activations (backend.h: blocked_bf16),
  *      against the float32 NCHW operations on the widened values ---- */
 
-/* bf16 in the test's own words: the upper half of the float's bits */
-static float test_bf16_widen(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* f to the nearer of its two bf16 neighbours (toward and away from zero),
- * the even one on a tie: by distance, not bf16_io.h's carry; a NaN to the
- * quiet NaN of its sign and payload's top bits */
-static uint16_t test_bf16_round(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if (isnan(f))
-        return (uint16_t)((u >> 16) | 0x40u);
-    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
-    double dlo = fabs((double)f - test_bf16_widen(lo));
-    double dhi = fabs((double)test_bf16_widen(hi) - f);
-    return dlo < dhi || (dlo == dhi && lo % 2 == 0) ? lo : hi;
-}
-
 /* NCHW floats (bf16-exact) to a blocked bf16 tensor, blocked_at's order */
 static void to_blocked16(const float *x, int n, int c, int hw, bool nhwc, uint16_t *b)
 {
@@ -715,7 +691,7 @@ static void to_blocked16(const float *x, int n, int c, int hw, bool nhwc, uint16
         for (int ch = 0; ch < c; ch++)
             for (int p = 0; p < hw; p++)
                 b[blocked_at(i, ch, p, c, hw, nhwc)] =
-                    test_bf16_round(x[((size_t)i * c + ch) * hw + p]);
+                    tt_bf16_round(x[((size_t)i * c + ch) * hw + p]);
 }
 
 /* A blocked tensor of 4-byte elements (float or int32) to NCHW order */
@@ -734,11 +710,11 @@ static void fill_bf16_exact(tt_rng *rng, float *x, size_t count, bool nans)
 {
     for (size_t i = 0; i < count; i++) {
         double v = tt_below(rng, 2) ? (tt_below(rng, 9) - 4) * 0.375 : tt_uniform(rng, -3.0, 3.0);
-        x[i] = test_bf16_widen(test_bf16_round((float)v));
+        x[i] = tt_bf16_widen(tt_bf16_round((float)v));
     }
     if (nans)
         for (size_t i = 5; i < count; i += 97)
-            x[i] = test_bf16_widen(0x7fc0);
+            x[i] = tt_bf16_widen(0x7fc0);
 }
 
 /* A max (with its argmax mask) or average pool's forward and backward. */
@@ -813,7 +789,7 @@ static int bf16_pool_case(backend_t *bb, tt_rng *rng, bool max, int c, int h, in
             for (int p = 0; p < opix; p++) {
                 size_t o = ((size_t)i * c + ch) * opix + p;
                 if (blocked_y) {
-                    uint16_t want = test_bf16_round(ref_y[o]);
+                    uint16_t want = tt_bf16_round(ref_y[o]);
                     bad += ((const uint16_t *)got_y)[blocked_at(i, ch, p, c, opix, nhwc)] != want;
                 } else {
                     bad += memcmp((const float *)got_y + o, ref_y + o, 4) != 0;
@@ -1025,7 +1001,7 @@ static void test_blocked_bf16_batchnorm(void)
     float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
     tt_fill(&rng, x, count, -2.0, 3.0);
     for (size_t i = 0; i < count; i++) /* bf16 values: widened, the same floats */
-        x[i] = test_bf16_widen(test_bf16_round(x[i]));
+        x[i] = tt_bf16_widen(tt_bf16_round(x[i]));
     tt_fill(&rng, dy, count, -1.0, 1.0);
     tt_fill(&rng, gamma, c, 0.5, 1.5);
     tt_fill(&rng, beta, c, -0.5, 0.5);
@@ -1038,7 +1014,7 @@ static void test_blocked_bf16_batchnorm(void)
                            true, ref.y, ref.mean, ref.invstd);
     size_t rounded = 0;
     for (size_t i = 0; i < count; i++) {
-        yr[i] = test_bf16_widen(test_bf16_round(ref.y[i]));
+        yr[i] = tt_bf16_widen(tt_bf16_round(ref.y[i]));
         rounded += memcmp(&yr[i], &ref.y[i], 4) != 0;
     }
     memcpy(g, dy, count * 4);
@@ -1062,7 +1038,7 @@ static void test_blocked_bf16_batchnorm(void)
                 for (int ch = 0; ch < c; ch++)
                     for (int p = 0; p < hw; p++) {
                         size_t at = ((size_t)i * c + ch) * hw + p;
-                        bx[blocked_at(i, ch, p, c, hw, nhwc)] = test_bf16_round(x[at]);
+                        bx[blocked_at(i, ch, p, c, hw, nhwc)] = tt_bf16_round(x[at]);
                     }
             for (size_t k = 0; k < guard_n; k++)
                 bx[count + k] = by[count + k] = 0xdead;
@@ -1080,7 +1056,7 @@ static void test_blocked_bf16_batchnorm(void)
                     for (int p = 0; p < hw; p++) {
                         size_t at = ((size_t)i * c + ch) * hw + p;
                         bad_y += by[blocked_at(i, ch, p, c, hw, nhwc)] !=
-                                 test_bf16_round(ref.y[at]);
+                                 tt_bf16_round(ref.y[at]);
                     }
             int guard = 0;
             for (size_t k = 0; k < guard_n; k++)
