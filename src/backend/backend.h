@@ -3,13 +3,16 @@
  * A backend owns memory and runs the per-layer operations, the way cuDNN does for
  * a GPU. Layers (src/layers/) know shapes and parameters and call these
  * operations; they never touch threads, BLAS or CUDA. The CPU backend
- * (src/backend/cpu/) implements them with CBLAS and one thread pool; the CUDA
+ * (src/backend/cpu/) implements them with its own kernels (tile_gemm.c for
+ * the dense layers), oneDNN where configure found it (convolutions, bf16,
+ * and the sgemm of the rest; else a CBLAS) and one thread pool; the CUDA
  * backend (src/backend/cuda/) with cuBLAS, cuDNN and kernels. Per-element math
  * both share lives in backend/math.h.
  *
  * Conventions: float32, NCHW, row-major matrices (a bf16 backend computes
- * inside its convolution and dense operations in bf16, below; every pointer
- * still holds float32). Pointers passed to operations
+ * inside its convolution and dense operations in bf16, below). Every pointer
+ * holds float32 but a blocked activation of a backend with blocked_bf16
+ * (below), which holds bf16 behind the float pointer. Pointers passed to operations
  * are device pointers of this backend. Backward operations OVERWRITE dx, dw and
  * db (the model accumulates where an activation has several consumers). Any of
  * dx, dw, db may be NULL when not needed. Results never depend on the number of

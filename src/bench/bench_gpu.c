@@ -203,11 +203,10 @@ long bench_gpu_run(const bench_opts *o, tt_err *err)
     printf("# towertrain bench: float sum all-reduce, %d rank(s) x %d GPU(s), algo nccl (%s)\n",
            b.ranks, b.n, backend_cuda_build_info());
     bench_table_heads();
-    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
-        size_t count = bytes / sizeof(float);
-        if (count == 0)
-            count = 1;
-        size_t size = count * sizeof(float);
+    size_t counts[BENCH_TABLE_MAX_ROWS];
+    int rows = bench_table_counts(o->min_bytes, o->max_bytes, o->factor, counts);
+    for (int r = 0; r < rows; r++) {
+        size_t count = counts[r], size = count * sizeof(float);
         bench_table_row(&table, "nccl", b.ranks, b.n, size, count);
         for (int place = 0; place < 2; place++) {
             bool in_place = place == 1;
@@ -231,9 +230,6 @@ long bench_gpu_run(const bench_opts *o, tt_err *err)
             bench_table_cell(&table, in_place, size, (now_us() - t0) / o->iters, wrong);
         }
         bench_table_end_row(&table);
-        if (bytes > o->max_bytes / (size_t)o->factor)
-            break;
-        bytes *= (size_t)o->factor;
     }
     total_wrong = bench_table_finish(&table, o->json_path, err);
     goto out;

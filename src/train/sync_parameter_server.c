@@ -269,21 +269,21 @@ static int ps_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     ps_state *st = tr->impl;
     step_arg a = {tr, b};
-    tower_team_run(tr->team, true, ps_tower_compute, &a);
+    tower_team_run(tr->team, ps_tower_compute, &a);
     /* the average holds an Inf or a NaN when any tower's gradients do */
     bool finite = true;
     for (int t = 0; t < tr->n_towers; t++)
         finite = finite && st->finite[t];
     if (trainer_loss_scale_step(tr, finite)) {
         if (st->on_gpus) {
-            tower_team_run(tr->team, true, ps_tower_update_gpu, &a);
+            tower_team_run(tr->team, ps_tower_update_gpu, &a);
             for (int t = 0; t < tr->n_towers; t++)
                 optimizer_mark_stepped(&st->opts[t]);
         } else {
             if (st->sp.server != NULL)
                 ps_update_host(tr, st);
             else
-                tower_team_run(tr->team, true, ps_tower_update, &a);
+                tower_team_run(tr->team, ps_tower_update, &a);
             /* clipping and LARS: one update over the whole averaged block */
             if (optimizer_needs_whole(&st->sp.opt))
                 optimizer_apply(&st->sp.opt, st->sp.params, st->grads, tr->updates + 1);

@@ -298,7 +298,7 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
     replicated_state *st = tr->impl;
-    tower_team_run(tr->team, true, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
+    tower_team_run(tr->team, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
                    &a);
     for (int t = 0; st->comm != NULL && t < tr->n_towers; t++)
         if (st->comm->check(st->comm, t, err) != 0)
