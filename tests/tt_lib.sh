@@ -170,14 +170,18 @@ TTEOF
 # gave a mean of 0.8798 over seeds 1-6 (bf16 rounding: 0.8799 over 1-8).
 
 # tt_fm_lenet LOGDIR SEED [ARG...]: the shipped job with this seed (and the
-# ARGs, --set ...) into LOGDIR, validated on the test images only; prints its
+# ARGs, --set ...) into LOGDIR, its data from $TT_FASHION_MNIST when set (the
+# GPU kit's copy), validated on the test images only; prints its
 # final validation accuracy, nothing when the run fails.
 tt_fm_lenet() {
   tt_dir=$1 tt_seed=$2
   shift 2
   tt_data=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
   "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_lenet.cfg" --logdir "$tt_dir" --quiet \
-    --set seed=$tt_seed --set 'monitors=( "json" )' --set 'callbacks=( { type = "inference_runner";
+    --set seed=$tt_seed --set 'monitors=( "json" )' \
+    --set 'dataflow.source={ type = "idx"; images = "'$tt_data'/train-images-idx3-ubyte.gz";
+                             labels = "'$tt_data'/train-labels-idx1-ubyte.gz"; }' \
+    --set 'callbacks=( { type = "inference_runner";
       dataflow = { source = { type = "idx"; images = "'$tt_data'/t10k-images-idx3-ubyte.gz";
                               labels = "'$tt_data'/t10k-labels-idx1-ubyte.gz"; };
                    augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
