@@ -33,5 +33,5 @@ EXTRA_DIST += tests/e2e_mpi.sh tests/tt_safetensors.py tests/tt_tap.py
 TESTS += tests/e2e_memory.sh
 EXTRA_DIST += tests/e2e_memory.sh
 # GPU towers' host code on simulated GPUs (trainer.device = "sim")
-TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh
-EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh
+TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh
+EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh

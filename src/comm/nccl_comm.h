@@ -44,6 +44,11 @@ int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err);
  * network failure), or 0. */
 int nccl_comm_check(nccl_comm *c, int t, tt_err *err);
 
+/* ncclCommAbort of every tower's communicator (operations still running on
+ * the devices end; the streams drain); check reports an error from then
+ * on. Idempotent, from any tower's thread. */
+void nccl_comm_abort(nccl_comm *c);
+
 /* The bench: from one thread, one group over the n local towers, each
  * reducing count floats from send[t] to recv[t] (in place when equal) on
  * streams[t]; sum. */

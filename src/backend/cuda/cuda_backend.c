@@ -153,6 +153,23 @@ static void cuda_free(backend_t *be, void *p)
 /* Host to device, in stream order. A pageable source is staged by the
  * driver before the call returns; a pinned one is read by the DMA later,
  * so for it the call waits: either way the caller may reuse the buffer. */
+/* The host's wait for the stream: backend_device_wait polls cudaStreamQuery
+ * with the communicator's asynchronous error (never cudaStreamSynchronize,
+ * which a stalled NCCL kernel upstream of the stream would never let
+ * return); its error is the backend's. */
+static int cuda_wait(backend_t *be, const char *what)
+{
+    cuda_impl *c = cuda_of(be);
+    tt_err e = {0};
+    if (backend_device_wait(be, what, &e) == 0)
+        return 0;
+    if (!c->failed) {
+        c->failed = true;
+        err_set(&c->err, e.code, "cuda:%d: %s", c->device, e.msg);
+    }
+    return -1;
+}
+
 static void cuda_upload(backend_t *be, void *dst, const void *host_src, size_t bytes)
 {
     cuda_impl *c = cuda_of(be);
@@ -165,7 +182,7 @@ static void cuda_upload(backend_t *be, void *dst, const void *host_src, size_t b
     if (cuda_ok(c, cudaPointerGetAttributes(&a, host_src), "cudaPointerGetAttributes") != 0)
         return;
     if (a.type == cudaMemoryTypeHost)
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (upload)");
+        cuda_wait(be, "upload");
 }
 
 static void cuda_download(backend_t *be, void *host_dst, const void *src, size_t bytes)
@@ -176,7 +193,7 @@ static void cuda_download(backend_t *be, void *host_dst, const void *src, size_t
     if (!cuda_begin(be) ||
         cuda_ok(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (download)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (download)") != 0)
+        cuda_wait(be, "download") != 0)
         memset(host_dst, 0, bytes); /* never leave the caller undefined bytes */
 }
 
@@ -461,7 +478,7 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
                 cudaMemcpyAsync(&c->xent_host->not_finite, &c->xent_dev->not_finite, sizeof(int),
                                 cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (finite check)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (finite check)") != 0)
+        cuda_wait(be, "finite check") != 0)
         return false;
     return c->xent_host->not_finite == 0;
 }
@@ -482,7 +499,7 @@ static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *lo
                 cudaMemcpyAsync(c->xent_host, c->xent_dev, sizeof(tt_xent_result),
                                 cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (loss)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (loss)") != 0)
+        cuda_wait(be, "loss") != 0)
         return;
     *loss_sum = c->xent_host->loss;
     *correct = c->xent_host->correct;
@@ -517,8 +534,11 @@ static void cuda_destroy(backend_t *be)
         return;
     cuda_impl *c = cuda_of(be);
     if (c != NULL) {
-        if (cudaSetDevice(c->device) == cudaSuccess && c->stream != NULL)
-            cudaStreamSynchronize(c->stream); /* nothing may still use the memory */
+        /* nothing may still use the memory; a stalled collective is
+         * aborted by the wait (its communicator is freed before) */
+        if (cudaSetDevice(c->device) == cudaSuccess && c->stream != NULL &&
+            (be->dev == NULL || backend_device_wait(be, "teardown", &(tt_err){0}) == 0))
+            cudaStreamSynchronize(c->stream);
         if (c->conv_desc)
             cu.cudnnDestroyConvolutionDescriptor(c->conv_desc);
         if (c->w_desc)
@@ -725,10 +745,24 @@ int backend_cuda_check(backend_t *be, tt_err *err)
 
 int backend_cuda_sync(backend_t *be, tt_err *err)
 {
-    cuda_impl *c = cuda_of(be);
     if (cuda_begin(be))
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
+        cuda_wait(be, "sync");
     return backend_cuda_check(be, err);
+}
+
+int backend_cuda_query(backend_t *be, tt_err *err)
+{
+    cuda_impl *c = cuda_of(be);
+    if (c->failed)
+        return backend_cuda_check(be, err);
+    if (cudaSetDevice(c->device) != cudaSuccess)
+        return 1; /* cuda_begin reports it at the next operation */
+    cudaError_t rc = cudaStreamQuery(c->stream);
+    if (rc == cudaErrorNotReady)
+        return 0;
+    if (cuda_ok(c, rc, "cudaStreamQuery") != 0)
+        return backend_cuda_check(be, err);
+    return 1;
 }
 
 void backend_cuda_freeze(backend_t *be)
