@@ -81,6 +81,13 @@ static void place_least_loaded(trainer_t *tr, ps_state *st)
 static void ps_describe(const trainer_t *tr)
 {
     const ps_state *st = tr->impl;
+    if (strcmp(tr->job->trainer.ps_device, "gpu") != 0 && tr->backends[0]->dev != NULL) {
+        /* device towers: one host thread averages and updates (shared_params.h) */
+        log_printf("parameter server: %zu parameters in host memory (cpu); averaging and "
+                   "updates by the host for %d device towers\n", tr->model.n_trainable,
+                   tr->n_towers);
+        return;
+    }
     if (strcmp(tr->job->trainer.ps_device, "gpu") != 0) {
         log_printf("parameter server: %zu parameters on the host (cpu); averaging and updates "
                    "shared by %d towers\n", tr->model.n_trainable, tr->n_towers);
