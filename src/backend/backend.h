@@ -117,6 +117,15 @@ struct backend {
     void (*dense_backward)(backend_t *be, int n, int in, int out, const float *x,
                            const float *w, const float *y, bool relu, float *dy,
                            float *dx, float *dw, float *db);
+    /* The same in float32 whatever the backend's precision, for what the
+     * precision table keeps float32 but runs as a dense call
+     * (global_avgpool: [n * C, H * W] times a row of 1 / HW): the device
+     * backends (CUDA, sim); NULL: dense_forward is used (the CPU's). */
+    void (*dense_forward_fp32)(backend_t *be, int n, int in, int out, const float *x,
+                               const float *w, const float *b, bool relu, float *y);
+    void (*dense_backward_fp32)(backend_t *be, int n, int in, int out, const float *x,
+                                const float *w, const float *y, bool relu, float *dy,
+                                float *dx, float *dw, float *db);
 
     /* ---- conv2d: y[n,f,oh,ow] = conv(x, w[f,c,k,k]) + b[f], then relu if asked ---- */
     size_t (*conv_workspace)(backend_t *be, const window_desc *d); /* bytes */

@@ -62,6 +62,11 @@ check_PROGRAMS += tests/test_blocked_layout
 tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
 TESTS += tests/test_blocked_layout
 
+# global_avgpool stays float32 in bf16 / fp16 on device (sim) towers.
+check_PROGRAMS += tests/test_gap_precision
+tests_test_gap_precision_SOURCES = tests/test_gap_precision.c
+TESTS += tests/test_gap_precision
+
 # The dense layers' matrix product: float64, an fmaf chain, any split.
 check_PROGRAMS += tests/test_tile_gemm
 tests_test_tile_gemm_SOURCES = tests/test_tile_gemm.c

@@ -273,23 +273,24 @@ int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst)
  * (CUBLAS_COMPUTE_32F; cublasGemmEx's table of supported types has both
  * combinations, on tensor cores). TF32 concerns float32 inputs only. */
 
-static cublasComputeType_t compute_type(const cuda_impl *c)
+static cublasComputeType_t compute_type(const cuda_impl *c, prec_t p)
 {
-    if (c->prec != PREC_FP32)
+    if (p != PREC_FP32 || c->prec != PREC_FP32) /* 16-bit, or float32 kept so */
         return CUBLAS_COMPUTE_32F;
     return c->opt.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-/* a and b hold the backend's type (float32 or its 16-bit copies), y float32 */
-static int gemm(cuda_impl *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+/* a and b hold type p (float32, or the backend's 16-bit copies), y float32 */
+static int gemm(cuda_impl *c, prec_t p, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                int k,
                 const void *a, int lda, const void *b, int ldb, float *y, int ldc,
                 const char *what)
 {
     const float one = 1.0f, zero = 0.0f;
-    cudaDataType_t ab = cuda_blas_type(c->prec);
+    cudaDataType_t ab = cuda_blas_type(p);
     return cublas_ok(c,
                      cu.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, ab, lda, b, ab, ldb,
-                                     &zero, y, CUDA_R_32F, ldc, compute_type(c),
+                                     &zero, y, CUDA_R_32F, ldc, compute_type(c, p),
                                      CUBLAS_GEMM_DEFAULT),
                      what);
 }
@@ -308,8 +309,9 @@ static char *dense_operands(cuda_impl *c, int n, int in, int out, const float *x
     return buf;
 }
 
-static void cuda_dense_forward(backend_t *be, int n, int in, int out, const float *x,
-                               const float *w, const float *b, bool relu, float *y)
+/* p: the backend's precision, or PREC_FP32 for dense_forward_fp32 */
+static void dense_forward_as(backend_t *be, prec_t p, int n, int in, int out, const float *x,
+                             const float *w, const float *b, bool relu, float *y)
 {
     cuda_impl *c = cuda_of(be);
     if (n <= 0 || out <= 0 || !cuda_begin(be))
@@ -317,17 +319,29 @@ static void cuda_dense_forward(backend_t *be, int n, int in, int out, const floa
     if (in <= 0) { /* no inputs: y = b */
         cuda_ok(c, cudaMemsetAsync(y, 0, (size_t)n * out * sizeof(float), c->stream),
                 "cudaMemsetAsync");
-    } else if (prec_reduced(c->prec, PREC_OP_DENSE)) {
+    } else if (prec_reduced(p, PREC_OP_DENSE)) {
         prec_dense_copies l;
         char *h = dense_operands(c, n, in, out, x, true, w, true, &l);
-        if (h == NULL || gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h + l.w, in, h + l.x, in,
+        if (h == NULL || gemm(c, p, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h + l.w, in, h + l.x, in,
                               y, out, "cublasGemmEx (dense forward)") != 0)
             return;
-    } else if (gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out,
+    } else if (gemm(c, PREC_FP32, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out,
                     "cublasGemmEx (dense forward)") != 0) {
         return;
     }
     cuda_ok(c, tt_k_bias_relu(c->stream, n, out, 1, b, relu, y), "bias/relu kernel");
+}
+
+static void cuda_dense_forward(backend_t *be, int n, int in, int out, const float *x,
+                               const float *w, const float *b, bool relu, float *y)
+{
+    dense_forward_as(be, cuda_of(be)->prec, n, in, out, x, w, b, relu, y);
+}
+
+static void cuda_dense_forward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                    const float *w, const float *b, bool relu, float *y)
+{
+    dense_forward_as(be, PREC_FP32, n, in, out, x, w, b, relu, y);
 }
 
 /* dx[n,in] = dy[n,out] w[out,in]:   column-major dx^T = w^T dy^T: gemm(N, N, in, n, out)
@@ -335,9 +349,9 @@ static void cuda_dense_forward(backend_t *be, int n, int in, int out, const floa
  * db[out] = column sums of dy, rows in order (the CPU's bits), in float32.
  * Mixed precision: the products read the 16-bit copies of x, w and of dy
  * after the relu mask. */
-static void cuda_dense_backward(backend_t *be, int n, int in, int out, const float *x,
-                                const float *w, const float *y, bool relu, float *dy, float *dx,
-                                float *dw, float *db)
+static void dense_backward_as(backend_t *be, prec_t p, int n, int in, int out, const float *x,
+                              const float *w, const float *y, bool relu, float *dy, float *dx,
+                              float *dw, float *db)
 {
     cuda_impl *c = cuda_of(be);
     if (!cuda_begin(be))
@@ -348,7 +362,8 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
     const void *xa = x, *wa = w, *dya = dy; /* the operands of the products */
     bool want_dw = dw != NULL && in > 0 && out > 0 && n > 0;
     bool want_dx = dx != NULL && n > 0 && in > 0 && out > 0;
-    if (prec_reduced(c->prec, PREC_OP_DENSE) && (want_dw || want_dx)) {
+    bool half = prec_reduced(p, PREC_OP_DENSE) && (want_dw || want_dx);
+    if (half) {
         prec_dense_copies l;
         char *h = dense_operands(c, n, in, out, x, want_dw, w, want_dx, &l);
         if (h == NULL || cuda_to_half(c, (size_t)n * out, dy, h + l.dy) != 0)
@@ -361,7 +376,8 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
         if (n <= 0)
             cuda_ok(c, cudaMemsetAsync(dw, 0, (size_t)out * in * sizeof(float), c->stream),
                     "cudaMemsetAsync");
-        else if (gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, dw, in,
+        else if (gemm(c, half ? p : PREC_FP32, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in,
+                      dya, out, dw, in,
                       "cublasGemmEx (dense dw)") != 0)
             return;
     }
@@ -373,9 +389,23 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
             cuda_ok(c, cudaMemsetAsync(dx, 0, (size_t)n * in * sizeof(float), c->stream),
                     "cudaMemsetAsync");
         else
-            gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out, dx, in,
-                 "cublasGemmEx (dense dx)");
+            gemm(c, half ? p : PREC_FP32, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya,
+                 out, dx, in, "cublasGemmEx (dense dx)");
     }
+}
+
+static void cuda_dense_backward(backend_t *be, int n, int in, int out, const float *x,
+                                const float *w, const float *y, bool relu, float *dy, float *dx,
+                                float *dw, float *db)
+{
+    dense_backward_as(be, cuda_of(be)->prec, n, in, out, x, w, y, relu, dy, dx, dw, db);
+}
+
+static void cuda_dense_backward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                     const float *w, const float *y, bool relu, float *dy,
+                                     float *dx, float *dw, float *db)
+{
+    dense_backward_as(be, PREC_FP32, n, in, out, x, w, y, relu, dy, dx, dw, db);
 }
 
 /* ---- pooling: the kernels carry PyTorch's semantics (an argmax mask for
@@ -664,6 +694,8 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->copy = cuda_copy;
     be->dense_forward = cuda_dense_forward;
     be->dense_backward = cuda_dense_backward;
+    be->dense_forward_fp32 = cuda_dense_forward_fp32;
+    be->dense_backward_fp32 = cuda_dense_backward_fp32;
     be->conv_workspace = cuda_conv_workspace;
     be->conv_forward = cuda_conv_forward;
     be->conv_backward = cuda_conv_backward;

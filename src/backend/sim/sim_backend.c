@@ -527,6 +527,36 @@ FORWARD(adam_step,
 
 #include "backend/sim/sim_queue_ops.h"
 
+/* dense_forward_fp32 / dense_backward_fp32 (backend.h): the CPU's float32
+ * dense on the queue, no 16-bit copies (global_avgpool in bf16 / fp16) */
+static void q_dense_forward_fp32_run(backend_t *be, void *p)
+{
+    q_dense_forward_args *a = p;
+    C(be)->dense_forward(C(be), a->n, a->in, a->out, a->x, a->w, a->b, a->relu, a->y);
+}
+
+static void sim_dense_forward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                   const float *w, const float *b, bool relu, float *y)
+{
+    q_dense_forward_args q = {n, in, out, x, w, b, relu, y};
+    sim_enqueue(be, q_dense_forward_fp32_run, &q, sizeof(q));
+}
+
+static void q_dense_backward_fp32_run(backend_t *be, void *p)
+{
+    q_dense_backward_args *a = p;
+    C(be)->dense_backward(C(be), a->n, a->in, a->out, a->x, a->w, a->y, a->relu, a->dy, a->dx,
+                          a->dw, a->db);
+}
+
+static void sim_dense_backward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                    const float *w, const float *y, bool relu, float *dy,
+                                    float *dx, float *dw, float *db)
+{
+    q_dense_backward_args q = {n, in, out, x, w, y, relu, dy, dx, dw, db};
+    sim_enqueue(be, q_dense_backward_fp32_run, &q, sizeof(q));
+}
+
 /* The two operations that answer the host: they wait for the queue. */
 static bool sim_all_finite(backend_t *be, size_t count, const float *x)
 {
@@ -825,6 +855,8 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->copy = sim_copy;
     be->conv_workspace = sim_conv_workspace;
     sim_install_queued_ops(be);
+    be->dense_forward_fp32 = sim_dense_forward_fp32;
+    be->dense_backward_fp32 = sim_dense_backward_fp32;
     be->all_finite = sim_all_finite;
     be->softmax_xent = sim_softmax_xent;
     be->destroy = sim_destroy;
