@@ -341,6 +341,10 @@ struct backend_device_ops {
  * call it wherever the host needs the queue done. */
 #define BACKEND_STOP_GRACE_S 5
 int backend_device_wait(backend_t *be, const char *what, tt_err *err);
+/* The same for other device work of be (an event, a copy stream): query
+ * answers as dev->query does. */
+int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
+                            const char *what, tt_err *err);
 /* The flag a stop signal sets (trainer_stop_signal); NULL: none. */
 void backend_device_set_stop(const volatile sig_atomic_t *flag);
 /* A communicator's create and free: be->watch for each of its backends. */

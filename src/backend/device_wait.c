@@ -30,12 +30,23 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+static int queue_query(void *be, tt_err *err)
+{
+    return ((backend_t *)be)->dev->query(be, err);
+}
+
 int backend_device_wait(backend_t *be, const char *what, tt_err *err)
+{
+    return backend_device_wait_for(be, queue_query, be, what, err);
+}
+
+int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
+                            const char *what, tt_err *err)
 {
     long sleep_ns = 1000;
     double stop_since = 0.0;
     for (;;) {
-        int done = be->dev->query(be, err);
+        int done = query(arg, err);
         if (done != 0)
             return done > 0 ? 0 : -1;
         backend_comm *c = be->watch;

@@ -157,7 +157,7 @@ static void cuda_free(backend_t *be, void *p)
  * with the communicator's asynchronous error (never cudaStreamSynchronize,
  * which a stalled NCCL kernel upstream of the stream would never let
  * return); its error is the backend's. */
-static int cuda_wait(backend_t *be, const char *what)
+int cuda_wait(backend_t *be, const char *what)
 {
     cuda_impl *c = cuda_of(be);
     tt_err e = {0};
