@@ -76,3 +76,8 @@ TESTS += tests/test_tile_gemm
 check_PROGRAMS += tests/test_bf16
 tests_test_bf16_SOURCES = tests/test_bf16.c
 TESTS += tests/test_bf16
+
+# The simulated GPU's storage rounding, queue order and guards.
+check_PROGRAMS += tests/test_sim
+tests_test_sim_SOURCES = tests/test_sim.c
+TESTS += tests/test_sim

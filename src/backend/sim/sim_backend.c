@@ -1,6 +1,7 @@
-/* sim_backend.c - the simulated GPU's backend (sim.h): device memory with
- * guards and pool accounting, the operations forwarded to a CPU backend
- * (dense and conv2d through 16-bit copies in bf16 / fp16, as precision.h
+/* sim_backend.c - the simulated GPU's backend (sim.h): the queue (a worker
+ * thread per backend), device memory with guards and pool accounting, the
+ * operations (queued by sim_queue_ops.h, run here by the CPU backend;
+ * dense and conv2d through 16-bit copies in bf16 / fp16, as precision.h
  * says the CUDA backend computes them), and the staged input. */
 #include "backend/sim/sim.h"
 
@@ -657,8 +658,8 @@ static const char *sim_alloc_error(backend_t *be)
     return S(be)->alloc_error;
 }
 
-/* ---- the staged input: staging_ring.h's decisions, the copies done at
- *      once (the compute queue is the caller's thread) ---- */
+/* ---- the staged input: staging_ring.h's decisions, the copies from the
+ *      pinned slot to the device slot queued on the tower's queue ---- */
 
 typedef struct {
     backend_t *be;

@@ -1,0 +1,103 @@
+/* test_sim.c - the simulated GPU (src/backend/sim/) itself, against values
+ * worked out by hand: 16-bit storage rounded as a GPU stores it (fp16 to
+ * nearest even, past 65504 to Inf; bf16 to nearest even), the queue running
+ * operations in the order they were queued while the host goes on, device
+ * memory's guard bytes, and the 16-bit scratch a call may not outgrow. */
+#include <math.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/precision.h"
+#include "tt_test.h"
+
+/* y = x * 1 through the backend's dense call (one row, one input, one
+ * output): the 16-bit rounding of x, widened back. */
+static float dense_round(const char *precision, float x)
+{
+    tt_err err = {0};
+    backend_t *be = backend_sim_create(0, precision, &err);
+    if (be == NULL) {
+        tt_diag("%s", err.msg);
+        return NAN;
+    }
+    prec_t p;
+    prec_parse(precision, &p);
+    prec_dense_copies l;
+    prec_dense_copies_of(p, 1, 1, 1, &l);
+    float one = 1.0f, y = 0.0f;
+    float *dx = be->alloc(be, 4), *dw = be->alloc(be, 4), *dy = be->alloc(be, 4);
+    if (be->dev->reserve_copies(be, l.bytes, &err) != 0)
+        tt_diag("%s", err.msg);
+    be->upload(be, dx, &x, 4);
+    be->upload(be, dw, &one, 4);
+    be->dense_forward(be, 1, 1, 1, dx, dw, NULL, false, dy);
+    be->download(be, &y, dy, 4);
+    be->destroy(be);
+    return y;
+}
+
+int main(void)
+{
+    /* fp16: 11 significant bits; 65504 is the largest finite, and 65520
+     * (half-way to 65536) rounds to even, which is Inf */
+    tt_ok(dense_round("fp16", 1.0f / 3.0f) == 0.333251953125f,
+          "fp16 stores 1/3 as 0.333251953125 (nearest even of 11 bits)");
+    tt_ok(dense_round("fp16", 65519.0f) == 65504.0f, "fp16 stores 65519 as 65504");
+    tt_ok(isinf(dense_round("fp16", 65520.0f)), "fp16 overflows to Inf from 65520");
+    tt_ok(dense_round("fp16", 2.9e-8f) == 0.0f && dense_round("fp16", 3.1e-8f) == 0x1p-24f,
+          "fp16 rounds 2.9e-8 to 0 and 3.1e-8 to 2^-24, its least subnormal (half of it: 2.98e-8)");
+    /* bf16: 8 significant bits */
+    tt_ok(dense_round("bf16", 1.0f / 3.0f) == 0.333984375f,
+          "bf16 stores 1/3 as 0.333984375 (nearest even of 8 bits)");
+    tt_ok(dense_round("bf16", 1.00390625f) == 1.0f, "bf16 rounds a tie (1 + 2^-8) to even (1)");
+    tt_ok(dense_round("fp32", 1.0f / 3.0f) == 1.0f / 3.0f, "fp32 keeps 1/3");
+
+    tt_err err = {0};
+    backend_t *be = backend_sim_create(1, "fp32", &err);
+    if (!tt_ok(be != NULL && be->dev != NULL && !be->host_memory,
+               "a sim backend has a device side and memory of its own"))
+        return tt_done();
+
+    /* the queue: an upload, a scale and an axpy run in order; the download
+     * waits for them */
+    float host[1000], back[1000];
+    for (int i = 0; i < 1000; i++)
+        host[i] = (float)i;
+    float *d = be->alloc(be, sizeof(host));
+    for (int round = 0; round < 20; round++) {
+        be->upload(be, d, host, sizeof(host));
+        be->scale(be, 1000, 2.0f, d);
+        be->axpy(be, 1000, 1.0f, d, d);
+    }
+    be->download(be, back, d, sizeof(back));
+    bool in_order = true;
+    for (int i = 0; i < 1000; i++)
+        in_order = in_order && back[i] == 4.0f * (float)i;
+    tt_ok(in_order, "queued upload, scale and axpy run in order before the download returns");
+
+    size_t reserved, in_use, peak;
+    be->dev->memory(be, &reserved, &in_use, &peak);
+    tt_ok(in_use >= sizeof(host) && peak >= in_use,
+          "the pool counts the allocation (%zu bytes in use)", in_use);
+
+    /* a write past the end: the guard bytes say so at the next sync */
+    tt_ok(be->dev->sync(be, &err) == 0, "sync: no error before the overrun");
+    float *small = be->alloc(be, 64);
+    be->upload(be, small, host, 68);
+    tt_ok(be->dev->sync(be, &err) != 0 && strstr(err.msg, "past the end") != NULL,
+          "a write past a 64-byte allocation is reported at sync (%s)", err.msg);
+    be->free(be, small);
+    be->free(be, d);
+    be->destroy(be);
+
+    /* a 16-bit call larger than the scratch setup reserved: an error */
+    err = (tt_err){0};
+    be = backend_sim_create(2, "bf16", &err);
+    float *x = be->alloc(be, 64 * sizeof(float)), *y = be->alloc(be, 64 * sizeof(float));
+    be->dev->reserve_copies(be, 64, &err);
+    be->dense_forward(be, 8, 8, 8, x, x, NULL, false, y);
+    tt_ok(be->dev->sync(be, &err) != 0 && strstr(err.msg, "16-bit copies need") != NULL,
+          "a bf16 call past the reserved scratch fails (%s)", err.msg);
+    be->destroy(be);
+    return tt_done();
+}
