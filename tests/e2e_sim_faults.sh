@@ -7,7 +7,9 @@
 # SIGTERM waits for the step; a device error in a checkpoint's download
 # writes no file, leaves the pointer and every older file as they were.
 # Every run is bounded by timeout(1): a hang fails its check (status 124)
-# instead of hanging the suite. Before issue 27 each check failed: the
+# instead of hanging the suite (--foreground where the test signals it:
+# else timeout sends SIGTERM to the child and to its process group, and
+# towertrain's second signal exits at once, 143). Before issue 27 each check failed: the
 # stalled runs hung (timeout), the checkpoint runs wrote a zero checkpoint,
 # moved the pointer and deleted model-N under max_to_keep.
 . "$(dirname "$0")/tt_lib.sh"
@@ -68,10 +70,18 @@ else
 fi
 
 # ---- SIGTERM while the collective is stalled ends the process ----
-TT_SIM_FAULT=stall_allreduce:3 timeout 30 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/term" \
+# the signal comes once the log says the stall began, well before the
+# communicator's error 2 s after it
+TT_SIM_FAULT=stall_allreduce:3 timeout --foreground 30 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/term" \
   --quiet --set 'steps_per_epoch=100000' >"$T/out" 2>"$T/err" &
 pid=$!
-sleep 1 # the stall began within the first 0.1 s (3 steps of a tiny model)
+i=0
+while ! grep -q 'TT_SIM_FAULT: the all-reduce of global step 3 stalls' "$T/term/log.log" \
+  2>/dev/null && [ $i -lt 1000 ]; do
+  sleep 0.02
+  i=$((i + 1))
+done
+sleep 0.2
 t0=$(now)
 kill -TERM $pid
 wait $pid
@@ -79,7 +89,7 @@ rc=$?
 t1=$(now)
 [ $rc = 1 ] && within "$t0" "$t1" 10 && one_line "$T/err" "tower" "sim:" "never completed" &&
   [ ! -f "$T/term/checkpoint" ]
-ok $? "SIGTERM during a stalled all-reduce ends the process: exit 1, no checkpoint from an inconsistent state (exit $rc)"
+ok $? "SIGTERM during a stalled all-reduce ends the process: exit 1, no checkpoint from an inconsistent state (exit $rc: $(head -c 200 "$T/err"); $(ls "$T/term" | tr "\n" " "))"
 
 # ---- a download error during a checkpoint: nothing written, nothing lost ----
 # two epochs give model-10 and model-20 (max_to_keep 2); resuming for a
@@ -97,7 +107,7 @@ grep -v '^events\.' "$T/before" >"$T/before_files"
 ok $? "model_saver: a download error writes no model-30, keeps model-10, model-20 and the pointer (exit $rc: $(head -c 200 "$T/err"))"
 
 # the SIGTERM checkpoint, the first save of the run
-TT_SIM_FAULT=download_error:checkpoint timeout 30 "$TOWERTRAIN" run "$T/job.cfg" \
+TT_SIM_FAULT=download_error:checkpoint timeout --foreground 30 "$TOWERTRAIN" run "$T/job.cfg" \
   --logdir "$T/ck_term" --quiet --set 'steps_per_epoch=100000' >"$T/out" 2>"$T/err" &
 pid=$!
 sleep 1

@@ -11,11 +11,13 @@
  * the host also waits for the group: MPI_THREAD_SERIALIZED allows one
  * caller at a time, and the main thread calls MPI after the step. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <time.h>
 
 #include "backend/sim/sim.h"
 #include "comm/dist.h"
+#include "util/log.h"
 
 #define SIM_GROUP 32 /* packs a group may hold, as NCCL_GROUP in sync_replicated.c */
 
@@ -150,6 +152,10 @@ static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, 
     group_args g = {.c = c, .t = t, .buf = buf, .n_packs = n_packs, .mean = mean,
                     };
     g.stall = sim_fault_stalls(c->bes[t], &g.step);
+    static atomic_bool said; /* the log says when the injected stall begins */
+    if (g.stall && !atomic_exchange(&said, true))
+        log_printf("sim: TT_SIM_FAULT: the all-reduce of global step %lld stalls\n",
+                   (long long)g.step);
     for (int k = 0; k < n_packs; k++) {
         g.lo[k] = lo[k];
         g.hi[k] = hi[k];
