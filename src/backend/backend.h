@@ -304,6 +304,10 @@ struct backend_device_ops {
     /* The host enters a phase ("checkpoint": the downloads of a save):
      * where the sim device injects TT_SIM_FAULT; may be NULL. */
     void (*mark)(backend_t *be, const char *phase);
+    /* Lets be's device read and write peer's memory directly where the
+     * hardware allows (cudaDeviceEnablePeerAccess); true when it does.
+     * NULL: copies between devices go through the host (sim). */
+    bool (*peer_enable)(backend_t *be, const backend_t *peer);
     /* Ends setup: the device memory pool no longer grows. */
     void (*freeze)(backend_t *be);
     /* Bytes the pool holds, uses, and the most it used; the last allocation

@@ -111,6 +111,20 @@ static int ps_setup_gpus(trainer_t *tr, ps_state *st, tt_err *err)
     size_t n = tr->model.n_trainable ? tr->model.n_trainable : 1;
     st->on_gpus = true;
     place_least_loaded(tr, st);
+    /* the towers read the owners' ranges and the owners gather the
+     * gradients by peer copies: direct where the devices allow */
+    int direct = 0, pairs = 0;
+    for (int a = 0; a < tr->n_towers; a++)
+        for (int b = 0; b < tr->n_towers; b++) {
+            backend_t *be = tr->backends[a];
+            if (a == b || be->dev->peer_enable == NULL)
+                continue;
+            pairs++;
+            direct += be->dev->peer_enable(be, tr->backends[b]);
+        }
+    if (pairs > 0)
+        log_printf("parameter server: peer access between %d of %d device pairs\n", direct,
+                   pairs);
     for (int t = 0; t < tr->n_towers; t++) {
         backend_t *be = tr->backends[t];
         st->server[t] = be->alloc(be, n * sizeof(float));

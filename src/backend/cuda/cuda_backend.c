@@ -150,9 +150,6 @@ static void cuda_free(backend_t *be, void *p)
     mem_pool_free(cuda_of(be)->pool, p);
 }
 
-/* Host to device, in stream order. A pageable source is staged by the
- * driver before the call returns; a pinned one is read by the DMA later,
- * so for it the call waits: either way the caller may reuse the buffer. */
 /* The host's wait for the stream: backend_device_wait polls cudaStreamQuery
  * with the communicator's asynchronous error (never cudaStreamSynchronize,
  * which a stalled NCCL kernel upstream of the stream would never let
@@ -170,18 +167,19 @@ int cuda_wait(backend_t *be, const char *what)
     return -1;
 }
 
+/* Host to device, in stream order; the call waits for the copy, so the
+ * caller may reuse the buffer (pinned or pageable, below). */
 static void cuda_upload(backend_t *be, void *dst, const void *host_src, size_t bytes)
 {
     cuda_impl *c = cuda_of(be);
     if (bytes == 0 || !cuda_begin(be))
         return;
+    /* CUDA's API synchronization notes say a cudaMemcpyAsync between
+     * device and pageable memory only "might be synchronous": nothing
+     * promises the source was read on return (async's lock relies on it),
+     * so the call waits for pageable sources too */
     if (cuda_ok(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream),
-                "cudaMemcpyAsync (upload)") != 0)
-        return;
-    struct cudaPointerAttributes a;
-    if (cuda_ok(c, cudaPointerGetAttributes(&a, host_src), "cudaPointerGetAttributes") != 0)
-        return;
-    if (a.type == cudaMemoryTypeHost)
+                "cudaMemcpyAsync (upload)") == 0)
         cuda_wait(be, "upload");
 }
 
@@ -780,6 +778,22 @@ int backend_cuda_sync(backend_t *be, tt_err *err)
     if (cuda_begin(be))
         cuda_wait(be, "sync");
     return backend_cuda_check(be, err);
+}
+
+bool backend_cuda_peer_enable(backend_t *be, const backend_t *peer)
+{
+    cuda_impl *c = cuda_of(be);
+    int d = c->device, p = peer->device, can = 0;
+    if (d == p)
+        return true;
+    if (cudaDeviceCanAccessPeer(&can, d, p) != cudaSuccess || !can ||
+        cudaSetDevice(d) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    cudaError_t rc = cudaDeviceEnablePeerAccess(p, 0);
+    cudaGetLastError(); /* cudaErrorPeerAccessAlreadyEnabled is not an error here */
+    return rc == cudaSuccess || rc == cudaErrorPeerAccessAlreadyEnabled;
 }
 
 int backend_cuda_query(backend_t *be, tt_err *err)

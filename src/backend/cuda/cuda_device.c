@@ -128,6 +128,7 @@ const backend_device_ops backend_cuda_device_ops = {
     .check = backend_cuda_check,
     .sync = backend_cuda_sync,
     .query = backend_cuda_query,
+    .peer_enable = backend_cuda_peer_enable,
     .freeze = backend_cuda_freeze,
     .memory = backend_cuda_memory,
     .alloc_error = backend_cuda_alloc_error,
