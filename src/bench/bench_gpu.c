@@ -77,8 +77,7 @@ static int sync_all(gpu_bench *b, tt_err *err)
 {
     for (int t = 0; t < b->n; t++)
         if (cuda_check(cudaSetDevice(b->devices[t]), b->devices[t], "cudaSetDevice", err) ||
-            cuda_check(cudaStreamSynchronize(b->streams[t]), b->devices[t],
-                       "cudaStreamSynchronize", err))
+            nccl_comm_wait(b->nccl, t, b->streams[t], true, err) != 0)
             return -1;
     return 0;
 }
@@ -119,8 +118,7 @@ static long count_wrong(gpu_bench *b, size_t count, tt_err *err)
             cuda_check(cudaMemcpyAsync(b->host, b->recv[t], count * sizeof(float),
                                        cudaMemcpyDeviceToHost, (cudaStream_t)b->streams[t]),
                        b->devices[t], "cudaMemcpyAsync", err) ||
-            cuda_check(cudaStreamSynchronize((cudaStream_t)b->streams[t]), b->devices[t],
-                       "cudaStreamSynchronize", err))
+            nccl_comm_wait(b->nccl, t, b->streams[t], true, err) != 0)
             return -1;
         for (size_t i = 0; i < count; i++) {
             float want = 0;
