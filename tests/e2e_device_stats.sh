@@ -88,6 +88,9 @@ for c in "cpu|cpu|" "sim|sim|" "nolib|sim|$T/none/libnvidia-ml.so.1"; do
 done
 grep '^gpu_utilization: ' "$T/u_cpu.out" "$T/u_sim.out" "$T/u_nolib.out" | sed 's/^/# /'
 
+tt_refused "gpu_utilization: interval 0 is refused" "callbacks[0].interval: must be > 0" "$T/bad" \
+  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/bad" --set 'callbacks=( { type = "gpu_utilization"; interval = 0; } )'
+
 # ---- a stand-in NVML: device index i returns (17 + 29 k + 41 i) % 101 at its k-th call ----
 cat >"$T/fake_nvml.c" <<'SRC'
 #include <stdint.h>
