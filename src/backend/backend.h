@@ -259,6 +259,7 @@ typedef struct {
     int major, minor;     /* compute capability (sim: that of the GPU it imitates) */
     size_t total_bytes;   /* device memory */
     int sm_count;
+    char pci_bus_id[32];  /* "domain:bus:device.function" in hex; "" on sim */
 } backend_device_info;
 
 /* The staged input of a tower (tensorpack's StagingInput): two slots of

@@ -35,6 +35,7 @@ typedef struct {
     nvml_return (*init)(void);
     nvml_return (*shutdown)(void);
     nvml_return (*handle_by_index)(unsigned int index, nvml_device *dev);
+    nvml_return (*handle_by_bus)(const char *pci_bus_id, nvml_device *dev); /* may be NULL */
     nvml_return (*utilization)(nvml_device dev, nvml_utilization *u);
 
     double interval; /* seconds between samples */
@@ -111,6 +112,7 @@ static gpu_util *gpu_util_open(const char *path, const trainer_t *tr, char *why,
     *(void **)&g->shutdown = dlsym(lib, "nvmlShutdown");
     *(void **)&g->handle_by_index = dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
     *(void **)&g->utilization = dlsym(lib, "nvmlDeviceGetUtilizationRates");
+    *(void **)&g->handle_by_bus = dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2");
     nvml_return rc = -1;
     bool inited = false;
     if (g->init == NULL || g->shutdown == NULL || g->handle_by_index == NULL ||
@@ -126,7 +128,15 @@ static gpu_util *gpu_util_open(const char *path, const trainer_t *tr, char *why,
             i++;
         if (i < g->n)
             continue; /* towers sharing a device: one figure */
-        if (g->handle_by_index((unsigned int)id, &g->devs[i]) != 0) {
+        /* NVML numbers the GPUs as the PCI bus does, CUDA by speed and
+         * after CUDA_VISIBLE_DEVICES: a GPU's bus id names it for both */
+        backend_device_info info = {0};
+        tt_err ignored = {0};
+        const backend_device_ops *dev = tr->backends[t]->dev;
+        bool by_bus = g->handle_by_bus != NULL &&
+                      dev->info(tr->backends[t], &info, &ignored) == 0 && info.pci_bus_id[0];
+        if (by_bus ? g->handle_by_bus(info.pci_bus_id, &g->devs[i]) != 0
+                   : g->handle_by_index((unsigned int)id, &g->devs[i]) != 0) {
             snprintf(why, len, "NVML has no device %d", id);
             rc = -1;
         }

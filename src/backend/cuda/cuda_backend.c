@@ -80,6 +80,8 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err)
     info->minor = p.minor;
     info->total_bytes = p.totalGlobalMem;
     info->sm_count = p.multiProcessorCount;
+    snprintf(info->pci_bus_id, sizeof(info->pci_bus_id), "%04x:%02x:%02x.0",
+             (unsigned)p.pciDomainID, (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
     /* No cudaSetDevice here (nor its "restore", which made a context on
      * GPU 0 in every process whatever its towers: cudaGetDevice says 0 when
      * no device was ever set); the free memory is reported where a backend
