@@ -58,10 +58,18 @@ git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1 ||
    ls configure Makefile.in aclocal.m4 config.h.in 2>/dev/null; find build-aux -type f 2>/dev/null; } |
    while IFS= read -r f; do [ -f "$f" ] && printf '%s\n' "$f"; done) >"$BUILD/.kit-files" ||
   die "listing the sources failed"
-# tar keeps the files' times: make rebuilds what changed since the last copy
-# (files that vanished stay behind; the build names its sources, so a stale
-# one is never compiled)
-(cd "$SRC" && tar -cf - -T "$BUILD/.kit-files") | (cd "$BUILD" && tar -xf -) ||
+# Only the files whose content differs are copied, and they get the time of
+# the copy: make then rebuilds exactly what changed since the last copy. (The
+# source's own times would not do: a file changed while an earlier kit was
+# being built is older than the object compiled from its previous content.)
+# Files that vanished stay behind; the build names its sources, so a stale
+# one is never compiled.
+rm -rf "$BUILD/.kit-incoming" && mkdir "$BUILD/.kit-incoming" &&
+  (cd "$SRC" && tar -cf - -T "$BUILD/.kit-files") | (cd "$BUILD/.kit-incoming" && tar -xmf -) &&
+  (cd "$BUILD/.kit-incoming" && while IFS= read -r f; do
+     cmp -s "$f" "$BUILD/$f" && continue
+     mkdir -p "$BUILD/$(dirname "$f")" && cp "$f" "$BUILD/$f" || exit 1
+   done <"$BUILD/.kit-files") && rm -rf "$BUILD/.kit-incoming" ||
   die "copying the sources into $BUILD failed"
 cd "$BUILD" || exit 1
 if [ ! -x configure ]; then
