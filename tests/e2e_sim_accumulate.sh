@@ -1,0 +1,68 @@
+#!/bin/sh
+# e2e_sim_accumulate.sh - trainer.accumulate on device towers (towertrain.cfg(5),
+# TRAINER accumulate), run on simulated GPUs: each micro-batch staged on its
+# own, the sum kept in device memory, one all-reduce per update (packs from
+# the grad-ready hooks only when the sum is final), fp16's sum unscaled once.
+#
+# A model without batchnorm or dropout (dense relu dense), so accumulate 4 x
+# batch 8 computes the gradient of batch 32. In every trainer type (simple,
+# sync_replicated on 2 sim towers with and without gradient_packing,
+# sync_parameter_server with ps_device "cpu" and "gpu", async on 1 tower) the
+# sim run with accumulate 4 x batch 8 must end (8 steps, momentum SGD) with the
+# parameters and optimizer state of the sim run with batch 32 and of the CPU
+# run with accumulate 4, within 1e-4 relative per tensor: the runs are
+# deterministic (same bits every time), so there are no random false
+# failures; they differ only in float32 summation order (~1e-6 measured), and
+# a micro-batch staged twice or skipped, a sum not averaged or an update
+# applied per micro-batch moves them by far more than 1e-4.
+# fp16 with accumulate 2 converges near fp32, and an overflow in one
+# micro-batch (TT_FAULT_GRAD) skips that whole update.
+. "$(dirname "$0")/tt_lib.sh"
+
+cat >"$T/job.cfg" <<'JOB'
+seed = 5;
+dataflow = { source = { type = "fake"; shape = [1, 16, 16]; classes = 4; size = 512; };
+  batch_size = 8; };
+model = { input = [1, 16, 16]; classes = 4; layers = (
+  { name = "fc0"; type = "dense"; units = 32; activation = "relu"; },
+  { name = "fc1"; type = "dense"; units = 4; } ); };
+optimizer = { type = "momentum"; learning_rate = 0.1; momentum = 0.9; };
+trainer = { device = "cpu"; threads_per_tower = 1; };
+callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
+max_epoch = 1;
+steps_per_epoch = 8;
+JOB
+# (8356 parameters: gradient_packing = 4 makes 4 packs of >= 1024)
+FINAL=model-8.safetensors
+
+# train DIR DEVICE TOWER-BATCH ACCUMULATE TRAINER-SETTINGS [OVERRIDES...]
+train() {
+  dir=$1 dev=$2 batch=$3 acc=$4 trainer=$5
+  shift 5
+  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$dir" --set "dataflow.batch_size=$batch" \
+    --set "trainer={$trainer device=\"$dev\"; threads_per_tower=1; accumulate=$acc;}" "$@" \
+    >"$T/$dir.out" 2>&1 || { sed 's/^/# /' "$T/$dir.out" | tail -n 3; return 1; }
+}
+
+# ---- fp32: accumulate 4 x batch 8 on sim = batch 32 on sim = CPU accumulate 4 ----
+for c in "simple|1|type=\"simple\";" \
+         "rep2|2|type=\"sync_replicated\"; nr_tower=2;" \
+         "rep2_packs|2|type=\"sync_replicated\"; nr_tower=2; gradient_packing=4;" \
+         "ps2_cpu|2|type=\"sync_parameter_server\"; nr_tower=2; ps_device=\"cpu\";" \
+         "ps2_gpu|2|type=\"sync_parameter_server\"; nr_tower=2; ps_device=\"gpu\";" \
+         "async1|1|type=\"async\"; nr_tower=1;"; do
+  name=${c%%|*} rest=${c#*|}
+  towers=${rest%%|*} trainer=${rest#*|}
+  big=$((32 / towers)) micro=$((8 / towers))
+  train "sim_acc_$name" sim $micro 4 "$trainer" &&
+    train "sim_big_$name" sim $big 1 "$trainer" &&
+    train "cpu_acc_$name" cpu $micro 4 "$trainer"
+  rc=$?
+  d1=$(tt_same "$T/sim_big_$name/$FINAL" "$T/sim_acc_$name/$FINAL" 1e-4 optimizer); s1=$?
+  d2=$(tt_same "$T/cpu_acc_$name/$FINAL" "$T/sim_acc_$name/$FINAL" 1e-4 optimizer); s2=$?
+  ok $([ $rc = 0 ] && [ $s1 = 0 ]; echo $?) "$name: sim, accumulate 4 x batch $micro per tower ends as sim with batch $big (max rel diff $d1)"
+  ok $([ $rc = 0 ] && [ $s2 = 0 ]; echo $?) "$name: sim, accumulate 4 ends as CPU towers with accumulate 4 (max rel diff $d2)"
+done
+grep -q 'allreduce: sim over 2 GPU(s) (1 rank(s) x 2 tower(s)), 4 pack(s)' "$T/sim_acc_rep2_packs.out"
+ok $? "rep2_packs: the sim all-reduce runs in 4 packs with accumulate 4"
+tt_done
