@@ -44,11 +44,13 @@ JOB
 FINAL=model-8.safetensors
 
 # train DIR DEVICE TOWER-BATCH ACCUMULATE TRAINER-SETTINGS [OVERRIDES...]
-# (its variables are prefixed: shell functions share the caller's)
+# (its variables are prefixed: shell functions share the caller's; $launch,
+# empty or mpirun's command, runs towertrain)
+launch=
 train() {
   tr_dir=$1 tr_dev=$2 tr_batch=$3 tr_acc=$4 tr_set=$5
   shift 5
-  "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$tr_dir" --set "dataflow.batch_size=$tr_batch" \
+  $launch "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/$tr_dir" --set "dataflow.batch_size=$tr_batch" \
     --set "trainer={$tr_set device=\"$tr_dev\"; threads_per_tower=1; accumulate=$tr_acc;}" \
     "$@" >"$T/$tr_dir.out" 2>&1 || { sed 's/^/# /' "$T/$tr_dir.out" | tail -n 3; return 1; }
 }
@@ -74,6 +76,19 @@ for c in "simple|1|type=\"simple\";" \
 done
 grep -q 'allreduce: sim over 2 GPU(s) (1 rank(s) x 2 tower(s)), 4 pack(s)' "$T/sim_acc_rep2_packs.out"
 ok $? "rep2_packs: the sim all-reduce runs in 4 packs with accumulate 4"
+
+# ---- 2 MPI ranks x 2 sim towers with packs, accumulate 2 = the CPU towers ----
+if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
+  packs='type="sync_replicated"; nr_tower=2; gradient_packing=4;'
+  launch="mpirun --allow-run-as-root --oversubscribe -np 2"
+  train mpi_sim sim 4 2 "$packs" && train mpi_cpu cpu 4 2 "$packs"
+  rc=$?
+  launch=
+  d=$(tt_same "$T/mpi_cpu/$FINAL" "$T/mpi_sim/$FINAL" 1e-4 optimizer); s=$?
+  ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 ranks x 2 sim towers, 4 packs, accumulate 2: the CPU towers' parameters (max rel diff $d)"
+else
+  skip "2 ranks x 2 sim towers, accumulate 2" "built without MPI or no mpirun"
+fi
 
 # ---- fp16, accumulate 2: converges near fp32 in every trainer type ----
 # 3 epochs of 8 steps from the same start (deterministic: no random
