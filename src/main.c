@@ -256,6 +256,7 @@ static void install_stop_signals(void)
     sa.sa_flags = SA_RESTART;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    backend_device_set_stop(&trainer_stop_signal); /* device waits see it (issue 27) */
 }
 
 /* Everything is checked: takes the log directory, writes job.cfg, trains.

@@ -1,5 +1,5 @@
 #!/bin/sh
-# e2e_config_layers.sh - src/config is layered (issue 12, defect 8): the
+# e2e_config_layers.sh - src/config is layered, one way, without cycles: the
 # engine (schema.o) calls nothing above it, the model rules (model_cfg.o) sit
 # on the engine, the job's tables and job.o on both. Read from the objects
 # themselves: which object's undefined symbols another defines. The graph

@@ -1,5 +1,5 @@
 #!/bin/sh
-# e2e_disk_full.sh - a real full disk (issue 12). A run trains into a small
+# e2e_disk_full.sh - what a run does when the disk fills. A run trains into a small
 # tmpfs until it fills, for a sweep of sizes, so the write that fails is in
 # turn the event file, stats.json, a checkpoint and its pointer. Every time:
 # exit status 1 and one error line naming the full disk; the checkpoint the
@@ -7,9 +7,6 @@
 # file whole records; no temporary file left. Then, once space is back,
 # resume finishes the run. Needs root to mount, done in a private mount
 # namespace (unshare -m) so nothing leaks out; SKIPs visibly otherwise. TAP.
-: "${TOWERTRAIN:?}"
-PY=/usr/bin/python3
-
 if [ -z "${TT_DISK_FULL_INNER:-}" ]; then
     if [ "$(id -u)" -ne 0 ] || ! command -v unshare >/dev/null 2>&1; then
         echo "1..0 # SKIP mounting a tmpfs needs root and unshare (uid $(id -u))"
@@ -21,7 +18,7 @@ if [ -z "${TT_DISK_FULL_INNER:-}" ]; then
     fi
     TT_DISK_FULL_INNER=1 exec unshare -m --propagation private sh "$0"
 fi
-T=$(mktemp -d "${TMPDIR:-/tmp}/tt_full.XXXXXX") || exit 99
+. "$(dirname "$0")/tt_lib.sh"
 trap 'umount "$T/disk" 2>/dev/null; rm -rf "$T"' EXIT
 mkdir -p "$T/disk" "$T/runs"
 if ! mount -t tmpfs -o size=64k tmpfs "$T/disk" 2>"$T/mount.err"; then
@@ -29,12 +26,6 @@ if ! mount -t tmpfs -o size=64k tmpfs "$T/disk" 2>"$T/mount.err"; then
     exit 0
 fi
 umount "$T/disk"
-
-n=0 failed=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; failed=1; fi
-}
 
 # A 784-8-10 MLP with Adam: about 76 KiB per checkpoint, one every epoch, all
 # kept; events with histograms grow the event file every epoch.
@@ -65,14 +56,10 @@ for kb in $sizes; do
     umount "$T/disk"
 done
 
-$PY - "$T/runs" $sizes <<'PYEOF'
+$PY - "$T/runs" $sizes >"$T/checks" 2>&1 <<'PYEOF'
 import glob, json, os, re, struct, sys
+from tt_tap import ok
 runs, sizes = sys.argv[1], sys.argv[2:]
-n = 0
-def ok(cond, what):
-    global n
-    n += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (n, what))
 table = []
 for i in range(256):
     c = i
@@ -156,7 +143,7 @@ for k in ("exit", "line", "tmp", "pointer", "stats", "events"):
 for w in ("event file", "stats.json", "checkpoint file", "checkpoint"):
     ok(w in failing, "the sweep filled the disk during a write of the %s" % w)
 PYEOF
-n=$((n + 10))
+tt_tap "$T/checks" $?
 
 # Space comes back: remount larger and resume from the pointer's checkpoint.
 run_full 316
@@ -169,5 +156,4 @@ ok $rc "resume from ${ckpt:-nothing} once space is back, to epoch 10"
 final=$(head -n 1 "$T/disk/log/checkpoint" 2>/dev/null)
 ok "$([ "$final" = model-80.safetensors ]; echo $?)" "the resumed run ends at step 80 ($final)"
 umount "$T/disk"
-echo "1..$n"
-exit $failed
+tt_done

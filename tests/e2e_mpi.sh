@@ -70,7 +70,11 @@ rc=$?
 d=$(tt_same "$T/drop_t2/$FINAL" "$T/drop_r2/$FINAL" 1e-5 optimizer); s=$?
 ok $([ $rc1 = 0 ] && [ $rc = 0 ] && [ $s = 0 ]; echo $?) "with dropout, 2 ranks x 1 tower equal 1 process x 2 towers (max rel diff $d)"
 
-# (2) validation is split over the ranks and reduced: the same figures
+# (2) validation is split over the ranks and reduced: the same figures.
+# Not two samples of training noise but one computation up to the reduction
+# order (the parameters agree within 1e-5, check (1)): the logits differ by
+# about that, and an image changes its class only on such a near-tie, so 2
+# of the 1000 validation images may, and the losses agree within 1e-4.
 $PY -c 'import json,sys
 a = json.load(open(sys.argv[1]))[-1]; b = json.load(open(sys.argv[2]))[-1]
 assert abs(a["validation_loss"] - b["validation_loss"]) < 1e-4 * a["validation_loss"], (a, b)

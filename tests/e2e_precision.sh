@@ -190,29 +190,20 @@ tt_refused "eval in fp16 on CPU towers: one line, exit 2" \
   'towertrain: trainer.precision = "fp16" runs on GPU towers only' "$T/none" \
   "$TOWERTRAIN" eval "$T/b2f" --set 'trainer.precision="fp16"'
 
-# (5) LeNet on Fashion-MNIST: bf16 reaches fp32's validation accuracy within
-# 0.005 after 3 epochs (the shipped job)
+# (5) LeNet on Fashion-MNIST (the shipped job, 3 epochs): bf16 learns as
+# fp32 does. Statistical (tt_lib.sh, tt_not_worse): seeds 1-3 in each
+# precision, bf16's mean validation accuracy at most 0.0131 below fp32's;
+# a correct bf16 fails it 1 time in 1,000 at most.
 if [ ! -f $DATA/t10k-images-idx3-ubyte.gz ]; then
   skip "bf16: LeNet on Fashion-MNIST as fp32" "dataset-fashion-mnist not installed"
 else
-  why=""
-  for p in fp32 bf16; do
-    "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_lenet.cfg" --logdir "$T/fm-$p" --quiet \
-      --set "trainer.precision=\"$p\"" --set 'callbacks=( { type = "inference_runner";
-        dataflow = { source = { type = "idx"; images = "'$DATA'/t10k-images-idx3-ubyte.gz";
-                                labels = "'$DATA'/t10k-labels-idx1-ubyte.gz"; };
-                     augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-                     batch_size = 500; }; } )' --set 'monitors=( "json" )' ||
-      why="$why $p failed;"
+  acc_fp32="" acc_bf16=""
+  for s in 1 2 3; do
+    acc_fp32="$acc_fp32 $(tt_fm_lenet "$T/fm-fp32-$s" $s --set 'trainer.precision="fp32"')"
+    acc_bf16="$acc_bf16 $(tt_fm_lenet "$T/fm-bf16-$s" $s --set 'trainer.precision="bf16"')"
   done
-  acc=$($PY -c 'import json,sys
-a = json.load(open(sys.argv[1])); b = json.load(open(sys.argv[2]))
-assert len(a) == len(b) == 3
-fa, fb = a[-1]["validation_accuracy"], b[-1]["validation_accuracy"]
-print("fp32 %.4f bf16 %.4f" % (fa, fb))
-sys.exit(0 if fb >= fa - 0.005 else 1)' "$T/fm-fp32/stats.json" "$T/fm-bf16/stats.json") ||
-    why="$why accuracy $acc;"
-  ok $([ -z "$why" ]; echo $?) "bf16: LeNet on Fashion-MNIST, 3 epochs: validation accuracy within 0.005 of fp32 ($acc$why)"
+  tt_not_worse "bf16: LeNet on Fashion-MNIST, 3 epochs, seeds 1-3: validation accuracy as fp32's" \
+    "$acc_fp32" "$acc_bf16" 3
 fi
 
 # (6) ResNet-20 (the shipped fake-data job, 2 towers, 2 epochs): the loss
@@ -221,6 +212,13 @@ fi
 # job as shipped (10240 images, random labels: the loss falls by 0.1-0.3%,
 # minutes here). resnet_loss TAG LEAST --set...: both runs, and the check
 # that both fall by more than LEAST and stay within 5% of each other.
+# Statistical, paired (the same seed, batches and initial weights; 16 steps
+# leave the two runs close): over seeds 1-12 on an AMD EPYC Zen 5, bf16's
+# epoch losses sat from fp32's by a relative -0.16..+0.60% (sd 0.21%) after
+# epoch 1 and -0.57..+1.51% (mean +0.55%, sd 0.66%) after epoch 2, and the
+# loss fell by 0.56..0.66 (mean 0.60, sd 0.027) in each precision. 5% is
+# 6.7 sd past the epoch-2 mean, 0.3 is 11 sd below the fall: a correct bf16
+# fails either less than 1 time in 1,000 (normal tails: far less).
 resnet_loss() {
   tag=$1 least=$2
   shift 2

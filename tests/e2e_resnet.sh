@@ -1,5 +1,5 @@
 #!/bin/sh
-# End-to-end: ResNet-20 (issue 7) through the binary (TAP).
+# End-to-end: ResNet-20 (models/resnet20.cfg, CIFAR-10) through the binary (TAP).
 #  (a) jobs/cifar10_resnet20.cfg without the CIFAR files: exit 2, one line
 #      saying which file and where to get it, no log directory;
 #  (b) the same job on fabricated CIFAR-10 binary files trains and validates;

@@ -1,6 +1,6 @@
 #!/bin/sh
 # End-to-end: `towertrain run` and `validate` on the shipped jobs (TAP).
-# Trains LeNet on Fashion-MNIST for 3 epochs (the issue's accuracy target) and
+# Trains LeNet on Fashion-MNIST for 3 epochs (to validation accuracy >= 0.87) and
 # checks the log directory, determinism, and the resolved job round trip.
 . "$(dirname "$0")/tt_lib.sh"
 
@@ -46,7 +46,12 @@ PYEOF
   [ -n "$got" ] && [ "$got" = "$want" ]
   ok $? "towertrain eval of its checkpoint prints accuracy $got: the run's last validation_accuracy $want"
   # the same data as an image folder of PNGs (jobs/fashion_mnist_export.py), decoded in
-  # the prefetch workers: the IDX job's accuracy within 0.01 after 3 epochs
+  # the prefetch workers, learns as the IDX job does. Statistical (tt_lib.sh,
+  # tt_not_worse): the folder's order of the images is not the IDX file's, so
+  # the runs differ as two seeds do; one run each, the folder's validation
+  # accuracy at most 0.0227 below the IDX run's: a correct pipeline fails 1
+  # time in 1,000 at most. That the PNGs decode to the IDX pixels is the eval
+  # below's, exactly.
   if "$TOWERTRAIN" --version | grep -q "images: jpeg png"; then
     $PY "$TT_SRCDIR/jobs/fashion_mnist_export.py" folder "$T/folder" > /dev/null &&
       "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_folder.cfg" --logdir "$T/folder-lenet" --quiet \
@@ -54,9 +59,9 @@ PYEOF
         --set "callbacks[0].dataflow.source.root=\"$T/folder/test\""
     rc=$?
     facc=$($PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$T/folder-lenet/stats.json" 2>/dev/null)
-    $PY -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.01 else 1)' "${facc:-0}" "$want" 2>/dev/null
-    close=$?
-    ok $([ $rc = 0 ] && [ $close = 0 ]; echo $?) "LeNet on the Fashion-MNIST PNG folder: validation_accuracy $facc, the IDX job's $want within 0.01"
+    [ $rc = 0 ] || facc=""
+    tt_not_worse "LeNet on the Fashion-MNIST PNG folder, 3 epochs: validation accuracy as the IDX job's" \
+      "$want" "$facc"
     "$TOWERTRAIN" eval "$T/lenet" --set "callbacks[0].dataflow.source={ type = \"image_folder\";
       root = \"$T/folder/test\"; channels = 1; }" > "$T/eval-png.out" 2>&1
     got=$(sed -n 's/^accuracy  *\([^ ]*\).*/\1/p' "$T/eval-png.out")

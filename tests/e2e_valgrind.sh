@@ -4,18 +4,11 @@
 # workers, convolution, batchnorm and pooling layers, checkpoints, events and
 # stats.json; then resume, validate, and a bad job's error path. valgrind
 # exits 99 on an error or a definite leak. TAP; SKIP without $VALGRIND.
-: "${TOWERTRAIN:?}"
 if [ -z "${VALGRIND:-}" ]; then
     echo "1..0 # SKIP \$VALGRIND not set (make check-valgrind sets it)"
     exit 0
 fi
-T=$(mktemp -d "${TMPDIR:-/tmp}/tt_vg.XXXXXX") || exit 99
-trap 'rm -rf "$T"' EXIT
-n=0 failed=0
-ok() {
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2 (exit $1)"; failed=1; fi
-}
+. "$(dirname "$0")/tt_lib.sh"
 cat >"$T/job.cfg" <<'JOB'
 dataflow = { source = { type = "fake"; shape = [3, 12, 12]; classes = 5; size = 96; };
   batch_size = 8; augment = ( { type = "random_crop"; size = 12; padding = 2; }, { type = "flip"; } );
@@ -35,20 +28,19 @@ JOB
 $VALGRIND "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/log" --quiet --set max_epoch=1 \
     >"$T/out" 2>"$T/err"
 rc=$?
-ok $rc "run: 2 towers, prefetch, conv/batchnorm/pool/dropout, a checkpoint"
+ok $rc "run: 2 towers, prefetch, conv/batchnorm/pool/dropout, a checkpoint (exit $rc)"
 [ $rc -eq 0 ] || sed 's/^/# /' "$T/err" | head -n 30
 $VALGRIND "$TOWERTRAIN" resume "$T/log" --max-epoch 2 --quiet >"$T/out" 2>"$T/err"
 rc=$?
-ok $rc "resume to epoch 2"
+ok $rc "resume to epoch 2 (exit $rc)"
 [ $rc -eq 0 ] || sed 's/^/# /' "$T/err" | head -n 30
 $VALGRIND "$TOWERTRAIN" validate "$T/job.cfg" >"$T/out" 2>"$T/err"
 rc=$?
-ok $rc "validate"
+ok $rc "validate (exit $rc)"
 printf 'dataflow = { batch_size = 0; };\n' >"$T/bad.cfg"
 $VALGRIND "$TOWERTRAIN" validate "$T/bad.cfg" >"$T/out" 2>"$T/err"
 rc=$?
 [ $rc -eq 2 ] && grep -q "^towertrain: " "$T/err"
 ok $? "a bad job: exit 2, one error line, nothing else reported (got $rc)"
 [ $rc -eq 2 ] || sed 's/^/# /' "$T/err" | head -n 30
-echo "1..$n"
-exit $failed
+tt_done

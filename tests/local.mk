@@ -1,7 +1,7 @@
 # End-to-end tests of the command (module tests sit in each module's local.mk).
 # What the tests share: TAP and files, the numerical references (C), and the
 # helpers every e2e script sources.
-EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_lib.sh
+EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_blocked.h tests/tt_lib.sh
 TESTS += tests/e2e_run.sh
 EXTRA_DIST += tests/e2e_run.sh
 TESTS += tests/e2e_bad_data.sh
@@ -39,7 +39,9 @@ EXTRA_DIST += tests/e2e_memory.sh
 TESTS += tests/e2e_timeline.sh
 EXTRA_DIST += tests/e2e_timeline.sh tests/tt_timeline.py tests/tt_profile.py
 # GPU towers' host code on simulated GPUs (trainer.device = "sim")
-TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh \
+TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh \
 	tests/e2e_sim_accumulate.sh
-EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh \
+EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh \
 	tests/e2e_sim_accumulate.sh
+TESTS += tests/e2e_device_stats.sh
+EXTRA_DIST += tests/e2e_device_stats.sh

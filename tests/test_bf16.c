@@ -12,6 +12,10 @@
  *  - 1, 2 and 5 threads give the same bits;
  *  - against torch.autocast("cpu", dtype=torch.bfloat16): under 1e-2
  *    (skipped visibly without a python3 with torch).
+ * Then the operations over blocked activations held in bf16 (backend.h:
+ * blocked_bf16): element-wise, conv2d, the pools (the float32 NCHW bits on
+ * the widened x, a bf16 y rounded once) and batchnorm (those bits, y
+ * rounded), every rounding checked against tt_ref.h's tt_bf16_round.
  * Without AVX512_BF16 or AMX (or with oneDNN capped below them by
  * ONEDNN_MAX_CPU_ISA) the backend must refuse with a usage error naming what
  * is missing, and the rest SKIPs visibly.
@@ -23,6 +27,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "tt_blocked.h"
 #include "tt_ref.h"
 #include "tt_test.h"
 
@@ -145,13 +150,7 @@ static void run_case(backend_t *be, const bcase *c, const inputs *in, outputs *o
 /* bf16 rounding (nearest even) of a float, as a double */
 static double bf16_of(float f)
 {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    u += 0x7fffu + ((u >> 16) & 1u);
-    u &= 0xffff0000u;
-    float r;
-    memcpy(&r, &u, 4);
-    return r;
+    return tt_bf16_widen(tt_bf16_round(f));
 }
 
 typedef struct {
@@ -400,32 +399,6 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
 
 /* ---- blocked activations in bf16 (backend.h: blocked_bf16) ---- */
 
-/* The bf16 nearest to f (ties to the even one), found by comparing the two
- * candidates around it in double: independent of the backend's bit trick. */
-static uint16_t nearest_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (f != f)
-        return (uint16_t)((u >> 16) | 0x40);
-    uint32_t lo = u & 0xffff0000u, hi = lo + 0x10000u; /* toward zero, away from it */
-    float flo, fhi;
-    memcpy(&flo, &lo, 4);
-    memcpy(&fhi, &hi, 4);
-    double dlo = fabs((double)f - flo), dhi = fabs((double)fhi - f);
-    if (dlo < dhi || (dlo == dhi && ((lo >> 16) & 1) == 0))
-        return (uint16_t)(lo >> 16);
-    return (uint16_t)(hi >> 16);
-}
-
-static float widen(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-
 /* add_blocked (with and without relu), relu_forward_blocked and
  * relu_backward_blocked of the bf16 backend: bf16 in, bf16 out (gradients
  * float32), each element the nearest bf16 of the float32 result; the same
@@ -441,8 +414,8 @@ static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
     tt_fill(&rng, fb, count, -4.0, 4.0);
     tt_fill(&rng, g, count, -1.0, 1.0);
     for (size_t i = 0; i < count; i++) {
-        a[i] = nearest_bf16(fa[i]);
-        b[i] = nearest_bf16(fb[i]);
+        a[i] = tt_bf16_round(fa[i]);
+        b[i] = tt_bf16_round(fb[i]);
     }
     a[7] = 0x8000;   /* -0: relu gives +0 */
     a[8] = 0x7fc1;   /* NaN: relu gives +0, a sum stays NaN */
@@ -472,13 +445,13 @@ static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
     }
     size_t bad[4] = {0}, bad_dx = 0;
     for (size_t i = 0; i < count; i++) {
-        float s = widen(a[i]) + widen(b[i]);
-        float r = widen(a[i]) > 0.0f ? widen(a[i]) : 0.0f;
-        uint16_t want[4] = {nearest_bf16(s), nearest_bf16(s > 0.0f ? s : 0.0f), nearest_bf16(r),
-                            nearest_bf16(s)};
+        float s = tt_bf16_widen(a[i]) + tt_bf16_widen(b[i]);
+        float r = tt_bf16_widen(a[i]) > 0.0f ? tt_bf16_widen(a[i]) : 0.0f;
+        uint16_t want[4] = {tt_bf16_round(s), tt_bf16_round(s > 0.0f ? s : 0.0f), tt_bf16_round(r),
+                            tt_bf16_round(s)};
         for (int k = 0; k < 4; k++)
             bad[k] += out[0][k][i] != want[k];
-        float wg = widen(a[i]) > 0.0f ? g[i] : 0.0f;
+        float wg = tt_bf16_widen(a[i]) > 0.0f ? g[i] : 0.0f;
         bad_dx += memcmp(&dx[0][i], &wg, 4) != 0;
     }
     tt_ok(bad[0] == 0 && bad[3] == 0, "bf16 blocked add: the nearest bf16 of each float32 sum, "
@@ -505,7 +478,7 @@ static void test_blocked_elementwise(backend_t *const bf[2], backend_t *fp32)
     float *h1 = tt_host_copy(fp32, y1, count * 4), *h2 = tt_host_copy(fp32, y2, count * 4);
     size_t nz = 0;
     for (size_t i = 0; i < count; i++)
-        nz += h1[i] > 0.0f && h1[i] != widen(nearest_bf16(h1[i]));
+        nz += h1[i] > 0.0f && h1[i] != tt_bf16_widen(tt_bf16_round(h1[i]));
     tt_ok(memcmp(h1, h2, count * 4) == 0 && nz > count / 4,
           "float32 backend: blocked add + relu = the NCHW one, float32 (not rounded)");
     free(h1), free(h2);
@@ -537,14 +510,14 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
     tt_fill(&rng, w, nw, -1.0, 1.0);
     tt_fill(&rng, dy, ny, -1.0, 1.0);
     for (size_t i = 0; i < nx; i++)
-        x[i] = widen(nearest_bf16(x[i]));
+        x[i] = tt_bf16_widen(tt_bf16_round(x[i]));
     /* the blocked copies: x in bf16, dy float32 */
     uint16_t *xb = calloc(nx, 2);
     float *dyb = calloc(ny, 4);
     for (int n = 0; n < d.n; n++) {
         for (int c = 0; c < d.c && bx; c++)
             for (int p = 0; p < P; p++)
-                xb[nhwc_at(d.c, P, n, c, p)] = nearest_bf16(x[((size_t)n * d.c + c) * P + p]);
+                xb[nhwc_at(d.c, P, n, c, p)] = tt_bf16_round(x[((size_t)n * d.c + c) * P + p]);
         for (int f = 0; f < d.f && by; f++)
             for (int q = 0; q < Q; q++)
                 dyb[nhwc_at(d.f, Q, n, f, q)] = dy[((size_t)n * d.f + f) * Q + q];
@@ -571,7 +544,7 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
             for (int f = 0; f < d.f; f++)
                 for (int q = 0; q < Q; q++)
                     out[blk][0][((size_t)n * d.f + f) * Q + q] =
-                        e.blocked_y ? widen(((uint16_t *)hy)[nhwc_at(d.f, Q, n, f, q)])
+                        e.blocked_y ? tt_bf16_widen(((uint16_t *)hy)[nhwc_at(d.f, Q, n, f, q)])
                                     : hy[((size_t)n * d.f + f) * Q + q];
             for (int c = 0; c < d.c; c++)
                 for (int p = 0; p < P; p++)
@@ -592,8 +565,8 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
             far += b != r;
         else if (fabs((double)b - r) > fabs((double)r) / 256.0 + 1e-6)
             far++;
-        rounded += b == widen(nearest_bf16(b));
-        exact += b == widen(nearest_bf16(r));
+        rounded += b == tt_bf16_widen(tt_bf16_round(b));
+        exact += b == tt_bf16_widen(tt_bf16_round(r));
     }
     tt_ok(far == 0 && (!by || (rounded == ny && exact > ny * 9 / 10)),
           "%s: y %s (%zu far, %zu of %zu the rounded NCHW value)", label,
@@ -605,6 +578,319 @@ static void check_blocked_conv(backend_t *be, window_desc d, const char *label)
         for (int k = 0; k < 3; k++)
             free(out[blk][k]);
     free(x), free(w), free(dy), free(xb), free(dyb);
+}
+
+/* the float32 reference of the blocked bf16 pools and batchnorm: 1 thread */
+static backend_t *be1;
+
+/* ---- pools over bf16 blocked activations (backend.h: blocked_bf16),
+ *      against the float32 NCHW operations on the widened values ---- */
+
+/* x [n, c, hw], bf16-exact: small integers times 0.375 (ties between
+ * windows' taps) and uniform values rounded to bf16; NaNs when asked */
+static void fill_bf16_exact(tt_rng *rng, float *x, size_t count, bool nans)
+{
+    for (size_t i = 0; i < count; i++) {
+        double v = tt_below(rng, 2) ? (tt_below(rng, 9) - 4) * 0.375 : tt_uniform(rng, -3.0, 3.0);
+        x[i] = tt_bf16_widen(tt_bf16_round((float)v));
+    }
+    if (nans)
+        for (size_t i = 5; i < count; i += 97)
+            x[i] = tt_bf16_widen(0x7fc0);
+}
+
+/* A max (with its argmax mask) or average pool's forward and backward. */
+static void pool_run(backend_t *be, const window_desc *d, bool max, const float *x, float *y,
+                     int32_t *mask, const float *dy, float *dx)
+{
+    if (max) {
+        be->maxpool_forward(be, d, x, y, mask);
+        be->maxpool_backward(be, d, dy, mask, dx);
+    } else {
+        be->avgpool_forward(be, d, x, y);
+        be->avgpool_backward(be, d, dy, dx);
+    }
+}
+
+/* One pool (max: mask too) forward and backward on the bf16 backend `bb`
+ * with a blocked bf16 x, against be1's NCHW operations on the widened x:
+ * returns the number of mismatching elements of y, the mask and dx. */
+static int bf16_pool_case(backend_t *bb, tt_rng *rng, bool max, int c, int h, int w, int k,
+                          int stride, int pad, bool nhwc, bool blocked_y)
+{
+    window_desc d = {.n = 3, .c = c, .h = h, .w = w, .f = c, .k = k, .stride = stride,
+                     .pad = pad, .blocked_x = false, .blocked_y = false};
+    d.oh = window_out_size(h, k, stride, pad);
+    d.ow = window_out_size(w, k, stride, pad);
+    int ipix = h * w, opix = d.oh * d.ow;
+    size_t in = (size_t)d.n * c * ipix, out = (size_t)d.n * c * opix;
+    float *x = malloc(in * 4), *dy = malloc(out * 4);
+    fill_bf16_exact(rng, x, in, max);
+    tt_fill(rng, dy, out, -1.0, 1.0);
+
+    /* the reference: float32 NCHW on be1 */
+    float *rx = tt_dev_copy(be1, x, in * 4), *ry = tt_dev_copy(be1, NULL, out * 4);
+    float *rdy = tt_dev_copy(be1, dy, out * 4), *rdx = tt_dev_copy(be1, NULL, in * 4);
+    int32_t *rm = tt_dev_copy(be1, NULL, out * 4);
+    pool_run(be1, &d, max, rx, ry, rm, rdy, rdx);
+    float *ref_y = tt_host_copy(be1, ry, out * 4), *ref_dx = tt_host_copy(be1, rdx, in * 4);
+    int32_t *ref_m = tt_host_copy(be1, rm, out * 4);
+
+    /* the blocked bf16 x; y and the mask blocked (y bf16) or NCHW (float) */
+    d.blocked_x = true;
+    d.blocked_y = blocked_y;
+    bool saved = bb->blocked_nhwc;
+    bb->blocked_nhwc = nhwc;
+    uint16_t *hx = malloc(in * 2);
+    to_blocked16(x, d.n, c, ipix, nhwc, hx);
+    float *hdy = malloc(out * 4);
+    if (blocked_y)
+        for (int i = 0; i < d.n; i++)
+            for (int ch = 0; ch < c; ch++)
+                for (int p = 0; p < opix; p++)
+                    hdy[blocked_at(i, ch, p, c, opix, nhwc)] = dy[((size_t)i * c + ch) * opix + p];
+    else
+        memcpy(hdy, dy, out * 4);
+    float *bx = tt_dev_copy(bb, hx, in * 2), *by = tt_dev_copy(bb, NULL, out * 4);
+    float *bdy = tt_dev_copy(bb, hdy, out * 4), *bdx = tt_dev_copy(bb, NULL, in * 4);
+    int32_t *bm = tt_dev_copy(bb, NULL, out * 4);
+    pool_run(bb, &d, max, bx, by, bm, bdy, bdx);
+    bb->blocked_nhwc = saved;
+    void *got_y = tt_host_copy(bb, by, out * (blocked_y ? 2 : 4));
+    int32_t *got_m = tt_host_copy(bb, bm, out * 4), *m = malloc(out * 4);
+    float *got_dx = tt_host_copy(bb, bdx, in * 4), *dx = malloc(in * 4);
+    from_blocked32(got_dx, d.n, c, ipix, nhwc, dx);
+    if (blocked_y)
+        from_blocked32(got_m, d.n, c, opix, nhwc, m);
+    else
+        memcpy(m, got_m, out * 4);
+
+    int bad = 0;
+    for (int i = 0; i < d.n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < opix; p++) {
+                size_t o = ((size_t)i * c + ch) * opix + p;
+                if (blocked_y) {
+                    uint16_t want = tt_bf16_round(ref_y[o]);
+                    bad += ((const uint16_t *)got_y)[blocked_at(i, ch, p, c, opix, nhwc)] != want;
+                } else {
+                    bad += memcmp((const float *)got_y + o, ref_y + o, 4) != 0;
+                }
+                bad += max && m[o] != ref_m[o];
+            }
+    bad += !tt_same_bits(dx, ref_dx, in) ? 1 : 0;
+
+    free(x), free(dy), free(hx), free(hdy), free(ref_y), free(ref_dx), free(ref_m);
+    free(got_y), free(got_m), free(m), free(got_dx), free(dx);
+    be1->free(be1, rx), be1->free(be1, ry), be1->free(be1, rdy), be1->free(be1, rdx);
+    be1->free(be1, rm);
+    bb->free(bb, bx), bb->free(bb, by), bb->free(bb, bdy), bb->free(bb, bdx), bb->free(bb, bm);
+    return bad;
+}
+
+/* Global average pooling of a blocked bf16 x [n, 48, 37] in both orders:
+ * y = be1's NCHW path (a dense layer of weights 1 / hw) on the widened x;
+ * the backward (float32 gradients, unchanged) = the NCHW dense backward's
+ * dx. Returns the mismatches. */
+static int bf16_gap_case(backend_t *bb, tt_rng *rng, bool nhwc)
+{
+    const int n = 3, c = 48, hw = 37;
+    size_t count = (size_t)n * c * hw;
+    float *x = malloc(count * 4), *g = malloc((size_t)n * c * 4), wts[37];
+    fill_bf16_exact(rng, x, count, false);
+    tt_fill(rng, g, (size_t)n * c, -1.0, 1.0);
+    for (int p = 0; p < hw; p++)
+        wts[p] = 1.0f / (float)hw;
+    float *rx = tt_dev_copy(be1, x, count * 4), *rw = tt_dev_copy(be1, wts, sizeof(wts));
+    float *ry = tt_dev_copy(be1, NULL, (size_t)n * c * 4);
+    float *rg = tt_dev_copy(be1, g, (size_t)n * c * 4), *rdx = tt_dev_copy(be1, NULL, count * 4);
+    be1->dense_forward(be1, n * c, hw, 1, rx, rw, NULL, false, ry);
+    be1->dense_backward(be1, n * c, hw, 1, rx, rw, ry, false, rg, rdx, NULL, NULL);
+    float *ref_y = tt_host_copy(be1, ry, (size_t)n * c * 4);
+    float *ref_dx = tt_host_copy(be1, rdx, count * 4);
+
+    uint16_t *hx = malloc(count * 2);
+    to_blocked16(x, n, c, hw, nhwc, hx);
+    bool saved = bb->blocked_nhwc;
+    bb->blocked_nhwc = nhwc;
+    float *bx = tt_dev_copy(bb, hx, count * 2), *by = tt_dev_copy(bb, NULL, (size_t)n * c * 4);
+    float *bg = tt_dev_copy(bb, g, (size_t)n * c * 4), *bdx = tt_dev_copy(bb, NULL, count * 4);
+    bb->global_avgpool_blocked_forward(bb, n, c, hw, bx, by);
+    bb->global_avgpool_blocked_backward(bb, n, c, hw, bg, bdx);
+    bb->blocked_nhwc = saved;
+    float *y = tt_host_copy(bb, by, (size_t)n * c * 4), *got_dx = tt_host_copy(bb, bdx, count * 4);
+    float *dx = malloc(count * 4);
+    from_blocked32(got_dx, n, c, hw, nhwc, dx);
+    int bad = 0;
+    for (size_t i = 0; i < (size_t)n * c; i++)
+        bad += memcmp(&y[i], &ref_y[i], 4) != 0;
+    for (size_t i = 0; i < count; i++)
+        bad += memcmp(&dx[i], &ref_dx[i], 4) != 0;
+    free(x), free(g), free(ref_y), free(ref_dx), free(hx), free(y), free(got_dx), free(dx);
+    be1->free(be1, rx), be1->free(be1, rw), be1->free(be1, ry), be1->free(be1, rg);
+    be1->free(be1, rdx);
+    bb->free(bb, bx), bb->free(bb, by), bb->free(bb, bg), bb->free(bb, bdx);
+    return bad;
+}
+
+static void test_blocked_bf16_pools(void)
+{
+    tt_err err;
+    err_clear(&err);
+    for (int th = 1; th <= 2; th++) {
+        backend_t *bb = backend_cpu_create_bf16(0, th, &err);
+        if (bb == NULL) {
+            tt_skip("pools over bf16 blocked activations: no bf16 backend here (%s)", err.msg);
+            return;
+        }
+        bb->blocked_bf16 = true;
+        tt_rng rng = tt_rng_make(0xbf16 + (uint64_t)th);
+        /* max 2x2 / 2 (the 2x2 window), max 3x3 / 2 pad 1 (clipped edges),
+         * avg 2x2 / 2 and 3x3 / 1 pad 1; 7x9 pixels (odd: unused rows and
+         * columns) */
+        const struct {
+            bool max;
+            int k, stride, pad;
+            const char *name;
+        } pools[] = {{true, 2, 2, 0, "max 2x2/2"},
+                     {true, 3, 2, 1, "max 3x3/2 pad 1"},
+                     {false, 2, 2, 0, "avg 2x2/2"},
+                     {false, 3, 1, 1, "avg 3x3/1 pad 1"}};
+        /* 16 channels in both orders (one block: the same), 32 (two blocks)
+         * in both */
+        const struct {
+            int c;
+            bool nhwc;
+        } layouts[] = {{16, true}, {16, false}, {32, false}, {32, true}};
+        for (size_t pi = 0; pi < sizeof(pools) / sizeof(pools[0]); pi++)
+            for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++)
+                for (int by = 0; by < 2; by++) {
+                    int bad = bf16_pool_case(bb, &rng, pools[pi].max, layouts[li].c, 7, 9,
+                                             pools[pi].k, pools[pi].stride, pools[pi].pad,
+                                             layouts[li].nhwc, by == 1);
+                    tt_ok(bad == 0,
+                          "%s, bf16 blocked x (%d channels, %s) -> %s, %d thread(s): "
+                          "float32 NCHW bits on the widened x%s, backward dx too (%d wrong)",
+                          pools[pi].name, layouts[li].c, layouts[li].nhwc ? "NHWC" : "nChw16c",
+                          by ? "bf16 blocked y" : "float32 NCHW y", th,
+                          by ? " rounded once" : "", bad);
+                }
+        for (int o = 0; o < 2; o++) {
+            int bad = bf16_gap_case(bb, &rng, o == 1);
+            tt_ok(bad == 0,
+                  "global average pooling, bf16 blocked x (48 channels, %s), %d thread(s): "
+                  "the NCHW path's bits on the widened x, backward too (%d wrong)",
+                  o ? "NHWC" : "nChw16c", th, bad);
+        }
+        bb->destroy(bb);
+    }
+}
+
+/* ---- batchnorm over blocked activations held in bf16 (backend.h:
+ *      blocked_bf16), against the float32 NCHW operations ---- */
+
+/* One forward (training, relu) and backward over bf16 blocked x and y, in
+ * both orders, on 1 and 2 threads; x holds bf16 values, so the float32 NCHW
+ * operations on it are the reference. x and y are bf16 arrays of `count`
+ * elements and `guard_n` more, which the operations must leave alone. */
+static void test_blocked_bf16_batchnorm(void)
+{
+    tt_err err;
+    err_clear(&err);
+    backend_t *bf[2] = {backend_cpu_create_bf16(0, 1, &err), NULL};
+    if (bf[0] != NULL)
+        bf[1] = backend_cpu_create_bf16(0, 2, &err);
+    if (bf[0] == NULL || bf[1] == NULL) {
+        tt_skip("batchnorm over bf16 blocked activations, 1 and 2 threads, both orders (%s)",
+                err.msg);
+        if (bf[0] != NULL)
+            bf[0]->destroy(bf[0]);
+        return;
+    }
+    tt_rng rng = tt_rng_make(0xbf16);
+    /* as test_blocked_orders: 3 blocks of channels, 37 pixels (a tail) */
+    const int n = 3, c = 48, hw = 37;
+    size_t count = (size_t)n * c * hw;
+    float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
+    tt_fill(&rng, x, count, -2.0, 3.0);
+    for (size_t i = 0; i < count; i++) /* bf16 values: widened, the same floats */
+        x[i] = tt_bf16_widen(tt_bf16_round(x[i]));
+    tt_fill(&rng, dy, count, -1.0, 1.0);
+    tt_fill(&rng, gamma, c, 0.5, 1.5);
+    tt_fill(&rng, beta, c, -0.5, 0.5);
+
+    /* the reference: float32 NCHW on x; the backward's relu mask from y
+     * rounded to bf16, as the blocked backward reads it */
+    bn_out ref = bn_out_make(count, c);
+    float *yr = malloc(count * 4), *g = malloc(count * 4);
+    be1->batchnorm_forward(be1, n, c, hw, x, gamma, beta, ref.rmean, ref.rvar, 0.1f, 1e-5f, true,
+                           true, ref.y, ref.mean, ref.invstd);
+    size_t rounded = 0;
+    for (size_t i = 0; i < count; i++) {
+        yr[i] = tt_bf16_widen(tt_bf16_round(ref.y[i]));
+        rounded += memcmp(&yr[i], &ref.y[i], 4) != 0;
+    }
+    memcpy(g, dy, count * 4);
+    be1->batchnorm_backward(be1, n, c, hw, x, gamma, ref.mean, ref.invstd, yr, true, g, ref.dx,
+                            ref.dgamma, ref.dbeta);
+    tt_ok(rounded > count / 4,
+          "bf16 batchnorm reference: y rounded to bf16 differs from float32's in %zu of %zu",
+          rounded, count);
+
+    const size_t guard_n = 32;
+    uint16_t *bx = malloc((count + guard_n) * 2), *by = malloc((count + guard_n) * 2);
+    float *bg = malloc(count * 4), *bdx = malloc(count * 4), *dx = malloc(count * 4);
+    for (int th = 0; th < 2; th++)
+        for (int order = 0; order < 2; order++) {
+            backend_t *be = bf[th];
+            bool nhwc = order == 1;
+            be->blocked_bf16 = true;
+            be->blocked_nhwc = nhwc;
+            bn_out o = bn_out_make(count, c);
+            for (int i = 0; i < n; i++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int p = 0; p < hw; p++) {
+                        size_t at = ((size_t)i * c + ch) * hw + p;
+                        bx[blocked_at(i, ch, p, c, hw, nhwc)] = tt_bf16_round(x[at]);
+                    }
+            for (size_t k = 0; k < guard_n; k++)
+                bx[count + k] = by[count + k] = 0xdead;
+            to_blocked(dy, n, c, hw, nhwc, bg);
+            be->batchnorm_forward_blocked(be, n, c, hw, (const float *)bx, gamma, beta, o.rmean,
+                                          o.rvar, 0.1f, 1e-5f, true, true, (float *)by, o.mean,
+                                          o.invstd);
+            be->batchnorm_backward_blocked(be, n, c, hw, (const float *)bx, gamma, o.mean,
+                                           o.invstd, (const float *)by, true, bg, bdx, o.dgamma,
+                                           o.dbeta);
+            from_blocked(bdx, n, c, hw, nhwc, dx);
+            size_t bad_y = 0;
+            for (int i = 0; i < n; i++)
+                for (int ch = 0; ch < c; ch++)
+                    for (int p = 0; p < hw; p++) {
+                        size_t at = ((size_t)i * c + ch) * hw + p;
+                        bad_y += by[blocked_at(i, ch, p, c, hw, nhwc)] !=
+                                 tt_bf16_round(ref.y[at]);
+                    }
+            int guard = 0;
+            for (size_t k = 0; k < guard_n; k++)
+                guard += bx[count + k] != 0xdead || by[count + k] != 0xdead;
+            const char *name = nhwc ? "NHWC" : "nChw16c";
+            tt_ok(bad_y == 0 && guard == 0 && tt_same_bits(o.mean, ref.mean, c) &&
+                      tt_same_bits(o.invstd, ref.invstd, c) &&
+                      tt_same_bits(o.rmean, ref.rmean, c) && tt_same_bits(o.rvar, ref.rvar, c),
+                  "batchnorm+relu forward, blocked %s in bf16, %d thread(s): float32 NCHW's bits, "
+                  "y rounded to bf16 (%zu of %zu y wrong, %d guard elements written)",
+                  name, th + 1, bad_y, count, guard);
+            tt_ok(tt_same_bits(dx, ref.dx, count) && tt_same_bits(o.dgamma, ref.dgamma, c) &&
+                      tt_same_bits(o.dbeta, ref.dbeta, c),
+                  "batchnorm+relu backward, blocked %s in bf16, %d thread(s): float32 NCHW's bits "
+                  "on the bf16 x and y", name, th + 1);
+            bn_out_free(&o);
+        }
+    free(bx), free(by), free(bg), free(bdx), free(dx), free(yr), free(g), free(x), free(dy);
+    bn_out_free(&ref);
+    bf[0]->destroy(bf[0]);
+    bf[1]->destroy(bf[1]);
 }
 
 int main(void)
@@ -722,6 +1008,9 @@ int main(void)
     check_blocked_conv(bf[0], wd(5, 16, 12, 32, 3, 2, 1), "conv 16->32 12x12 k3 s2, blocked bf16");
     check_blocked_conv(bf[1], wd(4, 32, 8, 32, 3, 1, 1), "conv 32->32 8x8 k3, blocked bf16, 2 threads");
     check_blocked_conv(bf[0], wd(6, 3, 12, 16, 3, 1, 1), "conv_small 3->16 12x12 k3, blocked bf16 y");
+    be1 = fp32;
+    test_blocked_bf16_pools();
+    test_blocked_bf16_batchnorm();
 
     for (int k = 0; k < N_CASES; k++) {
         free(in[k].x);

@@ -1013,11 +1013,174 @@ static void test_model(void)
     model_free(&m);
 }
 
+#define BN_N 3
+#define BN_C 4
+#define BN_HW 5 /* a 1x5 plane: any H*W works */
+
+static double bn_x[BN_N * BN_C * BN_HW], bn_r[BN_N * BN_C * BN_HW], bn_gamma[BN_C], bn_beta[BN_C];
+
+/* float64 reference of the training forward; returns sum(y * r) */
+static double bn_ref_loss(const double *x, const double *g, const double *b, double *y,
+                       double *mean_out, double *var_out)
+{
+    double loss = 0;
+    for (int c = 0; c < BN_C; c++) {
+        double m = 0, v = 0;
+        for (int i = 0; i < BN_N; i++)
+            for (int q = 0; q < BN_HW; q++)
+                m += x[(i * BN_C + c) * BN_HW + q];
+        m /= BN_N * BN_HW;
+        for (int i = 0; i < BN_N; i++)
+            for (int q = 0; q < BN_HW; q++)
+                v += pow(x[(i * BN_C + c) * BN_HW + q] - m, 2);
+        v /= BN_N * BN_HW;
+        if (mean_out) {
+            mean_out[c] = m;
+            var_out[c] = v;
+        }
+        for (int i = 0; i < BN_N; i++)
+            for (int q = 0; q < BN_HW; q++) {
+                int k = (i * BN_C + c) * BN_HW + q;
+                double yy = (x[k] - m) / sqrt(v + 1e-5) * g[c] + b[c];
+                if (y)
+                    y[k] = yy;
+                loss += yy * bn_r[k];
+            }
+    }
+    return loss;
+}
+
+/* d bn_ref_loss / d v[i] by central differences, v being the input x, gamma g
+ * or beta b; v[i] is restored exactly */
+static double bn_fd_grad(double *x, double *g, double *b, double *v, int i)
+{
+    const double eps = 1e-6, keep = v[i];
+    v[i] = keep + eps;
+    double up = bn_ref_loss(x, g, b, NULL, NULL, NULL);
+    v[i] = keep - eps;
+    double down = bn_ref_loss(x, g, b, NULL, NULL, NULL);
+    v[i] = keep;
+    return (up - down) / (2 * eps);
+}
+
+/* batchnorm and add: forward in training and inference, the running
+ * statistics (PyTorch's momentum and unbiased variance), and dx, dgamma,
+ * dbeta against central finite differences of the float64 training forward */
+static void test_batchnorm_add(void)
+{
+    /* float values, so that the reference sees what the layer sees */
+    tt_rng rng = tt_rng_make(123);
+    for (int i = 0; i < BN_N * BN_C * BN_HW; i++) {
+        bn_x[i] = (float)tt_uniform(&rng, -2, 3);
+        bn_r[i] = (float)tt_uniform(&rng, -1, 1);
+    }
+    for (int c = 0; c < BN_C; c++) {
+        bn_gamma[c] = (float)tt_uniform(&rng, 0.5, 1.5);
+        bn_beta[c] = (float)tt_uniform(&rng, -0.5, 0.5);
+    }
+    tt_err err = {0};
+    backend_t *be = tt_cpu_backend(2);
+    if (!tt_ok(be != NULL, "a CPU backend of 2 threads"))
+        return;
+    layer_cfg cfg = {.type = LAYER_BATCHNORM, .momentum = 0.1f, .epsilon = 1e-5f};
+    strcpy(cfg.name, "bn");
+    layer_t l;
+    shape3 in = shape3_make(BN_C, 1, BN_HW);
+    tt_ok(layer_setup(&l, &cfg, &in, 1, &err) == 0 && l.n_params == 5, "batchnorm sets up");
+    tt_ok(strcmp(l.params[2].suffix, "running_mean") == 0 && !l.params[2].trainable &&
+              l.params[4].is_int64 && l.params[4].ndim == 0,
+          "PyTorch's tensors: weight, bias, running_mean, running_var, num_batches_tracked (I64)");
+    float w[BN_C], b[BN_C], rm[BN_C], rv[BN_C], nbt[1];
+    float *p[5] = {w, b, rm, rv, nbt};
+    l.ops->init(&l, NULL, p);
+    tt_ok(w[0] == 1 && b[0] == 0 && rm[0] == 0 && rv[0] == 1 && nbt[0] == 0,
+          "init: weight 1, bias 0, running_mean 0, running_var 1");
+    for (int c = 0; c < BN_C; c++) {
+        w[c] = (float)bn_gamma[c];
+        b[c] = (float)bn_beta[c];
+    }
+    float x[BN_N * BN_C * BN_HW], y[BN_N * BN_C * BN_HW], dy[BN_N * BN_C * BN_HW], dx[BN_N * BN_C * BN_HW], dw[BN_C], db[BN_C];
+    float state[2 * BN_C];
+    for (int i = 0; i < BN_N * BN_C * BN_HW; i++) {
+        x[i] = (float)bn_x[i];
+        dy[i] = (float)bn_r[i];
+    }
+    layer_call call = {.be = be, .n = BN_N, .training = true, .x = {x}, .y = y,
+                       .params = {w, b, rm, rv, nbt}, .grads = {dw, db}, .dy = dy,
+                       .dx = {dx}, .state = state};
+    l.ops->forward(&l, &call);
+    double yref[BN_N * BN_C * BN_HW], mean[BN_C], var[BN_C];
+    bn_ref_loss(bn_x, bn_gamma, bn_beta, yref, mean, var);
+    tt_ok(tt_rel_err(y, yref, BN_N * BN_C * BN_HW) < 1e-5, "training forward vs float64 (%.2g)",
+          tt_rel_err(y, yref, BN_N * BN_C * BN_HW));
+    double rm_ref[BN_C], rv_ref[BN_C];
+    for (int c = 0; c < BN_C; c++) {
+        rm_ref[c] = 0.1 * mean[c];
+        rv_ref[c] = 0.9 + 0.1 * var[c] * (BN_N * BN_HW) / (BN_N * BN_HW - 1);
+    }
+    tt_ok(tt_rel_err(rm, rm_ref, BN_C) < 1e-5 && tt_rel_err(rv, rv_ref, BN_C) < 1e-5 && nbt[0] == 1,
+          "running statistics: momentum 0.1 of the new, unbiased variance; one batch tracked");
+    l.ops->backward(&l, &call);
+    double dx_ref[BN_N * BN_C * BN_HW], dg_ref[BN_C], db_ref[BN_C], xx[BN_N * BN_C * BN_HW], gg[BN_C], bb[BN_C];
+    memcpy(xx, bn_x, sizeof(xx));
+    memcpy(gg, bn_gamma, sizeof(gg));
+    memcpy(bb, bn_beta, sizeof(bb));
+    for (int i = 0; i < BN_N * BN_C * BN_HW; i++)
+        dx_ref[i] = bn_fd_grad(xx, gg, bb, xx, i);
+    for (int c = 0; c < BN_C; c++) {
+        dg_ref[c] = bn_fd_grad(xx, gg, bb, gg, c);
+        db_ref[c] = bn_fd_grad(xx, gg, bb, bb, c);
+    }
+    tt_ok(tt_rel_err(dx, dx_ref, BN_N * BN_C * BN_HW) < 1e-4, "dx vs finite differences (%.2g)",
+          tt_rel_err(dx, dx_ref, BN_N * BN_C * BN_HW));
+    tt_ok(tt_rel_err(dw, dg_ref, BN_C) < 1e-4 && tt_rel_err(db, db_ref, BN_C) < 1e-4,
+          "dgamma, dbeta vs finite differences (%.2g, %.2g)", tt_rel_err(dw, dg_ref, BN_C),
+          tt_rel_err(db, db_ref, BN_C));
+
+    /* inference uses the running statistics and changes nothing */
+    call.training = false;
+    float rm_before = rm[0];
+    l.ops->forward(&l, &call);
+    double yinf[BN_N * BN_C * BN_HW];
+    for (int i = 0; i < BN_N; i++)
+        for (int c = 0; c < BN_C; c++)
+            for (int q = 0; q < BN_HW; q++) {
+                int k = (i * BN_C + c) * BN_HW + q;
+                yinf[k] = (bn_x[k] - rm[c]) / sqrt((double)rv[c] + 1e-5) * bn_gamma[c] + bn_beta[c];
+            }
+    tt_ok(tt_rel_err(y, yinf, BN_N * BN_C * BN_HW) < 1e-5 && rm[0] == rm_before && nbt[0] == 1,
+          "inference normalises with the running statistics and leaves them alone");
+
+    /* add: the sum forward, the same gradient to both inputs */
+    layer_cfg acfg = {.type = LAYER_ADD, .n_inputs = 2};
+    strcpy(acfg.name, "sum");
+    layer_t a;
+    shape3 ins[2] = {in, in};
+    tt_ok(layer_setup(&a, &acfg, ins, 2, &err) == 0, "add sets up");
+    float x2[BN_N * BN_C * BN_HW], dx2[BN_N * BN_C * BN_HW];
+    for (int i = 0; i < BN_N * BN_C * BN_HW; i++)
+        x2[i] = (float)i;
+    layer_call ac = {.be = be, .n = BN_N, .training = true, .x = {x, x2}, .y = y, .dy = dy,
+                     .dx = {dx, dx2}};
+    a.ops->forward(&a, &ac);
+    a.ops->backward(&a, &ac);
+    int add_ok = 1;
+    for (int i = 0; i < BN_N * BN_C * BN_HW; i++)
+        add_ok &= y[i] == x[i] + x2[i] && dx[i] == dy[i] && dx2[i] == dy[i];
+    tt_ok(add_ok, "add: y = x0 + x1, dx0 = dx1 = dy");
+    shape3 other[2] = {in, shape3_make(BN_C, 1, BN_HW + 1)};
+    err_clear(&err);
+    tt_ok(layer_setup(&a, &acfg, other, 2, &err) != 0 && err.code == TT_ERR_USAGE,
+          "add of different shapes is refused: %s", err.msg);
+    be->destroy(be);
+}
+
 int main(void)
 {
     test_dense();
     test_conv();
     test_pools();
+    test_batchnorm_add();
     test_fused_relu();
     test_dropout();
     test_init();

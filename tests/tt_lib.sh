@@ -10,6 +10,8 @@
 #   tt_same A B TOL [optimizer]: every tensor of two checkpoints within TOL
 #       (max |a - b| / max |a| per tensor; TOL 0: bit for bit), the optimizer
 #       state too when asked; prints the worst (tests/tt_safetensors.py);
+#   tt_fm_lenet LOGDIR SEED [ARG...], tt_not_worse DESCRIPTION REF CAND:
+#       a statistical comparison of training runs' accuracy (below);
 #   $PY: the python3 to run (numpy, torch): $PYTHON3, which make check sets
 #       from configure (it looks in /usr/bin first), else /usr/bin/python3;
 #       its scripts can import tests/tt_safetensors.py (PYTHONPATH);
@@ -149,4 +151,76 @@ callbacks = ( { type = "model_saver"; max_to_keep = 0; },
                   batch_size = 500; limit = $5; }; } );
 monitors = ( "json" );
 TTEOF
+}
+
+# ---- comparing training runs: statistical, 1 false failure in 1,000 ----
+# Two runs of a correct program that differ in rounding (bf16 against fp32,
+# a GPU against the CPU, another summation order) or in their input path
+# (PNG files against the IDX file) end on different models: after a few
+# hundred steps the rounding differences have grown into what another seed
+# gives. So their accuracies are compared as samples, never as equals.
+#
+# The job: jobs/fashion_mnist_lenet.cfg as shipped (LeNet, 3 epochs),
+# validated on the 10,000 test images. Its final validation accuracy varies
+# from run to run with a standard deviation of 0.0043 (16 runs on an AMD EPYC
+# Zen 5: seeds 1-8 in fp32, mean 0.8805, and in bf16, mean 0.8799); the test
+# set's sampling, sqrt(0.88 x 0.12 / 10000) = 0.0033, is most of it. Equal
+# seeds do not pair the runs: bf16 - fp32 at equal seeds spread by 0.0048,
+# as two independent runs' sqrt(2) x 0.0034 would.
+#
+# tt_not_worse takes sigma = 0.0052 (the 80% upper confidence bound of 0.0043
+# on 14 degrees of freedom) and fails when the candidate runs' mean accuracy
+# is below the reference runs' mean by more than
+#     margin = 3.09 x sigma x sqrt(1/k_ref + 1/k_cand)
+# (3.09: the one-sided normal quantile of 0.001): 0.0131 for 3 runs each,
+# 0.0227 for one each. A correct program fails 1 time in 1,000 at most (1 in
+# 10,000 if sigma is the 0.0043 measured); a candidate that loses the margin
+# on average fails half the time, one that loses twice the margin 999 times
+# in 1,000. Rounding errors too small to move the accuracy are the unit
+# tests' to find (test_bf16, test_cpu_ops: against tt_ref.h's rounding, bit
+# for bit): every bf16 conversion of ours truncating instead of rounding
+# gave a mean of 0.8798 over seeds 1-6 (bf16 rounding: 0.8799 over 1-8).
+
+# tt_fm_lenet LOGDIR SEED [ARG...]: the shipped job with this seed (and the
+# ARGs, --set ...) into LOGDIR, its data from $TT_FASHION_MNIST when set (the
+# GPU kit's copy), validated on the test images only; prints its
+# final validation accuracy, nothing when the run fails.
+tt_fm_lenet() {
+  tt_dir=$1 tt_seed=$2
+  shift 2
+  tt_data=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
+  "$TOWERTRAIN" run "$TT_SRCDIR/jobs/fashion_mnist_lenet.cfg" --logdir "$tt_dir" --quiet \
+    --set seed=$tt_seed --set 'monitors=( "json" )' \
+    --set 'dataflow.source={ type = "idx"; images = "'$tt_data'/train-images-idx3-ubyte.gz";
+                             labels = "'$tt_data'/train-labels-idx1-ubyte.gz"; }' \
+    --set 'callbacks=( { type = "inference_runner";
+      dataflow = { source = { type = "idx"; images = "'$tt_data'/t10k-images-idx3-ubyte.gz";
+                              labels = "'$tt_data'/t10k-labels-idx1-ubyte.gz"; };
+                   augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
+                   batch_size = 500; }; } )' "$@" >"$tt_dir.out" 2>&1 &&
+    $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' \
+      "$tt_dir/stats.json" 2>/dev/null
+}
+
+# tt_not_worse DESCRIPTION "REF..." "CAND..." [K]: one TAP line, ok when the
+# mean of the CAND accuracies is at least the mean of the REF ones less the
+# margin above; each list must hold K values (default 1): a run that failed
+# fails the check.
+tt_not_worse() {
+  tt_verdict=$($PY - "$2" "$3" "${4:-1}" <<'PYEOF'
+import math, sys
+ref, cand = ([float(v) for v in a.split()] for a in sys.argv[1:3])
+k = int(sys.argv[3])
+if len(ref) != k or len(cand) != k:
+    print("%d and %d accuracies, not %d each: a run failed" % (len(ref), len(cand), k))
+    sys.exit(1)
+SIGMA, Z = 0.0052, 3.09
+margin = Z * SIGMA * math.sqrt(1 / len(ref) + 1 / len(cand))
+mr, mc = sum(ref) / len(ref), sum(cand) / len(cand)
+print("mean %.4f against %.4f: %+.4f, margin %.4f; %s against %s"
+      % (mc, mr, mc - mr, margin, " ".join(map(str, cand)), " ".join(map(str, ref))))
+sys.exit(0 if mc >= mr - margin else 1)
+PYEOF
+)
+  ok $? "$1 ($tt_verdict)"
 }

@@ -177,4 +177,32 @@ static inline const char *tt_python(const char *modules)
     return NULL;
 }
 
+/* ---- bf16, in the tests' own words (the one reference every bf16 test
+ *      checks the backend's rounding against) ---- */
+
+/* The float whose upper half is h */
+static inline float tt_bf16_widen(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof(f));
+    return f;
+}
+
+/* f to the nearer of its two bf16 neighbours (toward and away from zero),
+ * the even one on a tie: by distance in double, not by the backend's carry
+ * trick (bf16_io.h); a NaN to the quiet NaN of its sign and payload's top
+ * bits */
+static inline uint16_t tt_bf16_round(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof(u));
+    if (isnan(f))
+        return (uint16_t)((u >> 16) | 0x40u);
+    uint16_t lo = (uint16_t)(u >> 16), hi = (uint16_t)(lo + 1);
+    double dlo = fabs((double)f - tt_bf16_widen(lo));
+    double dhi = fabs((double)tt_bf16_widen(hi) - f);
+    return dlo < dhi || (dlo == dhi && lo % 2 == 0) ? lo : hi;
+}
+
 #endif

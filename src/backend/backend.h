@@ -3,13 +3,16 @@
  * A backend owns memory and runs the per-layer operations, the way cuDNN does for
  * a GPU. Layers (src/layers/) know shapes and parameters and call these
  * operations; they never touch threads, BLAS or CUDA. The CPU backend
- * (src/backend/cpu/) implements them with CBLAS and one thread pool; the CUDA
+ * (src/backend/cpu/) implements them with its own kernels (tile_gemm.c for
+ * the dense layers), oneDNN where configure found it (convolutions, bf16,
+ * and the sgemm of the rest; else a CBLAS) and one thread pool; the CUDA
  * backend (src/backend/cuda/) with cuBLAS, cuDNN and kernels. Per-element math
  * both share lives in backend/math.h.
  *
  * Conventions: float32, NCHW, row-major matrices (a bf16 backend computes
- * inside its convolution and dense operations in bf16, below; every pointer
- * still holds float32). Pointers passed to operations
+ * inside its convolution and dense operations in bf16, below). Every pointer
+ * holds float32 but a blocked activation of a backend with blocked_bf16
+ * (below), which holds bf16 behind the float pointer. Pointers passed to operations
  * are device pointers of this backend. Backward operations OVERWRITE dx, dw and
  * db (the model accumulates where an activation has several consumers). Any of
  * dx, dw, db may be NULL when not needed. Results never depend on the number of
@@ -18,6 +21,7 @@
 #ifndef TT_BACKEND_H
 #define TT_BACKEND_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -95,6 +99,11 @@ struct backend {
      * the calling thread. The trainer reads this instead of asking which
      * backend it has. */
     const backend_device_ops *dev;
+    /* The communicator whose asynchronous error backend_device_wait watches
+     * while it waits for this backend's queue (tower watch_index of it), or
+     * NULL: set by comm_create, cleared by the communicator's free. */
+    struct backend_comm *watch;
+    int watch_index;
 
     /* ---- memory ---- */
     void *(*alloc)(backend_t *be, size_t bytes); /* zero-filled, 64-byte aligned; NULL on OOM */
@@ -111,6 +120,15 @@ struct backend {
     void (*dense_backward)(backend_t *be, int n, int in, int out, const float *x,
                            const float *w, const float *y, bool relu, float *dy,
                            float *dx, float *dw, float *db);
+    /* The same in float32 whatever the backend's precision, for what the
+     * precision table keeps float32 but runs as a dense call
+     * (global_avgpool: [n * C, H * W] times a row of 1 / HW): the device
+     * backends (CUDA, sim); NULL: dense_forward is used (the CPU's). */
+    void (*dense_forward_fp32)(backend_t *be, int n, int in, int out, const float *x,
+                               const float *w, const float *b, bool relu, float *y);
+    void (*dense_backward_fp32)(backend_t *be, int n, int in, int out, const float *x,
+                                const float *w, const float *y, bool relu, float *dy,
+                                float *dx, float *dw, float *db);
 
     /* ---- conv2d: y[n,f,oh,ow] = conv(x, w[f,c,k,k]) + b[f], then relu if asked ---- */
     size_t (*conv_workspace)(backend_t *be, const window_desc *d); /* bytes */
@@ -241,6 +259,7 @@ typedef struct {
     int major, minor;     /* compute capability (sim: that of the GPU it imitates) */
     size_t total_bytes;   /* device memory */
     int sm_count;
+    char pci_bus_id[32];  /* "domain:bus:device.function" in hex; "" on sim */
 } backend_device_info;
 
 /* The staged input of a tower (tensorpack's StagingInput): two slots of
@@ -264,6 +283,10 @@ struct backend_comm {
                      int n_packs, bool mean, tt_err *err);
     int (*join)(backend_comm *c, int t, tt_err *err);
     int (*check)(backend_comm *c, int t, tt_err *err);
+    /* ncclCommAbort of every tower's communicator: operations still queued
+     * or running on the device end (their results undefined), so the
+     * queues drain; check reports an error from then on. Idempotent. */
+    void (*abort)(backend_comm *c);
     void (*free)(backend_comm *c);
     void *impl;
 };
@@ -284,6 +307,16 @@ struct backend_device_ops {
      * far (check: without waiting; sync: after waiting for the queue). */
     int (*check)(backend_t *be, tt_err *err);
     int (*sync)(backend_t *be, tt_err *err);
+    /* Without waiting (cudaStreamQuery): 1 when everything queued so far
+     * is done, 0 while some of it runs, -1 with err on a device error. */
+    int (*query)(backend_t *be, tt_err *err);
+    /* The host enters a phase ("checkpoint": the downloads of a save):
+     * where the sim device injects TT_SIM_FAULT; may be NULL. */
+    void (*mark)(backend_t *be, const char *phase);
+    /* Lets be's device read and write peer's memory directly where the
+     * hardware allows (cudaDeviceEnablePeerAccess); true when it does.
+     * NULL: copies between devices go through the host (sim). */
+    bool (*peer_enable)(backend_t *be, const backend_t *peer);
     /* Ends setup: the device memory pool no longer grows. */
     void (*freeze)(backend_t *be);
     /* Bytes the pool holds, uses, and the most it used; the last allocation
@@ -307,6 +340,28 @@ struct backend_device_ops {
     /* "cuda: sm_80 ... (CUDA 13.0, ...)", what the binary was built with */
     const char *(*build_info)(void);
 };
+
+/* The one place the host waits for device work (issue 27): polls query
+ * (sleeping 1 us growing to 1 ms) together with the asynchronous error of
+ * the communicator be->watch and the stop flag, and never blocks in the
+ * device's own wait, so a collective that never completes cannot hang the
+ * host. On the communicator's error it aborts the communicator (so the
+ * queues drain) and fails with that error; when the stop flag has been set
+ * for BACKEND_STOP_GRACE_S seconds and the work is still not done (a
+ * stalled collective) it aborts too and fails. `what` names the wait in
+ * the error ("download"). 0 when the queue is done; -1 with err (one line,
+ * without the device's name: the backend adds it). Both CUDA and sim
+ * call it wherever the host needs the queue done. */
+#define BACKEND_STOP_GRACE_S 5
+int backend_device_wait(backend_t *be, const char *what, tt_err *err);
+/* The same for other device work of be (an event, a copy stream): query
+ * answers as dev->query does. */
+int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
+                            const char *what, tt_err *err);
+/* The flag a stop signal sets (trainer_stop_signal); NULL: none. */
+void backend_device_set_stop(const volatile sig_atomic_t *flag);
+/* A communicator's create and free: be->watch for each of its backends. */
+void backend_device_watch(backend_t *const *bes, int n, struct backend_comm *c);
 
 /* Device towers (trainer.device "gpu" or "sim"). kind "cuda" or "sim";
  * precision "fp32", "bf16" or "fp16"; tf32 and deterministic as

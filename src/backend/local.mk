@@ -1,6 +1,6 @@
 # The backends: one folder each. The CPU backend is always built; the CUDA
 # backend's kernels when configure finds nvcc (else none.c answers "no GPU").
-libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c \
+libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c %reldir%/device_wait.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c \
 	%reldir%/cpu/conv_small.c %reldir%/cpu/transpose.c %reldir%/cpu/transpose.h %reldir%/cpu/bf16_io.h \
@@ -61,6 +61,11 @@ TESTS += tests/test_cpu_ops
 check_PROGRAMS += tests/test_blocked_layout
 tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
 TESTS += tests/test_blocked_layout
+
+# global_avgpool stays float32 in bf16 / fp16 on device (sim) towers.
+check_PROGRAMS += tests/test_gap_precision
+tests_test_gap_precision_SOURCES = tests/test_gap_precision.c
+TESTS += tests/test_gap_precision
 
 # The dense layers' matrix product: float64, an fmaf chain, any split.
 check_PROGRAMS += tests/test_tile_gemm

@@ -243,7 +243,7 @@ long bench_run(const bench_opts *o, tt_err *err)
     j.recv = calloc((size_t)n, sizeof(float *));
     j.us = calloc((size_t)o->iters, sizeof(double));
     j.ar = allreduce_create(n, err);
-    tower_team *team = tower_team_create(n, NULL, err);
+    tower_team *team = tower_team_create(n, err);
     long total_wrong = 0;
     bench_table table = {0};
     if (!j.send || !j.recv || !j.us || !j.ar || !team) {
@@ -271,6 +271,8 @@ long bench_run(const bench_opts *o, tt_err *err)
         total_wrong = -1;
         goto out;
     }
+    size_t counts[BENCH_TABLE_MAX_ROWS];
+    int rows = bench_table_counts(o->min_bytes, o->max_bytes, o->factor, counts);
     for (int a = 0; a < n_algos; a++) {
         j.algo = algos[a];
         if (ranks > 1)
@@ -282,25 +284,19 @@ long bench_run(const bench_opts *o, tt_err *err)
             printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n",
                    n, allreduce_algo_name(j.algo));
         bench_table_heads();
-        for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
-            size_t count = bytes / sizeof(float);
-            if (count == 0)
-                count = 1;
-            size_t size = count * sizeof(float);
+        for (int r = 0; r < rows; r++) {
+            size_t count = counts[r], size = count * sizeof(float);
             j.count = count;
             bench_table_row(&table, mpi ? "mpi" : allreduce_algo_name(j.algo), ranks, n, size,
                             count);
             for (int place = 0; place < 2; place++) {
                 j.in_place = place == 1;
-                tower_team_run(team, false, bench_tower, &j);
+                tower_team_run(team, bench_tower, &j);
                 qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
                 bench_table_cell(&table, j.in_place, size, j.us[o->iters / 2],
                                  o->check ? count_wrong(&j) : 0);
             }
             bench_table_end_row(&table);
-            if (bytes > o->max_bytes / (size_t)o->factor)
-                break;
-            bytes *= (size_t)o->factor;
         }
     }
     total_wrong = bench_table_finish(&table, o->json_path, err);

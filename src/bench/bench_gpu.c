@@ -77,8 +77,7 @@ static int sync_all(gpu_bench *b, tt_err *err)
 {
     for (int t = 0; t < b->n; t++)
         if (cuda_check(cudaSetDevice(b->devices[t]), b->devices[t], "cudaSetDevice", err) ||
-            cuda_check(cudaStreamSynchronize(b->streams[t]), b->devices[t],
-                       "cudaStreamSynchronize", err))
+            nccl_comm_wait(b->nccl, t, b->streams[t], true, err) != 0)
             return -1;
     return 0;
 }
@@ -119,8 +118,7 @@ static long count_wrong(gpu_bench *b, size_t count, tt_err *err)
             cuda_check(cudaMemcpyAsync(b->host, b->recv[t], count * sizeof(float),
                                        cudaMemcpyDeviceToHost, (cudaStream_t)b->streams[t]),
                        b->devices[t], "cudaMemcpyAsync", err) ||
-            cuda_check(cudaStreamSynchronize((cudaStream_t)b->streams[t]), b->devices[t],
-                       "cudaStreamSynchronize", err))
+            nccl_comm_wait(b->nccl, t, b->streams[t], true, err) != 0)
             return -1;
         for (size_t i = 0; i < count; i++) {
             float want = 0;
@@ -203,11 +201,10 @@ long bench_gpu_run(const bench_opts *o, tt_err *err)
     printf("# towertrain bench: float sum all-reduce, %d rank(s) x %d GPU(s), algo nccl (%s)\n",
            b.ranks, b.n, backend_cuda_build_info());
     bench_table_heads();
-    for (size_t bytes = o->min_bytes; bytes <= o->max_bytes;) {
-        size_t count = bytes / sizeof(float);
-        if (count == 0)
-            count = 1;
-        size_t size = count * sizeof(float);
+    size_t counts[BENCH_TABLE_MAX_ROWS];
+    int rows = bench_table_counts(o->min_bytes, o->max_bytes, o->factor, counts);
+    for (int r = 0; r < rows; r++) {
+        size_t count = counts[r], size = count * sizeof(float);
         bench_table_row(&table, "nccl", b.ranks, b.n, size, count);
         for (int place = 0; place < 2; place++) {
             bool in_place = place == 1;
@@ -231,9 +228,6 @@ long bench_gpu_run(const bench_opts *o, tt_err *err)
             bench_table_cell(&table, in_place, size, (now_us() - t0) / o->iters, wrong);
         }
         bench_table_end_row(&table);
-        if (bytes > o->max_bytes / (size_t)o->factor)
-            break;
-        bytes *= (size_t)o->factor;
     }
     total_wrong = bench_table_finish(&table, o->json_path, err);
     goto out;

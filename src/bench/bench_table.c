@@ -7,6 +7,19 @@
 #include "comm/dist.h"
 #include "util/fileio.h"
 
+int bench_table_counts(size_t min_bytes, size_t max_bytes, int factor,
+                       size_t counts[BENCH_TABLE_MAX_ROWS])
+{
+    int rows = 0;
+    for (size_t bytes = min_bytes; bytes <= max_bytes && rows < BENCH_TABLE_MAX_ROWS;) {
+        counts[rows++] = bytes < sizeof(float) ? 1 : bytes / sizeof(float);
+        if (bytes == 0 || bytes > max_bytes / (size_t)factor)
+            break;
+        bytes *= (size_t)factor;
+    }
+    return rows;
+}
+
 int bench_table_start(bench_table *t, int peers, bool check, tt_err *err)
 {
     memset(t, 0, sizeof(*t));

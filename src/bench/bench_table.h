@@ -21,6 +21,14 @@ typedef struct {
     int bw_n;
 } bench_table;
 
+#define BENCH_TABLE_MAX_ROWS 64
+
+/* The rows' element counts, as nccl-tests steps its sizes: min_bytes, times
+ * factor (>= 2), ... up to max_bytes; each size a whole number of floats, at
+ * least one. Returns how many rows (at most BENCH_TABLE_MAX_ROWS). */
+int bench_table_counts(size_t min_bytes, size_t max_bytes, int factor,
+                       size_t counts[BENCH_TABLE_MAX_ROWS]);
+
 /* Starts a table of `peers` all-reducing peers. -1 with err when out of
  * memory. */
 int bench_table_start(bench_table *t, int peers, bool check, tt_err *err);

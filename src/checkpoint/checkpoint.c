@@ -1,4 +1,5 @@
-/* checkpoint.c - a run's state to and from safetensors (towertrain.cfg(5), CHECKPOINTS). */
+/* checkpoint.c - a run's state to and from safetensors (the format:
+ * towertrain(1), OUTPUT, model-STEP.safetensors). */
 #include "checkpoint/checkpoint.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* checkpoint.h - a training run's state to and from a safetensors file
- * (towertrain.cfg(5), CHECKPOINTS).
+ * (the format: towertrain(1), OUTPUT, model-STEP.safetensors).
  *
  * A checkpoint holds the model block (parameters and batchnorm statistics)
  * under PyTorch's names, the optimizer slots as optimizer.<param>.<slot>, and

@@ -3,8 +3,10 @@
  * status is checked and becomes one line naming the device. */
 #include "comm/nccl_comm.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_runtime_api.h>
 
@@ -19,6 +21,8 @@ struct nccl_comm {
     cudaStream_t streams[64];  /* one communication stream per tower */
     cudaEvent_t ready[64];     /* on the compute stream: the gradients are final */
     cudaEvent_t done[64];      /* on the communication stream: the all-reduces are */
+    pthread_mutex_t lock;      /* abort (any tower's thread) against check */
+    bool aborted;
 };
 
 static int nccl_fail(ncclResult_t rc, ncclComm_t comm, int device, const char *what, tt_err *err)
@@ -44,15 +48,58 @@ static int cuda_ok(cudaError_t rc, int device, const char *what, tt_err *err)
                    cudaGetErrorString(rc), cudaGetErrorName(rc));
 }
 
+void nccl_comm_abort(nccl_comm *c)
+{
+    pthread_mutex_lock(&c->lock);
+    for (int t = 0; t < c->n; t++) {
+        if (c->comms[t] == NULL || cudaSetDevice(c->devices[t]) != cudaSuccess)
+            continue;
+        cu.ncclCommAbort(c->comms[t]); /* frees it: never used again */
+        c->comms[t] = NULL;
+    }
+    c->aborted = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
+int nccl_comm_wait(nccl_comm *c, int t, void *stream, bool spin, tt_err *err)
+{
+    long ns = 1000;
+    for (;;) {
+        cudaError_t rc = cudaStreamQuery((cudaStream_t)stream);
+        if (rc == cudaSuccess)
+            return 0;
+        if (rc != cudaErrorNotReady)
+            return cuda_ok(rc, c->devices[t], "cudaStreamQuery", err);
+        if (nccl_comm_check(c, t, err) != 0) {
+            nccl_comm_abort(c);
+            return -1;
+        }
+        if (spin)
+            continue;
+        struct timespec ts = {0, ns};
+        nanosleep(&ts, NULL);
+        if (ns < 1000000)
+            ns *= 2;
+    }
+}
+
+/* Tower t's communication stream done, or its communicator aborted. */
+static void comm_stream_settle(nccl_comm *c, int t)
+{
+    tt_err err = {0};
+    nccl_comm_wait(c, t, c->streams[t], false, &err);
+}
+
 void nccl_comm_free(nccl_comm *c)
 {
     if (c == NULL)
         return;
+    for (int t = 0; t < c->n; t++)
+        if (c->streams[t] && cudaSetDevice(c->devices[t]) == cudaSuccess)
+            comm_stream_settle(c, t);
     for (int t = 0; t < c->n; t++) {
         if (cudaSetDevice(c->devices[t]) != cudaSuccess)
             continue;
-        if (c->streams[t])
-            cudaStreamSynchronize(c->streams[t]);
         if (c->comms[t]) {
             ncclResult_t async = ncclSuccess;
             cu.ncclCommGetAsyncError(c->comms[t], &async);
@@ -69,6 +116,7 @@ void nccl_comm_free(nccl_comm *c)
             cudaStreamDestroy(c->streams[t]);
     }
     cudaGetLastError();
+    pthread_mutex_destroy(&c->lock);
     free(c);
 }
 
@@ -90,6 +138,7 @@ nccl_comm *nccl_comm_create(int n, const int *devices, tt_err *err)
     }
     c->n = n;
     c->ranks = dist_size();
+    pthread_mutex_init(&c->lock, NULL);
     memcpy(c->devices, devices, (size_t)n * sizeof(int));
     if (c->ranks == 1) {
         if (nccl_ok(cu.ncclCommInitAll(c->comms, n, devices), NULL, devices[0],
@@ -198,12 +247,19 @@ int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err)
 int nccl_comm_check(nccl_comm *c, int t, tt_err *err)
 {
     ncclResult_t async = ncclSuccess;
-    ncclResult_t rc = cu.ncclCommGetAsyncError(c->comms[t], &async);
-    if (rc != ncclSuccess)
-        return nccl_fail(rc, c->comms[t], c->devices[t], "ncclCommGetAsyncError", err);
-    if (async != ncclSuccess)
-        return nccl_fail(async, c->comms[t], c->devices[t], "NCCL (asynchronous error)", err);
-    return 0;
+    int ret = 0;
+    pthread_mutex_lock(&c->lock); /* an abort frees comms[t] */
+    if (c->aborted) {
+        ret = err_set(err, TT_ERR_RUNTIME, "cuda:%d: NCCL communicator aborted", c->devices[t]);
+    } else {
+        ncclResult_t rc = cu.ncclCommGetAsyncError(c->comms[t], &async);
+        if (rc != ncclSuccess)
+            ret = nccl_fail(rc, c->comms[t], c->devices[t], "ncclCommGetAsyncError", err);
+        else if (async != ncclSuccess)
+            ret = nccl_fail(async, c->comms[t], c->devices[t], "NCCL (asynchronous error)", err);
+    }
+    pthread_mutex_unlock(&c->lock);
+    return ret;
 }
 
 int nccl_comm_allreduce_all(nccl_comm *c, float *const *send, float *const *recv, size_t count,

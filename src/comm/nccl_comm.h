@@ -44,6 +44,19 @@ int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err);
  * network failure), or 0. */
 int nccl_comm_check(nccl_comm *c, int t, tt_err *err);
 
+/* Waits for the work queued on `stream` (a CUDA stream of tower t's device)
+ * by polling it together with the communicator's asynchronous error: on an
+ * error the communicator is aborted and -1 returned. Never blocks on a
+ * collective that cannot complete (nccl.h: only ncclCommAbort ends it).
+ * spin: poll without sleeping (the bench, whose timings a sleep would
+ * lengthen, as nccl-tests' own wait); else sleep 1 us, doubling to 1 ms. */
+int nccl_comm_wait(nccl_comm *c, int t, void *stream, bool spin, tt_err *err);
+
+/* ncclCommAbort of every tower's communicator (operations still running on
+ * the devices end; the streams drain); check reports an error from then
+ * on. Idempotent, from any tower's thread. */
+void nccl_comm_abort(nccl_comm *c);
+
 /* The bench: from one thread, one group over the n local towers, each
  * reducing count floats from send[t] to recv[t] (in place when equal) on
  * streams[t]; sum. */

@@ -445,6 +445,11 @@ static const variant_spec callback_variants[] = {
     { .name = "estimated_time_left", .keys = (const key_spec[]){ END } },
     { .name = "throughput", .keys = (const key_spec[]){ END } },
     { .name = "peak_memory", .keys = (const key_spec[]){ END } },
+    { .name = "gpu_utilization",
+      .keys = (const key_spec[]){
+          { .name = "interval", .kind = KEY_FLOAT, .def = "0.2", .lo_kind = GT, .lo = 0,
+            .doc = "seconds between NVML samples" },
+          END } },
     { .name = "timeline",
       .keys = (const key_spec[]){
           { .name = "steps", .kind = KEY_INT_ARRAY, .def = "[21, 30]", .lo_kind = GE, .lo = 1,

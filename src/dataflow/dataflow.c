@@ -150,19 +150,6 @@ static size_t scratch_bytes(const dataflow_t *df)
     return 2 * df->sample_floats * sizeof(float) + (size_t)df->global_batch * sizeof(uint32_t);
 }
 
-int dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out, tt_err *err)
-{
-    float *tmp = malloc(scratch_bytes(df));
-    if (tmp == NULL)
-        return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    dataset_scratch scratch = {0};
-    /* the permutation cache is the only state touched, under its lock */
-    int rc = fill_batch((dataflow_t *)df, step, out, tmp, &scratch, err);
-    dataset_scratch_free(&scratch);
-    free(tmp);
-    return rc;
-}
-
 /* Every sample must leave the augmentations with one shape; the scratch must
  * hold the largest stage of any. Samples of one size (all but image folders)
  * take one look. */

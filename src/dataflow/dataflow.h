@@ -103,11 +103,6 @@ shape3 dataflow_shape(const dataflow_t *df);
 /* Batches per pass: floor(N / G) in train mode, ceil(N / batch) in eval mode. */
 int64_t dataflow_batches_per_pass(const dataflow_t *df);
 
-/* Computes the batch of one step (or eval batch index) synchronously into out,
- * whose x and y must hold local_count samples. Pure: depends on (seed, step).
- * -1 with err when a sample does not read. */
-int dataflow_make_batch(const dataflow_t *df, int64_t step, batch_t *out, tt_err *err);
-
 /* Starts the prefetch workers (cfg->workers; 0 = compute inline in next) at
  * `first_step` (eval: 0). Stops any earlier run first. */
 int dataflow_start(dataflow_t *df, int64_t first_step, tt_err *err);

@@ -52,9 +52,11 @@ static void gap_forward(const layer_t *l, layer_call *c)
                                               c->x[0], c->y);
         return;
     }
+    /* pooling stays float32 in mixed precision (the precision table) */
     const float *w = gap_fill_weights(l, c);
-    c->be->dense_forward(c->be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, NULL,
-                         false, c->y);
+    backend_t *be = c->be;
+    (be->dense_forward_fp32 ? be->dense_forward_fp32 : be->dense_forward)(
+        be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, NULL, false, c->y);
 }
 
 static void gap_backward(const layer_t *l, layer_call *c)
@@ -67,8 +69,10 @@ static void gap_backward(const layer_t *l, layer_call *c)
         return;
     }
     const float *w = gap_fill_weights(l, c);
-    c->be->dense_backward(c->be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, c->y,
-                          false, c->dy, c->dx[0], NULL, NULL);
+    backend_t *be = c->be;
+    (be->dense_backward_fp32 ? be->dense_backward_fp32 : be->dense_backward)(
+        be, c->n * l->in[0].c, (int)gap_plane(l), 1, c->x[0], w, c->y, false, c->dy, c->dx[0],
+        NULL, NULL);
 }
 
 const layer_ops layer_global_avgpool_ops = {

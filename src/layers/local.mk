@@ -7,6 +7,3 @@ libtowertrain_a_SOURCES += %reldir%/layer.h %reldir%/layer.c %reldir%/pool_commo
 check_PROGRAMS += tests/test_layers
 tests_test_layers_SOURCES = tests/test_layers.c
 TESTS += tests/test_layers
-check_PROGRAMS += tests/test_batchnorm_add
-tests_test_batchnorm_add_SOURCES = tests/test_batchnorm_add.c
-TESTS += tests/test_batchnorm_add

@@ -40,6 +40,34 @@ static int state_alloc(trainer_t *tr, checkpoint_state *s, tt_err *err)
     return 0;
 }
 
+/* The downloads of a save read device memory: tell each device (the sim
+ * device injects TT_SIM_FAULT=download_error:checkpoint there). */
+static void devices_mark(trainer_t *tr, const char *phase)
+{
+    for (int t = 0; t < tr->n_towers; t++) {
+        backend_t *be = tr->backends[t];
+        if (be->dev != NULL && be->dev->mark != NULL)
+            be->dev->mark(be, phase);
+    }
+}
+
+/* A checkpoint only from a state every device confirms (issue 27): a
+ * failed download leaves zeros in the host copy, and an error may first
+ * show in the wait after it; then no file is written, the pointer does not
+ * move and nothing older is deleted (the caller stops at this error). */
+static int devices_confirm(trainer_t *tr, const char *path, tt_err *err)
+{
+    const optimizer_t *opt = tr->ops->optimizer(tr, 0);
+    for (int t = 0; t <= tr->n_towers; t++) {
+        backend_t *be = t < tr->n_towers ? tr->backends[t] : opt->be;
+        tt_err dev_err = {0};
+        if (be->dev != NULL && be->dev->sync(be, &dev_err) != 0)
+            return err_set(err, TT_ERR_RUNTIME, "%s not written: tower %d (%s:%d): %s", path,
+                           t < tr->n_towers ? t : 0, be->dev->kind, be->device, dev_err.msg);
+    }
+    return 0;
+}
+
 int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
 {
     trainer_sync_tower0(tr);
@@ -50,11 +78,16 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
     checkpoint_state s;
     if (state_alloc(tr, &s, err) != 0)
         return -1;
+    devices_mark(tr, "checkpoint");
     tower_get_params(&tr->towers[0], s.params);
     const optimizer_t *opt = tr->ops->optimizer(tr, 0);
     for (int i = 0; i < s.n_slots; i++)
         opt->be->download(opt->be, s.slots + (size_t)i * m->n_trainable, opt->slots[i],
                           m->n_trainable * sizeof(float));
+    if (devices_confirm(tr, path, err) != 0) {
+        free(s.params);
+        return -1;
+    }
     s.epochs_done = completed_epochs(tr, &s.local_step);
     s.global_step = tr->global_step;
     s.updates = tr->updates;

@@ -175,7 +175,7 @@ int gpu_towers_create(trainer_t *tr, tt_err *err)
         if (g->staging[t] == NULL)
             return err_set(err, st_err.code, "tower %d: %s", t, st_err.msg);
     }
-    tower_team_run(tr->team, false, bind_tower, tr);
+    tower_team_run(tr->team, bind_tower, tr);
     return gpu_towers_check(tr, err);
 }
 

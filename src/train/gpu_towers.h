@@ -35,8 +35,8 @@ backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err);
  * backend reserves at setup (backend_cuda_reserve_copies). */
 size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n);
 
-/* Rewrites a failure of tower_create on tower t's device as the issue's
- * "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)
+/* Rewrites a failure of tower_create on tower t's device as the documented
+ * (towertrain.cfg(5), GPU TOWERS) "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)
  * when the pool refused an allocation, or names the tower's CUDA error;
  * returns whether tower t explains the failure (else err is left alone). */
 bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);

@@ -82,6 +82,13 @@ static void place_least_loaded(trainer_t *tr, ps_state *st)
 static void ps_describe(const trainer_t *tr)
 {
     const ps_state *st = tr->impl;
+    if (strcmp(tr->job->trainer.ps_device, "gpu") != 0 && tr->backends[0]->dev != NULL) {
+        /* device towers: one host thread averages and updates (shared_params.h) */
+        log_printf("parameter server: %zu parameters in host memory (cpu); averaging and "
+                   "updates by the host for %d device towers\n", tr->model.n_trainable,
+                   tr->n_towers);
+        return;
+    }
     if (strcmp(tr->job->trainer.ps_device, "gpu") != 0) {
         log_printf("parameter server: %zu parameters on the host (cpu); averaging and updates "
                    "shared by %d towers\n", tr->model.n_trainable, tr->n_towers);
@@ -105,6 +112,20 @@ static int ps_setup_gpus(trainer_t *tr, ps_state *st, tt_err *err)
     size_t n = tr->model.n_trainable ? tr->model.n_trainable : 1;
     st->on_gpus = true;
     place_least_loaded(tr, st);
+    /* the towers read the owners' ranges and the owners gather the
+     * gradients by peer copies: direct where the devices allow */
+    int direct = 0, pairs = 0;
+    for (int a = 0; a < tr->n_towers; a++)
+        for (int b = 0; b < tr->n_towers; b++) {
+            backend_t *be = tr->backends[a];
+            if (a == b || be->dev->peer_enable == NULL)
+                continue;
+            pairs++;
+            direct += be->dev->peer_enable(be, tr->backends[b]);
+        }
+    if (pairs > 0)
+        log_printf("parameter server: peer access between %d of %d device pairs\n", direct,
+                   pairs);
     for (int t = 0; t < tr->n_towers; t++) {
         backend_t *be = tr->backends[t];
         st->server[t] = be->alloc(be, n * sizeof(float));
@@ -269,21 +290,21 @@ static int ps_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     ps_state *st = tr->impl;
     step_arg a = {tr, b};
-    tower_team_run(tr->team, true, ps_tower_compute, &a);
+    tower_team_run(tr->team, ps_tower_compute, &a);
     /* the average holds an Inf or a NaN when any tower's gradients do */
     bool finite = true;
     for (int t = 0; t < tr->n_towers; t++)
         finite = finite && st->finite[t];
     if (trainer_loss_scale_step(tr, finite)) {
         if (st->on_gpus) {
-            tower_team_run(tr->team, true, ps_tower_update_gpu, &a);
+            tower_team_run(tr->team, ps_tower_update_gpu, &a);
             for (int t = 0; t < tr->n_towers; t++)
                 optimizer_mark_stepped(&st->opts[t]);
         } else {
             if (st->sp.server != NULL)
                 ps_update_host(tr, st);
             else
-                tower_team_run(tr->team, true, ps_tower_update, &a);
+                tower_team_run(tr->team, ps_tower_update, &a);
             /* clipping and LARS: one update over the whole averaged block */
             if (optimizer_needs_whole(&st->sp.opt))
                 optimizer_apply(&st->sp.opt, st->sp.params, st->grads, tr->updates + 1);

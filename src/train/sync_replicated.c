@@ -298,11 +298,17 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
     replicated_state *st = tr->impl;
-    tower_team_run(tr->team, true, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
+    tower_team_run(tr->team, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
                    &a);
-    for (int t = 0; st->comm != NULL && t < tr->n_towers; t++)
-        if (st->comm->check(st->comm, t, err) != 0)
-            return -1;
+    if (st->comm != NULL && gpu_towers_check(tr, err) != 0)
+        return -1; /* a wait that saw the communicator's error names it */
+    for (int t = 0; st->comm != NULL && t < tr->n_towers; t++) {
+        tt_err comm_err = {0};
+        backend_t *be = tr->backends[t];
+        if (st->comm->check(st->comm, t, &comm_err) != 0)
+            return err_set(err, comm_err.code, "tower %d (%s:%d): %s", t, be->dev->kind,
+                           be->device, comm_err.msg);
+    }
     if (trainer_loss_scale_step(tr, st->finite[0]))
         tr->updates++;
     trainer_collect_step(tr, b);

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -62,7 +63,7 @@ static void *tower_main(void *p)
     }
 }
 
-tower_team *tower_team_create(int n, const int *devices, tt_err *err)
+tower_team *tower_team_create(int n, tt_err *err)
 {
     tower_team *team = calloc(1, sizeof(*team));
     if (team == NULL || (team->ctx = calloc((size_t)n, sizeof(tower_context))) == NULL) {
@@ -75,11 +76,8 @@ tower_team *tower_team_create(int n, const int *devices, tt_err *err)
     pthread_cond_init(&team->start, NULL);
     pthread_cond_init(&team->done, NULL);
     atomic_init(&team->generation, 0);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n; i++)
         team->ctx[i].index = i;
-        team->ctx[i].device = devices != NULL ? devices[i] : i;
-        team->ctx[i].owns_variables = i == 0;
-    }
     if (n == 1)
         return team;
     team->threads = calloc((size_t)n, sizeof(pthread_t));
@@ -105,10 +103,8 @@ tower_team *tower_team_create(int n, const int *devices, tt_err *err)
     return team;
 }
 
-void tower_team_run(tower_team *team, bool training, tower_fn fn, void *arg)
+void tower_team_run(tower_team *team, tower_fn fn, void *arg)
 {
-    for (int i = 0; i < team->n; i++)
-        team->ctx[i].training = training;
     if (team->threads == NULL) {
         for (int i = 0; i < team->n; i++)
             fn(&team->ctx[i], arg);

@@ -108,7 +108,7 @@ static int trainer_create_tower_set(trainer_t *tr, bool gpu, tt_err *err)
 {
     if (trainer_create_towers(tr, gpu, err) != 0)
         return -1;
-    tr->team = tower_team_create(tr->n_towers, tr->job->trainer.towers, err);
+    tr->team = tower_team_create(tr->n_towers, err);
     if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
         return -1;
     return 0;
@@ -213,6 +213,8 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     tr->epoch_num = job->starting_epoch;
     tr->global_step = 0;
     tr->updates = 0;
+    const char *fault = getenv("TT_FAULT_GRAD"); /* fault_gradient_step */
+    tr->fault_grad_step = fault != NULL ? atoll(fault) : 0;
     tr->local_step = 0;
     if (trainer_create_plugins(tr, err) != 0)
         return -1;
@@ -350,11 +352,11 @@ int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err
 /* Test hook: TT_FAULT_GRAD=<s> makes tower 0's loss gradient infinite at
  * global step s (from 1), in its first micro-batch only (accumulate), so that
  * its backward gives Inf and NaN gradients, as an fp16 overflow would: loss
- * scaling must skip exactly that update, whatever the other micro-batches. */
+ * scaling must skip exactly that update, whatever the other micro-batches.
+ * Read once per trainer (trainer_create), not in the step. */
 static bool fault_gradient_step(const trainer_t *tr, int t, int k)
 {
-    const char *s = getenv("TT_FAULT_GRAD");
-    return t == 0 && k == 0 && s != NULL && *s != '\0' && atoll(s) == tr->global_step + 1;
+    return t == 0 && k == 0 && tr->fault_grad_step == tr->global_step + 1;
 }
 
 /* Micro-batch k of the step on tower t: the rank's batch is accumulate

@@ -160,6 +160,7 @@ struct trainer {
      * the device all-reduce (sync_replicated on device towers with packing);
      * trainer_tower_compute then leaves the block scaled. */
     bool packs_unscale;
+    int64_t fault_grad_step; /* test hook TT_FAULT_GRAD, read once (trainer.c); 0: none */
     double epoch_start_time;
 
     callback_t *callbacks;

@@ -2,8 +2,8 @@
 # End-to-end mixed precision on GPU towers (TAP). Without a GPU: bf16 and
 # fp16 jobs on device "gpu" are refused as fp32 ones are (exit 2, one line,
 # nothing written), and every GPU check is a visible SKIP. With a GPU:
-# LeNet on Fashion-MNIST in bf16 and in fp16 reaches the fp32 run's
-# validation accuracy within 0.005 after 3 epochs; the tower table says what
+# LeNet on Fashion-MNIST in bf16 and in fp16 reaches the fp32 runs'
+# validation accuracy after 3 epochs (statistically, below); the tower table says what
 # runs in which precision; bf16 is bitwise repeatable (deterministic =
 # true); checkpoints stay F32 and resume across precisions; an fp16 overflow
 # (TT_FAULT_GRAD) is logged once, and a resumed fp16 run goes on with the
@@ -48,8 +48,8 @@ if [ "$GPUS" = 0 ]; then
       'towertrain: trainer.device = "gpu" but no GPU is available (' "$T/no$p" \
       "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/no$p" --set "trainer.precision=\"$p\""
   done
-  for what in "LeNet in bf16 reaches the fp32 run's accuracy within 0.005" \
-      "LeNet in fp16 (loss scaling) reaches the fp32 run's accuracy within 0.005" \
+  for what in "LeNet in bf16 reaches the fp32 runs' accuracy" \
+      "LeNet in fp16 (loss scaling) reaches the fp32 runs' accuracy" \
       "the tower table says what runs in bf16 and what in fp32" \
       "bf16 with deterministic = true: two runs give the same bits" \
       "checkpoints stay F32; a bf16 run resumes in fp32 and in fp16" \
@@ -65,19 +65,25 @@ if [ ! -f $DATA/train-images-idx3-ubyte.gz ]; then
   tt_done
 fi
 
-acc() { $PY -c 'import json,sys; print(json.load(open(sys.argv[1]))[-1]["validation_accuracy"])' "$1"; }
-
 # ---- accuracy: fp32, bf16, fp16 side by side ----
 for p in fp32 bf16 fp16; do
   "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/$p" --set "trainer.precision=\"$p\"" \
     > "$T/$p.out" 2>&1
   ok $? "LeNet, 3 epochs of Fashion-MNIST on one GPU in $p: exit 0"
 done
-a32=$(acc "$T/fp32/stats.json"); a16b=$(acc "$T/bf16/stats.json"); a16h=$(acc "$T/fp16/stats.json")
-for pair in "bf16 $a16b" "fp16 $a16h"; do
-  set -- $pair
-  $PY -c 'import sys; a, ref = map(float, sys.argv[1:]); sys.exit(0 if a >= ref - 0.005 else 1)' "$2" "$a32"
-  ok $? "LeNet in $1 reaches the fp32 run's validation accuracy within 0.005 ($1 $2, fp32 $a32)"
+# bf16 and fp16 learn as fp32 does. Statistical (tt_lib.sh, tt_not_worse):
+# the shipped Fashion-MNIST job (3 epochs) on the GPU, seeds 1-3 in each
+# precision, the mean validation accuracy at most 0.0131 below fp32's: a
+# correct precision fails it 1 time in 1,000 at most.
+seeds() {
+  for s in 1 2 3; do
+    printf ' %s' "$(tt_fm_lenet "$T/fm-$1-$s" $s --set 'trainer.device="gpu"' --set "trainer.precision=\"$1\"")"
+  done
+}
+acc_fp32=$(seeds fp32)
+for p in bf16 fp16; do
+  tt_not_worse "LeNet in $p reaches the fp32 runs' validation accuracy (Fashion-MNIST, 3 epochs, seeds 1-3)" \
+    "$acc_fp32" "$(seeds $p)" 3
 done
 grep -q '^precision bf16: dense, conv2d in bf16 (fp32 accumulation); batchnorm, pooling, element-wise, softmax and loss, all-reduce, optimizer in fp32$' "$T/bf16.out" &&
   grep -q '^precision fp16: dense, conv2d in fp16 .*; dynamic loss scaling$' "$T/fp16.out" &&

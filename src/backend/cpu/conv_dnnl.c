@@ -435,6 +435,7 @@ typedef struct {
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
     char *shared_wei;   /* room for the weights in a kernel's layout */
     const void *wei;    /* the weights reordered once for every group, or NULL */
+    bool backward;      /* dnnl_group runs group_backward, else group_forward */
 } dnnl_args;
 
 /* Group g's memory object for a role, pointing at ptr. Created once, so the
@@ -513,14 +514,10 @@ static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
     return base;
 }
 
-static void dnnl_forward_group(void *arg, int g, int groups)
+/* Group g's images [lo, hi) forward through primitive p */
+static void group_forward(dnnl_args *a, conv_prim *p, int g, int lo)
 {
-    dnnl_args *a = arg;
     const window_desc *d = a->d;
-    int lo, hi;
-    conv_prim *p = group_begin(a, g, groups, &lo, &hi);
-    if (p == NULL)
-        return;
     dnnl_stream_t s = a->streams[g];
     const void *x = act_at(a->x, (size_t)lo * image_in(d), a->x_bf16);
     void *y = (void *)act_at(a->yo, (size_t)lo * image_out(d), a->y_bf16);
@@ -535,14 +532,9 @@ static void dnnl_forward_group(void *arg, int g, int groups)
     reorder(p, g, s, P_R_DST, M_DST_B, dst, M_Y, y);
 }
 
-static void dnnl_backward_group(void *arg, int g, int groups)
+static void group_backward(dnnl_args *a, conv_prim *p, int g, int lo, int hi)
 {
-    dnnl_args *a = arg;
     const window_desc *d = a->d;
-    int lo, hi;
-    conv_prim *p = group_begin(a, g, groups, &lo, &hi);
-    if (p == NULL)
-        return;
     dnnl_stream_t s = a->streams[g];
     size_t out = image_out(d), in = image_in(d);
     float *dy = a->dy + (size_t)lo * out;
@@ -579,6 +571,18 @@ static void dnnl_backward_group(void *arg, int g, int groups)
         exec(p, g, s, P_BWD_WEIGHTS, p->bias ? 4 : 3, b);
         reorder(p, g, s, P_R_DWEI, M_DWEI_B, dwei, M_DW, pdw);
     }
+}
+
+/* Team task g of CONV_GROUPS: its group's images, forward or backward. */
+static void dnnl_group(void *arg, int g, int groups)
+{
+    dnnl_args *a = arg;
+    int lo, hi;
+    conv_prim *p = group_begin(a, g, groups, &lo, &hi);
+    if (p != NULL && a->backward)
+        group_backward(a, p, g, lo, hi);
+    else if (p != NULL)
+        group_forward(a, p, g, lo);
 }
 
 /* Whether group g of a call over n images has any (cpu_range puts the empty
@@ -716,14 +720,15 @@ void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, 
         return;
     }
     share_weights(&a, P_R_WEI, M_WEI_B);
-    cpu_run(be, CONV_GROUPS, dnnl_forward_group, &a);
+    cpu_run(be, CONV_GROUPS, dnnl_group, &a);
 }
 
 void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
                             const float *w, const float *y, bool relu, float *dy, float *dx,
                             float *dw, float *db, void *ws)
 {
-    dnnl_args a = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db};
+    dnnl_args a = {.x = x, .w = w, .y = y, .dy = dy, .dx = dx, .dw = dw, .db = db,
+                   .backward = true};
     /* the bias gradient comes out of the backward-weights primitive, so a
      * call for db without dw (never made by conv2d) takes conv.c */
     if ((dw == NULL && db != NULL) || !args_init(be, d, relu, db != NULL, ws, &a)) {
@@ -733,7 +738,7 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
     }
     if (dx != NULL)
         share_weights(&a, P_R_WEI_BD, M_WEI_BD);
-    cpu_run(be, CONV_GROUPS, dnnl_backward_group, &a);
+    cpu_run(be, CONV_GROUPS, dnnl_group, &a);
     if (dw != NULL)
         cpu_run(be, be->threads, dnnl_reduce_task, &a);
 }

@@ -156,7 +156,8 @@ static int blocked_rows(const window_desc *d)
     return d->n * ((d->c + 15) / 16);
 }
 
-/* One output pixel's window of a blocked row: its bounds. */
+/* One output pixel's window: its corner (y0, x0), which may lie in the
+ * padding, and the taps [ky0, ky1) x [kx0, kx1) inside the image. */
 static inline void window_bounds(const window_desc *d, int oy, int ox, int *y0, int *x0,
                                  int *ky0, int *ky1, int *kx0, int *kx1)
 {
@@ -459,6 +460,17 @@ CPU_HOT static void gap_blocked_backward_task(void *p, int k, int tasks)
     }
 }
 
+/* A pool over the blocked layout runs `blocked` over its rows of 16
+ * channels, an NCHW one `nchw` over its planes. */
+static void pool_dispatch(backend_t *be, const window_desc *d, threadpool_fn blocked,
+                          threadpool_fn nchw, pool_args *a)
+{
+    if (d->blocked_x)
+        cpu_run(be, cpu_tasks(be, blocked_rows(d)), blocked, a);
+    else
+        cpu_run(be, cpu_tasks(be, d->n * d->c), nchw, a);
+}
+
 CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
@@ -499,10 +511,7 @@ void cpu_maxpool_forward(backend_t *be, const window_desc *d, const float *x, fl
     a.x = x;
     a.y = y;
     a.mask = mask;
-    if (d->blocked_x)
-        cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_forward_task, &a);
-    else
-        cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_forward_task, &a);
+    pool_dispatch(be, d, maxpool_blocked_forward_task, maxpool_forward_task, &a);
 }
 
 CPU_HOT static void maxpool_backward_task(void *p, int k, int tasks)
@@ -530,10 +539,7 @@ void cpu_maxpool_backward(backend_t *be, const window_desc *d, const float *dy,
     a.dyc = dy;
     a.maskc = mask;
     a.dx = dx;
-    if (d->blocked_x)
-        cpu_run(be, cpu_tasks(be, blocked_rows(d)), maxpool_blocked_backward_task, &a);
-    else
-        cpu_run(be, cpu_tasks(be, d->n * d->c), maxpool_backward_task, &a);
+    pool_dispatch(be, d, maxpool_blocked_backward_task, maxpool_backward_task, &a);
 }
 
 static void avgpool_forward_task(void *p, int k, int tasks)
@@ -548,17 +554,12 @@ static void avgpool_forward_task(void *p, int k, int tasks)
         float *y = (float *)a->y + (size_t)pl * d->oh * d->ow;
         for (int oy = 0; oy < d->oh; oy++) {
             for (int ox = 0; ox < d->ow; ox++) {
+                int y0, x0, ky0, ky1, kx0, kx1;
+                window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
                 float s = 0.0f;
-                for (int ky = 0; ky < d->k; ky++) {
-                    int iy = oy * d->stride - d->pad + ky;
-                    if (iy < 0 || iy >= d->h)
-                        continue;
-                    for (int kx = 0; kx < d->k; kx++) {
-                        int ix = ox * d->stride - d->pad + kx;
-                        if (ix >= 0 && ix < d->w)
-                            s += x[iy * d->w + ix];
-                    }
-                }
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = kx0; kx < kx1; kx++)
+                        s += x[(y0 + ky) * d->w + x0 + kx];
                 y[oy * d->ow + ox] = s * inv;
             }
         }
@@ -570,10 +571,7 @@ void cpu_avgpool_forward(backend_t *be, const window_desc *d, const float *x, fl
     pool_args a = pool_args_of(be, d);
     a.x = x;
     a.y = y;
-    if (d->blocked_x)
-        cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_forward_task, &a);
-    else
-        cpu_run(be, cpu_tasks(be, d->n * d->c), avgpool_forward_task, &a);
+    pool_dispatch(be, d, avgpool_blocked_forward_task, avgpool_forward_task, &a);
 }
 
 static void avgpool_backward_task(void *p, int k, int tasks)
@@ -590,16 +588,11 @@ static void avgpool_backward_task(void *p, int k, int tasks)
         for (int oy = 0; oy < d->oh; oy++) {
             for (int ox = 0; ox < d->ow; ox++) {
                 float g = dy[oy * d->ow + ox] * inv;
-                for (int ky = 0; ky < d->k; ky++) {
-                    int iy = oy * d->stride - d->pad + ky;
-                    if (iy < 0 || iy >= d->h)
-                        continue;
-                    for (int kx = 0; kx < d->k; kx++) {
-                        int ix = ox * d->stride - d->pad + kx;
-                        if (ix >= 0 && ix < d->w)
-                            dx[iy * d->w + ix] += g;
-                    }
-                }
+                int y0, x0, ky0, ky1, kx0, kx1;
+                window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+                for (int ky = ky0; ky < ky1; ky++)
+                    for (int kx = kx0; kx < kx1; kx++)
+                        dx[(y0 + ky) * d->w + x0 + kx] += g;
             }
         }
     }
@@ -610,10 +603,7 @@ void cpu_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, 
     pool_args a = pool_args_of(be, d);
     a.dyc = dy;
     a.dx = dx;
-    if (d->blocked_x)
-        cpu_run(be, cpu_tasks(be, blocked_rows(d)), avgpool_blocked_backward_task, &a);
-    else
-        cpu_run(be, cpu_tasks(be, d->n * d->c), avgpool_backward_task, &a);
+    pool_dispatch(be, d, avgpool_blocked_backward_task, avgpool_backward_task, &a);
 }
 
 void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,

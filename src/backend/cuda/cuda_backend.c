@@ -80,6 +80,8 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err)
     info->minor = p.minor;
     info->total_bytes = p.totalGlobalMem;
     info->sm_count = p.multiProcessorCount;
+    snprintf(info->pci_bus_id, sizeof(info->pci_bus_id), "%04x:%02x:%02x.0",
+             (unsigned)p.pciDomainID, (unsigned)p.pciBusID, (unsigned)p.pciDeviceID);
     /* No cudaSetDevice here (nor its "restore", which made a context on
      * GPU 0 in every process whatever its towers: cudaGetDevice says 0 when
      * no device was ever set); the free memory is reported where a backend
@@ -150,22 +152,37 @@ static void cuda_free(backend_t *be, void *p)
     mem_pool_free(cuda_of(be)->pool, p);
 }
 
-/* Host to device, in stream order. A pageable source is staged by the
- * driver before the call returns; a pinned one is read by the DMA later,
- * so for it the call waits: either way the caller may reuse the buffer. */
+/* The host's wait for the stream: backend_device_wait polls cudaStreamQuery
+ * with the communicator's asynchronous error (never cudaStreamSynchronize,
+ * which a stalled NCCL kernel upstream of the stream would never let
+ * return); its error is the backend's. */
+int cuda_wait(backend_t *be, const char *what)
+{
+    cuda_impl *c = cuda_of(be);
+    tt_err e = {0};
+    if (backend_device_wait(be, what, &e) == 0)
+        return 0;
+    if (!c->failed) {
+        c->failed = true;
+        err_set(&c->err, e.code, "cuda:%d: %s", c->device, e.msg);
+    }
+    return -1;
+}
+
+/* Host to device, in stream order; the call waits for the copy, so the
+ * caller may reuse the buffer (pinned or pageable, below). */
 static void cuda_upload(backend_t *be, void *dst, const void *host_src, size_t bytes)
 {
     cuda_impl *c = cuda_of(be);
     if (bytes == 0 || !cuda_begin(be))
         return;
+    /* CUDA's API synchronization notes say a cudaMemcpyAsync between
+     * device and pageable memory only "might be synchronous": nothing
+     * promises the source was read on return (async's lock relies on it),
+     * so the call waits for pageable sources too */
     if (cuda_ok(c, cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream),
-                "cudaMemcpyAsync (upload)") != 0)
-        return;
-    struct cudaPointerAttributes a;
-    if (cuda_ok(c, cudaPointerGetAttributes(&a, host_src), "cudaPointerGetAttributes") != 0)
-        return;
-    if (a.type == cudaMemoryTypeHost)
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (upload)");
+                "cudaMemcpyAsync (upload)") == 0)
+        cuda_wait(be, "upload");
 }
 
 static void cuda_download(backend_t *be, void *host_dst, const void *src, size_t bytes)
@@ -176,7 +193,7 @@ static void cuda_download(backend_t *be, void *host_dst, const void *src, size_t
     if (!cuda_begin(be) ||
         cuda_ok(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (download)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (download)") != 0)
+        cuda_wait(be, "download") != 0)
         memset(host_dst, 0, bytes); /* never leave the caller undefined bytes */
 }
 
@@ -256,23 +273,24 @@ int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst)
  * (CUBLAS_COMPUTE_32F; cublasGemmEx's table of supported types has both
  * combinations, on tensor cores). TF32 concerns float32 inputs only. */
 
-static cublasComputeType_t compute_type(const cuda_impl *c)
+static cublasComputeType_t compute_type(const cuda_impl *c, prec_t p)
 {
-    if (c->prec != PREC_FP32)
+    if (p != PREC_FP32 || c->prec != PREC_FP32) /* 16-bit, or float32 kept so */
         return CUBLAS_COMPUTE_32F;
     return c->opt.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
 }
 
-/* a and b hold the backend's type (float32 or its 16-bit copies), y float32 */
-static int gemm(cuda_impl *c, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k,
+/* a and b hold type p (float32, or the backend's 16-bit copies), y float32 */
+static int gemm(cuda_impl *c, prec_t p, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                int k,
                 const void *a, int lda, const void *b, int ldb, float *y, int ldc,
                 const char *what)
 {
     const float one = 1.0f, zero = 0.0f;
-    cudaDataType_t ab = cuda_blas_type(c->prec);
+    cudaDataType_t ab = cuda_blas_type(p);
     return cublas_ok(c,
                      cu.cublasGemmEx(c->cublas, ta, tb, m, n, k, &one, a, ab, lda, b, ab, ldb,
-                                     &zero, y, CUDA_R_32F, ldc, compute_type(c),
+                                     &zero, y, CUDA_R_32F, ldc, compute_type(c, p),
                                      CUBLAS_GEMM_DEFAULT),
                      what);
 }
@@ -291,8 +309,9 @@ static char *dense_operands(cuda_impl *c, int n, int in, int out, const float *x
     return buf;
 }
 
-static void cuda_dense_forward(backend_t *be, int n, int in, int out, const float *x,
-                               const float *w, const float *b, bool relu, float *y)
+/* p: the backend's precision, or PREC_FP32 for dense_forward_fp32 */
+static void dense_forward_as(backend_t *be, prec_t p, int n, int in, int out, const float *x,
+                             const float *w, const float *b, bool relu, float *y)
 {
     cuda_impl *c = cuda_of(be);
     if (n <= 0 || out <= 0 || !cuda_begin(be))
@@ -300,17 +319,29 @@ static void cuda_dense_forward(backend_t *be, int n, int in, int out, const floa
     if (in <= 0) { /* no inputs: y = b */
         cuda_ok(c, cudaMemsetAsync(y, 0, (size_t)n * out * sizeof(float), c->stream),
                 "cudaMemsetAsync");
-    } else if (prec_reduced(c->prec, PREC_OP_DENSE)) {
+    } else if (prec_reduced(p, PREC_OP_DENSE)) {
         prec_dense_copies l;
         char *h = dense_operands(c, n, in, out, x, true, w, true, &l);
-        if (h == NULL || gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h + l.w, in, h + l.x, in,
+        if (h == NULL || gemm(c, p, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h + l.w, in, h + l.x, in,
                               y, out, "cublasGemmEx (dense forward)") != 0)
             return;
-    } else if (gemm(c, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out,
+    } else if (gemm(c, PREC_FP32, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out,
                     "cublasGemmEx (dense forward)") != 0) {
         return;
     }
     cuda_ok(c, tt_k_bias_relu(c->stream, n, out, 1, b, relu, y), "bias/relu kernel");
+}
+
+static void cuda_dense_forward(backend_t *be, int n, int in, int out, const float *x,
+                               const float *w, const float *b, bool relu, float *y)
+{
+    dense_forward_as(be, cuda_of(be)->prec, n, in, out, x, w, b, relu, y);
+}
+
+static void cuda_dense_forward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                    const float *w, const float *b, bool relu, float *y)
+{
+    dense_forward_as(be, PREC_FP32, n, in, out, x, w, b, relu, y);
 }
 
 /* dx[n,in] = dy[n,out] w[out,in]:   column-major dx^T = w^T dy^T: gemm(N, N, in, n, out)
@@ -318,9 +349,9 @@ static void cuda_dense_forward(backend_t *be, int n, int in, int out, const floa
  * db[out] = column sums of dy, rows in order (the CPU's bits), in float32.
  * Mixed precision: the products read the 16-bit copies of x, w and of dy
  * after the relu mask. */
-static void cuda_dense_backward(backend_t *be, int n, int in, int out, const float *x,
-                                const float *w, const float *y, bool relu, float *dy, float *dx,
-                                float *dw, float *db)
+static void dense_backward_as(backend_t *be, prec_t p, int n, int in, int out, const float *x,
+                              const float *w, const float *y, bool relu, float *dy, float *dx,
+                              float *dw, float *db)
 {
     cuda_impl *c = cuda_of(be);
     if (!cuda_begin(be))
@@ -331,7 +362,8 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
     const void *xa = x, *wa = w, *dya = dy; /* the operands of the products */
     bool want_dw = dw != NULL && in > 0 && out > 0 && n > 0;
     bool want_dx = dx != NULL && n > 0 && in > 0 && out > 0;
-    if (prec_reduced(c->prec, PREC_OP_DENSE) && (want_dw || want_dx)) {
+    bool half = prec_reduced(p, PREC_OP_DENSE) && (want_dw || want_dx);
+    if (half) {
         prec_dense_copies l;
         char *h = dense_operands(c, n, in, out, x, want_dw, w, want_dx, &l);
         if (h == NULL || cuda_to_half(c, (size_t)n * out, dy, h + l.dy) != 0)
@@ -344,7 +376,8 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
         if (n <= 0)
             cuda_ok(c, cudaMemsetAsync(dw, 0, (size_t)out * in * sizeof(float), c->stream),
                     "cudaMemsetAsync");
-        else if (gemm(c, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in, dya, out, dw, in,
+        else if (gemm(c, half ? p : PREC_FP32, CUBLAS_OP_N, CUBLAS_OP_T, in, out, n, xa, in,
+                      dya, out, dw, in,
                       "cublasGemmEx (dense dw)") != 0)
             return;
     }
@@ -356,9 +389,23 @@ static void cuda_dense_backward(backend_t *be, int n, int in, int out, const flo
             cuda_ok(c, cudaMemsetAsync(dx, 0, (size_t)n * in * sizeof(float), c->stream),
                     "cudaMemsetAsync");
         else
-            gemm(c, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya, out, dx, in,
-                 "cublasGemmEx (dense dx)");
+            gemm(c, half ? p : PREC_FP32, CUBLAS_OP_N, CUBLAS_OP_N, in, n, out, wa, in, dya,
+                 out, dx, in, "cublasGemmEx (dense dx)");
     }
+}
+
+static void cuda_dense_backward(backend_t *be, int n, int in, int out, const float *x,
+                                const float *w, const float *y, bool relu, float *dy, float *dx,
+                                float *dw, float *db)
+{
+    dense_backward_as(be, cuda_of(be)->prec, n, in, out, x, w, y, relu, dy, dx, dw, db);
+}
+
+static void cuda_dense_backward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                     const float *w, const float *y, bool relu, float *dy,
+                                     float *dx, float *dw, float *db)
+{
+    dense_backward_as(be, PREC_FP32, n, in, out, x, w, y, relu, dy, dx, dw, db);
 }
 
 /* ---- pooling: the kernels carry PyTorch's semantics (an argmax mask for
@@ -461,7 +508,7 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
                 cudaMemcpyAsync(&c->xent_host->not_finite, &c->xent_dev->not_finite, sizeof(int),
                                 cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (finite check)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (finite check)") != 0)
+        cuda_wait(be, "finite check") != 0)
         return false;
     return c->xent_host->not_finite == 0;
 }
@@ -477,7 +524,7 @@ static double cuda_sumsq(backend_t *be, size_t count, const float *x)
                 cudaMemcpyAsync(&c->xent_host->loss, &c->xent_dev->loss, sizeof(double),
                                 cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (sum of squares)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (sum of squares)") != 0)
+        cuda_wait(be, "sum of squares") != 0)
         return 0.0;
     return c->xent_host->loss;
 }
@@ -500,7 +547,7 @@ static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *lo
                 cudaMemcpyAsync(c->xent_host, c->xent_dev, sizeof(tt_xent_result),
                                 cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (loss)") != 0 ||
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize (loss)") != 0)
+        cuda_wait(be, "loss") != 0)
         return;
     *loss_sum = c->xent_host->loss;
     *correct = c->xent_host->correct;
@@ -535,8 +582,11 @@ static void cuda_destroy(backend_t *be)
         return;
     cuda_impl *c = cuda_of(be);
     if (c != NULL) {
-        if (cudaSetDevice(c->device) == cudaSuccess && c->stream != NULL)
-            cudaStreamSynchronize(c->stream); /* nothing may still use the memory */
+        /* nothing may still use the memory; a stalled collective is
+         * aborted by the wait (its communicator is freed before) */
+        if (cudaSetDevice(c->device) == cudaSuccess && c->stream != NULL &&
+            (be->dev == NULL || backend_device_wait(be, "teardown", &(tt_err){0}) == 0))
+            cudaStreamSynchronize(c->stream);
         if (c->conv_desc)
             cu.cudnnDestroyConvolutionDescriptor(c->conv_desc);
         if (c->w_desc)
@@ -662,6 +712,8 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->copy = cuda_copy;
     be->dense_forward = cuda_dense_forward;
     be->dense_backward = cuda_dense_backward;
+    be->dense_forward_fp32 = cuda_dense_forward_fp32;
+    be->dense_backward_fp32 = cuda_dense_backward_fp32;
     be->conv_workspace = cuda_conv_workspace;
     be->conv_forward = cuda_conv_forward;
     be->conv_backward = cuda_conv_backward;
@@ -744,10 +796,40 @@ int backend_cuda_check(backend_t *be, tt_err *err)
 
 int backend_cuda_sync(backend_t *be, tt_err *err)
 {
-    cuda_impl *c = cuda_of(be);
     if (cuda_begin(be))
-        cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
+        cuda_wait(be, "sync");
     return backend_cuda_check(be, err);
+}
+
+bool backend_cuda_peer_enable(backend_t *be, const backend_t *peer)
+{
+    cuda_impl *c = cuda_of(be);
+    int d = c->device, p = peer->device, can = 0;
+    if (d == p)
+        return true;
+    if (cudaDeviceCanAccessPeer(&can, d, p) != cudaSuccess || !can ||
+        cudaSetDevice(d) != cudaSuccess) {
+        cudaGetLastError();
+        return false;
+    }
+    cudaError_t rc = cudaDeviceEnablePeerAccess(p, 0);
+    cudaGetLastError(); /* cudaErrorPeerAccessAlreadyEnabled is not an error here */
+    return rc == cudaSuccess || rc == cudaErrorPeerAccessAlreadyEnabled;
+}
+
+int backend_cuda_query(backend_t *be, tt_err *err)
+{
+    cuda_impl *c = cuda_of(be);
+    if (c->failed)
+        return backend_cuda_check(be, err);
+    if (cudaSetDevice(c->device) != cudaSuccess)
+        return 1; /* cuda_begin reports it at the next operation */
+    cudaError_t rc = cudaStreamQuery(c->stream);
+    if (rc == cudaErrorNotReady)
+        return 0;
+    if (cuda_ok(c, rc, "cudaStreamQuery") != 0)
+        return backend_cuda_check(be, err);
+    return 1;
 }
 
 void backend_cuda_freeze(backend_t *be)

@@ -70,8 +70,14 @@ void *backend_cuda_stream(backend_t *be);
  * stream so far (without waiting for it): 0, or -1 with err set. */
 int backend_cuda_check(backend_t *be, tt_err *err);
 
-/* Waits for the stream, then as backend_cuda_check. */
+/* Waits for the stream (backend_device_wait), then as backend_cuda_check. */
 int backend_cuda_sync(backend_t *be, tt_err *err);
+/* cudaStreamQuery of the compute stream: 1 done, 0 running, -1 error. */
+int backend_cuda_query(backend_t *be, tt_err *err);
+/* cudaDeviceEnablePeerAccess from be's device to peer's where
+ * cudaDeviceCanAccessPeer says it can: whether copies between them now go
+ * directly (NVLink, PCIe P2P) rather than through the host. */
+bool backend_cuda_peer_enable(backend_t *be, const backend_t *peer);
 
 /* Ends setup: the memory pool no longer grows (nothing is cudaMalloc'ed
  * during training). */

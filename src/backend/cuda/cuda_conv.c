@@ -266,7 +266,7 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
             need = ch->ws_bytes;
     }
     /* the scratch may be reused only after the timing runs are done */
-    cuda_ok(c, cudaStreamSynchronize(c->stream), "cudaStreamSynchronize");
+    cuda_wait(be, "algorithm search");
     for (int i = 0; i < 4; i++)
         mem_pool_free(c->pool, tmp[i]);
     if (need > c->conv_ws_budget)

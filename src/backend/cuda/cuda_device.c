@@ -43,6 +43,7 @@ static void cuda_dev_staging_free(backend_staging *s)
 typedef struct {
     backend_comm base;
     nccl_comm *nccl;
+    int n; /* local towers */
     backend_t *bes[TT_MAX_SIM_DEVICES];
 } cuda_comm;
 
@@ -65,11 +66,22 @@ static int cuda_comm_check(backend_comm *c, int t, tt_err *err)
     return nccl_comm_check(((cuda_comm *)c)->nccl, t, err);
 }
 
-/* nccl_comm_free aborts a communicator with an asynchronous error */
+static void cuda_comm_abort(backend_comm *c)
+{
+    nccl_comm_abort(((cuda_comm *)c)->nccl);
+}
+
+/* The compute streams first, by polling with the error checked (a stalled
+ * collective is aborted there); nccl_comm_free then polls its own streams
+ * the same way. */
 static void cuda_comm_free(backend_comm *c)
 {
     if (c == NULL)
         return;
+    cuda_comm *cc = (cuda_comm *)c;
+    for (int t = 0; t < cc->n; t++)
+        backend_device_wait(cc->bes[t], "communicator teardown", &(tt_err){0});
+    backend_device_watch(cc->bes, cc->n, NULL);
     nccl_comm_free(((cuda_comm *)c)->nccl);
     free(c);
 }
@@ -86,6 +98,7 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
         return NULL;
     }
     int devices[TT_MAX_SIM_DEVICES];
+    c->n = n;
     for (int t = 0; t < n; t++) {
         devices[t] = bes[t]->device;
         c->bes[t] = bes[t];
@@ -99,7 +112,9 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
                              .allreduce = cuda_comm_allreduce,
                              .join = cuda_comm_join,
                              .check = cuda_comm_check,
+                             .abort = cuda_comm_abort,
                              .free = cuda_comm_free};
+    backend_device_watch(c->bes, n, &c->base);
     return &c->base;
 }
 
@@ -112,6 +127,8 @@ const backend_device_ops backend_cuda_device_ops = {
     .bind = backend_cuda_bind,
     .check = backend_cuda_check,
     .sync = backend_cuda_sync,
+    .query = backend_cuda_query,
+    .peer_enable = backend_cuda_peer_enable,
     .freeze = backend_cuda_freeze,
     .memory = backend_cuda_memory,
     .alloc_error = backend_cuda_alloc_error,

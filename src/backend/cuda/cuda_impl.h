@@ -71,6 +71,10 @@ int cublas_check_err(cublasStatus_t rc, int device, const char *what, int code, 
  * failed before (the operation is skipped). */
 bool cuda_begin(backend_t *be);
 
+/* The host's wait for the compute stream (backend_device_wait: polling,
+ * with the communicator's error); a failed wait is the backend's error. */
+int cuda_wait(backend_t *be, const char *what);
+
 /* The scratch region of the 16-bit copies, at least `bytes` long: grown
  * while the pool is not frozen (setup; work queued on the tower's one
  * stream before a regrowth is done before anything reuses the old block),

@@ -27,12 +27,39 @@ static int ok(const cuda_staging *s, cudaError_t rc, const char *what, tt_err *e
     return cuda_check_err(rc, s->device, what, TT_ERR_RUNTIME, err);
 }
 
+/* For backend_device_wait_for: the copy stream waits on the compute
+ * stream's consumed events, which wait on the all-reduce, so a blocking
+ * wait here could hang on a collective that never completes. */
+static int query_result(const cuda_staging *s, cudaError_t rc, tt_err *err)
+{
+    if (rc == cudaErrorNotReady)
+        return 0;
+    return ok(s, rc, "cudaEventQuery / cudaStreamQuery (staging)", err) != 0 ? -1 : 1;
+}
+
+typedef struct {
+    const cuda_staging *s;
+    cudaEvent_t event;
+} event_query;
+
+static int query_event(void *p, tt_err *err)
+{
+    event_query *q = p;
+    return query_result(q->s, cudaEventQuery(q->event), err);
+}
+
+static int query_copy_stream(void *p, tt_err *err)
+{
+    const cuda_staging *s = p;
+    return query_result(s, cudaStreamQuery(s->copy_stream), err);
+}
+
 void cuda_staging_free(cuda_staging *s)
 {
     if (s == NULL)
         return;
     if (cudaSetDevice(s->device) == cudaSuccess && s->copy_stream != NULL)
-        cudaStreamSynchronize(s->copy_stream);
+        backend_device_wait_for(s->be, query_copy_stream, s, "staging teardown", &(tt_err){0});
     for (int i = 0; i < 2; i++) {
         if (s->host_x[i])
             cudaFreeHost(s->host_x[i]);
@@ -105,7 +132,8 @@ int cuda_staging_load(cuda_staging *s, int64_t step, const float *x, size_t x_by
     cudaStream_t compute = (cudaStream_t)backend_cuda_stream(s->be);
     /* the DMA of this slot's previous batch must be done before the host
      * writes its pinned buffer (long done: it was two steps ago) */
-    if (host_wait && ok(s, cudaEventSynchronize(s->copied[slot]), "cudaEventSynchronize", err))
+    event_query q = {s, s->copied[slot]};
+    if (host_wait && backend_device_wait_for(s->be, query_event, &q, "staging", err) != 0)
         return -1;
     memcpy(s->host_x[slot], x, x_bytes);
     memcpy(s->host_y[slot], y, y_bytes);

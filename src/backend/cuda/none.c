@@ -68,6 +68,16 @@ int backend_cuda_sync(backend_t *be, tt_err *err)
     return 0;
 }
 
+int backend_cuda_query(backend_t *be, tt_err *err)
+{
+    return 1;
+}
+
+bool backend_cuda_peer_enable(backend_t *be, const backend_t *peer)
+{
+    return false;
+}
+
 void backend_cuda_freeze(backend_t *be)
 {
 }

@@ -6,6 +6,7 @@
 #include "backend/sim/sim.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,6 +46,8 @@ typedef struct {
     struct sim_job *head, *tail;
     int pending;             /* queued or running */
     bool stop;
+    int64_t step;            /* the global step of the last staged batch */
+    bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
 } sim_impl;
 
 /* One queued operation: its function and its arguments, copied. */
@@ -131,6 +134,41 @@ void sim_drain(backend_t *be)
     while (s->pending > 0)
         pthread_cond_wait(&s->qidle, &s->qlock);
     pthread_mutex_unlock(&s->qlock);
+}
+
+/* TT_SIM_FAULT (sim.h): parsed once. */
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+static int64_t fault_stall_from = -1;
+static bool fault_download_checkpoint;
+
+static void fault_parse(void)
+{
+    const char *f = getenv("TT_SIM_FAULT");
+    long long step;
+    if (f == NULL)
+        return;
+    if (sscanf(f, "stall_allreduce:%lld", &step) == 1 && step >= 0)
+        fault_stall_from = step;
+    else if (strcmp(f, "download_error:checkpoint") == 0)
+        fault_download_checkpoint = true;
+}
+
+bool sim_fault_stalls(backend_t *be, int64_t *step)
+{
+    pthread_once(&fault_once, fault_parse);
+    *step = S(be)->step;
+    return fault_stall_from >= 0 && S(be)->step >= fault_stall_from;
+}
+
+/* The host's waits go through backend_device_wait (polling, watching the
+ * communicator); a failed wait is the backend's error. */
+static bool host_wait(backend_t *be, const char *what)
+{
+    tt_err err = {0};
+    if (backend_device_wait(be, what, &err) == 0)
+        return true;
+    sim_fail(be, "%s", err.msg);
+    return false;
 }
 
 /* ---- device memory ---- */
@@ -226,8 +264,8 @@ static void sim_upload(backend_t *be, void *dst, const void *src, size_t bytes)
 {
     void *copy = malloc(bytes ? bytes : 1);
     if (copy == NULL) {
-        sim_drain(be);
-        memcpy(dst, src, bytes);
+        if (host_wait(be, "upload"))
+            memcpy(dst, src, bytes);
         return;
     }
     memcpy(copy, src, bytes);
@@ -238,8 +276,16 @@ static void sim_upload(backend_t *be, void *dst, const void *src, size_t bytes)
 /* device to host: waits for the queue, as the CUDA backend's download */
 static void sim_download(backend_t *be, void *dst, const void *src, size_t bytes)
 {
-    sim_drain(be);
-    memcpy(dst, src, bytes);
+    sim_impl *s = S(be);
+    bool inject = s->fail_download;
+    s->fail_download = false;
+    if (inject)
+        sim_fail(be, "download of %zu bytes: device error (injected: TT_SIM_FAULT="
+                 "download_error:checkpoint)", bytes);
+    if (inject || !host_wait(be, "download"))
+        memset(dst, 0, bytes); /* as CUDA's: never undefined bytes */
+    else
+        memcpy(dst, src, bytes);
 }
 
 static void sim_copy(backend_t *be, void *dst, const void *src, size_t bytes)
@@ -482,16 +528,48 @@ FORWARD(adam_step,
 
 #include "backend/sim/sim_queue_ops.h"
 
+/* dense_forward_fp32 / dense_backward_fp32 (backend.h): the CPU's float32
+ * dense on the queue, no 16-bit copies (global_avgpool in bf16 / fp16) */
+static void q_dense_forward_fp32_run(backend_t *be, void *p)
+{
+    q_dense_forward_args *a = p;
+    C(be)->dense_forward(C(be), a->n, a->in, a->out, a->x, a->w, a->b, a->relu, a->y);
+}
+
+static void sim_dense_forward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                   const float *w, const float *b, bool relu, float *y)
+{
+    q_dense_forward_args q = {n, in, out, x, w, b, relu, y};
+    sim_enqueue(be, q_dense_forward_fp32_run, &q, sizeof(q));
+}
+
+static void q_dense_backward_fp32_run(backend_t *be, void *p)
+{
+    q_dense_backward_args *a = p;
+    C(be)->dense_backward(C(be), a->n, a->in, a->out, a->x, a->w, a->y, a->relu, a->dy, a->dx,
+                          a->dw, a->db);
+}
+
+static void sim_dense_backward_fp32(backend_t *be, int n, int in, int out, const float *x,
+                                    const float *w, const float *y, bool relu, float *dy,
+                                    float *dx, float *dw, float *db)
+{
+    q_dense_backward_args q = {n, in, out, x, w, y, relu, dy, dx, dw, db};
+    sim_enqueue(be, q_dense_backward_fp32_run, &q, sizeof(q));
+}
+
 /* The operations that answer the host: they wait for the queue. */
 static bool sim_all_finite(backend_t *be, size_t count, const float *x)
 {
-    sim_drain(be);
+    if (!host_wait(be, "finite check"))
+        return false;
     return C(be)->all_finite(C(be), count, x);
 }
 
 static double sim_sumsq(backend_t *be, size_t count, const float *x)
 {
-    sim_drain(be);
+    if (!host_wait(be, "norm"))
+        return 0.0; /* the device's error ends the step (the trainer checks it) */
     return C(be)->sumsq(C(be), count, x);
 }
 
@@ -499,7 +577,11 @@ static void sim_softmax_xent(backend_t *be, int n, int classes, const float *log
                              const int32_t *labels, float smoothing, float *dlogits,
                              double *loss_sum, int *correct)
 {
-    sim_drain(be);
+    if (!host_wait(be, "loss")) {
+        *loss_sum = 0.0;
+        *correct = 0;
+        return;
+    }
     C(be)->softmax_xent(C(be), n, classes, logits, labels, smoothing, dlogits, loss_sum,
                         correct);
 }
@@ -531,7 +613,8 @@ static int sim_check(backend_t *be, tt_err *err)
 static int sim_sync(backend_t *be, tt_err *err)
 {
     sim_impl *s = S(be);
-    sim_drain(be);
+    if (!host_wait(be, "sync"))
+        return sim_check(be, err);
     size_t bad = 0;
     pthread_mutex_lock(&s->lock);
     for (sim_block *b = s->blocks; b != NULL && bad == 0; b = b->next)
@@ -541,6 +624,26 @@ static int sim_sync(backend_t *be, tt_err *err)
     if (bad != 0)
         sim_fail(be, "a write past the end of a %zu-byte allocation", bad);
     return sim_check(be, err);
+}
+
+static int sim_query(backend_t *be, tt_err *err)
+{
+    sim_impl *s = S(be);
+    (void)err;
+    pthread_mutex_lock(&s->qlock);
+    int done = s->pending == 0;
+    pthread_mutex_unlock(&s->qlock);
+    return done;
+}
+
+/* download_error:checkpoint: the first download of the first save fails */
+static void sim_mark(backend_t *be, const char *phase)
+{
+    static atomic_bool armed;
+    pthread_once(&fault_once, fault_parse);
+    if (fault_download_checkpoint && strcmp(phase, "checkpoint") == 0 &&
+        !atomic_exchange(&armed, true))
+        S(be)->fail_download = true;
 }
 
 static void sim_freeze(backend_t *be)
@@ -626,15 +729,16 @@ static int sim_staging_load(backend_staging *p, int64_t step, const float *x, si
     if (x_bytes > s->x_bytes || y_bytes > s->y_bytes)
         return err_set(err, TT_ERR_RUNTIME, "sim:%d: a batch larger than the staging buffers",
                        d);
-    bool host_wait, copy_wait;
-    int slot = staging_ring_fill(&s->ring, step, &host_wait, &copy_wait);
+    bool slot_busy, copy_wait;
+    int slot = staging_ring_fill(&s->ring, step, &slot_busy, &copy_wait);
     if (slot < 0)
         return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: no free slot for step %lld", d,
                        (long long)step);
     /* the slot's last copy must be done before its pinned buffer is
      * written again (a copy from pinned memory reads it when it runs) */
-    if (host_wait)
-        sim_drain(s->be);
+    if (slot_busy && !host_wait(s->be, "staging"))
+        return sim_check(s->be, err);
+    S(s->be)->step = step;
     memcpy(s->host_x[slot], x, x_bytes);
     memcpy(s->host_y[slot], y, y_bytes);
     q_copy_args cx = {s->dev_x[slot], s->host_x[slot], x_bytes, NULL};
@@ -675,6 +779,8 @@ const backend_device_ops backend_sim_device_ops = {
     .bind = sim_bind,
     .check = sim_check,
     .sync = sim_sync,
+    .query = sim_query,
+    .mark = sim_mark,
     .freeze = sim_freeze,
     .memory = sim_memory,
     .alloc_error = sim_alloc_error,
@@ -690,6 +796,8 @@ static void sim_destroy(backend_t *be)
 {
     sim_impl *s = S(be);
     if (s->worker_started) {
+        if (be->dev != NULL)
+            host_wait(be, "teardown"); /* aborts a stalled communicator */
         sim_drain(be);
         pthread_mutex_lock(&s->qlock);
         s->stop = true;
@@ -756,6 +864,8 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->copy = sim_copy;
     be->conv_workspace = sim_conv_workspace;
     sim_install_queued_ops(be);
+    be->dense_forward_fp32 = sim_dense_forward_fp32;
+    be->dense_backward_fp32 = sim_dense_backward_fp32;
     be->all_finite = sim_all_finite;
     be->sumsq = sim_sumsq;
     be->softmax_xent = sim_softmax_xent;

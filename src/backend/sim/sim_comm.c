@@ -11,10 +11,13 @@
  * the host also waits for the group: MPI_THREAD_SERIALIZED allows one
  * caller at a time, and the main thread calls MPI after the step. */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "backend/sim/sim.h"
 #include "comm/dist.h"
+#include "util/log.h"
 
 #define SIM_GROUP 32 /* packs a group may hold, as NCCL_GROUP in sync_replicated.c */
 
@@ -33,7 +36,21 @@ typedef struct {
     bool mean;
     bool mismatch;               /* a tower's packs differ from the first's */
     tt_err err;
+    /* TT_SIM_FAULT=stall_allreduce: when the first stalled group reached a
+     * queue (0: none); 2 s later check reports the asynchronous error */
+    double stalled_since;
+    int64_t stalled_step;
+    bool aborted;                /* abort: every group returns at once */
 } sim_comm;
+
+#define SIM_STALL_ERROR_S 2.0
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 /* The last tower of a group: sums and shares every pack. */
 static void group_reduce(sim_comm *c)
@@ -63,6 +80,8 @@ typedef struct {
     size_t lo[SIM_GROUP], hi[SIM_GROUP];
     int n_packs;
     bool mean;
+    bool stall;     /* TT_SIM_FAULT: never completes (until abort) */
+    int64_t step;
 } group_args;
 
 /* On tower t's queue: joins the group and waits until it is done. */
@@ -76,9 +95,20 @@ static void group_run(backend_t *be, void *p)
     bool mean = g->mean;
     float *buf = g->buf;
     pthread_mutex_lock(&c->lock);
-    /* a tower a group ahead waits for the others to finish the previous one */
-    while (c->group != c->seq[t])
+    if (g->stall && c->stalled_since == 0.0) {
+        c->stalled_since = now_s();
+        c->stalled_step = g->step;
+    }
+    /* a stalled group, as a peer that never answers: only abort ends it */
+    while (g->stall && !c->aborted)
         pthread_cond_wait(&c->done, &c->lock);
+    /* a tower a group ahead waits for the others to finish the previous one */
+    while (c->group != c->seq[t] && !c->aborted)
+        pthread_cond_wait(&c->done, &c->lock);
+    if (c->aborted) { /* as ncclCommAbort: the buffer's contents are undefined */
+        pthread_mutex_unlock(&c->lock);
+        return;
+    }
     if (c->arrived == 0) {
         c->n_packs = n_packs;
         c->mean = mean;
@@ -105,7 +135,7 @@ static void group_run(backend_t *be, void *p)
         pthread_cond_broadcast(&c->done);
     } else {
         uint64_t mine = c->group;
-        while (c->group == mine)
+        while (c->group == mine && !c->aborted)
             pthread_cond_wait(&c->done, &c->lock);
     }
     c->seq[t]++;
@@ -119,14 +149,21 @@ static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, 
     if (n_packs > SIM_GROUP)
         return err_set(err, TT_ERR_RUNTIME, "sim: a group of %d packs (at most %d)", n_packs,
                        SIM_GROUP);
-    group_args g = {.c = c, .t = t, .buf = buf, .n_packs = n_packs, .mean = mean};
+    group_args g = {.c = c, .t = t, .buf = buf, .n_packs = n_packs, .mean = mean,
+                    };
+    g.stall = sim_fault_stalls(c->bes[t], &g.step);
+    static atomic_bool said; /* the log says when the injected stall begins */
+    if (g.stall && !atomic_exchange(&said, true))
+        log_printf("sim: TT_SIM_FAULT: the all-reduce of global step %lld stalls\n",
+                   (long long)g.step);
     for (int k = 0; k < n_packs; k++) {
         g.lo[k] = lo[k];
         g.hi[k] = hi[k];
     }
     sim_enqueue(c->bes[t], group_run, &g, sizeof(g));
-    if (dist_size() > 1)
-        sim_drain(c->bes[t]);
+    tt_err wait_err = {0};
+    if (dist_size() > 1 && backend_device_wait(c->bes[t], "all-reduce", &wait_err) != 0)
+        return err_set(err, wait_err.code, "sim:%d: %s", c->bes[t]->device, wait_err.msg);
     return 0;
 }
 
@@ -143,16 +180,41 @@ static int sim_check(backend_comm *bc, int t, tt_err *err)
     sim_comm *c = (sim_comm *)bc;
     (void)t;
     pthread_mutex_lock(&c->lock);
+    if (c->err.code == TT_OK && c->stalled_since != 0.0 &&
+        now_s() - c->stalled_since >= SIM_STALL_ERROR_S)
+        err_set(&c->err, TT_ERR_RUNTIME, "sim: asynchronous error: the all-reduce of global "
+                "step %lld never completed (a peer gone; injected by TT_SIM_FAULT)",
+                (long long)c->stalled_step);
     int rc = c->err.code == TT_OK ? 0 : err_set(err, c->err.code, "%s", c->err.msg);
     pthread_mutex_unlock(&c->lock);
     return rc;
 }
 
+static void sim_comm_abort(backend_comm *bc)
+{
+    sim_comm *c = (sim_comm *)bc;
+    pthread_mutex_lock(&c->lock);
+    c->aborted = true;
+    if (c->err.code == TT_OK)
+        err_set(&c->err, TT_ERR_RUNTIME, "sim: communicator aborted");
+    pthread_cond_broadcast(&c->done);
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* As nccl_comm_free: waits for the queues by polling with the error
+ * checked (a stalled group is aborted), then nothing queued refers to c. */
 static void sim_comm_free(backend_comm *bc)
 {
     sim_comm *c = (sim_comm *)bc;
     if (c == NULL)
         return;
+    for (int t = 0; t < c->n; t++) {
+        tt_err err = {0};
+        if (backend_device_wait(c->bes[t], "communicator teardown", &err) != 0)
+            sim_comm_abort(bc);
+        sim_drain(c->bes[t]); /* after an abort, finite */
+    }
+    backend_device_watch(c->bes, c->n, NULL);
     pthread_mutex_destroy(&c->lock);
     pthread_cond_destroy(&c->done);
     free(c);
@@ -178,7 +240,9 @@ backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
                              .allreduce = sim_allreduce,
                              .join = sim_join,
                              .check = sim_check,
+                             .abort = sim_comm_abort,
                              .free = sim_comm_free,
                              .impl = c};
+    backend_device_watch(c->bes, n, &c->base);
     return &c->base;
 }

@@ -1,0 +1,75 @@
+/* device_wait.c - the host's one wait for device work (backend.h,
+ * backend_device_wait): polling instead of cudaStreamSynchronize, so that
+ * the communicator's asynchronous error and a stop signal are seen while a
+ * collective that will never complete (a peer gone) holds the queue. NCCL
+ * says only ncclCommAbort ends such an operation; a blocking wait on the
+ * stream would never return to call it. */
+#include <time.h>
+
+#include "backend/backend.h"
+
+static const volatile sig_atomic_t *stop_flag;
+
+void backend_device_set_stop(const volatile sig_atomic_t *flag)
+{
+    stop_flag = flag;
+}
+
+void backend_device_watch(backend_t *const *bes, int n, backend_comm *c)
+{
+    for (int t = 0; t < n; t++) {
+        bes[t]->watch = c;
+        bes[t]->watch_index = t;
+    }
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int queue_query(void *be, tt_err *err)
+{
+    return ((backend_t *)be)->dev->query(be, err);
+}
+
+int backend_device_wait(backend_t *be, const char *what, tt_err *err)
+{
+    return backend_device_wait_for(be, queue_query, be, what, err);
+}
+
+int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
+                            const char *what, tt_err *err)
+{
+    long sleep_ns = 1000;
+    double stop_since = 0.0;
+    for (;;) {
+        int done = query(arg, err);
+        if (done != 0)
+            return done > 0 ? 0 : -1;
+        backend_comm *c = be->watch;
+        tt_err comm_err = {0};
+        if (c != NULL && c->check(c, be->watch_index, &comm_err) != 0) {
+            c->abort(c); /* the queues drain; the caller's results are void */
+            return err_set(err, TT_ERR_RUNTIME, "%s: %s (communicator aborted)", what,
+                           comm_err.msg);
+        }
+        if (stop_flag != NULL && *stop_flag != 0) {
+            if (stop_since == 0.0) {
+                stop_since = now_s();
+            } else if (now_s() - stop_since > BACKEND_STOP_GRACE_S) {
+                if (c != NULL)
+                    c->abort(c);
+                return err_set(err, TT_ERR_RUNTIME, "%s: not done %d s after signal %d "
+                               "(a stalled collective): aborted, no consistent state to save",
+                               what, BACKEND_STOP_GRACE_S, (int)*stop_flag);
+            }
+        }
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+        if (sleep_ns < 1000000)
+            sleep_ns *= 2;
+    }
+}
