@@ -80,14 +80,6 @@ ok $? "async on 2 sim towers trains with finite parameters"
 # within 1% of the fp32 run's: measured here within 0.1% (fp16 and bf16
 # round the operands of dense and conv2d only). An fp16 update left scaled
 # by 65536 (the defect) ends in "loss became NaN" or far from fp32.
-loss_close() {
-  $PY -c 'import json, sys
-ref = [e["train_loss"] for e in json.load(open(sys.argv[1]))]
-got = [e["train_loss"] for e in json.load(open(sys.argv[2]))]
-print(" ".join("%.4f" % x for x in got), end="")
-sys.exit(0 if len(got) == len(ref) == 3 and got[2] < got[0] and
-         all(abs(g - r) <= 0.01 * r for g, r in zip(got, ref)) else 1)' "$1" "$2"
-}
 for opt in sgd momentum; do
   oset="optimizer={type=\"$opt\"; learning_rate=0.05;}"
   for c in "simple|type=\"simple\";" \
@@ -101,7 +93,7 @@ for opt in sgd momentum; do
         --set "trainer={$trainer device=\"sim\"; precision=\"$p\";}" >"$T/p.out" 2>&1
       rc=$?
       [ $p = fp32 ] && continue
-      l=$(loss_close "$T/fp32_${opt}_$name/stats.json" "$T/${p}_${opt}_$name/stats.json"); s=$?
+      l=$(tt_loss_close "$T/fp32_${opt}_$name/stats.json" "$T/${p}_${opt}_$name/stats.json"); s=$?
       ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "$p $opt $name on sim converges: train loss by epoch $l, within 1% of fp32's"
       [ $rc = 0 ] || sed 's/^/# /' "$T/p.out" | tail -n 3
     done

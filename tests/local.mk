@@ -39,7 +39,9 @@ EXTRA_DIST += tests/e2e_memory.sh
 TESTS += tests/e2e_timeline.sh
 EXTRA_DIST += tests/e2e_timeline.sh tests/tt_timeline.py tests/tt_profile.py
 # GPU towers' host code on simulated GPUs (trainer.device = "sim")
-TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh
-EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh
+TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh \
+	tests/e2e_sim_accumulate.sh
+EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh \
+	tests/e2e_sim_accumulate.sh
 TESTS += tests/e2e_device_stats.sh
 EXTRA_DIST += tests/e2e_device_stats.sh

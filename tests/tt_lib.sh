@@ -110,6 +110,18 @@ tt_same() {
   $PY "$TT_SRCDIR/tests/tt_safetensors.py" same "$@"
 }
 
+# tt_loss_close REF_STATS GOT_STATS: prints GOT's train loss by epoch; true
+# when both runs have 3 epochs, GOT's loss falls from epoch 1 to 3 and each
+# epoch's is within 1% of REF's (16-bit training against its fp32 run)
+tt_loss_close() {
+  $PY -c 'import json, sys
+ref = [e["train_loss"] for e in json.load(open(sys.argv[1]))]
+got = [e["train_loss"] for e in json.load(open(sys.argv[2]))]
+print(" ".join("%.4f" % x for x in got), end="")
+sys.exit(0 if len(got) == len(ref) == 3 and got[2] < got[0] and
+         all(abs(g - r) <= 0.01 * r for g, r in zip(got, ref)) else 1)' "$1" "$2"
+}
+
 # tt_lenet_job FILE SEED LIMIT EPOCHS TEST_LIMIT: writes a LeNet job on
 # Fashion-MNIST ($TT_FASHION_MNIST, else /usr/share/datasets/fashion-mnist;
 # the GPU kit brings its own) to FILE: normalised images, the first LIMIT

@@ -215,7 +215,7 @@ void gpu_tower_fail(trainer_t *tr, int t, const tt_err *err)
         err_set(&g->err[t], err->code ? err->code : TT_ERR_RUNTIME, "tower %d: %s", t, err->msg);
 }
 
-void gpu_tower_load(trainer_t *tr, int t, int n, const float *x, const int32_t *y)
+void gpu_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, const int32_t *y)
 {
     gpu_towers *g = tr->gpu;
     tower_t *tw = &tr->towers[t];
@@ -223,7 +223,7 @@ void gpu_tower_load(trainer_t *tr, int t, int n, const float *x, const int32_t *
     float *dx;
     int32_t *dy;
     tt_err err = {0};
-    if (tw->be->dev->staging_load(g->staging[t], tr->global_step, x,
+    if (tw->be->dev->staging_load(g->staging[t], key, x,
                                   (size_t)n * sample * sizeof(float), y,
                                   (size_t)n * sizeof(int32_t), &dx, &dy, &err) != 0) {
         gpu_tower_fail(tr, t, &err);

@@ -52,8 +52,10 @@ int gpu_towers_finish_setup(trainer_t *tr, tt_err *err);
 void gpu_towers_free(trainer_t *tr);
 
 /* Tower t's slice of the step's batch, staged to the device (replaces
- * tower_load_batch for the training step), and the end of its use. */
-void gpu_tower_load(trainer_t *tr, int t, int n, const float *x, const int32_t *y);
+ * tower_load_batch for the training step), and the end of its use. key
+ * names the load in the staging ring, one per micro-batch: global step x
+ * trainer.accumulate + the micro-batch's index. */
+void gpu_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, const int32_t *y);
 void gpu_tower_consumed(trainer_t *tr, int t);
 
 /* After a step: the first CUDA, cuDNN, cuBLAS or staging error of any tower

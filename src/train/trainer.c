@@ -179,9 +179,6 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     /* accumulate: the global batch is K micro-batches, in each of which
      * rank r has its slices at r * towers (dataflow_set_parts) */
     int parts = job->trainer.accumulate;
-    if (gpu && parts > 1)
-        return err_set(err, TT_ERR_USAGE, "trainer.accumulate = %d: gradient accumulation runs "
-                       "on CPU towers only in this version", parts);
     tr->local_batch = job->dataflow.batch_size * tr->n_towers * parts;
     tr->global_batch = tr->local_batch * tr->n_ranks;
 
@@ -353,24 +350,27 @@ int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err
 }
 
 /* Test hook: TT_FAULT_GRAD=<s> makes tower 0's loss gradient infinite at
- * global step s (from 1), so that its backward gives Inf and NaN gradients,
- * as an fp16 overflow would: loss scaling must skip exactly that update.
+ * global step s (from 1), in its first micro-batch only (accumulate), so that
+ * its backward gives Inf and NaN gradients, as an fp16 overflow would: loss
+ * scaling must skip exactly that update, whatever the other micro-batches.
  * Read once per trainer (trainer_create), not in the step. */
-static bool fault_gradient_step(const trainer_t *tr, int t)
+static bool fault_gradient_step(const trainer_t *tr, int t, int k)
 {
-    return t == 0 && tr->fault_grad_step == tr->global_step + 1;
+    return t == 0 && k == 0 && tr->fault_grad_step == tr->global_step + 1;
 }
 
 /* Micro-batch k of the step on tower t: the rank's batch is accumulate
- * micro-batches in order, each nr_tower slices (dataflow_set_parts). */
-static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k)
+ * micro-batches in order, each nr_tower slices (dataflow_set_parts).
+ * unscale: divide the gradients by the loss scale here (not when the caller
+ * unscales the accumulated sum once, or the all-reduce's packs do). */
+static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, bool unscale)
 {
     tower_t *tw = &tr->towers[t];
     int parts = tr->job->trainer.accumulate;
     int n = b->n / (tr->n_towers * parts);
     size_t sample = shape3_size(tr->model.input), at = (size_t)(k * tr->n_towers + t) * n;
-    if (tr->gpu != NULL) /* staged: the copy runs beside the device's previous step */
-        gpu_tower_load(tr, t, n, b->x + at * sample, b->y + at);
+    if (tr->gpu != NULL) /* staged: the copy runs beside the device's previous micro-batch */
+        gpu_tower_load(tr, t, tr->global_step * parts + k, n, b->x + at * sample, b->y + at);
     else
         tower_load_batch(tw, n, b->x + at * sample, b->y + at);
     /* dropout differs per step and per tower, and depends on nothing else:
@@ -382,7 +382,7 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k)
     /* the timeline's tower row: this step's layers, optimizer and packs nest in it */
     trace_set_row(TRACE_ROW_TOWER + t);
     int64_t t0 = trace_begin();
-    if (fault_gradient_step(tr, t)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
+    if (fault_gradient_step(tr, t, k)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
         tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
     trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
@@ -393,7 +393,7 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k)
      * (sync_replicated.c, tr->packs_unscale): the whole block here would
      * race with the all-reduce. Any other grad_ready hook (simple.c's) does
      * not unscale. */
-    if (tw->loss_scale != 1.0f && !tr->packs_unscale)
+    if (unscale && tw->loss_scale != 1.0f && !tr->packs_unscale)
         tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
     tw->loss_scale = scale;
 }
@@ -402,12 +402,17 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
 {
     int parts = tr->job->trainer.accumulate;
     if (parts == 1) {
-        tower_compute_micro(tr, t, b, 0);
+        tower_compute_micro(tr, t, b, 0, true);
         return;
     }
     /* accumulate: grads = the mean of the micro-batches' gradients, summed in
-     * acc (micro-batches 0 .. K-2) and into the last one's. The grad-ready
-     * hook hears of no layer until the sum is final: then of all of them. */
+     * acc (micro-batches 0 .. K-2) and into the last one's, on the tower's
+     * backend (device memory on a device tower). The grad-ready hook hears of
+     * no layer until the sum is final: then of all of them, so the packs are
+     * all-reduced once per update. fp16: the micro-batches' gradients stay
+     * scaled; the sum is unscaled once, with the 1/K (or by the packs, which
+     * unscale as they go). An Inf or NaN in any micro-batch stays in the sum,
+     * whose finite check then skips the whole update. */
     tower_t *tw = &tr->towers[t];
     size_t count = tr->model.n_trainable;
     float *acc = tr->accum[t];
@@ -416,7 +421,7 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     double loss = 0.0;
     int correct = 0;
     for (int k = 0; k < parts; k++) {
-        tower_compute_micro(tr, t, b, k);
+        tower_compute_micro(tr, t, b, k, false);
         loss += tw->loss_sum;
         correct += tw->correct;
         if (k == 0)
@@ -425,7 +430,8 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
             tw->be->axpy(tw->be, count, 1.0f, tw->grads, acc);
     }
     tw->be->axpy(tw->be, count, 1.0f, acc, tw->grads);
-    tw->be->scale(tw->be, count, 1.0f / (float)parts, tw->grads);
+    float unscale = tr->packs_unscale ? 1.0f : tw->loss_scale;
+    tw->be->scale(tw->be, count, 1.0f / ((float)parts * unscale), tw->grads);
     tw->loss_sum = loss;
     tw->correct = correct;
     tw->grad_ready = ready;
