@@ -28,8 +28,8 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 FUZZ_CPPFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -pthread \
 	-I$(top_srcdir)/src -I$(top_srcdir) $(LIBCONFIG_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) \
-	$(BLAS_CFLAGS)
-FUZZ_LIBS = $(LIBCONFIG_LIBS) $(CJSON_LIBS) $(ZLIB_LIBS) $(BLAS_LIBS) -pthread -lm
+	$(FUZZ_BLAS_CFLAGS)
+FUZZ_LIBS = $(LIBCONFIG_LIBS) $(CJSON_LIBS) $(ZLIB_LIBS) $(FUZZ_BLAS_LIBS) -pthread -lm
 FUZZ_LIB_SRCS = $(sort $(filter-out src/backend/cpu/conv_dnnl.c src/backend/cpu/dense_bf16.c \
 	src/backend/cpu/dnnl_util.c src/comm/dist_mpi.c, \
 	$(filter %.c,$(libtowertrain_a_SOURCES))) src/backend/cuda/none.c src/comm/dist_none.c \
@@ -48,6 +48,9 @@ $(FUZZ_DIR)/fuzz_%: $(FUZZ_DIR)/tests/fuzz/fuzz_%.o $(FUZZ_DIR)/libtt.a
 fuzz:
 	@if test -z "$(CLANG)"; then \
 	  echo "make fuzz: clang not found (on Debian: apt-get install clang-16 libclang-rt-16-dev)"; \
+	  exit 1; fi
+	@if test -z "$(FUZZ_BLAS_LIBS)"; then \
+	  echo "make fuzz: OpenBLAS not found (the fuzz targets use CBLAS; on Debian: apt-get install libopenblas-dev)"; \
 	  exit 1; fi
 	@$(MAKE) $(AM_MAKEFLAGS) $(FUZZ_TARGETS:%=$(FUZZ_DIR)/fuzz_%)
 clean-fuzz:
