@@ -1,5 +1,5 @@
 /* test_precision.c - the GPU-independent half of mixed precision on the
- * CUDA backend (src/backend/cuda/precision.c, gpu_towers.c's sizing), on the
+ * CUDA backend (src/backend/cuda/precision.c, device_towers.c's sizing), on the
  * CPU: which operations compute in the 16-bit type, what a GPU needs for
  * it, and where the 16-bit copies of a dense or conv2d call live - every
  * copy aligned, none overlapping another, each as large as its tensor - and
@@ -9,7 +9,7 @@
 
 #include "backend/mem_pool.h"
 #include "backend/precision.h"
-#include "train/gpu_towers.h"
+#include "train/device_towers.h"
 #include "tt_test.h"
 
 static char dir[256];
@@ -190,17 +190,17 @@ static void test_model_sizing(void)
      *   w  6*1*5*5    = 150   elements = 300 bytes at 100352
      *   y  64*6*28*28 = 301056 elements = 602112 bytes at 100864 (aligned up)
      *   dw 300 bytes at 702976: 703276 bytes. (fc0: 51200 + 96000 + 15360 bytes.) */
-    size_t b = gpu_copies_bytes(&m1, PRECISION_BF16, 64);
+    size_t b = device_copies_bytes(&m1, PRECISION_BF16, 64);
     tt_ok(b == 703276, "LeNet, batch 64, bf16: the scratch region fits conv0's copies, the "
                        "largest (%zu bytes, expected 703276)", b);
-    tt_ok(gpu_copies_bytes(&m1, PRECISION_FP16, 64) == b &&
-              gpu_copies_bytes(&m1, PRECISION_FP32, 64) == 0,
+    tt_ok(device_copies_bytes(&m1, PRECISION_FP16, 64) == b &&
+              device_copies_bytes(&m1, PRECISION_FP32, 64) == 0,
           "the same for fp16; none for fp32");
     /* a model whose dense layer is the largest: fc0, 4*32*32 = 4096 -> 1000
      * at batch 32:
      *   x 32*4096*2 = 262144 at 0, w 1000*4096*2 = 8192000 at 262144,
      *   dy 32*1000*2 = 64000 at 8454144: 8518144 bytes (the conv: 459 KB) */
-    b = gpu_copies_bytes(&m2, PRECISION_BF16, 32);
+    b = device_copies_bytes(&m2, PRECISION_BF16, 32);
     tt_ok(b == 8518144, "a dense layer larger than the convolution sets the size (%zu bytes, "
                         "expected 8518144)", b);
     model_free(&m1);

@@ -23,7 +23,7 @@
 #include "bench/bench_table.h"
 #include "comm/allreduce.h"
 #include "comm/dist.h"
-#include "train/towers.h"
+#include "train/tower_threads.h"
 #include "util/threadpool.h"
 
 static int parse_size(const char *s, size_t *out)
@@ -243,7 +243,7 @@ long bench_run(const bench_opts *o, tt_err *err)
     j.recv = calloc((size_t)n, sizeof(float *));
     j.us = calloc((size_t)o->iters, sizeof(double));
     j.ar = allreduce_create(n, err);
-    tower_team *team = tower_team_create(n, err);
+    tower_threads *team = tower_threads_create(n, err);
     long total_wrong = 0;
     bench_table table = {0};
     if (!j.send || !j.recv || !j.us || !j.ar || !team) {
@@ -291,7 +291,7 @@ long bench_run(const bench_opts *o, tt_err *err)
                             count);
             for (int place = 0; place < 2; place++) {
                 j.in_place = place == 1;
-                tower_team_run(team, bench_tower, &j);
+                tower_threads_run(team, bench_tower, &j);
                 qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
                 bench_table_cell(&table, j.in_place, size, j.us[o->iters / 2],
                                  o->check ? count_wrong(&j) : 0);
@@ -302,7 +302,7 @@ long bench_run(const bench_opts *o, tt_err *err)
     total_wrong = bench_table_finish(&table, o->json_path, err);
 out:
     bench_table_free(&table);
-    tower_team_free(team);
+    tower_threads_free(team);
     allreduce_free(j.ar);
     for (int t = 0; t < n && j.send; t++) {
         free(j.send[t]);

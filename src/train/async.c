@@ -70,7 +70,7 @@ static void async_tower(const tower_context *ctx, void *p)
 static int async_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
-    tower_team_run(tr->team, async_tower, &a);
+    tower_threads_run(tr->threads, async_tower, &a);
     trainer_collect_step(tr, b);
     return 0;
 }

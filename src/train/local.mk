@@ -1,9 +1,9 @@
-libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/towers.c \
+libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/tower_threads.c \
 	%reldir%/checkpointing.c %reldir%/shared_params.c %reldir%/shared_params.h \
 	%reldir%/loss_scale.c %reldir%/loss_scale.h \
-	%reldir%/towers.h %reldir%/simple.c %reldir%/sync_replicated.c \
+	%reldir%/tower_threads.h %reldir%/simple.c %reldir%/sync_replicated.c \
 	%reldir%/sync_parameter_server.c %reldir%/async.c \
-	%reldir%/gpu_towers.c %reldir%/gpu_towers.h \
+	%reldir%/device_towers.c %reldir%/device_towers.h \
 	%reldir%/profile.c %reldir%/profile.h %reldir%/roof.c %reldir%/roof.h
 check_PROGRAMS += tests/test_trainers
 tests_test_trainers_SOURCES = tests/test_trainers.c

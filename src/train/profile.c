@@ -215,7 +215,7 @@ static int profile_write_json(const trainer_t *tr, const profile_opts *o,
 /* The roof (CPU towers) and tower 0's part of it; a line saying so. */
 static void profile_roof(const trainer_t *tr, profile_result *r, char *note, size_t len)
 {
-    if (tr->gpu != NULL) {
+    if (tr->dev != NULL) {
         snprintf(note, len, "roof: not measured (GPU towers; the roof here is the CPU's)");
         return;
     }

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "comm/allreduce.h"
-#include "train/gpu_towers.h"
+#include "train/device_towers.h"
 #include "train/shared_params.h"
 #include "train/trainer.h"
 #include "util/log.h"
@@ -211,7 +211,7 @@ static void ps_tower_compute(const tower_context *ctx, void *p)
     if (st->sp.server != NULL)
         shared_params_grads(a->tr, &st->sp, ctx->index);
     else if (tw->be->dev->sync(tw->be, &err) != 0)
-        gpu_tower_fail(a->tr, ctx->index, &err);
+        device_tower_fail(a->tr, ctx->index, &err);
 }
 
 /* ps_device = "gpu" on GPU towers: the owner of each range sums the towers'
@@ -239,7 +239,7 @@ static void ps_tower_update_gpu(const tower_context *ctx, void *p)
     }
     tt_err err = {0};
     if (be->dev->sync(be, &err) != 0) /* the next step's reads come from other devices */
-        gpu_tower_fail(tr, me, &err);
+        device_tower_fail(tr, me, &err);
 }
 
 /* ps_device = "cpu" on GPU towers: the host averages and updates every range
@@ -290,21 +290,21 @@ static int ps_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     ps_state *st = tr->impl;
     step_arg a = {tr, b};
-    tower_team_run(tr->team, ps_tower_compute, &a);
+    tower_threads_run(tr->threads, ps_tower_compute, &a);
     /* the average holds an Inf or a NaN when any tower's gradients do */
     bool finite = true;
     for (int t = 0; t < tr->n_towers; t++)
         finite = finite && st->finite[t];
     if (trainer_loss_scale_step(tr, finite)) {
         if (st->on_gpus) {
-            tower_team_run(tr->team, ps_tower_update_gpu, &a);
+            tower_threads_run(tr->threads, ps_tower_update_gpu, &a);
             for (int t = 0; t < tr->n_towers; t++)
                 optimizer_mark_stepped(&st->opts[t]);
         } else {
             if (st->sp.server != NULL)
                 ps_update_host(tr, st);
             else
-                tower_team_run(tr->team, ps_tower_update, &a);
+                tower_threads_run(tr->threads, ps_tower_update, &a);
             /* clipping and LARS: one update over the whole averaged block */
             if (optimizer_needs_whole(&st->sp.opt))
                 optimizer_apply(&st->sp.opt, st->sp.params, st->grads, tr->updates + 1);
@@ -344,7 +344,7 @@ static void ps_publish(trainer_t *tr)
     }
     tt_err err = {0};
     if (be->dev->sync(be, &err) != 0)
-        gpu_tower_fail(tr, 0, &err);
+        device_tower_fail(tr, 0, &err);
 }
 
 /* The towers hold new values (resume, session_init): every copy takes them
@@ -361,7 +361,7 @@ static void ps_reload(trainer_t *tr)
         be->copy(be, st->server[t], tr->towers[0].params, tr->model.n_trainable * sizeof(float));
         tt_err err = {0};
         if (be->dev->sync(be, &err) != 0)
-            gpu_tower_fail(tr, t, &err);
+            device_tower_fail(tr, t, &err);
     }
 }
 

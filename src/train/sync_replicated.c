@@ -32,7 +32,7 @@
 #include "comm/allreduce.h"
 #include "comm/dist.h"
 #include "comm/pack_schedule.h"
-#include "train/gpu_towers.h"
+#include "train/device_towers.h"
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/trace.h"
@@ -165,7 +165,7 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
         }
         tt_err err = {0};
         if (st->comm->allreduce(st->comm, t, tw->grads, plo, phi, m, true, &err) != 0)
-            gpu_tower_fail(tr, t, &err);
+            device_tower_fail(tr, t, &err);
     }
 }
 
@@ -261,7 +261,7 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
     nccl_start_ready_packs(tr, t, 0);
     tt_err err = {0};
     if (st->comm->join(st->comm, t, &err) != 0)
-        gpu_tower_fail(tr, t, &err);
+        device_tower_fail(tr, t, &err);
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     if (st->finite[t])
         optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->updates + 1);
@@ -298,9 +298,9 @@ static int replicated_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
 {
     step_arg a = {tr, b};
     replicated_state *st = tr->impl;
-    tower_team_run(tr->team, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
+    tower_threads_run(tr->threads, st->comm != NULL ? replicated_tower_gpu : replicated_tower,
                    &a);
-    if (st->comm != NULL && gpu_towers_check(tr, err) != 0)
+    if (st->comm != NULL && device_towers_check(tr, err) != 0)
         return -1; /* a wait that saw the communicator's error names it */
     for (int t = 0; st->comm != NULL && t < tr->n_towers; t++) {
         tt_err comm_err = {0};

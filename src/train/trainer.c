@@ -9,7 +9,7 @@
 
 #include "backend/precision.h"
 #include "comm/dist.h"
-#include "train/gpu_towers.h"
+#include "train/device_towers.h"
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/strutil.h"
@@ -83,7 +83,7 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
      * all the same, as towertrain.cfg(5), TRAINER says */
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
-        tr->backends[t] = gpu ? gpu_backend_create(job, t, err)
+        tr->backends[t] = gpu ? device_backend_create(job, t, err)
                           : job->trainer.precision == PRECISION_BF16
                               ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
                               : backend_cpu_create(job->trainer.towers[t], threads, err);
@@ -91,7 +91,7 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
                          err) != 0) {
             if (gpu) /* out of device memory names the tower and the bytes */
-                gpu_explain_setup_failure(tr, t, err);
+                device_explain_setup_failure(tr, t, err);
             free(host);
             return -1;
         }
@@ -108,8 +108,8 @@ static int trainer_create_tower_set(trainer_t *tr, bool gpu, tt_err *err)
 {
     if (trainer_create_towers(tr, gpu, err) != 0)
         return -1;
-    tr->team = tower_team_create(tr->n_towers, err);
-    if (tr->team == NULL || (gpu && gpu_towers_create(tr, err) != 0))
+    tr->threads = tower_threads_create(tr->n_towers, err);
+    if (tr->threads == NULL || (gpu && device_towers_create(tr, err) != 0))
         return -1;
     return 0;
 }
@@ -164,7 +164,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
     bool gpu;
-    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+    if (device_select(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
         trainer_check_precision(job, gpu, err) != 0)
         return -1;
     if (job->trainer.precision == PRECISION_FP16)
@@ -201,7 +201,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     if (tr->ops->setup(tr, err) != 0) {
         for (int t = 0; gpu && t < tr->n_towers; t++) /* out of device memory: which tower */
-            if (gpu_explain_setup_failure(tr, t, err))
+            if (device_explain_setup_failure(tr, t, err))
                 break;
         return -1;
     }
@@ -219,7 +219,7 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (trainer_create_plugins(tr, err) != 0)
         return -1;
     /* GPU: nothing is cudaMalloc'ed from here on */
-    return gpu ? gpu_towers_finish_setup(tr, err) : 0;
+    return gpu ? device_towers_finish_setup(tr, err) : 0;
 }
 
 int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *err)
@@ -228,7 +228,7 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     tr->job = job;
     bool gpu;
     /* the job's precision, as its inference_runner evaluated */
-    if (gpu_select_device(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+    if (device_select(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
         trainer_check_precision(job, gpu, err) != 0)
         return -1;
     /* the towers alone, whatever the job's type: the type's setup is not
@@ -240,7 +240,7 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     if (model_build(&job->model, data, &tr->model, err) != 0 ||
         trainer_create_tower_set(tr, gpu, err) != 0)
         return -1;
-    return gpu ? gpu_towers_finish_setup(tr, err) : 0;
+    return gpu ? device_towers_finish_setup(tr, err) : 0;
 }
 
 void trainer_free(trainer_t *tr)
@@ -253,10 +253,10 @@ void trainer_free(trainer_t *tr)
             tr->monitors[i].ops->destroy(&tr->monitors[i]);
     free(tr->callbacks);
     free(tr->monitors);
-    tower_team_free(tr->team);
+    tower_threads_free(tr->threads);
     if (tr->impl != NULL)
         tr->ops->destroy(tr);
-    gpu_towers_free(tr);
+    device_towers_free(tr);
     for (int t = 0; t < tr->n_towers; t++) {
         if (tr->accum && tr->accum[t])
             tr->backends[t]->free(tr->backends[t], tr->accum[t]);
@@ -369,8 +369,8 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, b
     int parts = tr->job->trainer.accumulate;
     int n = b->n / (tr->n_towers * parts);
     size_t sample = shape3_size(tr->model.input), at = (size_t)(k * tr->n_towers + t) * n;
-    if (tr->gpu != NULL) /* staged: the copy runs beside the device's previous micro-batch */
-        gpu_tower_load(tr, t, tr->global_step * parts + k, n, b->x + at * sample, b->y + at);
+    if (tr->dev != NULL) /* staged: the copy runs beside the device's previous micro-batch */
+        device_tower_load(tr, t, tr->global_step * parts + k, n, b->x + at * sample, b->y + at);
     else
         tower_load_batch(tw, n, b->x + at * sample, b->y + at);
     /* dropout differs per step and per tower, and depends on nothing else:
@@ -386,8 +386,8 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, b
         tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
     trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
-    if (tr->gpu != NULL)
-        gpu_tower_consumed(tr, t);
+    if (tr->dev != NULL)
+        device_tower_consumed(tr, t);
     /* a power of two: exact both ways. Towers that hand packs to the
      * device all-reduce during backward unscale each pack before it goes
      * (sync_replicated.c, tr->packs_unscale): the whole block here would
@@ -646,8 +646,8 @@ static void trainer_print_table(const trainer_t *tr)
         tr->ops->describe(tr);
     if (tr->device_note[0] != '\0')
         log_printf("%s\n", tr->device_note);
-    if (tr->gpu != NULL) {
-        gpu_print_table(tr);
+    if (tr->dev != NULL) {
+        device_print_table(tr);
     } else {
         log_printf("%-6s %-8s %-8s %-8s\n", "tower", "device", "threads", "batch");
         for (int t = 0; t < tr->n_towers; t++)
@@ -699,7 +699,7 @@ int trainer_step(trainer_t *tr, tt_err *err)
         tr->towers[t].loss_scale = tr->loss_scale.scale;
     if (tr->ops->run_step(tr, b, err) != 0)
         return -1;
-    if (tr->gpu != NULL && gpu_towers_check(tr, err) != 0)
+    if (tr->dev != NULL && device_towers_check(tr, err) != 0)
         return -1; /* a CUDA error: exit 1, the monitors flushed on the way out */
     if (!isfinite(tr->step_loss))
         return err_set(err, TT_ERR_RUNTIME, "loss became %s at global step %lld",

@@ -20,7 +20,7 @@
 #include "model/model.h"
 #include "optim/optimizer.h"
 #include "train/loss_scale.h"
-#include "train/towers.h"
+#include "train/tower_threads.h"
 #include "util/err.h"
 
 typedef struct trainer trainer_t;
@@ -120,8 +120,8 @@ struct trainer {
     int n_towers;
     backend_t **backends;  /* one per tower */
     tower_t *towers;
-    tower_team *team;      /* call_for_each_tower */
-    struct gpu_towers *gpu; /* GPU towers' staging and devices (gpu_towers.c); NULL on CPU */
+    tower_threads *threads; /* call_for_each_tower: one thread per tower */
+    struct device_towers *dev; /* device towers (GPU or sim): devices, staging (device_towers.c); NULL on CPU */
     char device_note[320];  /* device = "auto" without a GPU: why the CPU (logged with the table) */
 
     dataset_t *train_set;

@@ -1,8 +1,8 @@
-/* gpu_towers.c - device towers (a GPU's, or the simulated GPU's): device
+/* device_towers.c - device towers (a GPU's, or the simulated GPU's): device
  * choice, backends, staged input, the tower table and the per-step error
- * check (gpu_towers.h). Everything here goes through backend.h's device
+ * check (device_towers.h). Everything here goes through backend.h's device
  * side (be->dev), so the simulated device runs it in make check. */
-#include "train/gpu_towers.h"
+#include "train/device_towers.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,7 +13,7 @@
 #include "train/trainer.h"
 #include "util/log.h"
 
-struct gpu_towers {
+struct device_towers {
     backend_staging *staging[TT_MAX_TOWERS];
     float *input[TT_MAX_TOWERS];     /* the tower's own buffers, put back after a step */
     int32_t *labels[TT_MAX_TOWERS];
@@ -27,7 +27,7 @@ static const char *device_kind_of(const job_t *job)
     return job->trainer.device == DEVICE_SIM ? "sim" : "cuda";
 }
 
-int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err)
+int device_select(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err)
 {
     const trainer_cfg *tc = &job->trainer;
     const char *kind = device_kind_of(job);
@@ -70,7 +70,7 @@ static prec_t job_prec(const job_t *job)
                                                       : PREC_FP32;
 }
 
-backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err)
+backend_t *device_backend_create(const job_t *job, int t, tt_err *err)
 {
     backend_device_options o = {.precision = prec_name(job_prec(job)),
                                 .tf32 = job->trainer.tf32,
@@ -83,7 +83,7 @@ backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err)
     return be;
 }
 
-bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
+bool device_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
 {
     backend_t *be = tr->backends[t];
     if (be == NULL || be->dev == NULL)
@@ -105,7 +105,7 @@ bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
     return false;
 }
 
-size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n)
+size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n)
 {
     prec_t p = precision == PRECISION_BF16   ? PREC_BF16
                : precision == PRECISION_FP16 ? PREC_FP16
@@ -145,15 +145,15 @@ static void bind_tower(const tower_context *ctx, void *arg)
     tt_err err = {0};
     backend_t *be = tr->backends[ctx->index];
     if (be->dev->bind(be, &err) != 0)
-        gpu_tower_fail(tr, ctx->index, &err);
+        device_tower_fail(tr, ctx->index, &err);
 }
 
-int gpu_towers_create(trainer_t *tr, tt_err *err)
+int device_towers_create(trainer_t *tr, tt_err *err)
 {
-    gpu_towers *g = calloc(1, sizeof(*g));
+    device_towers *g = calloc(1, sizeof(*g));
     if (g == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    tr->gpu = g;
+    tr->dev = g;
     size_t sample = shape3_size(tr->model.input);
     int batch = tr->job->dataflow.batch_size;
     for (int t = 0; t < tr->n_towers; t++) {
@@ -164,9 +164,9 @@ int gpu_towers_create(trainer_t *tr, tt_err *err)
         if (be->dev->info(be, &g->info[t], err) != 0)
             return -1;
         /* mixed precision: room for the 16-bit copies of the largest layer */
-        size_t copies = gpu_copies_bytes(&tr->model, tr->job->trainer.precision, batch);
+        size_t copies = device_copies_bytes(&tr->model, tr->job->trainer.precision, batch);
         if (be->dev->reserve_copies(be, copies, err) != 0) {
-            gpu_explain_setup_failure(tr, t, err);
+            device_explain_setup_failure(tr, t, err);
             return -1;
         }
         tt_err st_err = {0};
@@ -175,11 +175,11 @@ int gpu_towers_create(trainer_t *tr, tt_err *err)
         if (g->staging[t] == NULL)
             return err_set(err, st_err.code, "tower %d: %s", t, st_err.msg);
     }
-    tower_team_run(tr->team, bind_tower, tr);
-    return gpu_towers_check(tr, err);
+    tower_threads_run(tr->threads, bind_tower, tr);
+    return device_towers_check(tr, err);
 }
 
-int gpu_towers_finish_setup(trainer_t *tr, tt_err *err)
+int device_towers_finish_setup(trainer_t *tr, tt_err *err)
 {
     for (int t = 0; t < tr->n_towers; t++) {
         backend_t *be = tr->backends[t];
@@ -191,9 +191,9 @@ int gpu_towers_finish_setup(trainer_t *tr, tt_err *err)
     return 0;
 }
 
-void gpu_towers_free(trainer_t *tr)
+void device_towers_free(trainer_t *tr)
 {
-    gpu_towers *g = tr->gpu;
+    device_towers *g = tr->dev;
     if (g == NULL)
         return;
     for (int t = 0; t < tr->n_towers; t++) {
@@ -205,19 +205,19 @@ void gpu_towers_free(trainer_t *tr)
             tr->backends[t]->dev->staging_free(g->staging[t]);
     }
     free(g);
-    tr->gpu = NULL;
+    tr->dev = NULL;
 }
 
-void gpu_tower_fail(trainer_t *tr, int t, const tt_err *err)
+void device_tower_fail(trainer_t *tr, int t, const tt_err *err)
 {
-    gpu_towers *g = tr->gpu;
+    device_towers *g = tr->dev;
     if (g != NULL && g->err[t].code == TT_OK)
         err_set(&g->err[t], err->code ? err->code : TT_ERR_RUNTIME, "tower %d: %s", t, err->msg);
 }
 
-void gpu_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, const int32_t *y)
+void device_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, const int32_t *y)
 {
-    gpu_towers *g = tr->gpu;
+    device_towers *g = tr->dev;
     tower_t *tw = &tr->towers[t];
     size_t sample = shape3_size(tr->model.input);
     float *dx;
@@ -226,7 +226,7 @@ void gpu_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, co
     if (tw->be->dev->staging_load(g->staging[t], key, x,
                                   (size_t)n * sample * sizeof(float), y,
                                   (size_t)n * sizeof(int32_t), &dx, &dy, &err) != 0) {
-        gpu_tower_fail(tr, t, &err);
+        device_tower_fail(tr, t, &err);
         tower_load_batch(tw, n, x, y); /* the step still sees its data; it fails after */
         return;
     }
@@ -237,21 +237,21 @@ void gpu_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, co
     tw->batch_y = dy;
 }
 
-void gpu_tower_consumed(trainer_t *tr, int t)
+void device_tower_consumed(trainer_t *tr, int t)
 {
-    gpu_towers *g = tr->gpu;
+    device_towers *g = tr->dev;
     tt_err err = {0};
     if (tr->backends[t]->dev->staging_done(g->staging[t], &err) != 0)
-        gpu_tower_fail(tr, t, &err);
+        device_tower_fail(tr, t, &err);
     tr->towers[t].input = g->input[t];
     tr->towers[t].labels = g->labels[t];
     tr->towers[t].batch_x = g->input[t];
     tr->towers[t].batch_y = g->labels[t];
 }
 
-int gpu_towers_check(trainer_t *tr, tt_err *err)
+int device_towers_check(trainer_t *tr, tt_err *err)
 {
-    gpu_towers *g = tr->gpu;
+    device_towers *g = tr->dev;
     for (int t = 0; t < tr->n_towers; t++) {
         if (g->err[t].code != TT_OK)
             return err_set(err, TT_ERR_RUNTIME, "%s", g->err[t].msg);
@@ -263,9 +263,9 @@ int gpu_towers_check(trainer_t *tr, tt_err *err)
     return 0;
 }
 
-void gpu_print_table(const trainer_t *tr)
+void device_print_table(const trainer_t *tr)
 {
-    const gpu_towers *g = tr->gpu;
+    const device_towers *g = tr->dev;
     const job_t *job = tr->job;
     const backend_device_ops *dev = tr->backends[0]->dev;
     log_printf("%-6s %-8s %-28s %-5s %-24s %-6s\n", "tower", "device", "gpu", "sm",

@@ -1,12 +1,14 @@
-/* gpu_towers.h - the GPU side of the trainer: which device a job trains on,
- * each tower's CUDA backend, its staged input (tensorpack's StagingInput),
- * the tower table a GPU user sees, and the error check after every step.
+/* device_towers.h - the device side of the trainer, for towers on a device
+ * with its own memory and queues (a GPU, or the simulated GPU "sim"): which
+ * device a job trains on, each tower's device backend, its staged input
+ * (tensorpack's StagingInput), the tower table a GPU user sees, and the
+ * error check after every step.
  *
- * The trainer calls these only when trainer.device resolves to the GPU
- * (tr->gpu != NULL); CPU towers never reach this file.
+ * The trainer calls these only when trainer.device resolves to "gpu" or
+ * "sim" (tr->dev != NULL); CPU towers never reach this file.
  */
-#ifndef TT_GPU_TOWERS_H
-#define TT_GPU_TOWERS_H
+#ifndef TT_DEVICE_TOWERS_H
+#define TT_DEVICE_TOWERS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -18,54 +20,54 @@
 #include "util/err.h"
 
 typedef struct trainer trainer_t;
-typedef struct gpu_towers gpu_towers;
+typedef struct device_towers device_towers;
 
 /* Resolves trainer.device. "cpu": false. "gpu": true, or TT_ERR_USAGE when
  * no GPU is usable, a tower's device id does not exist, or its compute
  * capability is below 8.0 (one line naming the device and CUDA's error
  * string). "auto": true when a GPU is present, else false, and note (may be
  * NULL) says why training runs on the CPU, for the log. */
-int gpu_select_device(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err);
+int device_select(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err);
 
 /* Tower t's CUDA backend on device trainer.towers[t]. */
-backend_t *gpu_backend_create(const job_t *job, int t, tt_err *err);
+backend_t *device_backend_create(const job_t *job, int t, tt_err *err);
 
 /* Mixed precision: the bytes of the 16-bit copies of the model's largest
  * dense or conv2d call at batch max_n (0 for fp32), which each tower's
  * backend reserves at setup (backend_cuda_reserve_copies). */
-size_t gpu_copies_bytes(const model_t *m, precision_kind precision, int max_n);
+size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n);
 
 /* Rewrites a failure of tower_create on tower t's device as the documented
  * (towertrain.cfg(5), GPU TOWERS) "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)
  * when the pool refused an allocation, or names the tower's CUDA error;
  * returns whether tower t explains the failure (else err is left alone). */
-bool gpu_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);
+bool device_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);
 
 /* Once the towers and their threads exist: binds each tower's thread to its
  * device and makes its staging buffers. */
-int gpu_towers_create(trainer_t *tr, tt_err *err);
+int device_towers_create(trainer_t *tr, tt_err *err);
 
 /* The end of setup: waits for every device and surfaces an error of the
  * setup's queued work; freezes the memory pools. */
-int gpu_towers_finish_setup(trainer_t *tr, tt_err *err);
+int device_towers_finish_setup(trainer_t *tr, tt_err *err);
 
-void gpu_towers_free(trainer_t *tr);
+void device_towers_free(trainer_t *tr);
 
 /* Tower t's slice of the step's batch, staged to the device (replaces
  * tower_load_batch for the training step), and the end of its use. key
  * names the load in the staging ring, one per micro-batch: global step x
  * trainer.accumulate + the micro-batch's index. */
-void gpu_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, const int32_t *y);
-void gpu_tower_consumed(trainer_t *tr, int t);
+void device_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x, const int32_t *y);
+void device_tower_consumed(trainer_t *tr, int t);
 
 /* After a step: the first CUDA, cuDNN, cuBLAS or staging error of any tower
  * (TT_ERR_RUNTIME, exit 1), or 0. */
-int gpu_towers_check(trainer_t *tr, tt_err *err);
+int device_towers_check(trainer_t *tr, tt_err *err);
 
-/* Records an error found on tower t's thread for gpu_towers_check. */
-void gpu_tower_fail(trainer_t *tr, int t, const tt_err *err);
+/* Records an error found on tower t's thread for device_towers_check. */
+void device_tower_fail(trainer_t *tr, int t, const tt_err *err);
 
 /* The tower table with device names and memory, and the library versions. */
-void gpu_print_table(const trainer_t *tr);
+void device_print_table(const trainer_t *tr);
 
 #endif
