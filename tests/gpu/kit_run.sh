@@ -27,7 +27,8 @@
 # OUTDIR receives few files (the device tool brings back at most 8):
 # run.log (all this prints), checks.tap (every check's TAP, one section a
 # program), stderr.log (what the checks wrote on stderr), sanitizer.log,
-# bench.txt and bench.json.
+# profile.txt (`towertrain profile` of ResNet-50 in bf16 and tf32: where a
+# step's time goes on this GPU, layer by layer), bench.txt and bench.json.
 #
 # Sizing: 5.5 minutes on one H100 (BUDGET), so that a device call of
 # timeout_s 360 leaves, after the machine's start, time for one rerun in the
@@ -205,6 +206,30 @@ EOF
   echo "1..$n"
 } >"$T/sanitizer.tap"
 count compute-sanitizer 0 "$T/sanitizer.tap"
+
+# ---- towertrain profile: ResNet-50 on random data, batch 128, in bf16
+# and tf32, a warm-up and 10 steps each (about 25 s each, most of it
+# cuDNN's algorithm search); TT_KIT_PROFILE=0 leaves it out ----
+if [ "${TT_KIT_PROFILE:-1}" != 0 ]; then
+  say "== towertrain profile: ResNet-50, batch 128 (profile.txt)"
+  : >"$OUTDIR/profile.txt"
+  for prec in bf16 tf32; do
+    p=$prec tf=false
+    [ "$prec" = tf32 ] && p=fp32 tf=true
+    cat >"$T/profile-$prec.cfg" <<EOF
+model = "$KIT/src/models/resnet50.cfg";
+dataflow = { source = { type = "fake"; shape = [3, 224, 224]; classes = 1000; size = 2560; };
+             batch_size = 128; prefetch = { workers = 8; queue = 8; }; };
+optimizer = { type = "momentum"; learning_rate = 0.01; momentum = 0.9; weight_decay = 0.0001; };
+trainer = { type = "simple"; device = "gpu"; precision = "$p"; tf32 = $tf; deterministic = false; };
+max_epoch = 1;
+EOF
+    echo "==== towertrain profile: ResNet-50 $prec" >>"$OUTDIR/profile.txt"
+    timeout -k 5 "$(limit 60)" "$KIT/bin/towertrain" profile "$T/profile-$prec.cfg" --steps 10 \
+      >>"$OUTDIR/profile.txt" 2>&1
+    say "   $prec: exit status $?"
+  done
+fi
 
 # ---- the benchmark: what is left of the budget, less 20 s ----
 left=$((BUDGET - 20 - $(elapsed)))
