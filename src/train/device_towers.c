@@ -114,14 +114,11 @@ size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n
     for (int i = 0; i < m->n_layers; i++) {
         const layer_t *l = &m->layers[i];
         size_t bytes = 0;
+        /* global_avgpool's dense call is float32 on devices
+         * (dense_forward_fp32): no copies */
         if (l->cfg->type == LAYER_DENSE) {
             prec_dense_copies dc;
             prec_dense_copies_of(p, max_n, (int)shape3_size(l->in[0]), l->out.c, &dc);
-            bytes = dc.bytes;
-        } else if (l->cfg->type == LAYER_GLOBAL_AVGPOOL) {
-            /* global_avgpool.c's dense call: [n * C, H * W] times a row of 1/HW */
-            prec_dense_copies dc;
-            prec_dense_copies_of(p, max_n * l->in[0].c, l->in[0].h * l->in[0].w, 1, &dc);
             bytes = dc.bytes;
         } else if (l->cfg->type == LAYER_CONV2D) {
             /* conv2d.c's window */
