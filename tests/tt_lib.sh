@@ -3,6 +3,7 @@
 # It gives them
 #   ok STATUS DESCRIPTION, skip DESCRIPTION REASON, tt_done: TAP lines, the
 #       count and the plan (the exit status says whether a check failed);
+#       tt_skip_all REASON DESCRIPTION...: SKIPs, then tt_done;
 #   tt_tap FILE STATUS: the checks a python script printed (with
 #       tests/tt_tap.py's ok and skip), counted in;
 #   tt_refused DESCRIPTION TEXT LOGDIR COMMAND...: the check of a command
@@ -55,6 +56,15 @@ skip() {
 tt_done() {
   echo "1..$n"
   exit $failed
+}
+
+# tt_skip_all REASON DESCRIPTION...: each check a visible SKIP for REASON,
+# then tt_done (the checks a script cannot run here).
+tt_skip_all() {
+  tt_why=$1
+  shift
+  for tt_d in "$@"; do skip "$tt_d" "$tt_why"; done
+  tt_done
 }
 
 # tt_tap FILE STATUS: FILE holds what a python check script printed (stdout

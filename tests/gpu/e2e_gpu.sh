@@ -42,22 +42,16 @@ if [ "$GPUS" = 0 ]; then
   [ $? = 0 ] && [ "$(grep -c 'trainer.device = "auto": no GPU' "$T/out")" = 1 ] &&
     grep -q 'training on the CPU' "$T/auto/log.log" && grep -q '^0 *cpu:0' "$T/out"
   ok $? "device = auto without a GPU: trains on the CPU, one log line says why"
-  for what in "LeNet on a GPU reaches the CPU run's accuracy" \
-      "deterministic = true: two GPU runs give the same bits" \
-      "a GPU checkpoint resumes on the CPU and a CPU one on the GPU" \
-      "2 GPU towers: sync_replicated (NCCL), sync_parameter_server (ps_device cpu, gpu) equal simple" \
-      "async on 2 GPU towers" "NCCL all-reduce correct at every bench size" \
-      "2 MPI ranks of GPU towers equal simple" "NCCL over 2 MPI ranks" \
-      "a tower id that does not exist: exit 2"; do
-    skip "$what" "no GPU here"
-  done
-  tt_done
+  tt_skip_all "no GPU here" "LeNet on a GPU reaches the CPU run's accuracy" \
+    "deterministic = true: two GPU runs give the same bits" \
+    "a GPU checkpoint resumes on the CPU and a CPU one on the GPU" \
+    "2 GPU towers: sync_replicated (NCCL), sync_parameter_server (ps_device cpu, gpu) equal simple" \
+    "async on 2 GPU towers" "NCCL all-reduce correct at every bench size" \
+    "2 MPI ranks of GPU towers equal simple" "NCCL over 2 MPI ranks" \
+    "a tower id that does not exist: exit 2"
 fi
-
-if [ ! -f $DATA/train-images-idx3-ubyte.gz ]; then
-  skip "GPU training runs" "dataset-fashion-mnist not installed"
-  tt_done
-fi
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] ||
+  tt_skip_all "dataset-fashion-mnist not installed" "GPU training runs"
 
 # ---- LeNet on the GPU against the CPU ----
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu1" > "$T/gpu1.out" 2>&1

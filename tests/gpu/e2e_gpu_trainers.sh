@@ -16,19 +16,14 @@ if [ "$GPUS" = 0 ]; then
   for t in $TRAINERS; do
     skip "$t on one GPU tower trains LeNet and ends where simple does" "no GPU here"
   done
-  for what in "SIGTERM mid-run on a GPU: exit 143, a checkpoint; resume runs to the end" \
-      "eval of a GPU run: the accuracy its inference_runner logged" \
-      "eval of a GPU checkpoint on the CPU: the same accuracy within 0.005"; do
-    skip "$what" "no GPU here"
-  done
-  tt_done
+  tt_skip_all "no GPU here" "SIGTERM mid-run on a GPU: exit 143, a checkpoint; resume runs to the end" \
+    "eval of a GPU run: the accuracy its inference_runner logged" \
+    "eval of a GPU checkpoint on the CPU: the same accuracy within 0.005"
 fi
 
 DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
-  skip "GPU training runs on one GPU" "dataset-fashion-mnist not installed"
-  tt_done
-fi
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] ||
+  tt_skip_all "dataset-fashion-mnist not installed" "GPU training runs on one GPU"
 tt_lenet_job "$T/lenet.cfg" 13 2048 1 2000
 
 # ---- every trainer type on one GPU tower: one tower of batch 64 is the
