@@ -160,7 +160,7 @@ fi
 
 # ---- NCCL at every size of the bench table ----
 if [ "$DEV" = sim ]; then
-  skip "the device all-reduce at every bench size" "bench has no sim device: test_sim checks sim's"
+  skip "the device all-reduce at every bench size" "bench has no sim device (the trainings above check the sim all-reduce)"
 else
   "$TOWERTRAIN" bench --device gpu -b 8 -e 128M -f 2 -n 2 -w 1 --json "$T/nccl.json" > "$T/nccl.out" 2>&1
   rc=$?

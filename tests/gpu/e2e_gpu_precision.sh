@@ -16,7 +16,7 @@ tt_device
 
 # the GPU kit (tests/gpu/kit.sh) brings its own copy of the data
 DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-tt_lenet_job "$T/lenet.cfg" 11 0 3 0
+tt_lenet_job "$T/lenet.cfg" 11 4096 1 0
 
 if [ "$GPUS" = 0 ]; then
   for p in bf16 fp16; do
