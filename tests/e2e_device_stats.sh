@@ -16,20 +16,11 @@
 # against the library's own log.
 . "$(dirname "$0")/tt_lib.sh"
 
-cat >"$T/job.cfg" <<'JOB'
-seed = 3;
-dataflow = { source = { type = "fake"; shape = [1, 16, 16]; classes = 4; size = 256; };
-  batch_size = 8; };
-model = { input = [1, 16, 16]; classes = 4; layers = (
+tt_job "$T/job.cfg" seed=3 size=256 epochs=2 steps=6 trainer='device = "sim";' callbacks='( )' layers='
   { name = "conv"; type = "conv2d"; filters = 8; kernel = 3; padding = 1; activation = "relu"; },
   { name = "pool"; type = "maxpool"; kernel = 2; },
   { name = "fc0"; type = "dense"; units = 32; activation = "relu"; },
-  { name = "fc1"; type = "dense"; units = 4; } ); };
-optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
-trainer = { device = "sim"; };
-max_epoch = 2;
-steps_per_epoch = 6;
-JOB
+  { name = "fc1"; type = "dense"; units = 4; }'
 # float32 parameters: conv 8x1x3x3 + 8, fc0 (8*8*8)x32 + 32, fc1 32x4 + 4
 PARAM_BYTES=$(( (8*9 + 8 + 512*32 + 32 + 32*4 + 4) * 4 ))
 

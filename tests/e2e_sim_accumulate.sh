@@ -27,19 +27,10 @@ x = rng.standard_normal((512, 1, 16, 16)).astype(np.float32)
 y = np.argmax(x.reshape(512, -1) @ rng.standard_normal((256, 4)), axis=1).astype(np.int64)
 np.save(sys.argv[1] + "/x.npy", x)
 np.save(sys.argv[1] + "/y.npy", y)' "$T" || { echo "Bail out! numpy could not write the data"; exit 99; }
-cat >"$T/job.cfg" <<JOB
-seed = 5;
-dataflow = { source = { type = "npy"; images = "$T/x.npy"; labels = "$T/y.npy"; };
-  batch_size = 8; };
-model = { input = [1, 16, 16]; classes = 4; layers = (
+tt_job "$T/job.cfg" seed=5 lr=0.1 source="{ type = \"npy\"; images = \"$T/x.npy\"; labels = \"$T/y.npy\"; }" \
+  layers='
   { name = "fc0"; type = "dense"; units = 32; activation = "relu"; },
-  { name = "fc1"; type = "dense"; units = 4; } ); };
-optimizer = { type = "momentum"; learning_rate = 0.1; momentum = 0.9; };
-trainer = { device = "cpu"; threads_per_tower = 1; };
-callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
-max_epoch = 1;
-steps_per_epoch = 8;
-JOB
+  { name = "fc1"; type = "dense"; units = 4; }'
 # (8356 parameters: gradient_packing = 4 makes 4 packs of >= 1024)
 FINAL=model-8.safetensors
 

@@ -14,19 +14,11 @@
 # moved the pointer and deleted model-N under max_to_keep.
 . "$(dirname "$0")/tt_lib.sh"
 
-cat >"$T/job.cfg" <<'JOB'
-seed = 5;
-dataflow = { source = { type = "fake"; shape = [1, 8, 8]; classes = 4; size = 256; };
-  batch_size = 8; };
-model = { input = [1, 8, 8]; classes = 4; layers = (
+tt_job "$T/job.cfg" seed=5 shape="1, 8, 8" size=256 steps=10 \
+  trainer='type = "sync_replicated"; device = "sim"; nr_tower = 2;' \
+  callbacks='( { type = "model_saver"; max_to_keep = 2; } )' layers='
   { name = "fc0"; type = "dense"; units = 16; activation = "relu"; },
-  { name = "fc1"; type = "dense"; units = 4; } ); };
-optimizer = { type = "momentum"; learning_rate = 0.05; momentum = 0.9; };
-trainer = { type = "sync_replicated"; device = "sim"; nr_tower = 2; };
-callbacks = ( { type = "model_saver"; max_to_keep = 2; } );
-max_epoch = 1;
-steps_per_epoch = 10;
-JOB
+  { name = "fc1"; type = "dense"; units = 4; }'
 
 now() { date +%s.%N; }
 # within A B LIMIT: B - A <= LIMIT seconds

@@ -7,19 +7,11 @@
 # towers' (fp32) or stay finite and near them (fp16). TAP.
 . "$(dirname "$0")/tt_lib.sh"
 
-cat >"$T/job.cfg" <<'JOB'
-dataflow = { source = { type = "fake"; shape = [1, 8, 8]; classes = 4; size = 128; };
-  batch_size = 8; prefetch = { workers = 2; queue = 4; }; };
-model = { input = [1, 8, 8]; classes = 4; layers = (
+tt_job "$T/job.cfg" shape="1, 8, 8" size=128 steps=6 data='prefetch = { workers = 2; queue = 4; };' \
+  layers='
   { name = "conv"; type = "conv2d"; filters = 8; kernel = 3; padding = 1; activation = "relu"; },
   { name = "fc0"; type = "dense"; units = 16; activation = "relu"; },
-  { name = "fc1"; type = "dense"; units = 4; } ); };
-optimizer = { type = "momentum"; learning_rate = 0.05; };
-trainer = { type = "sync_replicated"; nr_tower = 2; threads_per_tower = 1; };
-callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
-max_epoch = 1;
-steps_per_epoch = 6;
-JOB
+  { name = "fc1"; type = "dense"; units = 4; }'
 F=model-6.safetensors
 
 for c in "packs|type=\"sync_replicated\"; gradient_packing=4;" \

@@ -38,10 +38,13 @@ TESTS += tests/e2e_memory.sh
 EXTRA_DIST += tests/e2e_memory.sh
 TESTS += tests/e2e_timeline.sh
 EXTRA_DIST += tests/e2e_timeline.sh tests/tt_timeline.py tests/tt_profile.py
-# GPU towers' host code on simulated GPUs (trainer.device = "sim")
+# GPU towers' host code on simulated GPUs (trainer.device = "sim"); the
+# e2e_sim_gpu*.sh run tests/gpu/'s scripts so (TT_DEVICE=sim)
 TESTS += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh \
-	tests/e2e_sim_accumulate.sh
+	tests/e2e_sim_accumulate.sh tests/e2e_sim_gpu.sh tests/e2e_sim_gpu_precision.sh \
+	tests/e2e_sim_gpu_trainers.sh
 EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.sh tests/e2e_sim_faults.sh \
-	tests/e2e_sim_accumulate.sh
+	tests/e2e_sim_accumulate.sh tests/e2e_sim_gpu.sh tests/e2e_sim_gpu_precision.sh \
+	tests/e2e_sim_gpu_trainers.sh
 TESTS += tests/e2e_device_stats.sh
 EXTRA_DIST += tests/e2e_device_stats.sh

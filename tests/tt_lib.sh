@@ -3,6 +3,7 @@
 # It gives them
 #   ok STATUS DESCRIPTION, skip DESCRIPTION REASON, tt_done: TAP lines, the
 #       count and the plan (the exit status says whether a check failed);
+#       tt_skip_all REASON DESCRIPTION...: SKIPs, then tt_done;
 #   tt_tap FILE STATUS: the checks a python script printed (with
 #       tests/tt_tap.py's ok and skip), counted in;
 #   tt_refused DESCRIPTION TEXT LOGDIR COMMAND...: the check of a command
@@ -10,6 +11,9 @@
 #   tt_same A B TOL [optimizer]: every tensor of two checkpoints within TOL
 #       (max |a - b| / max |a| per tensor; TOL 0: bit for bit), the optimizer
 #       state too when asked; prints the worst (tests/tt_safetensors.py);
+#   tt_job FILE [NAME=VALUE...], tt_lenet_job FILE ...: a job file (below);
+#   tt_device: the device of the GPU scripts (tests/gpu/e2e_gpu*.sh), gpu
+#       or sim ($TT_DEVICE), and how many there are (below);
 #   tt_fm_lenet LOGDIR SEED [ARG...], tt_not_worse DESCRIPTION REF CAND:
 #       a statistical comparison of training runs' accuracy (below);
 #   $PY: the python3 to run (numpy, torch): $PYTHON3, which make check sets
@@ -52,6 +56,15 @@ skip() {
 tt_done() {
   echo "1..$n"
   exit $failed
+}
+
+# tt_skip_all REASON DESCRIPTION...: each check a visible SKIP for REASON,
+# then tt_done (the checks a script cannot run here).
+tt_skip_all() {
+  tt_why=$1
+  shift
+  for tt_d in "$@"; do skip "$tt_d" "$tt_why"; done
+  tt_done
 }
 
 # tt_tap FILE STATUS: FILE holds what a python check script printed (stdout
@@ -122,35 +135,95 @@ sys.exit(0 if len(got) == len(ref) == 3 and got[2] < got[0] and
          all(abs(g - r) <= 0.01 * r for g, r in zip(got, ref)) else 1)' "$1" "$2"
 }
 
-# tt_lenet_job FILE SEED LIMIT EPOCHS TEST_LIMIT: writes a LeNet job on
+# tt_job FILE [NAME=VALUE...]: writes a small job to FILE, each part a
+# default that a NAME=VALUE replaces (VALUE is libconfig text):
+#   seed=1
+#   shape="1, 16, 16" size=512  the fake source's images and count (4 classes)
+#   source=...                  another source (then shape is the model's input)
+#   batch=8
+#   data=                       more dataflow settings ("limit = 64; shuffle = false;")
+#   layers=...                  the model's layers: model = { input = [shape];
+#                               classes = 4; layers = (layers); } (required
+#                               unless model= is given)
+#   model=                      the model setting itself ("path" or { ... })
+#   lr=0.05                     momentum SGD, momentum 0.9
+#   trainer='device = "cpu"; threads_per_tower = 1;'  the trainer group's inside
+#   callbacks='( { type = "model_saver"; max_to_keep = 0; } )'
+#   epochs=1  steps=8           max_epoch, steps_per_epoch ("" for the dataflow's)
+#   monitors=                   e.g. '( "json" )'; none by default
+# Change a run of it with --set.
+tt_job() {
+  tj_file=$1
+  shift
+  tj_seed=1 tj_shape="1, 16, 16" tj_size=512 tj_source= tj_batch=8 tj_data= tj_layers= tj_model=
+  tj_lr=0.05 tj_trainer='device = "cpu"; threads_per_tower = 1;'
+  tj_callbacks='( { type = "model_saver"; max_to_keep = 0; } )' tj_epochs=1 tj_steps=8 tj_monitors=
+  for tj_a in "$@"; do
+    case ${tj_a%%=*} in
+      seed|shape|size|source|batch|data|layers|model|lr|trainer|callbacks|epochs|steps|monitors)
+        eval "tj_${tj_a%%=*}=\${tj_a#*=}" ;;
+      *) echo "Bail out! tt_job: no part '${tj_a%%=*}'"; exit 99 ;;
+    esac
+  done
+  [ -n "$tj_source" ] || tj_source="{ type = \"fake\"; shape = [$tj_shape]; classes = 4; size = $tj_size; }"
+  [ -n "$tj_model" ] || tj_model="{ input = [$tj_shape]; classes = 4; layers = ( $tj_layers ); }"
+  {
+    echo "seed = $tj_seed;"
+    echo "dataflow = { source = $tj_source;"
+    echo "  batch_size = $tj_batch; $tj_data };"
+    echo "model = $tj_model;"
+    echo "optimizer = { type = \"momentum\"; learning_rate = $tj_lr; momentum = 0.9; };"
+    echo "trainer = { $tj_trainer };"
+    echo "callbacks = $tj_callbacks;"
+    echo "max_epoch = $tj_epochs;"
+    [ -z "$tj_steps" ] || echo "steps_per_epoch = $tj_steps;"
+    [ -z "$tj_monitors" ] || echo "monitors = $tj_monitors;"
+  } >"$tj_file"
+}
+
+# tt_lenet_job FILE SEED LIMIT EPOCHS TEST_LIMIT: a tt_job of LeNet on
 # Fashion-MNIST ($TT_FASHION_MNIST, else /usr/share/datasets/fashion-mnist;
-# the GPU kit brings its own) to FILE: normalised images, the first LIMIT
-# training images, batch 64, momentum SGD (lr 0.02, momentum 0.9), simple on
-# device "gpu", EPOCHS epochs, every checkpoint kept, validated after each
-# epoch on the first TEST_LIMIT test images (0: all), json monitor. Change
-# it with --set (trainer, device, seed...).
+# the GPU kit brings its own): normalised images, the first LIMIT training
+# images (0: all), batch 64, momentum SGD (lr 0.02), simple on device $DEV
+# (tt_device; gpu when unset), EPOCHS epochs, every checkpoint kept,
+# validated after each epoch on the first TEST_LIMIT test images (0: all),
+# json monitor.
 tt_lenet_job() {
   tt_data=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-  cat >"$1" <<TTEOF
-seed = $2;
-dataflow = {
-  source = { type = "idx"; images = "$tt_data/train-images-idx3-ubyte.gz";
-             labels = "$tt_data/train-labels-idx1-ubyte.gz"; };
-  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-  batch_size = 64; limit = $3; shuffle = true;
-};
-model = "$TT_SRCDIR/models/lenet.cfg";
-optimizer = { type = "momentum"; learning_rate = 0.02; momentum = 0.9; };
-trainer = { type = "simple"; device = "gpu"; };
-max_epoch = $4;
-callbacks = ( { type = "model_saver"; max_to_keep = 0; },
-              { type = "inference_runner"; dataflow = {
-                  source = { type = "idx"; images = "$tt_data/t10k-images-idx3-ubyte.gz";
-                             labels = "$tt_data/t10k-labels-idx1-ubyte.gz"; };
-                  augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );
-                  batch_size = 500; limit = $5; }; } );
-monitors = ( "json" );
-TTEOF
+  tt_norm='augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } );'
+  tt_job "$1" seed="$2" batch=64 lr=0.02 epochs="$4" steps= monitors='( "json" )' \
+    source="{ type = \"idx\"; images = \"$tt_data/train-images-idx3-ubyte.gz\";
+             labels = \"$tt_data/train-labels-idx1-ubyte.gz\"; }" \
+    data="$tt_norm limit = $3; shuffle = true;" model="\"$TT_SRCDIR/models/lenet.cfg\"" \
+    trainer="type = \"simple\"; device = \"${DEV:-gpu}\";" \
+    callbacks="( { type = \"model_saver\"; max_to_keep = 0; },
+              { type = \"inference_runner\"; dataflow = {
+                  source = { type = \"idx\"; images = \"$tt_data/t10k-images-idx3-ubyte.gz\";
+                             labels = \"$tt_data/t10k-labels-idx1-ubyte.gz\"; };
+                  $tt_norm batch_size = 500; limit = $5; }; } )"
+}
+
+# tt_device: the device that the GPU scripts (tests/gpu/e2e_gpu*.sh) run
+# on, from $TT_DEVICE: "gpu" (the default: the real GPUs, every check a
+# visible SKIP without one) or "sim" (simulated GPUs, towertrain.cfg(5)
+# trainer.device: make check runs each script so, tests/e2e_sim_gpu*.sh).
+# Sets DEV (trainer.device), DEVNAME (the tower table's name of a device,
+# "cuda" or "sim"), ALLREDUCE (the all-reduce the log names, "nccl" or
+# "sim") and GPUS: how many devices there are, as the CUDA backend sees them
+# (0 without a driver; make check hid them, TT_GPUS gives them back), or for
+# sim 64, the ids it accepts (sim has a device for every id a job names).
+tt_device() {
+  case ${TT_DEVICE:-gpu} in
+    gpu)
+      DEV=gpu DEVNAME=cuda ALLREDUCE=nccl
+      case ${TT_GPUS-all} in
+        all) unset CUDA_VISIBLE_DEVICES ;;
+        *) CUDA_VISIBLE_DEVICES=$TT_GPUS; export CUDA_VISIBLE_DEVICES ;;
+      esac
+      GPUS=$("$TOWERTRAIN" bench --device gpu -b 8 -e 8 -n 1 -w 0 2>/dev/null | grep -c '^#  rank') ;;
+    sim) DEV=sim DEVNAME=sim ALLREDUCE=sim GPUS=64 ;;
+    *) echo "Bail out! TT_DEVICE=$TT_DEVICE: gpu or sim"; exit 99 ;;
+  esac
 }
 
 # ---- comparing training runs: statistical, 1 false failure in 1,000 ----
@@ -180,6 +253,20 @@ TTEOF
 # tests' to find (test_bf16, test_cpu_ops: against tt_ref.h's rounding, bit
 # for bit): every bf16 conversion of ours truncating instead of rounding
 # gave a mean of 0.8798 over seeds 1-6 (bf16 rounding: 0.8799 over 1-8).
+TT_FM_SIGMA=0.0052
+#
+# TT_FM_SIGMA_SHORT: the job shortened to 2 epochs of its first 12,000
+# training images (tt_fm_lenet's --set max_epoch=2 --set dataflow.limit=12000,
+# 188 steps), a candidate precision against fp32 at the SAME seeds
+# (e2e_gpu_precision.sh on sim). So short a run keeps the runs paired:
+# measured on sim (AMD EPYC Zen 5, seeds 1-10; each run's sd 0.0144, so
+# independent runs would differ by sd 0.0204), bf16 - fp32 and fp16 - fp32
+# at equal seeds spread by 0.0099 (18 degrees of freedom, mean -0.0028 and
+# -0.0001), 80% upper bound 0.0117. With sigma = 0.0117 / sqrt(2) = 0.0083,
+# tt_not_worse's margin 3.09 x sigma x sqrt(2/k) is the paired test's,
+# 3.09 x 0.0117 / sqrt(k): 0.036 for one seed, 1 false failure in 1,000 at
+# most. Valid only for runs paired so (same job, same seeds).
+TT_FM_SIGMA_SHORT=0.0083
 
 # tt_fm_lenet LOGDIR SEED [ARG...]: the shipped job with this seed (and the
 # ARGs, --set ...) into LOGDIR, its data from $TT_FASHION_MNIST when set (the
@@ -202,19 +289,19 @@ tt_fm_lenet() {
       "$tt_dir/stats.json" 2>/dev/null
 }
 
-# tt_not_worse DESCRIPTION "REF..." "CAND..." [K]: one TAP line, ok when the
-# mean of the CAND accuracies is at least the mean of the REF ones less the
-# margin above; each list must hold K values (default 1): a run that failed
-# fails the check.
+# tt_not_worse DESCRIPTION "REF..." "CAND..." [K [SIGMA]]: one TAP line, ok
+# when the mean of the CAND accuracies is at least the mean of the REF ones
+# less the margin above; each list must hold K values (default 1): a run
+# that failed fails the check. SIGMA: the job's (default $TT_FM_SIGMA).
 tt_not_worse() {
-  tt_verdict=$($PY - "$2" "$3" "${4:-1}" <<'PYEOF'
+  tt_verdict=$($PY - "$2" "$3" "${4:-1}" "${5:-$TT_FM_SIGMA}" <<'PYEOF'
 import math, sys
 ref, cand = ([float(v) for v in a.split()] for a in sys.argv[1:3])
 k = int(sys.argv[3])
 if len(ref) != k or len(cand) != k:
     print("%d and %d accuracies, not %d each: a run failed" % (len(ref), len(cand), k))
     sys.exit(1)
-SIGMA, Z = 0.0052, 3.09
+SIGMA, Z = float(sys.argv[4]), 3.09
 margin = Z * SIGMA * math.sqrt(1 / len(ref) + 1 / len(cand))
 mr, mc = sum(ref) / len(ref), sum(cand) / len(cand)
 print("mean %.4f against %.4f: %+.4f, margin %.4f; %s against %s"
