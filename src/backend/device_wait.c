@@ -73,3 +73,20 @@ int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err),
             sleep_ns *= 2;
     }
 }
+
+typedef struct {
+    backend_t *be;
+    backend_event *e;
+} event_wait;
+
+static int event_wait_query(void *p, tt_err *err)
+{
+    event_wait *w = p;
+    return w->be->dev->event_query(w->be, w->e, err);
+}
+
+int backend_device_wait_event(backend_t *be, backend_event *e, const char *what, tt_err *err)
+{
+    event_wait w = {be, e};
+    return backend_device_wait_for(be, event_wait_query, &w, what, err);
+}

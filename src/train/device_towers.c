@@ -10,11 +10,12 @@
 
 #include "backend/mem_pool.h"
 #include "backend/precision.h"
+#include "backend/staging.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
 struct device_towers {
-    backend_staging *staging[TT_MAX_TOWERS];
+    staging *staging[TT_MAX_TOWERS];
     float *input[TT_MAX_TOWERS];     /* the tower's own buffers, put back after a step */
     int32_t *labels[TT_MAX_TOWERS];
     tt_err err[TT_MAX_TOWERS];       /* an error met on a tower's thread */
@@ -170,7 +171,7 @@ int device_towers_create(trainer_t *tr, tt_err *err)
             return -1;
         }
         tt_err st_err = {0};
-        g->staging[t] = be->dev->staging_create(be, (size_t)batch * sample * sizeof(float),
+        g->staging[t] = staging_create(be, (size_t)batch * sample * sizeof(float),
                                                 (size_t)batch * sizeof(int32_t), &st_err);
         if (g->staging[t] == NULL)
             return err_set(err, st_err.code, "tower %d: %s", t, st_err.msg);
@@ -202,7 +203,7 @@ void device_towers_free(trainer_t *tr)
             tr->towers[t].labels = g->labels[t];
         }
         if (g->staging[t] != NULL)
-            tr->backends[t]->dev->staging_free(g->staging[t]);
+            staging_free(g->staging[t]);
     }
     free(g);
     tr->dev = NULL;
@@ -223,7 +224,7 @@ void device_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x,
     float *dx;
     int32_t *dy;
     tt_err err = {0};
-    if (tw->be->dev->staging_load(g->staging[t], key, x,
+    if (staging_load(g->staging[t], key, x,
                                   (size_t)n * sample * sizeof(float), y,
                                   (size_t)n * sizeof(int32_t), &dx, &dy, &err) != 0) {
         device_tower_fail(tr, t, &err);
@@ -241,7 +242,7 @@ void device_tower_consumed(trainer_t *tr, int t)
 {
     device_towers *g = tr->dev;
     tt_err err = {0};
-    if (tr->backends[t]->dev->staging_done(g->staging[t], &err) != 0)
+    if (staging_done(g->staging[t], &err) != 0)
         device_tower_fail(tr, t, &err);
     tr->towers[t].input = g->input[t];
     tr->towers[t].labels = g->labels[t];

@@ -1,40 +1,16 @@
 /* cuda_device.c - the CUDA backend's device side (backend.h's
  * backend_device_ops): each entry is one call of cuda_backend.h,
- * cuda_staging.h or comm/nccl_comm.h, which answer "built without CUDA"
+ * cuda_queue.c or comm/nccl_comm.h, which answer "built without CUDA"
  * when the toolkit is absent, so this file is built either way. */
 #include "backend/cuda/cuda_backend.h"
 
 #include <stdlib.h>
 
-#include "backend/cuda/cuda_staging.h"
 #include "comm/nccl_comm.h"
 
 static int cuda_dev_info(backend_t *be, backend_device_info *info, tt_err *err)
 {
     return backend_cuda_device_info(be->device, info, err);
-}
-
-static backend_staging *cuda_dev_staging_create(backend_t *be, size_t x_bytes, size_t y_bytes,
-                                                tt_err *err)
-{
-    return (backend_staging *)cuda_staging_create(be, x_bytes, y_bytes, err);
-}
-
-static int cuda_dev_staging_load(backend_staging *s, int64_t step, const float *x,
-                                 size_t x_bytes, const int32_t *y, size_t y_bytes,
-                                 float **dev_x, int32_t **dev_y, tt_err *err)
-{
-    return cuda_staging_load((cuda_staging *)s, step, x, x_bytes, y, y_bytes, dev_x, dev_y, err);
-}
-
-static int cuda_dev_staging_done(backend_staging *s, tt_err *err)
-{
-    return cuda_staging_done((cuda_staging *)s, err);
-}
-
-static void cuda_dev_staging_free(backend_staging *s)
-{
-    cuda_staging_free((cuda_staging *)s);
 }
 
 /* ---- the communicator: nccl_comm behind backend_comm; each tower's
@@ -132,10 +108,19 @@ const backend_device_ops backend_cuda_device_ops = {
     .freeze = backend_cuda_freeze,
     .memory = backend_cuda_memory,
     .alloc_error = backend_cuda_alloc_error,
-    .staging_create = cuda_dev_staging_create,
-    .staging_load = cuda_dev_staging_load,
-    .staging_done = cuda_dev_staging_done,
-    .staging_free = cuda_dev_staging_free,
+    .queue = backend_cuda_queue,
+    .queue_create = backend_cuda_queue_create,
+    .queue_free = backend_cuda_queue_free,
+    .event_create = backend_cuda_event_create,
+    .event_free = backend_cuda_event_free,
+    .event_record = backend_cuda_event_record,
+    .queue_wait_event = backend_cuda_queue_wait_event,
+    .event_query = backend_cuda_event_query,
+    .event_elapsed_ms = backend_cuda_event_elapsed_ms,
+    .host_alloc = backend_cuda_host_alloc,
+    .host_free = backend_cuda_host_free,
+    .copy_h2d_async = backend_cuda_copy_h2d_async,
+    .copy_d2h_async = backend_cuda_copy_d2h_async,
     .comm_create = cuda_comm_create,
     .build_info = backend_cuda_build_info,
 };
