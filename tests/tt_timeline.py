@@ -115,6 +115,11 @@ def main():
             row = by_row.get((r, tid), [])
             steps = [e for e in row if e["name"].startswith("step ")]
             ok(steps, "%s: rank %d tower %d: step spans (%d)" % (w, r, t, len(steps)))
+            if a.steps:
+                # one span a step, around all its micro-batches (accumulate)
+                got = sorted(int(e["name"].split()[1]) for e in steps)
+                ok(got == list(range(lo, hi + 1)), "%s: rank %d tower %d: one step span a "
+                   "step, %d..%d (%s)" % (w, r, t, lo, hi, got))
             lay = [e for e in row if e["cat"] in ("forward", "backward")]
             outside = [e["name"] for e in lay
                        if not any(s["ts"] - 1e-3 <= e["ts"] and

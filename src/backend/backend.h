@@ -384,7 +384,7 @@ struct backend_device_ops {
 };
 
 /* The one place the host waits for device work (issue 27): polls query
- * (sleeping 1 us growing to 1 ms) together with the asynchronous error of
+ * (sleeping 1 us growing to about 100 us) together with the asynchronous error of
  * the communicator be->watch and the stop flag, and never blocks in the
  * device's own wait, so a collective that never completes cannot hang the
  * host. On the communicator's error it aborts the communicator (so the

@@ -11,11 +11,13 @@
 #include "backend/mem_pool.h"
 #include "backend/precision.h"
 #include "backend/staging.h"
+#include "train/device_spans.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
 struct device_towers {
     staging *staging[TT_MAX_TOWERS];
+    device_spans *spans[TT_MAX_TOWERS]; /* the tower row's spans, on the device */
     float *input[TT_MAX_TOWERS];     /* the tower's own buffers, put back after a step */
     int32_t *labels[TT_MAX_TOWERS];
     tt_err err[TT_MAX_TOWERS];       /* an error met on a tower's thread */
@@ -175,6 +177,8 @@ int device_towers_create(trainer_t *tr, tt_err *err)
                                                 (size_t)batch * sizeof(int32_t), &st_err);
         if (g->staging[t] == NULL)
             return err_set(err, st_err.code, "tower %d: %s", t, st_err.msg);
+        if ((g->spans[t] = device_spans_create(be, TRACE_ROW_TOWER + t)) == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
     tower_threads_run(tr->threads, bind_tower, tr);
     return device_towers_check(tr, err);
@@ -204,9 +208,19 @@ void device_towers_free(trainer_t *tr)
         }
         if (g->staging[t] != NULL)
             staging_free(g->staging[t]);
+        device_spans_free(g->spans[t]);
     }
     free(g);
     tr->dev = NULL;
+}
+
+void device_towers_trace_flush(trainer_t *tr)
+{
+    device_towers *g = tr->dev;
+    if (g == NULL)
+        return;
+    for (int t = 0; t < tr->n_towers; t++)
+        device_spans_flush(g->spans[t]);
 }
 
 void device_tower_fail(trainer_t *tr, int t, const tt_err *err)

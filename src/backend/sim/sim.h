@@ -45,7 +45,9 @@ bool sim_queue_idle(sim_queue *q);
 sim_queue *sim_compute_queue(backend_t *be);
 
 /* backend.h's queue, event, pinned memory and copy entries (sim_queue.c).
- * An event's device time is when the queue's worker reached its record. */
+ * An event's device time is its queue's clock when the queue's worker
+ * reached its record: the clock advances only while the worker runs an
+ * operation (so elapsed times are the operations' run time). */
 backend_queue *sim_dev_queue(backend_t *be);
 backend_queue *sim_dev_queue_create(backend_t *be, tt_err *err);
 void sim_dev_queue_free(backend_t *be, backend_queue *q);

@@ -10,10 +10,17 @@
  *
  * An event counts its records (recorded, on the host) and the records that
  * completed (completed, set by the worker that reaches the record's job,
- * with the time it did: the event's device time). A queue waiting for an
- * event gets a job that blocks its worker until the record the event held
- * at the call has completed, as cudaStreamWaitEvent captures the event's
- * most recent record. */
+ * with its queue's clock then: the event's device time). A queue waiting
+ * for an event gets a job that blocks its worker until the record the
+ * event held at the call has completed, as cudaStreamWaitEvent captures
+ * the event's most recent record.
+ *
+ * A queue's clock advances only while its worker runs an operation (not
+ * while the queue is empty, nor while it waits for an event): the elapsed
+ * time between two events of a queue is the run time of the operations
+ * between them, whatever the host's scheduling did meanwhile (on a machine
+ * shared with other jobs the host may take milliseconds to queue the next
+ * operation, which a GPU's clock would count as idle device time). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,13 +43,14 @@ struct sim_queue {
     sim_job *head, *tail;
     int pending; /* queued or running */
     bool stop;
+    int64_t busy_ns; /* the queue's clock: its worker's run time so far (worker only) */
 };
 
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t done;
     uint64_t recorded, completed;
-    int64_t done_ns; /* CLOCK_MONOTONIC when the last completed record ran */
+    int64_t done_ns; /* the queue's clock when the last completed record ran */
     bool timing;
     int jobs;        /* queued jobs that refer to it */
     bool freed;      /* event_free came while jobs > 0: the last job frees it */
@@ -54,6 +62,8 @@ static int64_t now_ns(void)
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+static void wait_run(backend_t *be, void *p);
 
 static void *queue_main(void *p)
 {
@@ -69,7 +79,10 @@ static void *queue_main(void *p)
         if (q->head == NULL)
             q->tail = NULL;
         pthread_mutex_unlock(&q->lock);
+        int64_t t0 = now_ns();
         j->run(q->be, j->args);
+        if (j->run != wait_run) /* waiting for another queue is idle time */
+            q->busy_ns += now_ns() - t0;
         free(j);
         pthread_mutex_lock(&q->lock);
         if (--q->pending == 0)
@@ -233,6 +246,7 @@ static void event_job_end(sim_event *e)
 typedef struct {
     sim_event *e;
     uint64_t gen;
+    sim_queue *q; /* where it was queued */
 } event_job;
 
 static void record_run(backend_t *be, void *p)
@@ -242,7 +256,7 @@ static void record_run(backend_t *be, void *p)
     pthread_mutex_lock(&j->e->lock);
     if (j->gen > j->e->completed) {
         j->e->completed = j->gen;
-        j->e->done_ns = now_ns();
+        j->e->done_ns = j->q->busy_ns; /* on j->q's worker: its own field */
     }
     pthread_cond_broadcast(&j->e->done);
     event_job_end(j->e);
@@ -254,7 +268,7 @@ int sim_dev_event_record(backend_t *be, backend_event *be_e, backend_queue *q, t
     (void)be;
     (void)err;
     pthread_mutex_lock(&e->lock);
-    event_job j = {e, ++e->recorded};
+    event_job j = {e, ++e->recorded, (sim_queue *)q};
     e->jobs++;
     pthread_mutex_unlock(&e->lock);
     sim_enqueue_on((sim_queue *)q, record_run, &j, sizeof(j));
@@ -277,7 +291,7 @@ int sim_dev_queue_wait_event(backend_t *be, backend_queue *q, backend_event *be_
     (void)be;
     (void)err;
     pthread_mutex_lock(&e->lock);
-    event_job j = {e, e->recorded}; /* the record it holds now */
+    event_job j = {e, e->recorded, (sim_queue *)q}; /* the record it holds now */
     if (j.gen > 0)
         e->jobs++;
     pthread_mutex_unlock(&e->lock);
