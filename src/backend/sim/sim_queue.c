@@ -311,20 +311,23 @@ int sim_dev_event_query(backend_t *be, backend_event *be_e, tt_err *err)
     return done;
 }
 
+/* Whether e is a timing event whose last record completed, and when. */
+static bool event_timed(sim_event *e, int64_t *at)
+{
+    pthread_mutex_lock(&e->lock);
+    bool ok = e->timing && e->recorded > 0 && e->completed >= e->recorded;
+    *at = e->done_ns;
+    pthread_mutex_unlock(&e->lock);
+    return ok;
+}
+
 int sim_dev_event_elapsed_ms(backend_t *be, backend_event *start, backend_event *end, float *ms,
                              tt_err *err)
 {
-    sim_event *a = (sim_event *)start, *b = (sim_event *)end;
+    int64_t ta, tb;
     *ms = 0.0f;
-    pthread_mutex_lock(&a->lock);
-    bool a_ok = a->timing && a->recorded > 0 && a->completed >= a->recorded;
-    int64_t ta = a->done_ns;
-    pthread_mutex_unlock(&a->lock);
-    pthread_mutex_lock(&b->lock);
-    bool b_ok = b->timing && b->recorded > 0 && b->completed >= b->recorded;
-    int64_t tb = b->done_ns;
-    pthread_mutex_unlock(&b->lock);
-    if (!a_ok || !b_ok) /* as cudaEventElapsedTime's cudaErrorNotReady / InvalidResourceHandle */
+    if (!event_timed((sim_event *)start, &ta) || !event_timed((sim_event *)end, &tb))
+        /* as cudaEventElapsedTime's cudaErrorNotReady / InvalidResourceHandle */
         return err_set(err, TT_ERR_RUNTIME, "sim:%d: elapsed time of an event not recorded, "
                        "not done, or without timing", be->device);
     *ms = (float)((double)(tb - ta) / 1e6);
