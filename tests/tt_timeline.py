@@ -56,6 +56,8 @@ def main():
               "%s: JSON object with a traceEvents list (%s)" % (w, type(doc).__name__)):
         done()
     evs = doc["traceEvents"]
+    dropped = doc.get("otherData", {}).get("dropped_spans")
+    ok(dropped == 0, "%s: no span dropped (otherData.dropped_spans %s)" % (w, dropped))
     meta = [e for e in evs if e.get("ph") == "M"]
     spans = [e for e in evs if e.get("ph") != "M"]
     bad = [e for e in spans if e.get("ph") != "X" or not isinstance(e.get("name"), str) or

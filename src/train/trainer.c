@@ -707,6 +707,9 @@ int trainer_step(trainer_t *tr, tt_err *err)
         tr->towers[t].loss_scale = tr->loss_scale.scale;
     if (tr->ops->run_step(tr, b, err) != 0)
         return -1;
+    /* simple's tower 0 may have taken this thread's row: the callbacks'
+     * span begun next is the trainer's (a device row's would be dropped) */
+    trace_set_row(TRACE_ROW_TRAINER);
     if (tr->dev != NULL && device_towers_check(tr, err) != 0)
         return -1; /* a CUDA error: exit 1, the monitors flushed on the way out */
     if (!isfinite(tr->step_loss))
