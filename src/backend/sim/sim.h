@@ -17,9 +17,9 @@
  * goes on, as a GPU does; the operations that answer the host (download,
  * all_finite, the loss) and sync wait for the compute queue. Events order
  * two queues. A missing wait is therefore a wrong result or a data race
- * that ThreadSanitizer reports, not a silent pass. All-reduces run on the
- * compute queue, in order (a GPU's communication stream would overlap
- * them). Faults (issue 27) can be injected where a queued job runs: a
+ * that ThreadSanitizer reports, not a silent pass. All-reduces run on a
+ * communication queue per tower (sim_comm.c), as NCCL's stream, ordered by
+ * events as nccl_comm.c orders it. Faults (issue 27) can be injected where a queued job runs: a
  * stalled all-reduce in sim_comm.c's group, a failed download in
  * sim_download (sim_fail records it).
  */
