@@ -291,6 +291,21 @@ struct backend_comm {
     void *impl;
 };
 
+/* A tower's communication queue and the two events that order it against
+ * the compute queue (comm_queue.c), as NCCL's and sim's communicators use
+ * them: start, before queuing a group on q: q waits for the work queued so
+ * far on the compute queue (the gradients final there); join: the compute
+ * queue waits for everything queued on q so far. free: after q's work is
+ * done (polled, the communicator be->watch watched). */
+typedef struct {
+    backend_queue *q;
+    backend_event *ready, *done;
+} backend_comm_queue;
+int backend_comm_queue_create(backend_t *be, backend_comm_queue *cq, tt_err *err);
+int backend_comm_queue_start(backend_t *be, backend_comm_queue *cq, tt_err *err);
+int backend_comm_queue_join(backend_t *be, backend_comm_queue *cq, tt_err *err);
+void backend_comm_queue_free(backend_t *be, backend_comm_queue *cq);
+
 struct backend_device_ops {
     const char *kind; /* "cuda" or "sim": tower tables print "<kind>:<device>" */
     /* Capabilities the trainer reads in place of asking for a GPU: */

@@ -14,27 +14,32 @@ static int cuda_dev_info(backend_t *be, backend_device_info *info, tt_err *err)
 }
 
 /* ---- the communicator: nccl_comm behind backend_comm; each tower's
- *      compute stream is its backend's ---- */
+ *      groups on its communication stream, ordered against its compute
+ *      stream by backend_comm_queue (comm_queue.c, the ordering sim runs) ---- */
 
 typedef struct {
     backend_comm base;
     nccl_comm *nccl;
     int n; /* local towers */
     backend_t *bes[TT_MAX_SIM_DEVICES];
+    backend_comm_queue cq[TT_MAX_SIM_DEVICES];
 } cuda_comm;
 
 static int cuda_comm_allreduce(backend_comm *c, int t, float *buf, const size_t *lo,
                                const size_t *hi, int n_packs, bool mean, tt_err *err)
 {
     cuda_comm *cc = (cuda_comm *)c;
-    return nccl_comm_allreduce(cc->nccl, t, backend_cuda_stream(cc->bes[t]), buf, lo, hi,
-                               n_packs, mean, err);
+    if (backend_comm_queue_start(cc->bes[t], &cc->cq[t], err) != 0)
+        return -1;
+    /* a CUDA backend_queue is its cudaStream_t (cuda_queue.c) */
+    return nccl_comm_allreduce(cc->nccl, t, (void *)cc->cq[t].q, buf, lo, hi, n_packs, mean,
+                               err);
 }
 
 static int cuda_comm_join(backend_comm *c, int t, tt_err *err)
 {
     cuda_comm *cc = (cuda_comm *)c;
-    return nccl_comm_join(cc->nccl, t, backend_cuda_stream(cc->bes[t]), err);
+    return backend_comm_queue_join(cc->bes[t], &cc->cq[t], err);
 }
 
 static int cuda_comm_check(backend_comm *c, int t, tt_err *err)
@@ -47,9 +52,9 @@ static void cuda_comm_abort(backend_comm *c)
     nccl_comm_abort(((cuda_comm *)c)->nccl);
 }
 
-/* The compute streams first, by polling with the error checked (a stalled
- * collective is aborted there); nccl_comm_free then polls its own streams
- * the same way. */
+/* The compute streams first, then the communication streams, by polling
+ * with the communicator's error checked (a stalled collective is aborted
+ * there), before the communicators go. */
 static void cuda_comm_free(backend_comm *c)
 {
     if (c == NULL)
@@ -57,8 +62,11 @@ static void cuda_comm_free(backend_comm *c)
     cuda_comm *cc = (cuda_comm *)c;
     for (int t = 0; t < cc->n; t++)
         backend_device_wait(cc->bes[t], "communicator teardown", &(tt_err){0});
+    for (int t = 0; t < cc->n; t++)
+        if (cc->cq[t].q != NULL)
+            backend_comm_queue_free(cc->bes[t], &cc->cq[t]);
     backend_device_watch(cc->bes, cc->n, NULL);
-    nccl_comm_free(((cuda_comm *)c)->nccl);
+    nccl_comm_free(cc->nccl);
     free(c);
 }
 
@@ -73,7 +81,7 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
         err_set(err, TT_ERR_RUNTIME, "out of memory");
         return NULL;
     }
-    int devices[TT_MAX_SIM_DEVICES];
+    int devices[TT_MAX_SIM_DEVICES] = {0};
     c->n = n;
     for (int t = 0; t < n; t++) {
         devices[t] = bes[t]->device;
@@ -91,6 +99,11 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
                              .abort = cuda_comm_abort,
                              .free = cuda_comm_free};
     backend_device_watch(c->bes, n, &c->base);
+    for (int t = 0; t < n; t++)
+        if (backend_comm_queue_create(bes[t], &c->cq[t], err) != 0) {
+            cuda_comm_free(&c->base);
+            return NULL;
+        }
     return &c->base;
 }
 

@@ -35,9 +35,7 @@ typedef struct {
     int arrived;
     float *bufs[TT_MAX_SIM_DEVICES];
     backend_t *bes[TT_MAX_SIM_DEVICES];
-    backend_queue *q[TT_MAX_SIM_DEVICES];      /* each tower's communication queue */
-    backend_event *ready_ev[TT_MAX_SIM_DEVICES];  /* on the compute queue: gradients final */
-    backend_event *done_ev[TT_MAX_SIM_DEVICES];   /* on the communication queue: groups done */
+    backend_comm_queue cq[TT_MAX_SIM_DEVICES]; /* each tower's communication queue */
     size_t lo[SIM_GROUP], hi[SIM_GROUP];
     int n_packs;
     bool mean;
@@ -175,12 +173,11 @@ static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, 
         g.hi[k] = hi[k];
     }
     backend_t *be = c->bes[t];
-    if (be->dev->event_record(be, c->ready_ev[t], be->dev->queue(be), err) != 0 ||
-        be->dev->queue_wait_event(be, c->q[t], c->ready_ev[t], err) != 0)
+    if (backend_comm_queue_start(be, &c->cq[t], err) != 0)
         return -1;
-    sim_enqueue_on((sim_queue *)c->q[t], group_run, &g, sizeof(g));
+    sim_enqueue_on((sim_queue *)c->cq[t].q, group_run, &g, sizeof(g));
     tt_err wait_err = {0};
-    if (dist_size() > 1 && backend_device_wait_for(be, comm_idle, c->q[t], "all-reduce",
+    if (dist_size() > 1 && backend_device_wait_for(be, comm_idle, c->cq[t].q, "all-reduce",
                                                    &wait_err) != 0)
         return err_set(err, wait_err.code, "sim:%d: %s", be->device, wait_err.msg);
     return 0;
@@ -189,11 +186,7 @@ static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, 
 static int sim_join(backend_comm *bc, int t, tt_err *err)
 {
     sim_comm *c = (sim_comm *)bc;
-    backend_t *be = c->bes[t];
-    return be->dev->event_record(be, c->done_ev[t], c->q[t], err) != 0 ||
-                   be->dev->queue_wait_event(be, be->dev->queue(be), c->done_ev[t], err) != 0
-               ? -1
-               : 0;
+    return backend_comm_queue_join(c->bes[t], &c->cq[t], err);
 }
 
 static int sim_check(backend_comm *bc, int t, tt_err *err)
@@ -232,16 +225,14 @@ static void sim_comm_free(backend_comm *bc)
     for (int t = 0; t < c->n; t++) {
         tt_err err = {0};
         if (backend_device_wait(c->bes[t], "communicator teardown", &err) != 0 ||
-            (c->q[t] != NULL && backend_device_wait_for(c->bes[t], comm_idle, c->q[t],
-                                                        "communicator teardown", &err) != 0))
+            (c->cq[t].q != NULL && backend_device_wait_for(c->bes[t], comm_idle, c->cq[t].q,
+                                                           "communicator teardown", &err) != 0))
             sim_comm_abort(bc);
     }
     for (int t = 0; t < c->n; t++) { /* after an abort, finite */
-        backend_t *be = c->bes[t];
-        sim_drain(be);
-        be->dev->queue_free(be, c->q[t]);
-        be->dev->event_free(be, c->ready_ev[t]);
-        be->dev->event_free(be, c->done_ev[t]);
+        sim_drain(c->bes[t]);
+        if (c->cq[t].q != NULL)
+            backend_comm_queue_free(c->bes[t], &c->cq[t]);
     }
     backend_device_watch(c->bes, c->n, NULL);
     pthread_mutex_destroy(&c->lock);
@@ -265,15 +256,11 @@ backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
         c->bes[t] = bes[t];
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->done, NULL);
-    for (int t = 0; t < n; t++) {
-        backend_t *be = bes[t];
-        if ((c->q[t] = be->dev->queue_create(be, err)) == NULL ||
-            (c->ready_ev[t] = be->dev->event_create(be, false, err)) == NULL ||
-            (c->done_ev[t] = be->dev->event_create(be, false, err)) == NULL) {
+    for (int t = 0; t < n; t++)
+        if (backend_comm_queue_create(bes[t], &c->cq[t], err) != 0) {
             sim_comm_free(&c->base);
             return NULL;
         }
-    }
     c->base = (backend_comm){.size = n * dist_size(),
                              .allreduce = sim_allreduce,
                              .join = sim_join,
