@@ -63,9 +63,6 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err);
  * this once; every operation does it too, for callers on other threads). */
 int backend_cuda_bind(backend_t *be, tt_err *err);
 
-/* The tower's compute stream (a cudaStream_t). */
-void *backend_cuda_stream(backend_t *be);
-
 /* The first error of the backend's operations, or of the work queued on its
  * stream so far (without waiting for it): 0, or -1 with err set. */
 int backend_cuda_check(backend_t *be, tt_err *err);

@@ -53,11 +53,6 @@ int backend_cuda_bind(backend_t *be, tt_err *err)
     return err_set(err, TT_ERR_USAGE, "%s", why);
 }
 
-void *backend_cuda_stream(backend_t *be)
-{
-    return NULL;
-}
-
 int backend_cuda_check(backend_t *be, tt_err *err)
 {
     return 0;
