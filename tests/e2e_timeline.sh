@@ -49,6 +49,18 @@ timeline_run replicated --towers 2 --no-overlap --layer-sum -- \
   --set 'trainer={ type = "sync_replicated"; nr_tower = 2; }'
 timeline_run ps --towers 2 --no-overlap -- --set 'trainer={ type = "sync_parameter_server"; nr_tower = 2; }'
 timeline_run async --towers 2 -- --set 'trainer={ type = "async"; nr_tower = 2; }'
+# accumulate: one tower step span wraps both micro-batches
+timeline_run accumulate --layer-sum -- --set trainer.accumulate=2
+
+# (1b) device towers (sim): the tower rows' spans are measured on the device
+# (events on the compute queue, read back after the window). Queued on the
+# host, a layer takes microseconds while the device runs it for
+# milliseconds: host-side spans would sum to a small part of the step.
+# Batch 256: the device idles while the host reads each step's loss (a
+# fixed gap), a small part of these steps.
+timeline_run sim --layer-sum -- --set trainer.device='"sim"' --set dataflow.batch_size=256
+timeline_run sim_packed --towers 2 -- --set dataflow.batch_size=128 \
+  --set 'trainer={ type = "sync_replicated"; device = "sim"; towers = [0, 1]; gradient_packing = 4; }'
 
 # (2) the default window: 10 steps after the first 20
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/default" --quiet --set steps_per_epoch=32 \
@@ -123,6 +135,19 @@ ok $? "profile: ResNet-20, 2 towers"
 $PY "$TT_SRCDIR/tests/tt_profile.py" "$T/res.json" "$T/res_trace.json" \
   "$TT_SRCDIR/models/resnet20.cfg" 8 "profile resnet20" >"$T/res.tap" 2>&1
 tt_tap "$T/res.tap" $?
+# profile on a device tower (sim): per-layer device time, the same checks
+"$TOWERTRAIN" profile "$T/job.cfg" --steps 6 --set trainer.device='"sim"' \
+  --set dataflow.batch_size=256 --json "$T/simprof.json" --trace "$T/simprof_trace.json" \
+  >"$T/simprof.out" 2>&1
+ok $? "profile: LeNet on a sim tower"
+grep -q 'device time' "$T/simprof.out"
+ok $? "profile: a sim tower's layer times are said to be device time"
+$PY "$TT_SRCDIR/tests/tt_profile.py" "$T/simprof.json" "$T/simprof_trace.json" \
+  "$TT_SRCDIR/models/lenet.cfg" 256 "profile sim" >"$T/simprof.tap" 2>&1
+tt_tap "$T/simprof.tap" $?
+$PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/simprof_trace.json" "profile sim --trace" --steps 4-9 \
+  --layer-sum >"$T/simprof_trace.tap" 2>&1
+tt_tap "$T/simprof_trace.tap" $?
 tt_refused "profile --steps 0" "--steps 0: must be an integer from 1 to 100000" "" \
   "$TOWERTRAIN" profile "$T/job.cfg" --steps 0
 tt_refused "profile: a missing job file" "towertrain: " "" \

@@ -56,6 +56,8 @@ def main():
               "%s: JSON object with a traceEvents list (%s)" % (w, type(doc).__name__)):
         done()
     evs = doc["traceEvents"]
+    dropped = doc.get("otherData", {}).get("dropped_spans")
+    ok(dropped == 0, "%s: no span dropped (otherData.dropped_spans %s)" % (w, dropped))
     meta = [e for e in evs if e.get("ph") == "M"]
     spans = [e for e in evs if e.get("ph") != "M"]
     bad = [e for e in spans if e.get("ph") != "X" or not isinstance(e.get("name"), str) or
@@ -115,6 +117,11 @@ def main():
             row = by_row.get((r, tid), [])
             steps = [e for e in row if e["name"].startswith("step ")]
             ok(steps, "%s: rank %d tower %d: step spans (%d)" % (w, r, t, len(steps)))
+            if a.steps:
+                # one span a step, around all its micro-batches (accumulate)
+                got = sorted(int(e["name"].split()[1]) for e in steps)
+                ok(got == list(range(lo, hi + 1)), "%s: rank %d tower %d: one step span a "
+                   "step, %d..%d (%s)" % (w, r, t, lo, hi, got))
             lay = [e for e in row if e["cat"] in ("forward", "backward")]
             outside = [e["name"] for e in lay
                        if not any(s["ts"] - 1e-3 <= e["ts"] and

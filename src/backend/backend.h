@@ -262,11 +262,11 @@ typedef struct {
     char pci_bus_id[32];  /* "domain:bus:device.function" in hex; "" on sim */
 } backend_device_info;
 
-/* The staged input of a tower (tensorpack's StagingInput): two slots of
- * pinned host and device memory driven by staging_ring.h. load stages the
- * batch of `step` and returns its device buffers, valid for the tower's
- * compute queue until done; the copy runs beside the device's previous step. */
-typedef struct backend_staging backend_staging;
+/* A queue of device work (a CUDA stream; on sim a worker thread) and an
+ * event marking a point in one (a CUDA event; on sim a completion mark the
+ * queue's worker sets). Opaque: only the backend that made them uses them. */
+typedef struct backend_queue backend_queue;
+typedef struct backend_event backend_event;
 
 /* The device all-reduce among this process's towers, and under mpirun every
  * rank's: NCCL's interface. allreduce: after the work queued so far on tower
@@ -291,10 +291,25 @@ struct backend_comm {
     void *impl;
 };
 
+/* A tower's communication queue and the two events that order it against
+ * the compute queue (comm_queue.c), as NCCL's and sim's communicators use
+ * them: start, before queuing a group on q: q waits for the work queued so
+ * far on the compute queue (the gradients final there); join: the compute
+ * queue waits for everything queued on q so far. free: after q's work is
+ * done (polled, the communicator be->watch watched). */
+typedef struct {
+    backend_queue *q;
+    backend_event *ready, *done;
+} backend_comm_queue;
+int backend_comm_queue_create(backend_t *be, backend_comm_queue *cq, tt_err *err);
+int backend_comm_queue_start(backend_t *be, backend_comm_queue *cq, tt_err *err);
+int backend_comm_queue_join(backend_t *be, backend_comm_queue *cq, tt_err *err);
+void backend_comm_queue_free(backend_t *be, backend_comm_queue *cq);
+
 struct backend_device_ops {
     const char *kind; /* "cuda" or "sim": tower tables print "<kind>:<device>" */
     /* Capabilities the trainer reads in place of asking for a GPU: */
-    bool pinned_staging;  /* input goes through backend_staging (always, today) */
+    bool pinned_staging;  /* input goes through staging.h's staged input (always, today) */
     bool device_allreduce; /* sync_replicated all-reduces with comm_create's communicator */
 
     int (*info)(backend_t *be, backend_device_info *info, tt_err *err);
@@ -313,6 +328,9 @@ struct backend_device_ops {
     /* The host enters a phase ("checkpoint": the downloads of a save):
      * where the sim device injects TT_SIM_FAULT; may be NULL. */
     void (*mark)(backend_t *be, const char *phase);
+    /* The host stages the batch of `step` (staging_load's key): where sim's
+     * TT_SIM_FAULT counts steps; may be NULL. */
+    void (*step)(backend_t *be, int64_t step);
     /* Lets be's device read and write peer's memory directly where the
      * hardware allows (cudaDeviceEnablePeerAccess); true when it does.
      * NULL: copies between devices go through the host (sim). */
@@ -324,13 +342,52 @@ struct backend_device_ops {
     void (*memory)(backend_t *be, size_t *reserved, size_t *in_use, size_t *peak);
     const char *(*alloc_error)(backend_t *be);
 
-    backend_staging *(*staging_create)(backend_t *be, size_t x_bytes, size_t y_bytes,
-                                       tt_err *err);
-    int (*staging_load)(backend_staging *s, int64_t step, const float *x, size_t x_bytes,
-                        const int32_t *y, size_t y_bytes, float **dev_x, int32_t **dev_y,
-                        tt_err *err);
-    int (*staging_done)(backend_staging *s, tt_err *err);
-    void (*staging_free)(backend_staging *s);
+    /* ---- queues, events, pinned memory and asynchronous copies: what the
+     *      staged input (staging.h), the device-side timeline spans and the
+     *      all-reduce's ordering are written with, the same code on every
+     *      device. Work on one queue runs in the order it was queued; work
+     *      on two queues is unordered unless an event orders it. ---- */
+    /* The backend's compute queue: where every operation above runs. Never
+     * freed; valid while the backend lives. */
+    backend_queue *(*queue)(backend_t *be);
+    /* Another queue of the device (a copy queue, cudaStreamNonBlocking:
+     * not ordered with the compute queue), and its release: queue_free
+     * first waits (backend_device_wait_for, so a stalled collective cannot
+     * hang it) until the work queued on it is done. */
+    backend_queue *(*queue_create)(backend_t *be, tt_err *err);
+    void (*queue_free)(backend_t *be, backend_queue *q);
+    /* An event; with timing, event_elapsed_ms can measure between two such
+     * (a timing event costs more on a GPU: the staging's are without).
+     * Before its first record an event is done. free: at any time after
+     * the work that waits for it was queued (the device keeps what it needs). */
+    backend_event *(*event_create)(backend_t *be, bool timing, tt_err *err);
+    void (*event_free)(backend_t *be, backend_event *e);
+    /* The event captures the work queued on q so far (cudaEventRecord);
+     * recording it again replaces what it captured. */
+    int (*event_record)(backend_t *be, backend_event *e, backend_queue *q, tt_err *err);
+    /* Work queued on q from now on starts after the work e captured at this
+     * call (cudaStreamWaitEvent); the host does not wait. */
+    int (*queue_wait_event)(backend_t *be, backend_queue *q, backend_event *e, tt_err *err);
+    /* Without blocking (cudaEventQuery): 1 when the captured work is done,
+     * 0 while it runs, -1 with err on a device error. The host waits for an
+     * event through backend_device_wait_event (below). */
+    int (*event_query)(backend_t *be, backend_event *e, tt_err *err);
+    /* Milliseconds from start's completion to end's (negative when end
+     * completed first), both timing events, recorded and done. */
+    int (*event_elapsed_ms)(backend_t *be, backend_event *start, backend_event *end, float *ms,
+                            tt_err *err);
+    /* Page-locked host memory (cudaMallocHost; sim: plain host memory): what
+     * an asynchronous copy reads or writes while the host goes on. NULL with
+     * err when out of memory. */
+    void *(*host_alloc)(backend_t *be, size_t bytes, tt_err *err);
+    void (*host_free)(backend_t *be, void *p);
+    /* bytes from pinned host memory to device memory, or back, queued on q
+     * (cudaMemcpyAsync): returns at once; the host must not touch the host
+     * buffer until an event recorded after it is done. */
+    int (*copy_h2d_async)(backend_t *be, void *dst, const void *host_src, size_t bytes,
+                          backend_queue *q, tt_err *err);
+    int (*copy_d2h_async)(backend_t *be, void *host_dst, const void *src, size_t bytes,
+                          backend_queue *q, tt_err *err);
 
     /* Communicators for this process's n towers (backends bes[0..n)).
      * Collective over the MPI ranks: every rank calls it from its main
@@ -342,7 +399,7 @@ struct backend_device_ops {
 };
 
 /* The one place the host waits for device work (issue 27): polls query
- * (sleeping 1 us growing to 1 ms) together with the asynchronous error of
+ * (sleeping 1 us growing to about 100 us) together with the asynchronous error of
  * the communicator be->watch and the stop flag, and never blocks in the
  * device's own wait, so a collective that never completes cannot hang the
  * host. On the communicator's error it aborts the communicator (so the
@@ -358,6 +415,8 @@ int backend_device_wait(backend_t *be, const char *what, tt_err *err);
  * answers as dev->query does. */
 int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
                             const char *what, tt_err *err);
+/* backend_device_wait_for on an event of be (dev->event_query). */
+int backend_device_wait_event(backend_t *be, backend_event *e, const char *what, tt_err *err);
 /* The flag a stop signal sets (trainer_stop_signal); NULL: none. */
 void backend_device_set_stop(const volatile sig_atomic_t *flag);
 /* A communicator's create and free: be->watch for each of its backends. */

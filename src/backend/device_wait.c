@@ -67,9 +67,28 @@ int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err),
                                what, BACKEND_STOP_GRACE_S, (int)*stop_flag);
             }
         }
+        /* a wait overshoots the work by up to one sleep, and meanwhile the
+         * device idles (the loss's wait in every step): at most 100 us */
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
-        if (sleep_ns < 1000000)
+        if (sleep_ns < 100000)
             sleep_ns *= 2;
     }
+}
+
+typedef struct {
+    backend_t *be;
+    backend_event *e;
+} event_wait;
+
+static int event_wait_query(void *p, tt_err *err)
+{
+    event_wait *w = p;
+    return w->be->dev->event_query(w->be, w->e, err);
+}
+
+int backend_device_wait_event(backend_t *be, backend_event *e, const char *what, tt_err *err)
+{
+    event_wait w = {be, e};
+    return backend_device_wait_for(be, event_wait_query, &w, what, err);
 }

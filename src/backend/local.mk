@@ -1,6 +1,6 @@
 # The backends: one folder each. The CPU backend is always built; the CUDA
 # backend's kernels when configure finds nvcc (else none.c answers "no GPU").
-libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c %reldir%/device_wait.c \
+libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c %reldir%/device_wait.c %reldir%/comm_queue.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c \
 	%reldir%/cpu/conv_small.c %reldir%/cpu/transpose.c %reldir%/cpu/transpose.h %reldir%/cpu/bf16_io.h \
@@ -14,21 +14,21 @@ EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c %reldir%/cpu/dn
 	%reldir%/cpu/dnnl_util.h
 
 # The CUDA backend. Its GPU-independent parts (memory pool, algorithm cache,
-# staging ring) are plain C, built and unit-tested everywhere. The parts
+# staging ring, the staging on backend.h's queues and events) are plain C, built and unit-tested everywhere. The parts
 # that call CUDA, cuBLAS and cuDNN are built when configure finds them, as
 # a separate set of objects so that their host code compiles with warnings
 # as errors; they go into libtowertrain.a with the rest. Without CUDA,
 # none.c answers "built without CUDA".
 libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/mem_pool.h %reldir%/cuda/algo_cache.c %reldir%/cuda/algo_cache.h \
-	%reldir%/staging_ring.c %reldir%/staging_ring.h \
+	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h \
-	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_comm.c %reldir%/sim/sim.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
-	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_staging.c \
-	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h %reldir%/cuda/cuda_staging.h
+	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
+	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h
 if HAVE_CUDA
 noinst_LIBRARIES += libttcuda.a
 libttcuda_a_SOURCES = $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu
@@ -76,6 +76,11 @@ TESTS += tests/test_tile_gemm
 check_PROGRAMS += tests/test_bf16
 tests_test_bf16_SOURCES = tests/test_bf16.c
 TESTS += tests/test_bf16
+
+# backend.h's queues, events and copies, and the staging on them (sim).
+check_PROGRAMS += tests/test_staging
+tests_test_staging_SOURCES = tests/test_staging.c
+TESTS += tests/test_staging
 
 # The simulated GPU's storage rounding, queue order and guards.
 check_PROGRAMS += tests/test_sim

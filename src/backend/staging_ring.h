@@ -3,14 +3,14 @@
  *
  * The batch of a step is written into a slot's pinned buffer and copied to
  * the device on the tower's copy stream, which records the slot's copy event;
- * the compute stream waits for that event before the step reads the slot,
+ * the compute queue waits for that event before the step reads the slot,
  * and records the slot's consumed event once the step's last reader of the
  * input (backward) is queued. Meanwhile the other slot takes the next batch,
  * so the copy overlaps the step still running on the device.
  *
  * This file is the state machine only: which slot a batch goes to, and which
  * events each side must wait for. It is plain C (tests/test_staging_ring.c);
- * the CUDA side (cuda_staging.c) does what it says.
+ * staging.c does what it says, on backend.h's queues and events.
  */
 #ifndef TT_STAGING_RING_H
 #define TT_STAGING_RING_H

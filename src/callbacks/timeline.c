@@ -15,6 +15,7 @@
 
 #include "callbacks/timeline.h"
 #include "comm/dist.h"
+#include "train/device_towers.h"
 #include "train/trainer.h"
 #include "util/fileio.h"
 #include "util/log.h"
@@ -163,6 +164,7 @@ static void timeline_start(timeline_state *s)
 static void timeline_finish(timeline_state *s, trainer_t *tr, int64_t last)
 {
     trace_stop();
+    device_towers_trace_flush(tr); /* device towers: their spans, read off the device */
     s->recording = false;
     s->done = true;
     char path[4200];

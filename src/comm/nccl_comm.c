@@ -1,6 +1,8 @@
-/* nccl_comm.c - NCCL communicators, communication streams and the events
- * that order them against the towers' compute streams. Every NCCL and CUDA
- * status is checked and becomes one line naming the device. */
+/* nccl_comm.c - NCCL communicators and their groups of all-reduces on the
+ * streams the caller gives (the towers' communication streams, ordered
+ * against their compute streams by backend.h's backend_comm_queue in
+ * cuda_device.c). Every NCCL and CUDA status is checked and becomes one
+ * line naming the device. */
 #include "comm/nccl_comm.h"
 
 #include <pthread.h>
@@ -18,9 +20,6 @@ struct nccl_comm {
     int ranks;              /* MPI ranks */
     int devices[64];
     ncclComm_t comms[64];
-    cudaStream_t streams[64];  /* one communication stream per tower */
-    cudaEvent_t ready[64];     /* on the compute stream: the gradients are final */
-    cudaEvent_t done[64];      /* on the communication stream: the all-reduces are */
     pthread_mutex_t lock;      /* abort (any tower's thread) against check */
     bool aborted;
 };
@@ -83,20 +82,11 @@ int nccl_comm_wait(nccl_comm *c, int t, void *stream, bool spin, tt_err *err)
     }
 }
 
-/* Tower t's communication stream done, or its communicator aborted. */
-static void comm_stream_settle(nccl_comm *c, int t)
-{
-    tt_err err = {0};
-    nccl_comm_wait(c, t, c->streams[t], false, &err);
-}
-
+/* After the work on the streams the caller gave is done (or aborted). */
 void nccl_comm_free(nccl_comm *c)
 {
     if (c == NULL)
         return;
-    for (int t = 0; t < c->n; t++)
-        if (c->streams[t] && cudaSetDevice(c->devices[t]) == cudaSuccess)
-            comm_stream_settle(c, t);
     for (int t = 0; t < c->n; t++) {
         if (cudaSetDevice(c->devices[t]) != cudaSuccess)
             continue;
@@ -108,12 +98,6 @@ void nccl_comm_free(nccl_comm *c)
             else
                 cu.ncclCommDestroy(c->comms[t]);
         }
-        if (c->ready[t])
-            cudaEventDestroy(c->ready[t]);
-        if (c->done[t])
-            cudaEventDestroy(c->done[t]);
-        if (c->streams[t])
-            cudaStreamDestroy(c->streams[t]);
     }
     cudaGetLastError();
     pthread_mutex_destroy(&c->lock);
@@ -186,17 +170,6 @@ nccl_comm *nccl_comm_create(int n, const int *devices, tt_err *err)
         if (nccl_ok(end, NULL, devices[0], "ncclCommInitRank (group)", err) != 0)
             goto fail;
     }
-    for (int t = 0; t < n; t++) {
-        int d = devices[t];
-        if (cuda_ok(cudaSetDevice(d), d, "cudaSetDevice", err) != 0 ||
-            cuda_ok(cudaStreamCreateWithFlags(&c->streams[t], cudaStreamNonBlocking), d,
-                    "cudaStreamCreate (communication stream)", err) != 0 ||
-            cuda_ok(cudaEventCreateWithFlags(&c->ready[t], cudaEventDisableTiming), d,
-                    "cudaEventCreate", err) != 0 ||
-            cuda_ok(cudaEventCreateWithFlags(&c->done[t], cudaEventDisableTiming), d,
-                    "cudaEventCreate", err) != 0)
-            goto fail;
-    }
     return c;
 fail:
     nccl_comm_free(c);
@@ -208,40 +181,24 @@ int nccl_comm_size(const nccl_comm *c)
     return c->n * c->ranks;
 }
 
-int nccl_comm_allreduce(nccl_comm *c, int t, void *compute_stream, float *buf, const size_t *lo,
+int nccl_comm_allreduce(nccl_comm *c, int t, void *stream, float *buf, const size_t *lo,
                         const size_t *hi, int n_packs, bool mean, tt_err *err)
 {
     int d = c->devices[t];
     if (n_packs <= 0)
         return 0;
     if (cuda_ok(cudaSetDevice(d), d, "cudaSetDevice", err) != 0 ||
-        cuda_ok(cudaEventRecord(c->ready[t], (cudaStream_t)compute_stream), d,
-                "cudaEventRecord (gradients ready)", err) != 0 ||
-        cuda_ok(cudaStreamWaitEvent(c->streams[t], c->ready[t], 0), d,
-                "cudaStreamWaitEvent (gradients ready)", err) != 0 ||
         nccl_ok(cu.ncclGroupStart(), c->comms[t], d, "ncclGroupStart", err) != 0)
         return -1;
     ncclResult_t rc = ncclSuccess;
     for (int i = 0; i < n_packs && rc == ncclSuccess; i++)
         rc = cu.ncclAllReduce(buf + lo[i], buf + lo[i], hi[i] - lo[i], ncclFloat32,
-                              mean ? ncclAvg : ncclSum, c->comms[t], c->streams[t]);
+                              mean ? ncclAvg : ncclSum, c->comms[t], (cudaStream_t)stream);
     ncclResult_t end = cu.ncclGroupEnd(); /* always close the group */
     if (nccl_ok(rc, c->comms[t], d, "ncclAllReduce", err) != 0 ||
         nccl_ok(end, c->comms[t], d, "ncclGroupEnd", err) != 0)
         return -1;
     return 0;
-}
-
-int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err)
-{
-    int d = c->devices[t];
-    return cuda_ok(cudaSetDevice(d), d, "cudaSetDevice", err) != 0 ||
-                   cuda_ok(cudaEventRecord(c->done[t], c->streams[t]), d,
-                           "cudaEventRecord (all-reduce done)", err) != 0 ||
-                   cuda_ok(cudaStreamWaitEvent((cudaStream_t)compute_stream, c->done[t], 0), d,
-                           "cudaStreamWaitEvent (all-reduce done)", err) != 0
-               ? -1
-               : 0;
 }
 
 int nccl_comm_check(nccl_comm *c, int t, tt_err *err)

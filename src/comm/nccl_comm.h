@@ -4,10 +4,10 @@
  * Each tower has its NCCL communicator (one per device, ncclCommInitAll in a
  * single process; ncclCommInitRank with global rank = rank x towers + tower
  * under MPI, the unique id sent from rank 0 with MPI_Bcast through
- * comm/dist.h) and a communication stream. A tower thread starts a group of
- * packs on its communication stream after an event recorded on its compute
- * stream (the gradients are final there), and later makes its compute stream
- * wait for an event after the last group: the host never waits.
+ * comm/dist.h). A tower thread starts a group of packs on the stream it
+ * gives, its communication stream, which backend.h's backend_comm_queue
+ * (cuda_device.c) has made wait for its compute stream, and later makes its
+ * compute stream wait for the communication stream: the host never waits.
  *
  * Built without CUDA, nccl_none.c answers "built without CUDA".
  */
@@ -30,15 +30,11 @@ void nccl_comm_free(nccl_comm *c);
 /* Participants: towers x ranks. */
 int nccl_comm_size(const nccl_comm *c);
 
-/* Tower t: after the work queued so far on its compute stream, all-reduces
- * the packs [lo[i], hi[i]) of buf in place (sum, or mean over every
- * participant), in one ncclGroupStart/End on the tower's communication
- * stream. Returns at once. */
-int nccl_comm_allreduce(nccl_comm *c, int t, void *compute_stream, float *buf, const size_t *lo,
+/* Tower t: all-reduces the packs [lo[i], hi[i]) of buf in place (sum, or
+ * mean over every participant), in one ncclGroupStart/End on `stream` (a
+ * cudaStream_t of tower t's device). Returns at once. */
+int nccl_comm_allreduce(nccl_comm *c, int t, void *stream, float *buf, const size_t *lo,
                         const size_t *hi, int n_packs, bool mean, tt_err *err);
-
-/* Tower t's compute stream waits for every all-reduce tower t started. */
-int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err);
 
 /* An asynchronous NCCL error of tower t's communicator (a peer gone, a
  * network failure), or 0. */

@@ -18,13 +18,8 @@ int nccl_comm_size(const nccl_comm *c)
     return 0;
 }
 
-int nccl_comm_allreduce(nccl_comm *c, int t, void *compute_stream, float *buf, const size_t *lo,
+int nccl_comm_allreduce(nccl_comm *c, int t, void *stream, float *buf, const size_t *lo,
                         const size_t *hi, int n_packs, bool mean, tt_err *err)
-{
-    return err_set(err, TT_ERR_USAGE, "%s", why);
-}
-
-int nccl_comm_join(nccl_comm *c, int t, void *compute_stream, tt_err *err)
 {
     return err_set(err, TT_ERR_USAGE, "%s", why);
 }

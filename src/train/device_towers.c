@@ -10,11 +10,14 @@
 
 #include "backend/mem_pool.h"
 #include "backend/precision.h"
+#include "backend/staging.h"
+#include "train/device_spans.h"
 #include "train/trainer.h"
 #include "util/log.h"
 
 struct device_towers {
-    backend_staging *staging[TT_MAX_TOWERS];
+    staging *staging[TT_MAX_TOWERS];
+    device_spans *spans[TT_MAX_TOWERS]; /* the tower row's spans, on the device */
     float *input[TT_MAX_TOWERS];     /* the tower's own buffers, put back after a step */
     int32_t *labels[TT_MAX_TOWERS];
     tt_err err[TT_MAX_TOWERS];       /* an error met on a tower's thread */
@@ -167,10 +170,12 @@ int device_towers_create(trainer_t *tr, tt_err *err)
             return -1;
         }
         tt_err st_err = {0};
-        g->staging[t] = be->dev->staging_create(be, (size_t)batch * sample * sizeof(float),
+        g->staging[t] = staging_create(be, (size_t)batch * sample * sizeof(float),
                                                 (size_t)batch * sizeof(int32_t), &st_err);
         if (g->staging[t] == NULL)
             return err_set(err, st_err.code, "tower %d: %s", t, st_err.msg);
+        if ((g->spans[t] = device_spans_create(be, TRACE_ROW_TOWER + t)) == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
     tower_threads_run(tr->threads, bind_tower, tr);
     return device_towers_check(tr, err);
@@ -199,10 +204,20 @@ void device_towers_free(trainer_t *tr)
             tr->towers[t].labels = g->labels[t];
         }
         if (g->staging[t] != NULL)
-            tr->backends[t]->dev->staging_free(g->staging[t]);
+            staging_free(g->staging[t]);
+        device_spans_free(g->spans[t]);
     }
     free(g);
     tr->dev = NULL;
+}
+
+void device_towers_trace_flush(trainer_t *tr)
+{
+    device_towers *g = tr->dev;
+    if (g == NULL)
+        return;
+    for (int t = 0; t < tr->n_towers; t++)
+        device_spans_flush(g->spans[t]);
 }
 
 void device_tower_fail(trainer_t *tr, int t, const tt_err *err)
@@ -220,7 +235,7 @@ void device_tower_load(trainer_t *tr, int t, int64_t key, int n, const float *x,
     float *dx;
     int32_t *dy;
     tt_err err = {0};
-    if (tw->be->dev->staging_load(g->staging[t], key, x,
+    if (staging_load(g->staging[t], key, x,
                                   (size_t)n * sample * sizeof(float), y,
                                   (size_t)n * sizeof(int32_t), &dx, &dy, &err) != 0) {
         device_tower_fail(tr, t, &err);
@@ -238,7 +253,7 @@ void device_tower_consumed(trainer_t *tr, int t)
 {
     device_towers *g = tr->dev;
     tt_err err = {0};
-    if (tr->backends[t]->dev->staging_done(g->staging[t], &err) != 0)
+    if (staging_done(g->staging[t], &err) != 0)
         device_tower_fail(tr, t, &err);
     tr->towers[t].input = g->input[t];
     tr->towers[t].labels = g->labels[t];

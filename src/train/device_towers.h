@@ -53,6 +53,11 @@ int device_towers_finish_setup(trainer_t *tr, tt_err *err);
 
 void device_towers_free(trainer_t *tr);
 
+/* After trace_stop (the timeline's window, profile's steps), with the
+ * towers' threads idle: each tower's device-measured spans (device_spans.h)
+ * into its timeline row. */
+void device_towers_trace_flush(trainer_t *tr);
+
 /* Tower t's slice of the step's batch, staged to the device (replaces
  * tower_load_batch for the training step), and the end of its use. key
  * names the load in the staging ring, one per micro-batch: global step x

@@ -25,6 +25,7 @@
 
 #include "callbacks/timeline.h"
 #include "comm/dist.h"
+#include "train/device_towers.h"
 #include "train/roof.h"
 #include "train/trainer.h"
 #include "util/fileio.h"
@@ -216,7 +217,8 @@ static int profile_write_json(const trainer_t *tr, const profile_opts *o,
 static void profile_roof(const trainer_t *tr, profile_result *r, char *note, size_t len)
 {
     if (tr->dev != NULL) {
-        snprintf(note, len, "roof: not measured (GPU towers; the roof here is the CPU's)");
+        snprintf(note, len, "layers: device time (events on tower 0's compute queue); roof: "
+                 "not measured (device towers; the roof here is the CPU's)");
         return;
     }
     int cores, cached;
@@ -259,6 +261,7 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
         }
     r.step_ms = (trainer_now() - t0) * 1e3 / r.steps;
     trace_stop();
+    device_towers_trace_flush(&tr); /* device towers: their spans, read off the device */
     profile_tally(&tr, &r);
     if (tr.rank == 0)
         profile_print(&tr, o, &r, roof_note);

@@ -271,7 +271,9 @@ static void ps_tower_update(const tower_context *ctx, void *p)
         const param_range *pr = &st->ranges[r];
         if (pr->owner != ctx->index)
             continue;
-        int64_t t0 = trace_begin(); /* the timeline: the owner's range as a pack */
+        /* the timeline: the owner's range as a pack, on the host's clock (a
+         * device tower's own row is measured on its device) */
+        int64_t t0 = trace_begin_host();
         allreduce_sum_range(st->grads, grads, n, pr->lo, pr->hi, (float)n);
         if (t0 != 0)
             trace_end_full(TRACE_ROW_ALLREDUCE + ctx->index, t0, TRACE_CAT_ALLREDUCE,

@@ -263,8 +263,10 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
     if (st->comm->join(st->comm, t, &err) != 0)
         device_tower_fail(tr, t, &err);
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
+    int64_t t0 = trace_begin();
     if (st->finite[t])
         optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->updates + 1);
+    trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
 }
 
 static void replicated_tower(const tower_context *ctx, void *p)

@@ -379,13 +379,9 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, b
     uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
     uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)(tr->global_step * parts + k), tower);
     float scale = tw->loss_scale;
-    /* the timeline's tower row: this step's layers, optimizer and packs nest in it */
-    trace_set_row(TRACE_ROW_TOWER + t);
-    int64_t t0 = trace_begin();
     if (fault_gradient_step(tr, t, k)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
         tw->loss_scale = INFINITY;
     tower_step(tw, n, true, true, seed);
-    trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
     if (tr->dev != NULL)
         device_tower_consumed(tr, t);
     /* a power of two: exact both ways. Towers that hand packs to the
@@ -398,7 +394,8 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, b
     tw->loss_scale = scale;
 }
 
-void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
+/* Every micro-batch of the step on tower t, and their gradients' mean. */
+static void tower_compute_step(trainer_t *tr, int t, const batch_t *b)
 {
     int parts = tr->job->trainer.accumulate;
     if (parts == 1) {
@@ -437,6 +434,17 @@ void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
     tw->grad_ready = ready;
     if (ready != NULL)
         ready(tw->grad_ready_arg, 0);
+}
+
+void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
+{
+    /* the timeline's tower row: the step's span wraps all its micro-batches,
+     * and their layers and packs nest in it (on a device tower, all measured
+     * on the device: device_spans.h) */
+    trace_set_row(TRACE_ROW_TOWER + t);
+    int64_t t0 = trace_begin();
+    tower_compute_step(tr, t, b);
+    trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
 }
 
 void trainer_enable_loss_scale(trainer_t *tr)
@@ -699,6 +707,9 @@ int trainer_step(trainer_t *tr, tt_err *err)
         tr->towers[t].loss_scale = tr->loss_scale.scale;
     if (tr->ops->run_step(tr, b, err) != 0)
         return -1;
+    /* simple's tower 0 may have taken this thread's row: the callbacks'
+     * span begun next is the trainer's (a device row's would be dropped) */
+    trace_set_row(TRACE_ROW_TRAINER);
     if (tr->dev != NULL && device_towers_check(tr, err) != 0)
         return -1; /* a CUDA error: exit 1, the monitors flushed on the way out */
     if (!isfinite(tr->step_loss))

@@ -14,6 +14,8 @@ typedef struct {
 
 atomic_int trace_recording_flag;
 static trace_row rows[TRACE_ROWS];
+static _Atomic(const trace_device *) devices[TRACE_ROWS];
+static atomic_uint window;
 static atomic_bool worker_taken[TRACE_MAX_WORKERS];
 static atomic_size_t dropped;
 static _Thread_local int current_row = TRACE_ROW_NONE;
@@ -56,6 +58,71 @@ void trace_worker_row_release(int row)
     current_row = TRACE_ROW_NONE;
 }
 
+void trace_row_set_device(int row, const trace_device *d)
+{
+    if (row >= 0 && row < TRACE_ROWS)
+        atomic_store(&devices[row], d);
+}
+
+static const trace_device *device_of(int row)
+{
+    return row >= 0 && row < TRACE_ROWS ? atomic_load_explicit(&devices[row], memory_order_acquire)
+                                        : NULL;
+}
+
+int64_t trace_begin_now(void)
+{
+    const trace_device *d = device_of(current_row);
+    if (d == NULL)
+        return trace_clock_ns();
+    int64_t token = d->begin(d->ctx);
+    if (token == 0)
+        atomic_fetch_add(&dropped, 1);
+    return token;
+}
+
+void trace_count_dropped(size_t n)
+{
+    atomic_fetch_add(&dropped, n);
+}
+
+unsigned trace_window(void)
+{
+    return atomic_load(&window);
+}
+
+/* The row's next slot, its buffer allocated by its first writer; NULL
+ * (counted) when full. */
+static trace_event *row_slot(trace_row *r, size_t *i)
+{
+    trace_event *ev = atomic_load_explicit(&r->ev, memory_order_acquire);
+    if (ev == NULL) { /* this row's only writer: no race on the allocation */
+        if ((ev = malloc(TRACE_ROW_CAPACITY * sizeof(trace_event))) == NULL) {
+            atomic_fetch_add(&dropped, 1);
+            return NULL;
+        }
+        atomic_store_explicit(&r->ev, ev, memory_order_release);
+    }
+    *i = atomic_load_explicit(&r->count, memory_order_relaxed);
+    if (*i >= TRACE_ROW_CAPACITY) {
+        atomic_fetch_add(&dropped, 1);
+        return NULL;
+    }
+    return ev + *i;
+}
+
+void trace_put(int row, const trace_event *e)
+{
+    if (row < 0 || row >= TRACE_ROWS)
+        return;
+    size_t i;
+    trace_event *slot = row_slot(&rows[row], &i);
+    if (slot == NULL)
+        return;
+    *slot = *e;
+    atomic_store_explicit(&rows[row].count, i + 1, memory_order_release);
+}
+
 void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
                     const char *suffix, trace_args_fn args, const void *obj, int64_t n)
 {
@@ -66,21 +133,21 @@ void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_
         row = current_row;
     if (row < 0 || row >= TRACE_ROWS)
         return;
-    trace_row *r = &rows[row];
-    trace_event *ev = atomic_load_explicit(&r->ev, memory_order_acquire);
-    if (ev == NULL) { /* this row's only writer: no race on the allocation */
-        if ((ev = malloc(TRACE_ROW_CAPACITY * sizeof(trace_event))) == NULL) {
+    if (t0 < 0) { /* begun on a device row: its device measures it */
+        const trace_device *d = device_of(row);
+        trace_event span = {0, 0, name, suffix, number, args, obj, n, (int)cat};
+        if (d != NULL)
+            d->end(d->ctx, t0, &span);
+        else
             atomic_fetch_add(&dropped, 1);
-            return;
-        }
-        atomic_store_explicit(&r->ev, ev, memory_order_release);
-    }
-    size_t i = atomic_load_explicit(&r->count, memory_order_relaxed);
-    if (i >= TRACE_ROW_CAPACITY) {
-        atomic_fetch_add(&dropped, 1);
         return;
     }
-    ev[i] = (trace_event){t0, t1 - t0, name, suffix, number, args, obj, n, (int)cat};
+    trace_row *r = &rows[row];
+    size_t i;
+    trace_event *slot = row_slot(r, &i);
+    if (slot == NULL)
+        return;
+    *slot = (trace_event){t0, t1 - t0, name, suffix, number, args, obj, n, (int)cat};
     atomic_store_explicit(&r->count, i + 1, memory_order_release);
 }
 
@@ -89,6 +156,7 @@ int trace_start(void)
     for (int i = 0; i < TRACE_ROWS; i++)
         atomic_store(&rows[i].count, 0);
     atomic_store(&dropped, 0);
+    atomic_fetch_add(&window, 1);
     atomic_store(&trace_recording_flag, 1);
     return 0;
 }

@@ -87,14 +87,46 @@ static inline bool trace_recording(void)
 /* Monotonic nanoseconds (never 0). */
 int64_t trace_clock_ns(void);
 
-/* The start of a span: its time while recording, else 0. */
+/* A row whose spans a device measures (a device tower's: the layers'
+ * forward and backward, its step and its optimizer run on the device's
+ * compute queue, and the host only queues them). Its spans begin with
+ * begin(ctx), which records a device event and returns a token standing for
+ * it (< 0; 0 when it cannot: the span is dropped and counted), and end with
+ * end(ctx, token, span), which records the closing event and keeps the span
+ * (its name, category and args; no times yet). After trace_stop the row's
+ * owner reads the events back and stores the spans with trace_put, on the
+ * host clock (src/train/device_spans.c). */
+typedef struct {
+    void *ctx;
+    int64_t (*begin)(void *ctx);
+    void (*end)(void *ctx, int64_t token, const trace_event *span);
+} trace_device;
+
+/* Makes row a device row (NULL: a host row again, the default). Set before
+ * the row's writers start, cleared after they end. */
+void trace_row_set_device(int row, const trace_device *d);
+
+/* The start of a span on the calling thread's row, while recording. */
+int64_t trace_begin_now(void);
+
+/* The start of a span: its time while recording (a device row's token),
+ * else 0. */
 static inline int64_t trace_begin(void)
+{
+    return trace_recording() ? trace_begin_now() : 0;
+}
+
+/* The same on the host clock whatever the calling thread's row: for a span
+ * that a thread working for a device row ends on a host row. */
+static inline int64_t trace_begin_host(void)
 {
     return trace_recording() ? trace_clock_ns() : 0;
 }
 
 /* Records the span [t0, now) on row (TRACE_ROW_NONE: the calling thread's
- * row) when it began while recording and recording goes on. */
+ * row) when it began while recording and recording goes on; on a device
+ * row, a span begun with its token (a token ended on another row is
+ * dropped and counted). */
 void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
                     const char *suffix, trace_args_fn args, const void *obj, int64_t n);
 
@@ -120,6 +152,16 @@ void trace_worker_row_release(int row);
 /* Drops every recorded span and starts recording. */
 int trace_start(void);
 void trace_stop(void);
+/* Counts trace_start calls: a device row's owner tells a new recording from
+ * the one its kept spans belong to. */
+unsigned trace_window(void);
+
+/* Stores a finished span (times on the host clock) into row, after
+ * trace_stop: a device row's spans read back. Dropped and counted when the
+ * row is full. Only the row's owner calls it, while no span is recorded. */
+void trace_put(int row, const trace_event *e);
+/* Counts spans a device row had to drop. */
+void trace_count_dropped(size_t n);
 
 /* Events of one row, valid after trace_stop until the next trace_start. */
 const trace_event *trace_row_events(int row, size_t *count);

@@ -5,9 +5,11 @@
 # "gpu", async) trains LeNet and ends where simple does; SIGTERM mid-run
 # stops a GPU run with exit status 143 and a checkpoint, which resumes to the
 # end; `eval` of a GPU run's log directory gives the accuracy its
-# inference_runner logged, on the GPU and on the CPU. Without a GPU: every
-# check a visible SKIP. TT_DEVICE=sim runs the same checks on a simulated
-# GPU (tt_device; tests/e2e_sim_gpu_trainers.sh in make check).
+# inference_runner logged, on the GPU and on the CPU; a timeline of a GPU
+# tower holds device-side layer spans (events on its stream) that nest in
+# their step and sum to within 10% of it. Without a GPU: every check a
+# visible SKIP. TT_DEVICE=sim runs the same checks on a simulated GPU
+# (tt_device; tests/e2e_sim_gpu_trainers.sh in make check).
 . "$(dirname "$0")/../tt_lib.sh"
 tt_device
 TRAINERS="simple sync_replicated sync_parameter_server:cpu sync_parameter_server:gpu async"
@@ -18,7 +20,8 @@ if [ "$GPUS" = 0 ]; then
   done
   tt_skip_all "no GPU here" "SIGTERM mid-run on a GPU: exit 143, a checkpoint; resume runs to the end" \
     "eval of a GPU run: the accuracy its inference_runner logged" \
-    "eval of a GPU checkpoint on the CPU: the same accuracy within 0.005"
+    "eval of a GPU checkpoint on the CPU: the same accuracy within 0.005" \
+    "a timeline of one GPU tower: device-side layer spans nest in their step, sum within 10%"
 fi
 
 DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -89,4 +92,18 @@ rc=$?
 [ $rc = 0 ] && $PY -c 'import json,sys; e = json.load(open(sys.argv[1]))
 sys.exit(0 if abs(e["accuracy"] - float(sys.argv[2])) <= 0.005 else 1)' "$T/eval_cpu.json" "$logged"
 ok $? "eval of a $DEV checkpoint on the CPU: the same accuracy within 0.005 (exit status $rc)"
+
+# ---- a timeline of one device tower: its layer spans are device time
+# (events on the tower's queue, read back after the window); batch 256, so
+# that the device's idle time while the host reads each step's loss is a
+# small part of the step ----
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/timeline" --quiet --set dataflow.batch_size=256 \
+  --set dataflow.limit=4096 --set "trainer={ type = \"simple\"; device = \"$DEV\"; }" \
+  --set 'callbacks=( { type = "timeline"; steps = [3, 10]; } )' >"$T/timeline.out" 2>&1
+rc=$?
+[ $rc = 0 ] && $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/timeline/timeline-3-10.json" "$DEV" \
+  --steps 3-10 --layer-sum --model "$TT_SRCDIR/models/lenet.cfg" >"$T/timeline.tap" 2>&1
+ok $? "a timeline of one $DEV tower: device-side layer spans nest in their step, sum within 10% (exit status $rc)"
+[ $rc = 0 ] || sed 's/^/# /' "$T/timeline.out" | tail -n 5
+grep '^not ok' "$T/timeline.tap" 2>/dev/null | sed 's/^/# /'
 tt_done

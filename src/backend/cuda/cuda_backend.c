@@ -776,11 +776,6 @@ int backend_cuda_bind(backend_t *be, tt_err *err)
                           TT_ERR_RUNTIME, err);
 }
 
-void *backend_cuda_stream(backend_t *be)
-{
-    return (void *)cuda_of(be)->stream;
-}
-
 int backend_cuda_check(backend_t *be, tt_err *err)
 {
     cuda_impl *c = cuda_of(be);

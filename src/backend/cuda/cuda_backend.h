@@ -63,9 +63,6 @@ int backend_cuda_device_info(int device, cuda_device_info *info, tt_err *err);
  * this once; every operation does it too, for callers on other threads). */
 int backend_cuda_bind(backend_t *be, tt_err *err);
 
-/* The tower's compute stream (a cudaStream_t). */
-void *backend_cuda_stream(backend_t *be);
-
 /* The first error of the backend's operations, or of the work queued on its
  * stream so far (without waiting for it): 0, or -1 with err set. */
 int backend_cuda_check(backend_t *be, tt_err *err);
@@ -87,6 +84,26 @@ void backend_cuda_freeze(backend_t *be);
  * (names the bytes asked), for the trainer's out-of-memory message. */
 void backend_cuda_memory(backend_t *be, size_t *reserved, size_t *in_use, size_t *peak);
 const char *backend_cuda_alloc_error(backend_t *be);
+
+/* backend.h's queues, events, pinned memory and asynchronous copies
+ * (cuda_queue.c): the compute stream, and one CUDA runtime call each. */
+backend_queue *backend_cuda_queue(backend_t *be);
+backend_queue *backend_cuda_queue_create(backend_t *be, tt_err *err);
+void backend_cuda_queue_free(backend_t *be, backend_queue *q);
+backend_event *backend_cuda_event_create(backend_t *be, bool timing, tt_err *err);
+void backend_cuda_event_free(backend_t *be, backend_event *e);
+int backend_cuda_event_record(backend_t *be, backend_event *e, backend_queue *q, tt_err *err);
+int backend_cuda_queue_wait_event(backend_t *be, backend_queue *q, backend_event *e,
+                                  tt_err *err);
+int backend_cuda_event_query(backend_t *be, backend_event *e, tt_err *err);
+int backend_cuda_event_elapsed_ms(backend_t *be, backend_event *start, backend_event *end,
+                                  float *ms, tt_err *err);
+void *backend_cuda_host_alloc(backend_t *be, size_t bytes, tt_err *err);
+void backend_cuda_host_free(backend_t *be, void *p);
+int backend_cuda_copy_h2d_async(backend_t *be, void *dst, const void *host_src, size_t bytes,
+                                backend_queue *q, tt_err *err);
+int backend_cuda_copy_d2h_async(backend_t *be, void *host_dst, const void *src, size_t bytes,
+                                backend_queue *q, tt_err *err);
 
 /* "cuda: sm_80 sm_90 +ptx (CUDA 13.0, cuDNN 9.19.0, NCCL 2.28.9)", the
  * device code and the library versions this binary was built with; NULL

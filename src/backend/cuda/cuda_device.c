@@ -1,12 +1,11 @@
 /* cuda_device.c - the CUDA backend's device side (backend.h's
  * backend_device_ops): each entry is one call of cuda_backend.h,
- * cuda_staging.h or comm/nccl_comm.h, which answer "built without CUDA"
+ * cuda_queue.c or comm/nccl_comm.h, which answer "built without CUDA"
  * when the toolkit is absent, so this file is built either way. */
 #include "backend/cuda/cuda_backend.h"
 
 #include <stdlib.h>
 
-#include "backend/cuda/cuda_staging.h"
 #include "comm/nccl_comm.h"
 
 static int cuda_dev_info(backend_t *be, backend_device_info *info, tt_err *err)
@@ -14,51 +13,33 @@ static int cuda_dev_info(backend_t *be, backend_device_info *info, tt_err *err)
     return backend_cuda_device_info(be->device, info, err);
 }
 
-static backend_staging *cuda_dev_staging_create(backend_t *be, size_t x_bytes, size_t y_bytes,
-                                                tt_err *err)
-{
-    return (backend_staging *)cuda_staging_create(be, x_bytes, y_bytes, err);
-}
-
-static int cuda_dev_staging_load(backend_staging *s, int64_t step, const float *x,
-                                 size_t x_bytes, const int32_t *y, size_t y_bytes,
-                                 float **dev_x, int32_t **dev_y, tt_err *err)
-{
-    return cuda_staging_load((cuda_staging *)s, step, x, x_bytes, y, y_bytes, dev_x, dev_y, err);
-}
-
-static int cuda_dev_staging_done(backend_staging *s, tt_err *err)
-{
-    return cuda_staging_done((cuda_staging *)s, err);
-}
-
-static void cuda_dev_staging_free(backend_staging *s)
-{
-    cuda_staging_free((cuda_staging *)s);
-}
-
 /* ---- the communicator: nccl_comm behind backend_comm; each tower's
- *      compute stream is its backend's ---- */
+ *      groups on its communication stream, ordered against its compute
+ *      stream by backend_comm_queue (comm_queue.c, the ordering sim runs) ---- */
 
 typedef struct {
     backend_comm base;
     nccl_comm *nccl;
     int n; /* local towers */
     backend_t *bes[TT_MAX_SIM_DEVICES];
+    backend_comm_queue cq[TT_MAX_SIM_DEVICES];
 } cuda_comm;
 
 static int cuda_comm_allreduce(backend_comm *c, int t, float *buf, const size_t *lo,
                                const size_t *hi, int n_packs, bool mean, tt_err *err)
 {
     cuda_comm *cc = (cuda_comm *)c;
-    return nccl_comm_allreduce(cc->nccl, t, backend_cuda_stream(cc->bes[t]), buf, lo, hi,
-                               n_packs, mean, err);
+    if (backend_comm_queue_start(cc->bes[t], &cc->cq[t], err) != 0)
+        return -1;
+    /* a CUDA backend_queue is its cudaStream_t (cuda_queue.c) */
+    return nccl_comm_allreduce(cc->nccl, t, (void *)cc->cq[t].q, buf, lo, hi, n_packs, mean,
+                               err);
 }
 
 static int cuda_comm_join(backend_comm *c, int t, tt_err *err)
 {
     cuda_comm *cc = (cuda_comm *)c;
-    return nccl_comm_join(cc->nccl, t, backend_cuda_stream(cc->bes[t]), err);
+    return backend_comm_queue_join(cc->bes[t], &cc->cq[t], err);
 }
 
 static int cuda_comm_check(backend_comm *c, int t, tt_err *err)
@@ -71,9 +52,9 @@ static void cuda_comm_abort(backend_comm *c)
     nccl_comm_abort(((cuda_comm *)c)->nccl);
 }
 
-/* The compute streams first, by polling with the error checked (a stalled
- * collective is aborted there); nccl_comm_free then polls its own streams
- * the same way. */
+/* The compute streams first, then the communication streams, by polling
+ * with the communicator's error checked (a stalled collective is aborted
+ * there), before the communicators go. */
 static void cuda_comm_free(backend_comm *c)
 {
     if (c == NULL)
@@ -81,8 +62,11 @@ static void cuda_comm_free(backend_comm *c)
     cuda_comm *cc = (cuda_comm *)c;
     for (int t = 0; t < cc->n; t++)
         backend_device_wait(cc->bes[t], "communicator teardown", &(tt_err){0});
+    for (int t = 0; t < cc->n; t++)
+        if (cc->cq[t].q != NULL)
+            backend_comm_queue_free(cc->bes[t], &cc->cq[t]);
     backend_device_watch(cc->bes, cc->n, NULL);
-    nccl_comm_free(((cuda_comm *)c)->nccl);
+    nccl_comm_free(cc->nccl);
     free(c);
 }
 
@@ -97,7 +81,7 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
         err_set(err, TT_ERR_RUNTIME, "out of memory");
         return NULL;
     }
-    int devices[TT_MAX_SIM_DEVICES];
+    int devices[TT_MAX_SIM_DEVICES] = {0};
     c->n = n;
     for (int t = 0; t < n; t++) {
         devices[t] = bes[t]->device;
@@ -115,6 +99,11 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
                              .abort = cuda_comm_abort,
                              .free = cuda_comm_free};
     backend_device_watch(c->bes, n, &c->base);
+    for (int t = 0; t < n; t++)
+        if (backend_comm_queue_create(bes[t], &c->cq[t], err) != 0) {
+            cuda_comm_free(&c->base);
+            return NULL;
+        }
     return &c->base;
 }
 
@@ -132,10 +121,19 @@ const backend_device_ops backend_cuda_device_ops = {
     .freeze = backend_cuda_freeze,
     .memory = backend_cuda_memory,
     .alloc_error = backend_cuda_alloc_error,
-    .staging_create = cuda_dev_staging_create,
-    .staging_load = cuda_dev_staging_load,
-    .staging_done = cuda_dev_staging_done,
-    .staging_free = cuda_dev_staging_free,
+    .queue = backend_cuda_queue,
+    .queue_create = backend_cuda_queue_create,
+    .queue_free = backend_cuda_queue_free,
+    .event_create = backend_cuda_event_create,
+    .event_free = backend_cuda_event_free,
+    .event_record = backend_cuda_event_record,
+    .queue_wait_event = backend_cuda_queue_wait_event,
+    .event_query = backend_cuda_event_query,
+    .event_elapsed_ms = backend_cuda_event_elapsed_ms,
+    .host_alloc = backend_cuda_host_alloc,
+    .host_free = backend_cuda_host_free,
+    .copy_h2d_async = backend_cuda_copy_h2d_async,
+    .copy_d2h_async = backend_cuda_copy_d2h_async,
     .comm_create = cuda_comm_create,
     .build_info = backend_cuda_build_info,
 };

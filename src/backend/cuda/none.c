@@ -53,11 +53,6 @@ int backend_cuda_bind(backend_t *be, tt_err *err)
     return err_set(err, TT_ERR_USAGE, "%s", why);
 }
 
-void *backend_cuda_stream(backend_t *be)
-{
-    return NULL;
-}
-
 int backend_cuda_check(backend_t *be, tt_err *err)
 {
     return 0;
@@ -97,27 +92,72 @@ const char *backend_cuda_build_info(void)
     return NULL;
 }
 
-/* staging (cuda_staging.h) */
-#include "backend/cuda/cuda_staging.h"
+/* queues and events (cuda_queue.c): never reached, no CUDA backend exists */
+backend_queue *backend_cuda_queue(backend_t *be)
+{
+    return NULL;
+}
 
-cuda_staging *cuda_staging_create(backend_t *be, size_t x_bytes, size_t y_bytes, tt_err *err)
+backend_queue *backend_cuda_queue_create(backend_t *be, tt_err *err)
 {
     err_set(err, TT_ERR_USAGE, "%s", why);
     return NULL;
 }
 
-int cuda_staging_load(cuda_staging *s, int64_t step, const float *x, size_t x_bytes,
-                      const int32_t *y, size_t y_bytes, float **dev_x, int32_t **dev_y,
-                      tt_err *err)
+void backend_cuda_queue_free(backend_t *be, backend_queue *q)
+{
+}
+
+backend_event *backend_cuda_event_create(backend_t *be, bool timing, tt_err *err)
+{
+    err_set(err, TT_ERR_USAGE, "%s", why);
+    return NULL;
+}
+
+void backend_cuda_event_free(backend_t *be, backend_event *e)
+{
+}
+
+int backend_cuda_event_record(backend_t *be, backend_event *e, backend_queue *q, tt_err *err)
 {
     return err_set(err, TT_ERR_USAGE, "%s", why);
 }
 
-int cuda_staging_done(cuda_staging *s, tt_err *err)
+int backend_cuda_queue_wait_event(backend_t *be, backend_queue *q, backend_event *e,
+                                  tt_err *err)
 {
-    return 0;
+    return err_set(err, TT_ERR_USAGE, "%s", why);
 }
 
-void cuda_staging_free(cuda_staging *s)
+int backend_cuda_event_query(backend_t *be, backend_event *e, tt_err *err)
 {
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
+int backend_cuda_event_elapsed_ms(backend_t *be, backend_event *start, backend_event *end,
+                                  float *ms, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
+void *backend_cuda_host_alloc(backend_t *be, size_t bytes, tt_err *err)
+{
+    err_set(err, TT_ERR_USAGE, "%s", why);
+    return NULL;
+}
+
+void backend_cuda_host_free(backend_t *be, void *p)
+{
+}
+
+int backend_cuda_copy_h2d_async(backend_t *be, void *dst, const void *host_src, size_t bytes,
+                                backend_queue *q, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
+int backend_cuda_copy_d2h_async(backend_t *be, void *host_dst, const void *src, size_t bytes,
+                                backend_queue *q, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
 }

@@ -4,22 +4,24 @@
  * A sim backend has its own device memory (allocations apart from the
  * host's, each with guard bytes after it that every free and every sync
  * checks), its own pool accounting (reserved, in use, peak), a staged input
- * (sim_backend.c) driven by the same staging_ring.h as CUDA's, the 16-bit
+ * (staging.h, as CUDA's) on its queues and events, the 16-bit
  * copies of mixed precision rounded as the GPU stores them (bf16 to nearest
  * even; fp16 to nearest even with overflow to Inf, so loss scaling is real),
  * read from a scratch region reserved at setup as precision.h sizes it,
  * and an in-process communicator with NCCL's interface (sim_comm.c). The
  * arithmetic is the CPU backend's.
  *
- * Its queue (a stream): each sim backend has a worker thread that runs its
- * operations in the order they were queued, while the host goes on, as a
- * GPU does; the operations that answer the host (download, all_finite, the
- * loss) and sync wait for it. A missing wait is therefore a wrong result or
- * a data race that ThreadSanitizer reports, not a silent pass. Input
- * copies and all-reduces run on the same queue, in order (a GPU's copy and
- * communication streams would overlap them). Faults (issue 27) can be
- * injected where a queued job runs: a stalled all-reduce in sim_comm.c's
- * group, a failed download in sim_download (sim_fail records it).
+ * Its queues (streams, sim_queue.c): the compute queue and every queue
+ * made with queue_create (the staging's copy queue) are worker threads,
+ * each running its operations in the order they were queued while the host
+ * goes on, as a GPU does; the operations that answer the host (download,
+ * all_finite, the loss) and sync wait for the compute queue. Events order
+ * two queues. A missing wait is therefore a wrong result or a data race
+ * that ThreadSanitizer reports, not a silent pass. All-reduces run on a
+ * communication queue per tower (sim_comm.c), as NCCL's stream, ordered by
+ * events as nccl_comm.c orders it. Faults (issue 27) can be injected where a queued job runs: a
+ * stalled all-reduce in sim_comm.c's group, a failed download in
+ * sim_download (sim_fail records it).
  */
 #ifndef TT_SIM_H
 #define TT_SIM_H
@@ -28,8 +30,40 @@
 
 extern const backend_device_ops backend_sim_device_ops;
 
-/* Queues run(be, copy of args) on the backend's queue, after everything
- * queued before; returns at once. sim_drain waits until the queue is empty. */
+/* A queue: its worker thread started (NULL when it cannot be); delete
+ * waits for what was queued, then ends the thread. enqueue_on queues
+ * run(be, copy of args) after everything queued before and returns at once;
+ * drain waits until the queue is empty; idle says whether it is. */
+typedef struct sim_queue sim_queue;
+sim_queue *sim_queue_new(backend_t *be);
+void sim_queue_delete(sim_queue *q);
+void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const void *args,
+                    size_t size);
+void sim_queue_drain(sim_queue *q);
+bool sim_queue_idle(sim_queue *q);
+/* The backend's compute queue. */
+sim_queue *sim_compute_queue(backend_t *be);
+
+/* backend.h's queue, event, pinned memory and copy entries (sim_queue.c).
+ * An event's device time is its queue's clock when the queue's worker
+ * reached its record: the clock advances only while the worker runs an
+ * operation (so elapsed times are the operations' run time). */
+backend_queue *sim_dev_queue(backend_t *be);
+backend_queue *sim_dev_queue_create(backend_t *be, tt_err *err);
+void sim_dev_queue_free(backend_t *be, backend_queue *q);
+backend_event *sim_dev_event_create(backend_t *be, bool timing, tt_err *err);
+void sim_dev_event_free(backend_t *be, backend_event *e);
+int sim_dev_event_record(backend_t *be, backend_event *e, backend_queue *q, tt_err *err);
+int sim_dev_queue_wait_event(backend_t *be, backend_queue *q, backend_event *e, tt_err *err);
+int sim_dev_event_query(backend_t *be, backend_event *e, tt_err *err);
+int sim_dev_event_elapsed_ms(backend_t *be, backend_event *start, backend_event *end, float *ms,
+                             tt_err *err);
+void *sim_dev_host_alloc(backend_t *be, size_t bytes, tt_err *err);
+void sim_dev_host_free(backend_t *be, void *p);
+int sim_dev_copy_async(backend_t *be, void *dst, const void *src, size_t bytes, backend_queue *q,
+                       tt_err *err);
+
+/* The compute queue, as sim_enqueue_on / sim_queue_drain. */
 void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
                  size_t size);
 void sim_drain(backend_t *be);

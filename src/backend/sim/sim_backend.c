@@ -1,8 +1,8 @@
-/* sim_backend.c - the simulated GPU's backend (sim.h): the queue (a worker
- * thread per backend), device memory with guards and pool accounting, the
- * operations (queued by sim_queue_ops.h, run here by the CPU backend;
- * dense and conv2d through 16-bit copies in bf16 / fp16, as precision.h
- * says the CUDA backend computes them), and the staged input. */
+/* sim_backend.c - the simulated GPU's backend (sim.h): device memory with
+ * guards and pool accounting, the operations (queued on the compute queue
+ * by sim_queue_ops.h, run here by the CPU backend; dense and conv2d through
+ * 16-bit copies in bf16 / fp16, as precision.h says the CUDA backend
+ * computes them). The queues and events are sim_queue.c's. */
 #include "backend/sim/sim.h"
 
 #include <pthread.h>
@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/staging_ring.h"
 #include "backend/precision.h"
 
 #define GUARD 64          /* bytes after every allocation */
@@ -38,24 +37,10 @@ typedef struct {
     size_t copies_reserved;  /* bytes of the 16-bit copies' scratch */
     float *copies;           /* that scratch: 16-bit values held as floats */
     tt_err err;              /* the first error */
-    /* the queue: operations run in order on the worker thread */
-    pthread_t worker;
-    bool worker_started;
-    pthread_mutex_t qlock;
-    pthread_cond_t qwork, qidle;
-    struct sim_job *head, *tail;
-    int pending;             /* queued or running */
-    bool stop;
-    int64_t step;            /* the global step of the last staged batch */
+    sim_queue *compute;      /* the compute queue: the operations, in order */
+    int64_t step;            /* the key of the last staged batch (dev->step) */
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
 } sim_impl;
-
-/* One queued operation: its function and its arguments, copied. */
-typedef struct sim_job {
-    struct sim_job *next;
-    void (*run)(backend_t *be, void *args);
-    max_align_t args[]; /* the bytes of the arguments */
-} sim_job;
 
 static sim_impl *S(backend_t *be) { return be->impl; }
 static backend_t *C(backend_t *be) { return S(be)->cpu; }
@@ -75,65 +60,20 @@ void sim_fail(backend_t *be, const char *fmt, ...)
     pthread_mutex_unlock(&s->lock);
 }
 
-/* ---- the queue (a stream): a worker thread runs the operations in the
- *      order they were queued; the host goes on at once ---- */
-
-static void *queue_main(void *p)
+sim_queue *sim_compute_queue(backend_t *be)
 {
-    backend_t *be = p;
-    sim_impl *s = S(be);
-    pthread_mutex_lock(&s->qlock);
-    for (;;) {
-        while (s->head == NULL && !s->stop)
-            pthread_cond_wait(&s->qwork, &s->qlock);
-        if (s->head == NULL)
-            break;
-        sim_job *j = s->head;
-        s->head = j->next;
-        if (s->head == NULL)
-            s->tail = NULL;
-        pthread_mutex_unlock(&s->qlock);
-        j->run(be, j->args);
-        free(j);
-        pthread_mutex_lock(&s->qlock);
-        if (--s->pending == 0)
-            pthread_cond_broadcast(&s->qidle);
-    }
-    pthread_mutex_unlock(&s->qlock);
-    return NULL;
+    return S(be)->compute;
 }
 
 void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
                  size_t size)
 {
-    sim_impl *s = S(be);
-    sim_job *j = malloc(sizeof(*j) + size);
-    if (j == NULL) { /* out of host memory: run it here, in order, after the rest */
-        sim_drain(be);
-        run(be, (void *)args);
-        return;
-    }
-    j->next = NULL;
-    j->run = run;
-    memcpy(j->args, args, size);
-    pthread_mutex_lock(&s->qlock);
-    if (s->tail != NULL)
-        s->tail->next = j;
-    else
-        s->head = j;
-    s->tail = j;
-    s->pending++;
-    pthread_cond_signal(&s->qwork);
-    pthread_mutex_unlock(&s->qlock);
+    sim_enqueue_on(S(be)->compute, run, args, size);
 }
 
 void sim_drain(backend_t *be)
 {
-    sim_impl *s = S(be);
-    pthread_mutex_lock(&s->qlock);
-    while (s->pending > 0)
-        pthread_cond_wait(&s->qidle, &s->qlock);
-    pthread_mutex_unlock(&s->qlock);
+    sim_queue_drain(S(be)->compute);
 }
 
 /* TT_SIM_FAULT (sim.h): parsed once. */
@@ -628,12 +568,13 @@ static int sim_sync(backend_t *be, tt_err *err)
 
 static int sim_query(backend_t *be, tt_err *err)
 {
-    sim_impl *s = S(be);
     (void)err;
-    pthread_mutex_lock(&s->qlock);
-    int done = s->pending == 0;
-    pthread_mutex_unlock(&s->qlock);
-    return done;
+    return sim_queue_idle(S(be)->compute) ? 1 : 0;
+}
+
+static void sim_step(backend_t *be, int64_t step)
+{
+    S(be)->step = step;
 }
 
 /* download_error:checkpoint: the first download of the first save fails */
@@ -666,105 +607,6 @@ static const char *sim_alloc_error(backend_t *be)
     return S(be)->alloc_error;
 }
 
-/* ---- the staged input: staging_ring.h's decisions, the copies from the
- *      pinned slot to the device slot queued on the tower's queue ---- */
-
-typedef struct {
-    backend_t *be;
-    size_t x_bytes, y_bytes;
-    void *host_x[2], *host_y[2]; /* "pinned" */
-    float *dev_x[2];
-    int32_t *dev_y[2];
-    staging_ring ring;
-    int current;
-} sim_staging;
-
-static void sim_staging_free(backend_staging *p)
-{
-    sim_staging *s = (sim_staging *)p;
-    if (s == NULL)
-        return;
-    for (int i = 0; i < 2; i++) {
-        free(s->host_x[i]);
-        free(s->host_y[i]);
-        sim_free(s->be, s->dev_x[i]);
-        sim_free(s->be, s->dev_y[i]);
-    }
-    free(s);
-}
-
-static backend_staging *sim_staging_create(backend_t *be, size_t x_bytes, size_t y_bytes,
-                                           tt_err *err)
-{
-    sim_staging *s = calloc(1, sizeof(*s));
-    if (s == NULL) {
-        err_set(err, TT_ERR_RUNTIME, "out of host memory");
-        return NULL;
-    }
-    s->be = be;
-    s->x_bytes = x_bytes;
-    s->y_bytes = y_bytes;
-    s->current = -1;
-    staging_ring_init(&s->ring);
-    for (int i = 0; i < 2; i++) {
-        s->host_x[i] = malloc(x_bytes ? x_bytes : 1);
-        s->host_y[i] = malloc(y_bytes ? y_bytes : 1);
-        s->dev_x[i] = sim_alloc(be, x_bytes);
-        s->dev_y[i] = sim_alloc(be, y_bytes);
-        if (!s->host_x[i] || !s->host_y[i] || !s->dev_x[i] || !s->dev_y[i]) {
-            err_set(err, TT_ERR_USAGE, "sim:%d: staging buffers: out of memory", be->device);
-            sim_staging_free((backend_staging *)s);
-            return NULL;
-        }
-    }
-    return (backend_staging *)s;
-}
-
-static int sim_staging_load(backend_staging *p, int64_t step, const float *x, size_t x_bytes,
-                            const int32_t *y, size_t y_bytes, float **dev_x, int32_t **dev_y,
-                            tt_err *err)
-{
-    sim_staging *s = (sim_staging *)p;
-    int d = s->be->device;
-    if (x_bytes > s->x_bytes || y_bytes > s->y_bytes)
-        return err_set(err, TT_ERR_RUNTIME, "sim:%d: a batch larger than the staging buffers",
-                       d);
-    bool slot_busy, copy_wait;
-    int slot = staging_ring_fill(&s->ring, step, &slot_busy, &copy_wait);
-    if (slot < 0)
-        return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: no free slot for step %lld", d,
-                       (long long)step);
-    /* the slot's last copy must be done before its pinned buffer is
-     * written again (a copy from pinned memory reads it when it runs) */
-    if (slot_busy && !host_wait(s->be, "staging"))
-        return sim_check(s->be, err);
-    S(s->be)->step = step;
-    memcpy(s->host_x[slot], x, x_bytes);
-    memcpy(s->host_y[slot], y, y_bytes);
-    q_copy_args cx = {s->dev_x[slot], s->host_x[slot], x_bytes, NULL};
-    q_copy_args cy = {s->dev_y[slot], s->host_y[slot], y_bytes, NULL};
-    sim_enqueue(s->be, q_copy_run, &cx, sizeof(cx));
-    sim_enqueue(s->be, q_copy_run, &cy, sizeof(cy));
-    if (staging_ring_take(&s->ring, step) != slot)
-        return err_set(err, TT_ERR_RUNTIME, "sim:%d: staging: step %lld not loaded", d,
-                       (long long)step);
-    s->current = slot;
-    *dev_x = s->dev_x[slot];
-    *dev_y = s->dev_y[slot];
-    return 0;
-}
-
-static int sim_staging_done(backend_staging *p, tt_err *err)
-{
-    sim_staging *s = (sim_staging *)p;
-    (void)err;
-    if (s->current < 0)
-        return 0;
-    staging_ring_release(&s->ring, s->current);
-    s->current = -1;
-    return 0;
-}
-
 static const char *sim_build_info(void)
 {
     return "sim: simulated GPU (test device; CPU arithmetic)";
@@ -781,13 +623,23 @@ const backend_device_ops backend_sim_device_ops = {
     .sync = sim_sync,
     .query = sim_query,
     .mark = sim_mark,
+    .step = sim_step,
     .freeze = sim_freeze,
     .memory = sim_memory,
     .alloc_error = sim_alloc_error,
-    .staging_create = sim_staging_create,
-    .staging_load = sim_staging_load,
-    .staging_done = sim_staging_done,
-    .staging_free = sim_staging_free,
+    .queue = sim_dev_queue,
+    .queue_create = sim_dev_queue_create,
+    .queue_free = sim_dev_queue_free,
+    .event_create = sim_dev_event_create,
+    .event_free = sim_dev_event_free,
+    .event_record = sim_dev_event_record,
+    .queue_wait_event = sim_dev_queue_wait_event,
+    .event_query = sim_dev_event_query,
+    .event_elapsed_ms = sim_dev_event_elapsed_ms,
+    .host_alloc = sim_dev_host_alloc,
+    .host_free = sim_dev_host_free,
+    .copy_h2d_async = sim_dev_copy_async,
+    .copy_d2h_async = sim_dev_copy_async,
     .comm_create = sim_comm_create,
     .build_info = sim_build_info,
 };
@@ -795,15 +647,11 @@ const backend_device_ops backend_sim_device_ops = {
 static void sim_destroy(backend_t *be)
 {
     sim_impl *s = S(be);
-    if (s->worker_started) {
+    if (s->compute != NULL) {
         if (be->dev != NULL)
             host_wait(be, "teardown"); /* aborts a stalled communicator */
-        sim_drain(be);
-        pthread_mutex_lock(&s->qlock);
-        s->stop = true;
-        pthread_cond_signal(&s->qwork);
-        pthread_mutex_unlock(&s->qlock);
-        pthread_join(s->worker, NULL);
+        sim_queue_delete(s->compute);
+        s->compute = NULL;
     }
     if (s->copies != NULL)
         free_now(be, s->copies);
@@ -812,9 +660,6 @@ static void sim_destroy(backend_t *be)
     if (s->cpu != NULL)
         s->cpu->destroy(s->cpu);
     pthread_mutex_destroy(&s->lock);
-    pthread_mutex_destroy(&s->qlock);
-    pthread_cond_destroy(&s->qwork);
-    pthread_cond_destroy(&s->qidle);
     free(s);
     free(be);
 }
@@ -835,9 +680,6 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
         return NULL;
     }
     pthread_mutex_init(&s->lock, NULL);
-    pthread_mutex_init(&s->qlock, NULL);
-    pthread_cond_init(&s->qwork, NULL);
-    pthread_cond_init(&s->qidle, NULL);
     s->prec = p;
     be->impl = s;
     /* one thread: the tower's own, as a GPU tower's host thread */
@@ -845,12 +687,11 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
         sim_destroy(be);
         return NULL;
     }
-    if (pthread_create(&s->worker, NULL, queue_main, be) != 0) {
+    if ((s->compute = sim_queue_new(be)) == NULL) {
         err_set(err, TT_ERR_RUNTIME, "sim:%d: cannot start the queue's thread", device);
         sim_destroy(be);
         return NULL;
     }
-    s->worker_started = true;
     be->name = "sim";
     be->precision = prec_name(p);
     be->device = device;

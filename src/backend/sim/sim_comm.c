@@ -1,15 +1,19 @@
 /* sim_comm.c - the simulated GPUs' all-reduce (sim.h): NCCL's interface,
- * in process. allreduce queues a group of packs on the tower's queue, after
- * the operations that made its gradients, and returns at once, as NCCL
- * does. A group is a collective: every tower of the process queues the
- * same packs, in the same order of groups (as NCCL requires); when the
- * group reaches the front of every tower's queue, the last queue to arrive
- * sums the packs in tower order, under mpirun sums them over the ranks
- * (comm/dist.h), divides for the mean and writes the result into every
- * tower's buffer, while the other queues wait for it. What the tower queues
- * next (the update) runs after, so join has nothing to add. Under mpirun
- * the host also waits for the group: MPI_THREAD_SERIALIZED allows one
- * caller at a time, and the main thread calls MPI after the step. */
+ * in process, ordered as nccl_comm.c orders NCCL's. Each tower has a
+ * communication queue of its own (a thread, as NCCL's stream): allreduce
+ * records an event on the compute queue after the operations that made the
+ * gradients, makes the communication queue wait for it, queues the group
+ * there and returns at once; join makes the compute queue wait for an event
+ * recorded after the tower's groups, so the update reads the averages (a
+ * missing join is a wrong result, or a race TSan reports). A group is a
+ * collective: every tower of the process queues the same packs, in the same
+ * order of groups (as NCCL requires); when the group reaches the front of
+ * every tower's communication queue, the last queue to arrive sums the
+ * packs in tower order, under mpirun sums them over the ranks (comm/dist.h),
+ * divides for the mean and writes the result into every tower's buffer,
+ * while the other queues wait for it. Under mpirun the host also waits for
+ * the group: MPI_THREAD_SERIALIZED allows one caller at a time, and the
+ * main thread calls MPI after the step. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,6 +35,7 @@ typedef struct {
     int arrived;
     float *bufs[TT_MAX_SIM_DEVICES];
     backend_t *bes[TT_MAX_SIM_DEVICES];
+    backend_comm_queue cq[TT_MAX_SIM_DEVICES]; /* each tower's communication queue */
     size_t lo[SIM_GROUP], hi[SIM_GROUP];
     int n_packs;
     bool mean;
@@ -142,6 +147,13 @@ static void group_run(backend_t *be, void *p)
     pthread_mutex_unlock(&c->lock);
 }
 
+/* For backend_device_wait_for: a communication queue's work is done. */
+static int comm_idle(void *q, tt_err *err)
+{
+    (void)err;
+    return sim_queue_idle(q) ? 1 : 0;
+}
+
 static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, const size_t *hi,
                          int n_packs, bool mean, tt_err *err)
 {
@@ -160,19 +172,21 @@ static int sim_allreduce(backend_comm *bc, int t, float *buf, const size_t *lo, 
         g.lo[k] = lo[k];
         g.hi[k] = hi[k];
     }
-    sim_enqueue(c->bes[t], group_run, &g, sizeof(g));
+    backend_t *be = c->bes[t];
+    if (backend_comm_queue_start(be, &c->cq[t], err) != 0)
+        return -1;
+    sim_enqueue_on((sim_queue *)c->cq[t].q, group_run, &g, sizeof(g));
     tt_err wait_err = {0};
-    if (dist_size() > 1 && backend_device_wait(c->bes[t], "all-reduce", &wait_err) != 0)
-        return err_set(err, wait_err.code, "sim:%d: %s", c->bes[t]->device, wait_err.msg);
+    if (dist_size() > 1 && backend_device_wait_for(be, comm_idle, c->cq[t].q, "all-reduce",
+                                                   &wait_err) != 0)
+        return err_set(err, wait_err.code, "sim:%d: %s", be->device, wait_err.msg);
     return 0;
 }
 
 static int sim_join(backend_comm *bc, int t, tt_err *err)
 {
-    (void)bc;
-    (void)t;
-    (void)err;
-    return 0; /* every group was done when its allreduce returned */
+    sim_comm *c = (sim_comm *)bc;
+    return backend_comm_queue_join(c->bes[t], &c->cq[t], err);
 }
 
 static int sim_check(backend_comm *bc, int t, tt_err *err)
@@ -210,9 +224,15 @@ static void sim_comm_free(backend_comm *bc)
         return;
     for (int t = 0; t < c->n; t++) {
         tt_err err = {0};
-        if (backend_device_wait(c->bes[t], "communicator teardown", &err) != 0)
+        if (backend_device_wait(c->bes[t], "communicator teardown", &err) != 0 ||
+            (c->cq[t].q != NULL && backend_device_wait_for(c->bes[t], comm_idle, c->cq[t].q,
+                                                           "communicator teardown", &err) != 0))
             sim_comm_abort(bc);
-        sim_drain(c->bes[t]); /* after an abort, finite */
+    }
+    for (int t = 0; t < c->n; t++) { /* after an abort, finite */
+        sim_drain(c->bes[t]);
+        if (c->cq[t].q != NULL)
+            backend_comm_queue_free(c->bes[t], &c->cq[t]);
     }
     backend_device_watch(c->bes, c->n, NULL);
     pthread_mutex_destroy(&c->lock);
@@ -236,6 +256,11 @@ backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
         c->bes[t] = bes[t];
     pthread_mutex_init(&c->lock, NULL);
     pthread_cond_init(&c->done, NULL);
+    for (int t = 0; t < n; t++)
+        if (backend_comm_queue_create(bes[t], &c->cq[t], err) != 0) {
+            sim_comm_free(&c->base);
+            return NULL;
+        }
     c->base = (backend_comm){.size = n * dist_size(),
                              .allreduce = sim_allreduce,
                              .join = sim_join,

@@ -1,0 +1,46 @@
+/* comm_queue.c - a device all-reduce's ordering against a tower's compute
+ * queue (backend.h, backend_comm_queue): the host logic NCCL's
+ * communicator (cuda_device.c) and sim's (sim_comm.c) share, on backend.h's
+ * queues and events, so make check runs the ordering a GPU tower's
+ * all-reduce relies on. */
+#include "backend/backend.h"
+
+int backend_comm_queue_create(backend_t *be, backend_comm_queue *cq, tt_err *err)
+{
+    const backend_device_ops *dev = be->dev;
+    *cq = (backend_comm_queue){0};
+    if ((cq->q = dev->queue_create(be, err)) == NULL ||
+        (cq->ready = dev->event_create(be, false, err)) == NULL ||
+        (cq->done = dev->event_create(be, false, err)) == NULL) {
+        backend_comm_queue_free(be, cq);
+        return -1;
+    }
+    return 0;
+}
+
+int backend_comm_queue_start(backend_t *be, backend_comm_queue *cq, tt_err *err)
+{
+    const backend_device_ops *dev = be->dev;
+    return dev->event_record(be, cq->ready, dev->queue(be), err) != 0 ||
+                   dev->queue_wait_event(be, cq->q, cq->ready, err) != 0
+               ? -1
+               : 0;
+}
+
+int backend_comm_queue_join(backend_t *be, backend_comm_queue *cq, tt_err *err)
+{
+    const backend_device_ops *dev = be->dev;
+    return dev->event_record(be, cq->done, cq->q, err) != 0 ||
+                   dev->queue_wait_event(be, dev->queue(be), cq->done, err) != 0
+               ? -1
+               : 0;
+}
+
+void backend_comm_queue_free(backend_t *be, backend_comm_queue *cq)
+{
+    const backend_device_ops *dev = be->dev;
+    dev->queue_free(be, cq->q); /* polls; a stalled collective is aborted */
+    dev->event_free(be, cq->ready);
+    dev->event_free(be, cq->done);
+    *cq = (backend_comm_queue){0};
+}

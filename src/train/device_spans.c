@@ -1,0 +1,157 @@
+/* device_spans.c - a device tower's timeline spans as device events
+ * (device_spans.h), written only against backend.h, so sim runs it. */
+#include "train/device_spans.h"
+
+#include <stdlib.h>
+
+typedef struct {
+    int begin, end;    /* event indices */
+    trace_event meta;  /* name, category, args */
+} kept_span;
+
+struct device_spans {
+    backend_t *be;
+    int row;
+    trace_device sink;
+    backend_event **ev; /* DEVICE_SPAN_EVENTS + 1 (the reference), made at first use */
+    bool no_pool;       /* making it failed: spans dropped */
+    int n_events;
+    kept_span *spans;   /* DEVICE_SPAN_EVENTS / 2 */
+    int64_t *host_ns;   /* each event's time on the host clock (flush), 0: unknown */
+    int n_spans;
+    unsigned window;    /* trace_window() of the kept spans */
+};
+
+static void pool_free(device_spans *s)
+{
+    if (s->ev != NULL)
+        for (int i = 0; i <= DEVICE_SPAN_EVENTS; i++)
+            s->be->dev->event_free(s->be, s->ev[i]);
+    free(s->ev);
+    free(s->spans);
+    free(s->host_ns);
+    s->ev = NULL;
+    s->spans = NULL;
+    s->host_ns = NULL;
+}
+
+/* Once, at the first recorded span (on the tower's thread, before its
+ * event is recorded: the device does not wait for this). */
+static bool pool_make(device_spans *s)
+{
+    tt_err err = {0};
+    s->ev = calloc(DEVICE_SPAN_EVENTS + 1, sizeof(*s->ev));
+    s->spans = calloc(DEVICE_SPAN_EVENTS / 2, sizeof(*s->spans));
+    s->host_ns = calloc(DEVICE_SPAN_EVENTS, sizeof(*s->host_ns));
+    bool ok = s->ev != NULL && s->spans != NULL && s->host_ns != NULL;
+    for (int i = 0; ok && i <= DEVICE_SPAN_EVENTS; i++)
+        ok = (s->ev[i] = s->be->dev->event_create(s->be, true, &err)) != NULL;
+    if (!ok) {
+        pool_free(s);
+        s->no_pool = true;
+    }
+    return ok;
+}
+
+/* The next event of the window, recorded now on the compute queue: its
+ * token (-(index + 1)), or 0. */
+static int64_t record_next(device_spans *s)
+{
+    if (s->window != trace_window()) { /* a new recording: the old spans are gone */
+        s->window = trace_window();
+        s->n_events = 0;
+        s->n_spans = 0;
+    }
+    if (s->ev == NULL && (s->no_pool || !pool_make(s)))
+        return 0;
+    if (s->n_events >= DEVICE_SPAN_EVENTS)
+        return 0;
+    tt_err err = {0};
+    backend_t *be = s->be;
+    if (be->dev->event_record(be, s->ev[s->n_events], be->dev->queue(be), &err) != 0)
+        return 0; /* the device's error ends the step; the span is dropped */
+    return -(int64_t)(++s->n_events);
+}
+
+static int64_t span_begin(void *ctx)
+{
+    return record_next(ctx);
+}
+
+static void span_end(void *ctx, int64_t token, const trace_event *span)
+{
+    device_spans *s = ctx;
+    int begin = (int)(-token - 1);
+    int64_t end = record_next(s);
+    if (end == 0 || begin >= s->n_events || s->n_spans >= DEVICE_SPAN_EVENTS / 2) {
+        trace_count_dropped(1);
+        return;
+    }
+    s->spans[s->n_spans++] = (kept_span){begin, (int)(-end - 1), *span};
+}
+
+device_spans *device_spans_create(backend_t *be, int row)
+{
+    device_spans *s = calloc(1, sizeof(*s));
+    if (s == NULL)
+        return NULL;
+    s->be = be;
+    s->row = row;
+    s->sink = (trace_device){s, span_begin, span_end};
+    trace_row_set_device(row, &s->sink);
+    return s;
+}
+
+void device_spans_flush(device_spans *s)
+{
+    if (s == NULL || s->n_spans == 0 || s->window != trace_window())
+        return;
+    backend_t *be = s->be;
+    const backend_device_ops *dev = be->dev;
+    backend_event *ref = s->ev[DEVICE_SPAN_EVENTS];
+    int n = s->n_spans, n_ev = s->n_events;
+    s->n_spans = 0;
+    s->n_events = 0;
+    /* the queue idle first, so that the reference completes as soon as it
+     * is recorded: its host time is taken around that */
+    tt_err err = {0};
+    int64_t h0 = 0;
+    if (backend_device_wait(be, "timeline", &err) != 0 ||
+        dev->event_record(be, ref, dev->queue(be), &err) != 0 || (h0 = trace_clock_ns()) == 0 ||
+        backend_device_wait_event(be, ref, "timeline", &err) != 0) {
+        trace_count_dropped((size_t)n);
+        return;
+    }
+    int64_t ref_ns = h0 + (trace_clock_ns() - h0) / 2;
+    /* every event's host time from one elapsed time each: a monotone
+     * function of its device time, so spans nested on the device stay
+     * nested (a span's own elapsed time, rounded apart, could cross its
+     * parent's end by the rounding) */
+    for (int i = 0; i < n_ev; i++) {
+        float before_ref;
+        s->host_ns[i] = dev->event_elapsed_ms(be, s->ev[i], ref, &before_ref, &err) == 0
+                            ? ref_ns - (int64_t)((double)before_ref * 1e6)
+                            : 0;
+    }
+    for (int i = 0; i < n; i++) {
+        const kept_span *k = &s->spans[i];
+        int64_t t0 = s->host_ns[k->begin], t1 = s->host_ns[k->end];
+        if (t0 == 0 || t1 == 0) {
+            trace_count_dropped(1);
+            continue;
+        }
+        trace_event e = k->meta;
+        e.ts_ns = t0;
+        e.dur_ns = t1 > t0 ? t1 - t0 : 0;
+        trace_put(s->row, &e);
+    }
+}
+
+void device_spans_free(device_spans *s)
+{
+    if (s == NULL)
+        return;
+    trace_row_set_device(s->row, NULL);
+    pool_free(s);
+    free(s);
+}

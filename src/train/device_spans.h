@@ -1,0 +1,34 @@
+/* device_spans.h - the timeline's spans of a device tower measured on the
+ * device (util/trace.h's device rows): while the timeline records, each span
+ * the tower's row begins and ends (every layer's forward and backward, the
+ * step, the optimizer) is a timing event recorded on the tower's compute
+ * queue before and after its work, from a pool made at the first recorded
+ * span (nothing at all while nothing records; no allocation per step).
+ * After the recorded window device_spans_flush reads the events back,
+ * against one reference event whose host time was taken when it completed,
+ * and stores the spans on the host clock: the layer spans are then the
+ * device's time, not the host's time to queue the work. */
+#ifndef TT_DEVICE_SPANS_H
+#define TT_DEVICE_SPANS_H
+
+#include "backend/backend.h"
+#include "util/trace.h"
+
+/* Timing events in a tower's pool: two a span; the spans past it in one
+ * window are dropped (and counted in the timeline's dropped_spans). */
+#define DEVICE_SPAN_EVENTS 16384
+
+typedef struct device_spans device_spans;
+
+/* The spans of row `row`, measured on be's compute queue; registers the
+ * row as a device row (trace_row_set_device). NULL when out of memory. */
+device_spans *device_spans_create(backend_t *be, int row);
+
+/* After trace_stop, with the tower's thread idle: waits for the compute
+ * queue, reads the window's events and stores its spans with trace_put. */
+void device_spans_flush(device_spans *s);
+
+/* Unregisters the row and frees the pool. */
+void device_spans_free(device_spans *s);
+
+#endif
