@@ -192,16 +192,30 @@ __attribute__((target("avx512f"))) static void block_avx512(const tile_gemm_t *g
  * low 16 bits and X(2kk + 1, j) in its high 16, zero past K and past the
  * valid columns: lane j of _mm512_dpbf16_ps(c, a, b) adds a.lo * b.lo +
  * a.hi * b.hi, two exact products (8-bit significands) summed in float32.
- * B is packed one panel of w <= NR columns at a time; A in groups of 16 rows
- * (w = 16), once per block, and a tile of MR = 8 rows broadcasts its pairs
- * from half a group. vcvtne2ps2bf16 rounds to nearest even, as dense_bf16.c's
- * bf16_round and torch; a denormal float becomes zero, which vdpbf16ps
- * (denormals are zero) would make of it anyway. So the packing is the only
+ * B is packed one panel of w <= NR columns at a time; A once per block: a
+ * row-major A row by row (pairs in order, no transpose), else in groups of
+ * 16 rows (w = 16), a tile of MR = 8 rows broadcasting from half a group.
+ * vcvtne2ps2bf16 rounds to nearest even, as dense_bf16.c's bf16_round and
+ * torch; a denormal float becomes zero, which vdpbf16ps (denormals are
+ * zero) would make of it anyway. So the packing is the only
  * conversion pass: no float32 operand is read twice.
  *
  * Per k pair: three loads of B and eight broadcasts of A feed 24 vdpbf16ps
  * (768 multiply-adds), twice the float32 kernel's per instruction. */
 #define BF16_TARGET "avx512f,avx512bw,avx512bf16"
+
+/* One row of K contiguous floats into (K + 1) / 2 pairs in order. */
+__attribute__((target(BF16_TARGET))) static void pack_row_bf16(const float *x, int K, uint32_t *p)
+{
+    for (int k = 0; k < K; k += 32) {
+        int kc = K - k < 32 ? K - k : 32;
+        __mmask16 lo = kc >= 16 ? 0xffff : last_mask(kc);
+        __mmask16 hi = kc >= 32 ? 0xffff : kc <= 16 ? 0 : last_mask(kc - 16);
+        __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + k + 16),
+                                         _mm512_maskz_loadu_ps(lo, x + k));
+        _mm512_mask_storeu_epi32(p + k / 2, last_mask((kc + 1) / 2), (__m512i)b);
+    }
+}
 
 /* X(k, j) = x[k * ks + j * js] for k < K, j < nn into p as above, w columns
  * (a multiple of 16). One of ks, js is 1 (tile_gemm.h's views all are). */
@@ -231,28 +245,22 @@ __attribute__((target(BF16_TARGET))) static void pack_bf16(const float *x, ptrdi
     }
     /* ks == 1: 32 consecutive k of column j are 16 pairs in order; 16
      * columns' of them are then transposed into 16 rows of pairs */
-    float t[16 * 16];
+    uint32_t t[16 * 16];
     for (int j = 0; j < w; j += 16) {
         int cols = nn - j >= 16 ? 16 : nn - j > 0 ? nn - j : 0;
         for (int k = 0; k < K; k += 32) {
             int kc = K - k < 32 ? K - k : 32;
-            __mmask16 lo = kc >= 16 ? 0xffff : last_mask(kc);
-            __mmask16 hi = kc >= 32 ? 0xffff : kc <= 16 ? 0 : last_mask(kc - 16);
-            for (int i = 0; i < cols; i++) {
-                const float *src = x + (ptrdiff_t)(j + i) * js + k;
-                __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, src + 16),
-                                                 _mm512_maskz_loadu_ps(lo, src));
-                _mm512_storeu_ps(t + 16 * i, (__m512)b);
-            }
-            cpu_transpose16(t, 16, cols, (kc + 1) / 2, (float *)(p + (size_t)(k / 2) * w + j), w,
-                            16);
+            for (int i = 0; i < cols; i++)
+                pack_row_bf16(x + (ptrdiff_t)(j + i) * js + k, kc, t + 16 * i);
+            cpu_transpose16((const float *)t, 16, cols, (kc + 1) / 2,
+                            (float *)(p + (size_t)(k / 2) * w + j), w, 16);
         }
     }
 }
 
 #define DP_ROW(r)                                                                             \
     if (rows > r) {                                                                           \
-        __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r]);                                 \
+        __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r * ars]);                           \
         c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                                          \
         if (NV > 1)                                                                           \
             c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                                      \
@@ -260,11 +268,12 @@ __attribute__((target(BF16_TARGET))) static void pack_bf16(const float *x, ptrdi
             c##r##2 = _mm512_dpbf16_ps(c##r##2, av, b2);                                      \
     }
 
-/* One tile of `rows` x 16*NV columns from packed pairs: a[kk * 16 + r],
- * b[kk * bw + j]; K2 pairs. */
+/* One tile of `rows` x 16*NV columns from packed pairs: A's pair kk of row
+ * r at a[r * ars + kk * acs], B's at b[kk * bw + j]; K2 pairs. */
 __attribute__((target(BF16_TARGET), always_inline)) static inline void
-tile_bf16(const int rows, const int NV, int K2, const uint32_t *a, const uint32_t *b,
-          ptrdiff_t bw, __mmask16 last, float *c, ptrdiff_t ldc, const float *bias, bool relu)
+tile_bf16(const int rows, const int NV, int K2, const uint32_t *a, ptrdiff_t ars, ptrdiff_t acs,
+          const uint32_t *b, ptrdiff_t bw, __mmask16 last, float *c, ptrdiff_t ldc,
+          const float *bias, bool relu)
 {
     ACC_ROW(0); ACC_ROW(1); ACC_ROW(2); ACC_ROW(3);
     ACC_ROW(4); ACC_ROW(5); ACC_ROW(6); ACC_ROW(7);
@@ -274,7 +283,7 @@ tile_bf16(const int rows, const int NV, int K2, const uint32_t *a, const uint32_
         __m512bh b2 = NV > 2 ? (__m512bh)_mm512_loadu_si512(b + 32) : b0;
         DP_ROW(0); DP_ROW(1); DP_ROW(2); DP_ROW(3);
         DP_ROW(4); DP_ROW(5); DP_ROW(6); DP_ROW(7);
-        a += 16;
+        a += acs;
         b += bw;
     }
     STORE_ROW(0); STORE_ROW(1); STORE_ROW(2); STORE_ROW(3);
@@ -283,12 +292,13 @@ tile_bf16(const int rows, const int NV, int K2, const uint32_t *a, const uint32_
 
 #define TILE_BF16_CASE(R, V)                                                                  \
     case (R) * 4 + (V):                                                                       \
-        tile_bf16(R, V, K2, a, b, bw, last, c, ldc, bias, relu);                              \
+        tile_bf16(R, V, K2, a, ars, acs, b, bw, last, c, ldc, bias, relu);                    \
         break;
 
 __attribute__((target(BF16_TARGET))) static void
-tile_bf16_any(int rows, int nv, int K2, const uint32_t *a, const uint32_t *b, ptrdiff_t bw,
-              __mmask16 last, float *c, ptrdiff_t ldc, const float *bias, bool relu)
+tile_bf16_any(int rows, int nv, int K2, const uint32_t *a, ptrdiff_t ars, ptrdiff_t acs,
+              const uint32_t *b, ptrdiff_t bw, __mmask16 last, float *c, ptrdiff_t ldc,
+              const float *bias, bool relu)
 {
     switch (rows * 4 + nv) {
         TILE_SHAPES(TILE_BF16_CASE)
@@ -301,12 +311,15 @@ __attribute__((target(BF16_TARGET))) static void block_bf16(const tile_gemm_t *g
 {
     int K2 = (g->K + 1) / 2, groups = (m1 - m0 + 15) / 16;
     uint32_t *ap = pack, *bp = pack + (size_t)groups * 16 * K2;
-    /* X(k, j) = A(m + j, k) */
-    for (int q = 0; q < groups; q++) {
-        int m = m0 + 16 * q;
-        pack_bf16(g->a + (ptrdiff_t)m * g->a_rs, g->a_cs, g->a_rs, g->K, m1 - m, 16,
-                  ap + (size_t)q * 16 * K2);
-    }
+    if (g->a_cs == 1) /* row-major A: each row's pairs in order, no transpose */
+        for (int m = m0; m < m1; m++)
+            pack_row_bf16(g->a + (ptrdiff_t)m * g->a_rs, g->K, ap + (size_t)(m - m0) * K2);
+    else /* X(k, j) = A(m + j, k), groups of 16 rows */
+        for (int q = 0; q < groups; q++) {
+            int m = m0 + 16 * q;
+            pack_bf16(g->a + (ptrdiff_t)m * g->a_rs, g->a_cs, g->a_rs, g->K, m1 - m, 16,
+                      ap + (size_t)q * 16 * K2);
+        }
     for (int n = n0; n < n1; n += NR) {
         int nn = n1 - n < NR ? n1 - n : NR, w = (nn + 15) & ~15;
         if (g->b_trans)
@@ -316,9 +329,10 @@ __attribute__((target(BF16_TARGET))) static void block_bf16(const tile_gemm_t *g
         const float *bias = g->bias != NULL ? g->bias + n : NULL;
         for (int m = m0; m < m1; m += MR) {
             int rows = m1 - m < MR ? m1 - m : MR;
-            tile_bf16_any(rows, w / 16, K2, ap + (size_t)(m - m0) / 16 * 16 * K2 + (m - m0) % 16,
-                          bp, w, last_mask(nn), g->c + (size_t)m * g->ldc + n, g->ldc, bias,
-                          g->relu);
+            const uint32_t *a = g->a_cs == 1 ? ap + (size_t)(m - m0) * K2
+                                             : ap + (size_t)(m - m0) / 16 * 16 * K2 + (m - m0) % 16;
+            tile_bf16_any(rows, w / 16, K2, a, g->a_cs == 1 ? K2 : 1, g->a_cs == 1 ? 1 : 16, bp,
+                          w, last_mask(nn), g->c + (size_t)m * g->ldc + n, g->ldc, bias, g->relu);
         }
     }
 }
