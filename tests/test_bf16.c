@@ -8,7 +8,8 @@
  *  - against a float64 reference on the inputs rounded to bf16: under 1e-4,
  *    and ten times closer than to the float64 result on the unrounded
  *    inputs: so the products really are of bf16 values with float32
- *    accumulation, not a float32 run;
+ *    accumulation, not a float32 run; dense's y, dx and dw also element by
+ *    element, within the error bound of a float32 sum (check_dense_bound);
  *  - 1, 2 and 5 threads give the same bits;
  *  - against torch.autocast("cpu", dtype=torch.bfloat16): under 1e-2
  *    (skipped visibly without a python3 with torch).
@@ -167,8 +168,10 @@ static void ref_free(ref_out *r)
 
 /* y, dx, dw, db in float64, with x, w and dy rounded to bf16 first when
  * `round`; the bias is not rounded, nor dense's db (float32 in the
- * backend). dy is masked by in->ymask where relu. */
-static void reference(const bcase *c, const inputs *in, bool round, ref_out *r)
+ * backend). dy is masked by in->ymask where relu. With `magnitude`, every
+ * operand and the bias by its absolute value: each output's sum of the
+ * absolute products (and |bias|), which a rounding error bound scales. */
+static void reference(const bcase *c, const inputs *in, bool round, bool magnitude, ref_out *r)
 {
     size_t nx, nw, nb, ny;
     sizes(c, &nx, &nw, &nb, &ny);
@@ -179,22 +182,34 @@ static void reference(const bcase *c, const inputs *in, bool round, ref_out *r)
     r->db = calloc(nb, 8);
     if (!x || !w || !g || !r->y || !r->dx || !r->dw || !r->db)
         exit(99);
+    double *gexact = malloc(ny * 8), *bias = malloc(nb * 8);
+    if (gexact == NULL || bias == NULL)
+        exit(99);
     for (size_t i = 0; i < nx; i++)
         x[i] = round ? bf16_of(in->x[i]) : in->x[i];
     for (size_t i = 0; i < nw; i++)
         w[i] = round ? bf16_of(in->w[i]) : in->w[i];
-    double *gexact = malloc(ny * 8);
-    if (gexact == NULL)
-        exit(99);
+    for (size_t i = 0; i < nb; i++)
+        bias[i] = c->bias ? in->b[i] : 0.0;
     for (size_t i = 0; i < ny; i++) {
         float m = c->relu && !(in->ymask[i] > 0.0f) ? 0.0f : in->dy[i];
         gexact[i] = m;
         g[i] = round ? bf16_of(m) : m;
     }
+    for (size_t i = 0; magnitude && i < nx; i++)
+        x[i] = fabs(x[i]);
+    for (size_t i = 0; magnitude && i < nw; i++)
+        w[i] = fabs(w[i]);
+    for (size_t i = 0; magnitude && i < nb; i++)
+        bias[i] = fabs(bias[i]);
+    for (size_t i = 0; magnitude && i < ny; i++) {
+        g[i] = fabs(g[i]);
+        gexact[i] = fabs(gexact[i]);
+    }
     if (c->kind == DENSE) {
         for (int s = 0; s < c->n; s++)
             for (int o = 0; o < c->out; o++) {
-                double acc = c->bias ? in->b[o] : 0.0;
+                double acc = bias[o];
                 for (int i = 0; i < c->in; i++)
                     acc += x[(size_t)s * c->in + i] * w[(size_t)o * c->in + i];
                 r->y[(size_t)s * c->out + o] = c->relu && acc < 0 ? 0.0 : acc;
@@ -212,7 +227,7 @@ static void reference(const bcase *c, const inputs *in, bool round, ref_out *r)
                 for (int oy = 0; oy < d->oh; oy++)
                     for (int ox = 0; ox < d->ow; ox++) {
                         size_t yi = (((size_t)s * d->f + f) * d->oh + oy) * d->ow + ox;
-                        double acc = c->bias ? in->b[f] : 0.0, gg = g[yi];
+                        double acc = bias[f], gg = g[yi];
                         for (int ch = 0; ch < d->c; ch++)
                             for (int ky = 0; ky < d->k; ky++)
                                 for (int kx = 0; kx < d->k; kx++) {
@@ -234,6 +249,7 @@ static void reference(const bcase *c, const inputs *in, bool round, ref_out *r)
     free(w);
     free(g);
     free(gexact);
+    free(bias);
 }
 
 /* ---- torch.autocast ---- */
@@ -350,6 +366,41 @@ static size_t count_of(const bcase *c, int i)
     return n[i];
 }
 
+/* Dense y, dx or dw (i = 0, 1, 2), element by element, against float64 on
+ * the same bf16 operands. Each product of two bf16 values is exact in
+ * float32 (8-bit significands: 16 bits of product), so the kernel's only
+ * errors are the roundings of its float32 sum: K products (K = in, out or
+ * n) and the bias, at most K + 1 additions in any order or tree (vdpbf16ps
+ * and AMX's tdpbf16ps add a pair's products one at a time or at once), so
+ * |fl(s) - s| <= gamma_{K+1} * (sum |products| + |bias|) with gamma_n =
+ * n u / (1 - n u), u = 2^-24 (Higham, Accuracy and Stability, 4.2); relu
+ * moves no two values further apart. The float64 reference itself is off
+ * by at most gamma_K in 2^-53, and denormals flushed to zero (vdpbf16ps
+ * flushes its results; these inputs have none) by at most 2^-126 per
+ * addition. Rounding an operand wrongly (truncation, twice) moves an
+ * element by about 2^-9 of one of its products, ~100 times this bound. */
+static void check_dense_bound(const bcase *c, int i, const float *got, const ref_out *rr,
+                              const ref_out *mag)
+{
+    int K = i == 0 ? c->in : i == 1 ? c->out : c->n;
+    double u = ldexp(1.0, -24), gamma = (K + 1) * u / (1.0 - (K + 1) * u);
+    double gamma64 = K * ldexp(1.0, -53) / (1.0 - K * ldexp(1.0, -53));
+    size_t n = count_of(c, i), bad = 0;
+    double worst = 0.0;
+    for (size_t j = 0; j < n; j++) {
+        double m = ref_of(mag, i)[j];
+        double bound = (gamma + gamma64) * m + (K + 1) * ldexp(1.0, -126);
+        double e = fabs((double)got[j] - ref_of(rr, i)[j]);
+        if (!(e <= bound))
+            bad++;
+        if (e / bound > worst)
+            worst = e / bound;
+    }
+    tt_ok(bad == 0, "%s: %s element-wise within the float32 summation bound of %d exact bf16 "
+          "products%s of float64's (%zu of %zu past it; worst error %.3f of its bound)",
+          c->label, names[i], K, i == 0 && c->bias ? " and the bias" : "", bad, n, worst);
+}
+
 static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int threads[3],
                        inputs *in)
 {
@@ -361,9 +412,10 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
     run_case(bf[0], c, in, &again);
     for (int t = 1; t < 3; t++)
         run_case(bf[t], c, in, &ob[t]);
-    ref_out rr = {0}, re = {0};
-    reference(c, in, true, &rr);
-    reference(c, in, false, &re);
+    ref_out rr = {0}, re = {0}, rm = {0};
+    reference(c, in, true, false, &rr);
+    reference(c, in, false, false, &re);
+    reference(c, in, true, true, &rm);
 
     for (int i = 0; i < 4; i++) {
         const float *b = out_of(&ob[0], i);
@@ -383,6 +435,8 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
             tt_ok(er < 1e-4 && er * 10 < ee,
                   "%s: %s is bf16 products with float32 sums: vs float64 on bf16 inputs %.2e, "
                   "on the float32 inputs %.2e", c->label, names[i], er, ee);
+        if (i < 3 && c->kind == DENSE)
+            check_dense_bound(c, i, b, &rr, &rm);
         bool same = tt_same_bits(b, out_of(&again, i), n);
         for (int t = 1; t < 3; t++)
             same = same && tt_same_bits(b, out_of(&ob[t], i), n);
@@ -395,6 +449,7 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
         outputs_free(&ob[t]);
     ref_free(&rr);
     ref_free(&re);
+    ref_free(&rm);
 }
 
 /* ---- blocked activations in bf16 (backend.h: blocked_bf16) ---- */

@@ -2,7 +2,8 @@
  *
  * It is cpu_backend.c's backend with two operations swapped: conv2d's oneDNN
  * primitives take bf16 src, weights and diff_dst (conv_dnnl.c reads
- * impl->bf16), and dense runs as oneDNN matmuls on bf16 (dense_bf16.c). Both
+ * impl->bf16), and dense runs as oneDNN matmuls on bf16 (dense_bf16.c) on
+ * AMX, or as tile_gemm's own AVX512_BF16 kernel (dense.c) without AMX. All
  * accumulate in float32; batchnorm, pooling, the loss, the optimizer and
  * the all-reduce compute in float32, on float32 master parameters, as
  * torch.autocast does.
@@ -41,8 +42,10 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/tile_gemm.h"
 
 #ifdef HAVE_DNNL
 #include <dnnl.h>
@@ -112,8 +115,17 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
     ((cpu_impl *)be->impl)->bf16 = true;
     be->blocked_nhwc = true; /* the AMX convolutions' layout (conv_dnnl.c) */
     be->blocked_bf16 = true; /* and their type */
-    be->dense_forward = cpu_dense_bf16_forward;
-    be->dense_backward = cpu_dense_bf16_backward;
+    /* dense: oneDNN's matmul where it has AMX tiles; on AVX512_BF16 alone
+     * tile_gemm's bf16 kernel, which rounds while it packs (oneDNN's matmul
+     * plus separate conversion passes ran the MLP at 0.80x float32 on a
+     * Zen 5, tile_gemm in float32 being faster than both) */
+    if (strcmp(backend_cpu_bf16_isa(NULL, 0), "AMX") != 0 && tile_gemm_bf16_supported()) {
+        be->dense_forward = cpu_dense_tile_bf16_forward;
+        be->dense_backward = cpu_dense_tile_bf16_backward;
+    } else {
+        be->dense_forward = cpu_dense_bf16_forward;
+        be->dense_backward = cpu_dense_bf16_backward;
+    }
     return be;
 }
 #else

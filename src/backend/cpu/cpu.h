@@ -80,6 +80,13 @@ void cpu_dense_forward(backend_t *be, int n, int in, int out, const float *x, co
                        const float *b, bool relu, float *y);
 void cpu_dense_backward(backend_t *be, int n, int in, int out, const float *x, const float *w,
                         const float *y, bool relu, float *dy, float *dx, float *dw, float *db);
+/* dense.c in precision "bf16" where the CPU has AVX512_BF16 but no AMX
+ * (bf16.c): the same products on tile_gemm's bf16 kernel */
+void cpu_dense_tile_bf16_forward(backend_t *be, int n, int in, int out, const float *x,
+                                 const float *w, const float *b, bool relu, float *y);
+void cpu_dense_tile_bf16_backward(backend_t *be, int n, int in, int out, const float *x,
+                                  const float *w, const float *y, bool relu, float *dy,
+                                  float *dx, float *dw, float *db);
 size_t cpu_conv_workspace(backend_t *be, const window_desc *d);
 void cpu_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
                       const float *b, bool relu, float *y, void *ws);

@@ -1,6 +1,7 @@
 /* dense_bf16.c - the dense layer in bf16 with float32 accumulation (precision
- * "bf16", bf16.c): oneDNN matmul primitives on bf16 copies of x, w and dy,
- * writing float32.
+ * "bf16", bf16.c, where oneDNN has AMX tiles; with AVX512_BF16 alone dense.c
+ * runs tile_gemm's bf16 kernel): oneDNN matmul primitives on bf16 copies of
+ * x, w and dy, writing float32.
  *
  *   forward           y[n,out]   = xb[n,in] . wb[out,in]^T  (+ b, relu)
  *   backward data     dx[n,in]   = dyb[n,out] . wb[out,in]

@@ -2,10 +2,12 @@
  * (tile_gemm.h says why). Two kernels with the same arithmetic: AVX-512
  * (8 rows x 48 columns of C in 24 registers, one broadcast of A and three
  * vectors of B per k), chosen at run time, and plain C for other CPUs and
- * the sanitizer builds. */
+ * the sanitizer builds. A third, AVX512_BF16's, multiplies bf16 operands
+ * (tile_gemm_t.bf16) in the same tiles, one k pair per instruction. */
 #include "backend/cpu/tile_gemm.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
@@ -143,10 +145,16 @@ tile512(const int rows, const int NV, int K, const float *a, ptrdiff_t ars, ptrd
     STORE_ROW(4); STORE_ROW(5); STORE_ROW(6); STORE_ROW(7);
 }
 
+/* T(rows, vectors) for every tile shape, for a switch on rows * 4 + nv */
+#define TILE_SHAPES(T)                                                                        \
+    T(1, 1) T(1, 2) T(1, 3) T(2, 1) T(2, 2) T(2, 3) T(3, 1) T(3, 2) T(3, 3)                   \
+    T(4, 1) T(4, 2) T(4, 3) T(5, 1) T(5, 2) T(5, 3) T(6, 1) T(6, 2) T(6, 3)                   \
+    T(7, 1) T(7, 2) T(7, 3) T(8, 1) T(8, 2) T(8, 3)
+
 #define TILE_CASE(R, V)                                                                       \
     case (R) * 4 + (V):                                                                       \
         tile512(R, V, K, a, ars, acs, b, brs, last, c, ldc, bias, relu);                      \
-        break
+        break;
 
 __attribute__((target("avx512f"))) static void
 tile512_any(int rows, int nv, int K, const float *a, ptrdiff_t ars, ptrdiff_t acs,
@@ -154,15 +162,14 @@ tile512_any(int rows, int nv, int K, const float *a, ptrdiff_t ars, ptrdiff_t ac
             const float *bias, bool relu)
 {
     switch (rows * 4 + nv) {
-        TILE_CASE(1, 1); TILE_CASE(1, 2); TILE_CASE(1, 3);
-        TILE_CASE(2, 1); TILE_CASE(2, 2); TILE_CASE(2, 3);
-        TILE_CASE(3, 1); TILE_CASE(3, 2); TILE_CASE(3, 3);
-        TILE_CASE(4, 1); TILE_CASE(4, 2); TILE_CASE(4, 3);
-        TILE_CASE(5, 1); TILE_CASE(5, 2); TILE_CASE(5, 3);
-        TILE_CASE(6, 1); TILE_CASE(6, 2); TILE_CASE(6, 3);
-        TILE_CASE(7, 1); TILE_CASE(7, 2); TILE_CASE(7, 3);
-        TILE_CASE(8, 1); TILE_CASE(8, 2); TILE_CASE(8, 3);
+        TILE_SHAPES(TILE_CASE)
     }
+}
+
+/* The mask of the valid lanes of a panel's last vector, nn columns wide. */
+static __mmask16 last_mask(int nn)
+{
+    return (__mmask16)(nn % 16 == 0 ? 0xffff : (1u << (nn % 16)) - 1);
 }
 
 __attribute__((target("avx512f"))) static void block_avx512(const tile_gemm_t *g, int m0, int m1,
@@ -170,7 +177,7 @@ __attribute__((target("avx512f"))) static void block_avx512(const tile_gemm_t *g
                                                             ptrdiff_t b_rs)
 {
     int nv = (nn + 15) / 16;
-    __mmask16 last = (__mmask16)(nn % 16 == 0 ? 0xffff : (1u << (nn % 16)) - 1);
+    __mmask16 last = last_mask(nn);
     const float *bias = g->bias != NULL ? g->bias + n0 : NULL;
     for (int m = m0; m < m1; m += MR) {
         int rows = m1 - m < MR ? m1 - m : MR;
@@ -178,7 +185,176 @@ __attribute__((target("avx512f"))) static void block_avx512(const tile_gemm_t *g
                     g->c + (size_t)m * g->ldc + n0, g->ldc, bias, g->relu);
     }
 }
+
+/* ---- the bf16 kernel (AVX512_BF16) ----
+ *
+ * Operands are packed in pairs along k: p[kk * w + j] holds X(2kk, j) in its
+ * low 16 bits and X(2kk + 1, j) in its high 16, zero past K and past the
+ * valid columns: lane j of _mm512_dpbf16_ps(c, a, b) adds a.lo * b.lo +
+ * a.hi * b.hi, two exact products (8-bit significands) summed in float32.
+ * B is packed one panel of w <= NR columns at a time; A once per block: a
+ * row-major A row by row (pairs in order, no transpose), else in groups of
+ * 16 rows (w = 16), a tile of MR = 8 rows broadcasting from half a group.
+ * vcvtne2ps2bf16 rounds to nearest even, as dense_bf16.c's bf16_round and
+ * torch; a denormal float becomes zero, which vdpbf16ps (denormals are
+ * zero) would make of it anyway. So the packing is the only
+ * conversion pass: no float32 operand is read twice.
+ *
+ * Per k pair: three loads of B and eight broadcasts of A feed 24 vdpbf16ps
+ * (768 multiply-adds), twice the float32 kernel's per instruction. */
+#define BF16_TARGET "avx512f,avx512bw,avx512bf16"
+
+/* One row of K contiguous floats into (K + 1) / 2 pairs in order. */
+__attribute__((target(BF16_TARGET))) static void pack_row_bf16(const float *x, int K, uint32_t *p)
+{
+    for (int k = 0; k < K; k += 32) {
+        int kc = K - k < 32 ? K - k : 32;
+        __mmask16 lo = kc >= 16 ? 0xffff : last_mask(kc);
+        __mmask16 hi = kc >= 32 ? 0xffff : kc <= 16 ? 0 : last_mask(kc - 16);
+        __m512bh b = _mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi, x + k + 16),
+                                         _mm512_maskz_loadu_ps(lo, x + k));
+        _mm512_mask_storeu_epi32(p + k / 2, last_mask((kc + 1) / 2), (__m512i)b);
+    }
+}
+
+/* X(k, j) = x[k * ks + j * js] for k < K, j < nn into p as above, w columns
+ * (a multiple of 16). One of ks, js is 1 (tile_gemm.h's views all are). */
+__attribute__((target(BF16_TARGET))) static void pack_bf16(const float *x, ptrdiff_t ks,
+                                                         ptrdiff_t js, int K, int nn, int w,
+                                                         uint32_t *p)
+{
+    if (js == 1) {
+        /* rows 2kk and 2kk + 1 of X, 16 columns: both rounded into one
+         * vector (row 2kk's 16 bf16 below row 2kk + 1's), then interleaved */
+        static const uint16_t order[32] = {0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23,
+                                           8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30,
+                                           15, 31};
+        __m512i inter = _mm512_loadu_si512(order);
+        for (int k = 0; k < K; k += 2) {
+            const float *r0 = x + (ptrdiff_t)k * ks;
+            for (int j = 0; j < w; j += 16) {
+                __mmask16 m = nn - j >= 16 ? 0xffff : nn - j <= 0 ? 0 : last_mask(nn - j);
+                __m512 v0 = _mm512_maskz_loadu_ps(m, r0 + j);
+                __m512 v1 = k + 1 < K ? _mm512_maskz_loadu_ps(m, r0 + ks + j) : _mm512_setzero_ps();
+                __m512i both = (__m512i)_mm512_cvtne2ps_pbh(v1, v0);
+                _mm512_storeu_si512(p + (size_t)(k / 2) * w + j,
+                                    _mm512_permutexvar_epi16(inter, both));
+            }
+        }
+        return;
+    }
+    /* ks == 1: 32 consecutive k of column j are 16 pairs in order; 16
+     * columns' of them are then transposed into 16 rows of pairs */
+    uint32_t t[16 * 16];
+    for (int j = 0; j < w; j += 16) {
+        int cols = nn - j >= 16 ? 16 : nn - j > 0 ? nn - j : 0;
+        for (int k = 0; k < K; k += 32) {
+            int kc = K - k < 32 ? K - k : 32;
+            for (int i = 0; i < cols; i++)
+                pack_row_bf16(x + (ptrdiff_t)(j + i) * js + k, kc, t + 16 * i);
+            cpu_transpose16((const float *)t, 16, cols, (kc + 1) / 2,
+                            (float *)(p + (size_t)(k / 2) * w + j), w, 16);
+        }
+    }
+}
+
+#define DP_ROW(r)                                                                             \
+    if (rows > r) {                                                                           \
+        __m512bh av = (__m512bh)_mm512_set1_epi32((int)a[r * ars]);                           \
+        c##r##0 = _mm512_dpbf16_ps(c##r##0, av, b0);                                          \
+        if (NV > 1)                                                                           \
+            c##r##1 = _mm512_dpbf16_ps(c##r##1, av, b1);                                      \
+        if (NV > 2)                                                                           \
+            c##r##2 = _mm512_dpbf16_ps(c##r##2, av, b2);                                      \
+    }
+
+/* One tile of `rows` x 16*NV columns from packed pairs: A's pair kk of row
+ * r at a[r * ars + kk * acs], B's at b[kk * bw + j]; K2 pairs. */
+__attribute__((target(BF16_TARGET), always_inline)) static inline void
+tile_bf16(const int rows, const int NV, int K2, const uint32_t *a, ptrdiff_t ars, ptrdiff_t acs,
+          const uint32_t *b, ptrdiff_t bw, __mmask16 last, float *c, ptrdiff_t ldc,
+          const float *bias, bool relu)
+{
+    ACC_ROW(0); ACC_ROW(1); ACC_ROW(2); ACC_ROW(3);
+    ACC_ROW(4); ACC_ROW(5); ACC_ROW(6); ACC_ROW(7);
+    for (int kk = 0; kk < K2; kk++) {
+        __m512bh b0 = (__m512bh)_mm512_loadu_si512(b);
+        __m512bh b1 = NV > 1 ? (__m512bh)_mm512_loadu_si512(b + 16) : b0;
+        __m512bh b2 = NV > 2 ? (__m512bh)_mm512_loadu_si512(b + 32) : b0;
+        DP_ROW(0); DP_ROW(1); DP_ROW(2); DP_ROW(3);
+        DP_ROW(4); DP_ROW(5); DP_ROW(6); DP_ROW(7);
+        a += acs;
+        b += bw;
+    }
+    STORE_ROW(0); STORE_ROW(1); STORE_ROW(2); STORE_ROW(3);
+    STORE_ROW(4); STORE_ROW(5); STORE_ROW(6); STORE_ROW(7);
+}
+
+#define TILE_BF16_CASE(R, V)                                                                  \
+    case (R) * 4 + (V):                                                                       \
+        tile_bf16(R, V, K2, a, ars, acs, b, bw, last, c, ldc, bias, relu);                    \
+        break;
+
+__attribute__((target(BF16_TARGET))) static void
+tile_bf16_any(int rows, int nv, int K2, const uint32_t *a, ptrdiff_t ars, ptrdiff_t acs,
+              const uint32_t *b, ptrdiff_t bw, __mmask16 last, float *c, ptrdiff_t ldc,
+              const float *bias, bool relu)
+{
+    switch (rows * 4 + nv) {
+        TILE_SHAPES(TILE_BF16_CASE)
+    }
+}
+
+/* Rows [m0, m1) x columns [n0, n1) of C; pack: tile_gemm_bf16_pack_floats. */
+__attribute__((target(BF16_TARGET))) static void block_bf16(const tile_gemm_t *g, int m0, int m1,
+                                                          int n0, int n1, uint32_t *pack)
+{
+    int K2 = (g->K + 1) / 2, groups = (m1 - m0 + 15) / 16;
+    uint32_t *ap = pack, *bp = pack + (size_t)groups * 16 * K2;
+    if (g->a_cs == 1) /* row-major A: each row's pairs in order, no transpose */
+        for (int m = m0; m < m1; m++)
+            pack_row_bf16(g->a + (ptrdiff_t)m * g->a_rs, g->K, ap + (size_t)(m - m0) * K2);
+    else /* X(k, j) = A(m + j, k), groups of 16 rows */
+        for (int q = 0; q < groups; q++) {
+            int m = m0 + 16 * q;
+            pack_bf16(g->a + (ptrdiff_t)m * g->a_rs, g->a_cs, g->a_rs, g->K, m1 - m, 16,
+                      ap + (size_t)q * 16 * K2);
+        }
+    for (int n = n0; n < n1; n += NR) {
+        int nn = n1 - n < NR ? n1 - n : NR, w = (nn + 15) & ~15;
+        if (g->b_trans)
+            pack_bf16(g->b + (ptrdiff_t)n * g->b_rs, 1, g->b_rs, g->K, nn, w, bp);
+        else
+            pack_bf16(g->b + n, g->b_rs, 1, g->K, nn, w, bp);
+        const float *bias = g->bias != NULL ? g->bias + n : NULL;
+        for (int m = m0; m < m1; m += MR) {
+            int rows = m1 - m < MR ? m1 - m : MR;
+            const uint32_t *a = g->a_cs == 1 ? ap + (size_t)(m - m0) * K2
+                                             : ap + (size_t)(m - m0) / 16 * 16 * K2 + (m - m0) % 16;
+            tile_bf16_any(rows, w / 16, K2, a, g->a_cs == 1 ? K2 : 1, g->a_cs == 1 ? 1 : 16, bp,
+                          w, last_mask(nn), g->c + (size_t)m * g->ldc + n, g->ldc, bias, g->relu);
+        }
+    }
+}
 #endif
+
+bool tile_gemm_bf16_supported(void)
+{
+#ifdef CPU_AVX512_KERNELS
+    static int have = -1;
+    if (have < 0)
+        have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512bf16");
+    return have;
+#else
+    return false;
+#endif
+}
+
+size_t tile_gemm_bf16_pack_floats(int M, int K)
+{
+    return ((size_t)(M + 15) / 16 * 16 + NR) * (size_t)((K + 1) / 2);
+}
 
 static bool use_avx512(void)
 {
@@ -196,6 +372,12 @@ void tile_gemm_block(const tile_gemm_t *g, int m0, int m1, int n0, int n1, float
 {
     if (m1 <= m0 || n1 <= n0)
         return;
+#ifdef CPU_AVX512_KERNELS
+    if (g->bf16) { /* the caller checked tile_gemm_bf16_supported() and gave pack */
+        block_bf16(g, m0, m1, n0, n1, (uint32_t *)pack);
+        return;
+    }
+#endif
     if (g->b_trans && pack == NULL) { /* no room to pack: read B in place */
         block_plain(g, m0, m1, n0, n1 - n0, g->b + (ptrdiff_t)n0 * g->b_rs, 1, g->b_rs);
         return;

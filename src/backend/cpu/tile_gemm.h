@@ -38,10 +38,22 @@ typedef struct {
     ptrdiff_t ldc;
     const float *bias; /* [N] or NULL */
     bool relu;
+    /* bf16 products (tile_gemm_bf16_supported() must hold): A and B are
+     * rounded to bf16 (nearest even) as they are packed, and C(m, n) is the
+     * float32 sum, in k order, of vdpbf16ps's pairs of exact products
+     * (k, k + 1); the pack buffer is required (tile_gemm_bf16_pack_floats). */
+    bool bf16;
 } tile_gemm_t;
 
 /* Floats of packing buffer one task needs for K (any N). */
 size_t tile_gemm_pack_floats(int K);
+
+/* Whether this build and CPU run the bf16 kernel (AVX512_BF16: vdpbf16ps). */
+bool tile_gemm_bf16_supported(void);
+
+/* Floats of packing buffer one task needs for a bf16 product of M x K
+ * (any part of it, any N): its rows of A and one panel of B, in bf16 pairs. */
+size_t tile_gemm_bf16_pack_floats(int M, int K);
 
 /* Computes the block of C rows [m0, m1) x columns [n0, n1). */
 void tile_gemm_block(const tile_gemm_t *g, int m0, int m1, int n0, int n1, float *pack);
