@@ -138,7 +138,8 @@ strings "$tmp/libexec/towertrain" | grep -E '^lib(cublas|cudnn|nccl)\.so\.[0-9]+
 
 cp "$SRC/tests/gpu/kit_run.sh" "$tmp/run" && cp "$SRC/tests/gpu/kit_env.sh" "$tmp/env.sh" &&
   cp "$SRC/tests/gpu/kit_towertrain.sh" "$tmp/bin/towertrain" &&
-  cp "$SRC/tests/tt_lib.sh" "$SRC/tests/tt_safetensors.py" "$SRC/tests/tt_tap.py" "$tmp/src/tests/" &&
+  cp "$SRC/tests/tt_lib.sh" "$SRC/tests/tt_safetensors.py" "$SRC/tests/tt_tap.py" \
+    "$SRC/tests/tt_timeline.py" "$tmp/src/tests/" &&
   cp "$SRC"/tests/gpu/e2e_gpu*.sh "$tmp/src/tests/gpu/" &&
   cp "$SRC"/models/*.cfg "$tmp/src/models/" && cp "$SRC"/jobs/*.cfg "$tmp/src/jobs/" &&
   cp "$SRC"/bench/gpu/* "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" ||
