@@ -16,10 +16,7 @@
  * and PSEUDO_HALF configurations: 16-bit tensors, float32 accumulation),
  * tensor-core math allowed; cuDNN writes y, dx and dw in the 16-bit type
  * and a kernel widens them to the float32 outputs. Bias, relu and the bias
- * gradient stay float32. The copies are NHWC (filters [f, k, k, c]): the
- * conversion kernel transposes as it narrows, and widening transposes back,
- * at no extra pass; cuDNN's tensor-core kernels compute in NHWC, and given
- * NCHW 16-bit tensors they would transpose them again at every call.
+ * gradient stay float32.
  *
  * Workspace: the model asks conv_workspace(max batch) once per layer at
  * setup and passes a buffer of at least the largest answer to every call.
@@ -62,18 +59,14 @@ static bool tensor_math_ok(const cuda_impl *c)
 static int set_descs(cuda_impl *c, const window_desc *d, int math_type)
 {
     cudnnStatus_t rc;
-    bool half = prec_reduced(c->prec, PREC_OP_CONV);
-    cudnnDataType_t t = cuda_dnn_type(half ? c->prec : PREC_FP32);
-    /* the 16-bit copies are NHWC (above); the dimensions are given as
-     * n, c, h, w in either format */
-    cudnnTensorFormat_t f = half ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, f, t, d->n, d->c, d->h, d->w);
+    cudnnDataType_t t = cuda_dnn_type(prec_reduced(c->prec, PREC_OP_CONV) ? c->prec : PREC_FP32);
+    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, t, d->n, d->c, d->h, d->w);
     if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (x)") != 0)
         return -1;
-    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, f, t, d->n, d->f, d->oh, d->ow);
+    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, t, d->n, d->f, d->oh, d->ow);
     if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (y)") != 0)
         return -1;
-    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, t, f, d->f, d->c, d->k, d->k);
+    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, t, CUDNN_TENSOR_NCHW, d->f, d->c, d->k, d->k);
     if (cudnn_ok(c, rc, "cudnnSetFilter4dDescriptor") != 0)
         return -1;
     rc = cu.cudnnSetConvolution2dDescriptor(c->conv_desc, d->pad, d->pad, d->stride, d->stride, 1,
@@ -281,19 +274,6 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
     return need;
 }
 
-/* n images of [ch, hw] float32 to the 16-bit NHWC copy, and back */
-static int to_half_nhwc(cuda_impl *c, int n, int ch, int hw, const float *src, void *dst)
-{
-    return cuda_ok(c, tt_k_to_half_nhwc(c->stream, n, ch, hw, c->prec == PREC_BF16, src, dst),
-                   "float32 to 16-bit NHWC kernel");
-}
-
-static int from_half_nchw(cuda_impl *c, int n, int ch, int hw, const void *src, float *dst)
-{
-    return cuda_ok(c, tt_k_from_half_nchw(c->stream, n, ch, hw, c->prec == PREC_BF16, src, dst),
-                   "16-bit NHWC to float32 kernel");
-}
-
 /* Mixed precision: the 16-bit copies of this call, x and w converted when
  * asked; NULL after an error. */
 static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
@@ -301,8 +281,9 @@ static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, con
 {
     prec_conv_copies_of(c->prec, d, l);
     char *h = cuda_copies(c, l->bytes);
-    if (h == NULL || (x != NULL && to_half_nhwc(c, d->n, d->c, d->h * d->w, x, h + l->x) != 0) ||
-        (w != NULL && to_half_nhwc(c, d->f, d->c, d->k * d->k, w, h + l->w) != 0))
+    size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
+    if (h == NULL || (x != NULL && cuda_to_half(c, xs, x, h + l->x) != 0) ||
+        (w != NULL && cuda_to_half(c, ws, w, h + l->w) != 0))
         return NULL;
     return h;
 }
@@ -314,6 +295,7 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
     if (d->n <= 0 || !cuda_begin(be))
         return;
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
+    size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
     conv_bufs bufs = {.x = x, .w = w, .y = y, .ws = ws, .ws_bytes = limit};
     prec_conv_copies l;
     char *h = NULL;
@@ -333,7 +315,7 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
                                             ch->ws_bytes, &zero, c->y_desc, bufs.y),
                  "cudnnConvolutionForward") != 0)
         return;
-    if (h != NULL && from_half_nchw(c, d->n, d->f, d->oh * d->ow, h + l.y, y) != 0)
+    if (h != NULL && cuda_from_half(c, ys, h + l.y, y) != 0)
         return;
     cuda_ok(c, tt_k_bias_relu(c->stream, d->n, d->f, d->oh * d->ow, b, relu, y),
             "conv bias/relu kernel");
@@ -349,6 +331,7 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (d->n <= 0 || !cuda_begin(be))
         return;
     size_t out = (size_t)d->n * d->f * d->oh * d->ow;
+    size_t xs = (size_t)d->n * d->c * d->h * d->w, wn = (size_t)d->f * d->c * d->k * d->k;
     if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, out, y, dy, dy), "relu mask kernel") != 0)
         return;
     if (db != NULL && cuda_ok(c, tt_k_channel_sum(c->stream, d->n, d->f, d->oh * d->ow, dy, db),
@@ -365,7 +348,7 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     char *h = NULL;
     if (prec_reduced(c->prec, PREC_OP_CONV)) {
         if ((h = conv_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l)) == NULL ||
-            to_half_nhwc(c, d->n, d->f, d->oh * d->ow, dy, h + l.y) != 0)
+            cuda_to_half(c, out, dy, h + l.y) != 0)
             return;
         xa = h + l.x;
         wa = h + l.w;
@@ -383,7 +366,7 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
                                        &zero, c->w_desc, dwa),
                                    "cudnnConvolutionBackwardFilter") != 0)
             return;
-        if (h != NULL && from_half_nchw(c, d->f, d->c, d->k * d->k, dwa, dw) != 0)
+        if (h != NULL && cuda_from_half(c, wn, dwa, dw) != 0)
             return;
     }
     if (dx != NULL) {
@@ -398,6 +381,6 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
                      "cudnnConvolutionBackwardData") != 0)
             return;
         if (h != NULL)
-            from_half_nchw(c, d->n, d->c, d->h * d->w, dxa, dx);
+            cuda_from_half(c, xs, dxa, dx);
     }
 }

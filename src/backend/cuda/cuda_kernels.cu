@@ -312,65 +312,6 @@ __global__ void k_bn_param_grads(int n, int c, int hw, const float *x, const flo
 
 /* ---- launchers ---- */
 
-/* ---- the 16-bit NHWC copies of NCHW float32 tensors (cuDNN's tensor-core
- *      convolutions compute in NHWC; given NCHW they transpose internally at
- *      every call): per image, a [c, hw] matrix becomes [hw, c], through a
- *      32 x 32 tile in shared memory so that reads and writes both coalesce.
- *      Block 32 x 8; grid (hw tiles, c tiles, images). ---- */
-#define TILE 32
-#define TILE_ROWS 8
-
-static __device__ __nv_bfloat16 to_16(float v, __nv_bfloat16 *) { return __float2bfloat16_rn(v); }
-static __device__ __half to_16(float v, __half *) { return __float2half_rn(v); }
-static __device__ float from_16(__nv_bfloat16 v) { return __bfloat162float(v); }
-static __device__ float from_16(__half v) { return __half2float(v); }
-
-template <typename T>
-__global__ void k_to_half_nhwc(int c, int hw, const float *x, T *y)
-{
-    __shared__ float tile[TILE][TILE + 1];
-    size_t img = (size_t)blockIdx.z * c * hw;
-    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
-    for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
-        int ch = c0 + j, p = p0 + threadIdx.x;
-        if (ch < c && p < hw)
-            tile[j][threadIdx.x] = x[img + (size_t)ch * hw + p];
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
-        int p = p0 + j, ch = c0 + threadIdx.x;
-        if (ch < c && p < hw)
-            y[img + (size_t)p * c + ch] = to_16(tile[threadIdx.x][j], (T *)0);
-    }
-}
-
-template <typename T>
-__global__ void k_from_half_nchw(int c, int hw, const T *x, float *y)
-{
-    __shared__ float tile[TILE][TILE + 1];
-    size_t img = (size_t)blockIdx.z * c * hw;
-    int p0 = blockIdx.x * TILE, c0 = blockIdx.y * TILE;
-    for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
-        int p = p0 + j, ch = c0 + threadIdx.x;
-        if (ch < c && p < hw)
-            tile[j][threadIdx.x] = from_16(x[img + (size_t)p * c + ch]);
-    }
-    __syncthreads();
-    for (int j = threadIdx.y; j < TILE; j += TILE_ROWS) {
-        int ch = c0 + j, p = p0 + threadIdx.x;
-        if (ch < c && p < hw)
-            y[img + (size_t)ch * hw + p] = tile[threadIdx.x][j];
-    }
-}
-
-static bool nhwc_grid(int n, int c, int hw, dim3 *grid)
-{
-    if (n <= 0 || c <= 0 || hw <= 0)
-        return false;
-    *grid = dim3((unsigned)((hw + TILE - 1) / TILE), (unsigned)((c + TILE - 1) / TILE), (unsigned)n);
-    return true;
-}
-
 extern "C" {
 
 cudaError_t tt_k_relu_forward(cudaStream_t s, size_t n, const float *x, float *y)
@@ -459,36 +400,6 @@ cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, f
         k_from_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)x, y);
     else
         k_from_fp16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __half *)x, y);
-    return cudaGetLastError();
-}
-
-cudaError_t tt_k_to_half_nhwc(cudaStream_t s, int n, int c, int hw, bool bf16, const float *x,
-                              void *y)
-{
-    dim3 grid;
-    if (n > 65535 || c > 65535 * TILE)
-        return cudaErrorInvalidValue;
-    if (!nhwc_grid(n, c, hw, &grid))
-        return cudaSuccess;
-    if (bf16)
-        k_to_half_nhwc<<<grid, dim3(TILE, TILE_ROWS), 0, s>>>(c, hw, x, (__nv_bfloat16 *)y);
-    else
-        k_to_half_nhwc<<<grid, dim3(TILE, TILE_ROWS), 0, s>>>(c, hw, x, (__half *)y);
-    return cudaGetLastError();
-}
-
-cudaError_t tt_k_from_half_nchw(cudaStream_t s, int n, int c, int hw, bool bf16, const void *x,
-                                float *y)
-{
-    dim3 grid;
-    if (n > 65535 || c > 65535 * TILE)
-        return cudaErrorInvalidValue;
-    if (!nhwc_grid(n, c, hw, &grid))
-        return cudaSuccess;
-    if (bf16)
-        k_from_half_nchw<<<grid, dim3(TILE, TILE_ROWS), 0, s>>>(c, hw, (const __nv_bfloat16 *)x, y);
-    else
-        k_from_half_nchw<<<grid, dim3(TILE, TILE_ROWS), 0, s>>>(c, hw, (const __half *)x, y);
     return cudaGetLastError();
 }
 

@@ -35,13 +35,6 @@ cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x);
  * 16-bit values; and back, exactly, to float32. */
 cudaError_t tt_k_to_half(cudaStream_t s, size_t n, bool bf16, const float *x, void *y);
 cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, float *y);
-/* The same, and a layout change: x is n images of [c, hw] float32 (NCHW,
- * or a filter [f, c, k, k] as n = f, hw = k * k), y the 16-bit [n, hw, c]
- * (NHWC); from_half_nchw is the inverse. n <= 65535. */
-cudaError_t tt_k_to_half_nhwc(cudaStream_t s, int n, int c, int hw, bool bf16, const float *x,
-                              void *y);
-cudaError_t tt_k_from_half_nchw(cudaStream_t s, int n, int c, int hw, bool bf16, const void *x,
-                                float *y);
 /* *flag = 1 when some x[i] is an Inf or a NaN (flag zeroed first). */
 cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag);
 cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,
