@@ -4,10 +4,13 @@
  * operations in the order they were queued while the host goes on, device
  * memory's guard bytes, and the 16-bit scratch a call may not outgrow. */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "backend/precision.h"
+#include "backend/sim/sim.h"
 #include "tt_test.h"
 
 /* y = x * 1 through the backend's dense call (one row, one input, one
@@ -36,8 +39,54 @@ static float dense_round(const char *precision, float x)
     return y;
 }
 
+/* sim_round_16bit in fp16 (8 at a time with F16C where the CPU has it)
+ * against the compiler's own conversion, one element at a time: the same
+ * bits for every float in a sweep of exponents and mantissas, both signs,
+ * the subnormal, overflow and tie cases, Inf and NaN (any NaN for a NaN). */
+static void check_fp16_vector_rounding(void)
+{
+    enum { N = 1 << 20 };
+    float *x = malloc(N * sizeof(float)), *y = malloc(N * sizeof(float));
+    if (x == NULL || y == NULL) {
+        tt_ok(false, "fp16 rounding sweep: out of memory");
+        free(x);
+        free(y);
+        return;
+    }
+    uint64_t r = 0x9e3779b97f4a7c15u;
+    for (size_t i = 0; i < N; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        uint32_t u = (uint32_t)(r >> 32);
+        /* most of them near fp16's range: exponents 2^-27 .. 2^17 */
+        if (i % 4 != 0)
+            u = (u & 0x807fffffu) | ((uint32_t)(100 + (r >> 8) % 45) << 23);
+        memcpy(&x[i], &u, sizeof(u));
+    }
+    const float edge[] = {0.0f, -0.0f, 65504.0f, 65519.0f, 65520.0f, -65520.0f, 0x1p-24f,
+                          0x1p-25f, 0x1.8p-25f, 0x1p-14f, 0x1.ffcp-15f, 1.0f + 0x1p-11f,
+                          1.0f + 0x1.8p-11f, INFINITY, -INFINITY, NAN};
+    memcpy(x + 3, edge, sizeof(edge)); /* also through the scalar tail: */
+    memcpy(x + N - 5, edge, 5 * sizeof(float));
+    sim_round_16bit(PREC_FP16, N, x, y);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < N; i++) {
+        float ref = (float)(_Float16)x[i];
+        bool same = isnan(ref) ? isnan(y[i]) : memcmp(&ref, &y[i], sizeof(float)) == 0;
+        if (!same && bad++ == 0)
+            first = i;
+    }
+    tt_ok(bad == 0, "fp16 rounding of %d floats: the compiler's conversion's bits (%zu differ%s)",
+          N, bad, bad ? ", see diag" : "");
+    if (bad)
+        tt_diag("first: x = %a, got %a, expected %a", x[first], y[first],
+                (float)(_Float16)x[first]);
+    free(x);
+    free(y);
+}
+
 int main(void)
 {
+    check_fp16_vector_rounding();
     /* fp16: 11 significant bits; 65504 is the largest finite, and 65520
      * (half-way to 65536) rounds to even, which is Inf */
     tt_ok(dense_round("fp16", 1.0f / 3.0f) == 0.333251953125f,

@@ -27,6 +27,7 @@
 #define TT_SIM_H
 
 #include "backend/backend.h"
+#include "backend/precision.h"
 
 extern const backend_device_ops backend_sim_device_ops;
 
@@ -64,6 +65,10 @@ int sim_dev_copy_async(backend_t *be, void *dst, const void *src, size_t bytes, 
                        tt_err *err);
 
 /* The compute queue, as sim_enqueue_on / sim_queue_drain. */
+/* x rounded to the 16-bit type of p as a GPU stores it (bf16 or fp16: to
+ * nearest even; fp16 past 65504 to Inf), held as floats in y (y may be x). */
+void sim_round_16bit(prec_t p, size_t count, const float *x, float *y);
+
 void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
                  size_t size);
 void sim_drain(backend_t *be);

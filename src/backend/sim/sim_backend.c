@@ -14,6 +14,10 @@
 
 #include "backend/precision.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #define GUARD 64          /* bytes after every allocation */
 #define GUARD_BYTE 0xA5
 #define ALIGN 64
@@ -247,16 +251,46 @@ static float round_bf16(float f)
     return f;
 }
 
-/* fp16: to nearest even; past 65504 (half-way to 65536 and beyond) Inf */
+/* fp16: to nearest even; past 65504 (half-way to 65536 and beyond) Inf.
+ * The compiler's conversion is a libgcc call per element (without F16C in
+ * the build's target): the reference, and the tail of the F16C path. */
 static float round_fp16(float f)
 {
     return (float)(_Float16)f;
 }
 
-static void round_into(prec_t p, size_t count, const float *x, float *y)
+#if defined(__x86_64__)
+/* The same 8 at a time with F16C's vcvtps2ph (IEEE round to nearest even,
+ * overflow to Inf, subnormals kept) and back: what the scalar loop cost
+ * was 43% of an fp16 sim run. */
+__attribute__((target("avx,f16c"))) static void round_fp16_f16c(size_t count, const float *x,
+                                                                 float *y)
 {
+    size_t i = 0;
+    for (; i + 8 <= count; i += 8) {
+        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
+    }
+    for (; i < count; i++)
+        y[i] = round_fp16(x[i]);
+}
+#endif
+
+void sim_round_16bit(prec_t p, size_t count, const float *x, float *y)
+{
+    if (p == PREC_FP16) {
+#if defined(__x86_64__)
+        if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+            round_fp16_f16c(count, x, y);
+            return;
+        }
+#endif
+        for (size_t i = 0; i < count; i++)
+            y[i] = round_fp16(x[i]);
+        return;
+    }
     for (size_t i = 0; i < count; i++)
-        y[i] = p == PREC_FP16 ? round_fp16(x[i]) : round_bf16(x[i]);
+        y[i] = round_bf16(x[i]);
 }
 
 /* The 16-bit scratch for a call needing `bytes` (precision.h's layout):
@@ -301,8 +335,8 @@ static void run_dense_forward(backend_t *be, int n, int in, int out, const float
     float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
     if (x16 == NULL)
         return;
-    round_into(s->prec, (size_t)n * (size_t)in, x, x16);
-    round_into(s->prec, (size_t)out * (size_t)in, w, w16);
+    sim_round_16bit(s->prec, (size_t)n * (size_t)in, x, x16);
+    sim_round_16bit(s->prec, (size_t)out * (size_t)in, w, w16);
     C(be)->dense_forward(C(be), n, in, out, x16, w16, b, relu, y);
 }
 
@@ -339,9 +373,9 @@ static void run_dense_backward(backend_t *be, int n, int in, int out, const floa
     float *dy16 = copies_at(be, l.bytes, l.dy);
     if (x16 == NULL)
         return;
-    round_into(s->prec, (size_t)n * (size_t)in, x, x16);
-    round_into(s->prec, (size_t)out * (size_t)in, w, w16);
-    round_into(s->prec, ny, dy, dy16);
+    sim_round_16bit(s->prec, (size_t)n * (size_t)in, x, x16);
+    sim_round_16bit(s->prec, (size_t)out * (size_t)in, w, w16);
+    sim_round_16bit(s->prec, ny, dy, dy16);
     C(be)->dense_backward(C(be), n, in, out, x16, w16, NULL, false, dy16, dx, dw, NULL);
 }
 
@@ -357,7 +391,7 @@ static size_t conv_y(const window_desc *d) { return (size_t)d->n * d->f * d->oh 
 /* cuDNN writes the 16-bit type and a kernel widens it (precision.h) */
 static void round_inplace(prec_t p, size_t count, float *x)
 {
-    round_into(p, count, x, x);
+    sim_round_16bit(p, count, x, x);
 }
 
 static void run_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
@@ -373,8 +407,8 @@ static void run_conv_forward(backend_t *be, const window_desc *d, const float *x
     float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
     if (x16 == NULL)
         return;
-    round_into(s->prec, conv_x(d), x, x16);
-    round_into(s->prec, conv_w(d), w, w16);
+    sim_round_16bit(s->prec, conv_x(d), x, x16);
+    sim_round_16bit(s->prec, conv_w(d), w, w16);
     C(be)->conv_forward(C(be), d, x16, w16, NULL, false, y, ws);
     round_inplace(s->prec, conv_y(d), y);
     size_t hw = (size_t)d->oh * (size_t)d->ow;
@@ -403,9 +437,9 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
     float *dy16 = copies_at(be, l.bytes, l.y);
     if (x16 == NULL)
         return;
-    round_into(s->prec, conv_x(d), x, x16);
-    round_into(s->prec, conv_w(d), w, w16);
-    round_into(s->prec, conv_y(d), dy, dy16);
+    sim_round_16bit(s->prec, conv_x(d), x, x16);
+    sim_round_16bit(s->prec, conv_w(d), w, w16);
+    sim_round_16bit(s->prec, conv_y(d), dy, dy16);
     C(be)->conv_backward(C(be), d, x16, w16, NULL, false, dy16, dx, dw, NULL, ws);
     if (dx != NULL)
         round_inplace(s->prec, conv_x(d), dx);
