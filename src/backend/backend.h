@@ -457,6 +457,11 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err);
  * is missing. */
 const char *backend_cpu_bf16_isa(char *why, size_t why_len);
 
+/* Which library runs bf16 on this CPU, for the log: "oneDNN" (AMX), or
+ * "conv2d oneDNN, dense towertrain's vdpbf16ps kernel" (AVX512_BF16 alone:
+ * tile_gemm's own bf16 kernel serves dense layers). */
+const char *backend_cpu_bf16_engines(void);
+
 /* Number of CUDA devices, 0 when the CUDA backend is not built or no device or
  * driver is present. reason (may be NULL) says why there is none. */
 int backend_cuda_device_count(char *reason, size_t reason_len);

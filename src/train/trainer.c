@@ -665,8 +665,8 @@ static void trainer_print_table(const trainer_t *tr)
         if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */
             char what[256];
             prec_describe(PREC_BF16, what, sizeof(what));
-            log_printf("precision bf16: %s; on %s (oneDNN)\n", what,
-                       backend_cpu_bf16_isa(NULL, 0));
+            log_printf("precision bf16: %s; on %s (%s)\n", what, backend_cpu_bf16_isa(NULL, 0),
+                       backend_cpu_bf16_engines());
         }
     }
     if (tr->n_ranks > 1)

@@ -101,6 +101,20 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len)
     return NULL;
 }
 
+/* dense: oneDNN's matmul where it has AMX tiles; on AVX512_BF16 alone
+ * tile_gemm's bf16 kernel, which rounds while it packs (oneDNN's matmul
+ * plus separate conversion passes ran the MLP at 0.80x float32 on a Zen 5,
+ * tile_gemm in float32 being faster than both) */
+static bool dense_on_tile_gemm(void)
+{
+    return strcmp(backend_cpu_bf16_isa(NULL, 0), "AMX") != 0 && tile_gemm_bf16_supported();
+}
+
+const char *backend_cpu_bf16_engines(void)
+{
+    return dense_on_tile_gemm() ? "conv2d oneDNN, dense towertrain's vdpbf16ps kernel" : "oneDNN";
+}
+
 backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
 {
     char why[256];
@@ -115,11 +129,7 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
     ((cpu_impl *)be->impl)->bf16 = true;
     be->blocked_nhwc = true; /* the AMX convolutions' layout (conv_dnnl.c) */
     be->blocked_bf16 = true; /* and their type */
-    /* dense: oneDNN's matmul where it has AMX tiles; on AVX512_BF16 alone
-     * tile_gemm's bf16 kernel, which rounds while it packs (oneDNN's matmul
-     * plus separate conversion passes ran the MLP at 0.80x float32 on a
-     * Zen 5, tile_gemm in float32 being faster than both) */
-    if (strcmp(backend_cpu_bf16_isa(NULL, 0), "AMX") != 0 && tile_gemm_bf16_supported()) {
+    if (dense_on_tile_gemm()) { /* above */
         be->dense_forward = cpu_dense_tile_bf16_forward;
         be->dense_backward = cpu_dense_tile_bf16_backward;
     } else {
@@ -135,6 +145,11 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len)
         snprintf(why, why_len, "needs oneDNN, and this build has none: configure found no "
                  "libdnnl-dev");
     return NULL;
+}
+
+const char *backend_cpu_bf16_engines(void)
+{
+    return "none";
 }
 
 backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
