@@ -15,6 +15,7 @@
 #include "backend/precision.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -274,13 +275,22 @@ __attribute__((target("avx,f16c"))) static void round_fp16_f16c(size_t count, co
     for (; i < count; i++)
         y[i] = round_fp16(x[i]);
 }
+
+/* F16C: CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not
+ * know "f16c"); its 256-bit form needs the OS's AVX state, which
+ * __builtin_cpu_supports("avx") checks */
+static bool has_f16c(void)
+{
+    unsigned a, b, c, d;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+}
 #endif
 
 void sim_round_16bit(prec_t p, size_t count, const float *x, float *y)
 {
     if (p == PREC_FP16) {
 #if defined(__x86_64__)
-        if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+        if (has_f16c()) {
             round_fp16_f16c(count, x, y);
             return;
         }
