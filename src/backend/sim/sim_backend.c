@@ -278,11 +278,18 @@ __attribute__((target("avx,f16c"))) static void round_fp16_f16c(size_t count, co
 
 /* F16C: CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not
  * know "f16c"); its 256-bit form needs the OS's AVX state, which
- * __builtin_cpu_supports("avx") checks */
+ * __builtin_cpu_supports("avx") checks. Asked once: CPUID traps to the
+ * hypervisor in a guest, and this runs for every 16-bit operand. */
 static bool has_f16c(void)
 {
-    unsigned a, b, c, d;
-    return __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+    static atomic_int have = -1;
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
+        unsigned a, b, c, d;
+        h = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
+        atomic_store_explicit(&have, h, memory_order_relaxed);
+    }
+    return h;
 }
 #endif
 
