@@ -30,11 +30,11 @@ static const char *device_kind_of(const job_t *job)
     return job->trainer.device == DEVICE_SIM ? "sim" : "cuda";
 }
 
-int device_select(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err)
+int device_select(const job_t *job, bool *on_device, char *note, size_t note_len, tt_err *err)
 {
     const trainer_cfg *tc = &job->trainer;
     const char *kind = device_kind_of(job);
-    *use_gpu = false;
+    *on_device = false;
     if (tc->device == DEVICE_CPU)
         return 0;
     char reason[256] = "";
@@ -62,7 +62,7 @@ int device_select(const job_t *job, bool *use_gpu, char *note, size_t note_len, 
                            "capability %d.%d is below 8.0, the lowest towertrain supports", t,
                            kind, tc->towers[t], info.name, info.major, info.minor);
     }
-    *use_gpu = true;
+    *on_device = true;
     return 0;
 }
 

@@ -22,24 +22,25 @@
 typedef struct trainer trainer_t;
 typedef struct device_towers device_towers;
 
-/* Resolves trainer.device. "cpu": false. "gpu": true, or TT_ERR_USAGE when
+/* Resolves trainer.device. "cpu": false. "sim": true. "gpu": true, or TT_ERR_USAGE when
  * no GPU is usable, a tower's device id does not exist, or its compute
  * capability is below 8.0 (one line naming the device and CUDA's error
  * string). "auto": true when a GPU is present, else false, and note (may be
  * NULL) says why training runs on the CPU, for the log. */
-int device_select(const job_t *job, bool *use_gpu, char *note, size_t note_len, tt_err *err);
+int device_select(const job_t *job, bool *on_device, char *note, size_t note_len, tt_err *err);
 
 /* Tower t's CUDA backend on device trainer.towers[t]. */
 backend_t *device_backend_create(const job_t *job, int t, tt_err *err);
 
 /* Mixed precision: the bytes of the 16-bit copies of the model's largest
  * dense or conv2d call at batch max_n (0 for fp32), which each tower's
- * backend reserves at setup (backend_cuda_reserve_copies). */
+ * backend reserves at setup (dev->reserve_copies). */
 size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n);
 
 /* Rewrites a failure of tower_create on tower t's device as the documented
- * (towertrain.cfg(5), GPU TOWERS) "tower t (cuda:D): out of device memory: asked N bytes ..." (exit 2)
- * when the pool refused an allocation, or names the tower's CUDA error;
+ * (towertrain.cfg(5), GPU TOWERS) "tower t (cuda:D): out of device memory:
+ * asked N bytes ..." (exit 2) when the pool refused an allocation, or names
+ * the tower's device error;
  * returns whether tower t explains the failure (else err is left alone). */
 bool device_explain_setup_failure(const trainer_t *tr, int t, tt_err *err);
 

@@ -42,9 +42,9 @@ static const trainer_ops *trainer_ops_for(trainer_type t)
 
 /* The precision the towers' backend can run, or a usage error: never a
  * silent fp32 run. */
-static int trainer_check_precision(const job_t *job, bool gpu, tt_err *err)
+static int trainer_check_precision(const job_t *job, bool on_device, tt_err *err)
 {
-    if (gpu) /* every precision: each tower's CUDA backend checks what its GPU can run */
+    if (on_device) /* every precision: each device tower's backend checks its device */
         return 0;
     switch (job->trainer.precision) {
     case PRECISION_FP32:
@@ -61,7 +61,7 @@ static int trainer_check_precision(const job_t *job, bool gpu, tt_err *err)
     return 0;
 }
 
-static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
+static int trainer_create_towers(trainer_t *tr, bool on_device, tt_err *err)
 {
     const job_t *job = tr->job;
     int n = tr->n_towers;
@@ -83,14 +83,14 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
      * all the same, as towertrain.cfg(5), TRAINER says */
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
-        tr->backends[t] = gpu ? device_backend_create(job, t, err)
+        tr->backends[t] = on_device ? device_backend_create(job, t, err)
                           : job->trainer.precision == PRECISION_BF16
                               ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
                               : backend_cpu_create(job->trainer.towers[t], threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
                          err) != 0) {
-            if (gpu) /* out of device memory names the tower and the bytes */
+            if (on_device) /* out of device memory names the tower and the bytes */
                 device_explain_setup_failure(tr, t, err);
             free(host);
             return -1;
@@ -104,12 +104,12 @@ static int trainer_create_towers(trainer_t *tr, bool gpu, tt_err *err)
 
 /* The tower set the trainer and eval share: the backends and towers, the
  * towers' threads, and on a device (GPU or sim) each tower's staging. */
-static int trainer_create_tower_set(trainer_t *tr, bool gpu, tt_err *err)
+static int trainer_create_tower_set(trainer_t *tr, bool on_device, tt_err *err)
 {
-    if (trainer_create_towers(tr, gpu, err) != 0)
+    if (trainer_create_towers(tr, on_device, err) != 0)
         return -1;
     tr->threads = tower_threads_create(tr->n_towers, err);
-    if (tr->threads == NULL || (gpu && device_towers_create(tr, err) != 0))
+    if (tr->threads == NULL || (on_device && device_towers_create(tr, err) != 0))
         return -1;
     return 0;
 }
@@ -163,9 +163,9 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
 {
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
-    bool gpu;
-    if (device_select(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
-        trainer_check_precision(job, gpu, err) != 0)
+    bool on_device;
+    if (device_select(job, &on_device, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+        trainer_check_precision(job, on_device, err) != 0)
         return -1;
     if (job->trainer.precision == PRECISION_FP16)
         trainer_enable_loss_scale(tr);
@@ -193,14 +193,14 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
         return -1;
     if (model_build(&job->model, dataflow_shape(tr->train_flow), &tr->model, err) != 0)
         return -1;
-    if (trainer_create_tower_set(tr, gpu, err) != 0 ||
+    if (trainer_create_tower_set(tr, on_device, err) != 0 ||
         (parts > 1 && trainer_create_accumulators(tr, err) != 0))
         return -1;
     /* session_init before the type's setup: every copy starts there */
     if (job->session_init[0] != '\0' && trainer_load_params(tr, job->session_init, err) != 0)
         return -1;
     if (tr->ops->setup(tr, err) != 0) {
-        for (int t = 0; gpu && t < tr->n_towers; t++) /* out of device memory: which tower */
+        for (int t = 0; on_device && t < tr->n_towers; t++) /* out of device memory: which tower */
             if (device_explain_setup_failure(tr, t, err))
                 break;
         return -1;
@@ -219,17 +219,17 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (trainer_create_plugins(tr, err) != 0)
         return -1;
     /* GPU: nothing is cudaMalloc'ed from here on */
-    return gpu ? device_towers_finish_setup(tr, err) : 0;
+    return on_device ? device_towers_finish_setup(tr, err) : 0;
 }
 
 int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *err)
 {
     memset(tr, 0, sizeof(*tr));
     tr->job = job;
-    bool gpu;
+    bool on_device;
     /* the job's precision, as its inference_runner evaluated */
-    if (device_select(job, &gpu, tr->device_note, sizeof(tr->device_note), err) != 0 ||
-        trainer_check_precision(job, gpu, err) != 0)
+    if (device_select(job, &on_device, tr->device_note, sizeof(tr->device_note), err) != 0 ||
+        trainer_check_precision(job, on_device, err) != 0)
         return -1;
     /* the towers alone, whatever the job's type: the type's setup is not
      * run (tr->impl stays NULL), and simple has no shared copy to publish */
@@ -238,9 +238,9 @@ int trainer_create_eval(trainer_t *tr, const job_t *job, shape3 data, tt_err *er
     tr->rank = dist_rank();
     tr->n_ranks = dist_size();
     if (model_build(&job->model, data, &tr->model, err) != 0 ||
-        trainer_create_tower_set(tr, gpu, err) != 0)
+        trainer_create_tower_set(tr, on_device, err) != 0)
         return -1;
-    return gpu ? device_towers_finish_setup(tr, err) : 0;
+    return on_device ? device_towers_finish_setup(tr, err) : 0;
 }
 
 void trainer_free(trainer_t *tr)

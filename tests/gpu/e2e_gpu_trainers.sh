@@ -98,8 +98,8 @@ ok $? "eval of a $DEV checkpoint on the CPU: the same accuracy within 0.005 (exi
 # that the device's idle time while the host reads each step's loss is a
 # small part of the step ----
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/timeline" --quiet --set dataflow.batch_size=256 \
-  --set dataflow.limit=4096 --set "trainer={ type = \"simple\"; device = \"$DEV\"; }" \
-  --set 'callbacks=( { type = "timeline"; steps = [3, 10]; } )' >"$T/timeline.out" 2>&1
+  --set dataflow.limit=4096 --set 'callbacks=( { type = "timeline"; steps = [3, 10]; } )' \
+  >"$T/timeline.out" 2>&1
 rc=$?
 [ $rc = 0 ] && $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/timeline/timeline-3-10.json" "$DEV" \
   --steps 3-10 --layer-sum --model "$TT_SRCDIR/models/lenet.cfg" >"$T/timeline.tap" 2>&1
