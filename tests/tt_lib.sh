@@ -249,10 +249,12 @@ tt_device() {
 # 0.0227 for one each. A correct program fails 1 time in 1,000 at most (1 in
 # 10,000 if sigma is the 0.0043 measured); a candidate that loses the margin
 # on average fails half the time, one that loses twice the margin 999 times
-# in 1,000. Rounding errors too small to move the accuracy are the unit
-# tests' to find (test_bf16, test_cpu_ops: against tt_ref.h's rounding, bit
-# for bit): every bf16 conversion of ours truncating instead of rounding
-# gave a mean of 0.8798 over seeds 1-6 (bf16 rounding: 0.8799 over 1-8).
+# in 1,000. Rounding errors too small to move the accuracy are found
+# elsewhere: every bf16 conversion of ours truncating instead of rounding
+# gave a mean of 0.8798 over seeds 1-6 (bf16 rounding: 0.8799 over 1-8),
+# which e2e_precision.sh's paired check of the first step's gradient (its
+# size against fp32's, same seed, same batch) and the unit tests (test_bf16,
+# test_cpu_ops: against tt_ref.h's rounding, bit for bit) both fail.
 TT_FM_SIGMA=0.0052
 #
 # TT_FM_SIGMA_SHORT: the job shortened to 2 epochs of its first 12,000
