@@ -121,6 +121,22 @@ grep -q '^conv1 *conv2d' "$T/prof.out" && grep -q '^data wait' "$T/prof.out" &&
 ok $? "profile: prints the table (a row per layer, data wait, the roof)"
 ls "$XDG_CACHE_HOME"/towertrain/roof-fp32-*.txt >/dev/null 2>&1
 ok $? "profile: the roof is cached under \$XDG_CACHE_HOME/towertrain"
+# a cached roof below what a layer ran at was measured on a busy machine:
+# measured again, the higher kept; one above it is used as it is
+roof=$(ls "$XDG_CACHE_HOME"/towertrain/roof-fp32-*.txt | head -n 1)
+echo 0.5 >"$roof"
+"$TOWERTRAIN" profile "$T/job.cfg" --steps 4 --json "$T/low.json" >"$T/low.out" 2>&1 &&
+  grep -q "^(the cached roof, 0.5 GFLOP/s, was below layer .*: measured again)$" "$T/low.out" &&
+  $PY -c 'import json, sys; r = json.load(open(sys.argv[1]))["roof_gflops"]
+v = float(open(sys.argv[2]).read()); sys.exit(0 if abs(r - v) <= 0.05 and v > 0.5 else 1)' \
+    "$T/low.json" "$roof"
+ok $? "profile: a cached roof below a layer's GFLOP/s is measured again and replaced ($(cat "$roof"))"
+echo 100000.0 >"$roof"
+"$TOWERTRAIN" profile "$T/job.cfg" --steps 4 --json "$T/high.json" >"$T/high.out" 2>&1 &&
+  ! grep -q 'measured again' "$T/high.out" && [ "$(cat "$roof")" = 100000.0 ] &&
+  $PY -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["roof_gflops"] != 100000)' "$T/high.json"
+ok $? "profile: a cached roof above every layer is used as cached"
+rm -f "$roof"
 $PY "$TT_SRCDIR/tests/tt_profile.py" "$T/prof.json" "$T/prof_trace.json" \
   "$TT_SRCDIR/models/lenet.cfg" 64 profile >"$T/prof.tap" 2>&1
 tt_tap "$T/prof.tap" $?

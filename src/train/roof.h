@@ -11,8 +11,11 @@
  * backend's sgemm (oneDNN or CBLAS). Read from, or written to,
  * $XDG_CACHE_HOME/towertrain (else ~/.cache/towertrain) under a name made of
  * the CPU model, the cores and the library; from_cache says which, and
- * where receives the cache file's path ("" when there is none). Returns 0
- * when the measurement fails (out of memory). */
-double roof_fp32_gflops(int *cores, int *from_cache, char *where, size_t where_len);
+ * where receives the cache file's path ("" when there is none). A cached
+ * value below at_least (GFLOP/s something was seen to run at: a roof
+ * measured while the machine was busy) is measured again, and the cache
+ * keeps the higher. Returns 0 when the measurement fails (out of memory). */
+double roof_fp32_gflops(int *cores, int *from_cache, char *where, size_t where_len,
+                        double at_least);
 
 #endif
