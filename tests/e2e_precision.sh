@@ -197,78 +197,31 @@ tt_refused "eval in fp16 on CPU towers: one line, exit 2" \
   "$TOWERTRAIN" eval "$T/b2f" --set 'trainer.precision="fp16"'
 
 # (5) bf16 rounds to nearest, never truncates: the first step's gradient
-# has fp32's size. Paired: the same seed gives both precisions the same
-# initial weights w0 and the same first batch, so the size of the step
-# |g_bf16| / |g_fp32| (g = w0 - w1 over the weights and biases; w0 from a
-# run with learning rate 1e-30, which moves no weight) differs from 1 only
-# by bf16's rounding. Rounding to nearest is unbiased; truncation shrinks
-# every operand by 0.28% on average and moves the ratio by 1-2.5%, a
+# has fp32's size (tt_lib.sh: tt_grad_runs, tt_grad_size; paired, the same
+# seed and batch). Truncation shrinks every operand by 0.28% on average, a
 # systematic shift the accuracy comparison (6) cannot see: with every
 # operand of LeNet truncated, 3 epochs of Fashion-MNIST gave a mean
 # accuracy of 0.8798 against rounding's 0.8799.
 # Statistical, 1 false failure in 1,000 at most (each model 1 in 2,000,
 # two-sided): over seeds 1-30 on an AMD EPYC Zen 5 (AVX512_BF16, dense on
-# towertrain's kernel, conv2d on oneDNN), ratio - 1 had a mean m0 and sd s
-# of LeNet 0.0000 and 0.0024, ResNet-20 -0.0030 and 0.0040 (80% upper
-# bounds of s on 29 degrees of freedom: 0.0027, 0.0046; standard errors of
-# m0: 0.0004, 0.0007). The mean over k seeds (TT_BF16_GRAD_SEEDS, default
-# 1-6) must lie within m0 +- (3.48 s / sqrt(k) + 2 SE(m0)): +-0.0046 and
-# +-0.0079 at k = 6. 2 SE(m0) leaves room for m0's own error and for
-# another CPU's path (AMX, another summation order), whose rounding is as
-# unbiased. Regressions, seeds 1-8 each: every operand rounding of ours
-# truncating (conv_small, dense_bf16, tile_gemm's packing and the bf16
-# stores) gave LeNet -0.0112 (sd 0.0089) and ResNet-20 +0.0204 (0.0071);
-# only the bf16 layer outputs truncating (bf16_io.h: the blocked
-# activations; LeNet's conv outputs go through oneDNN) gave ResNet-20
-# +0.0252 (0.0057). At k = 6 the ResNet-20 check fails each of these more
-# than 999 times in 1,000 (5 standard errors past its margin or more).
-# grad_ratio JOB TAG [ARG...]: for each seed, step 1 of JOB in fp32 from w0,
-# in bf16, and the run that leaves w0 as it was, into $T/gTAG-KIND-SEED
-grad_ratio() {
-  job=$1 tag=$2
-  shift 2
-  for s in ${TT_BF16_GRAD_SEEDS:-1 2 3 4 5 6}; do
-    grad_step "$job" "$T/g$tag-w0-$s" $s fp32 1e-30 "$@"
-    grad_step "$job" "$T/g$tag-fp32-$s" $s fp32 0.02 "$@"
-    grad_step "$job" "$T/g$tag-bf16-$s" $s bf16 0.02 "$@"
-  done
-}
-grad_step() {
-  gs_job=$1 gs_dir=$2 gs_seed=$3 gs_prec=$4 gs_lr=$5
-  shift 5
-  "$TOWERTRAIN" run "$gs_job" --logdir "$gs_dir" --quiet --set seed=$gs_seed \
-    --set max_epoch=1 --set steps_per_epoch=1 --set optimizer.learning_rate=$gs_lr \
-    --set optimizer.weight_decay=0 --set "trainer.precision=\"$gs_prec\"" \
-    --set 'callbacks=( { type = "model_saver"; max_to_keep = 0; } )' --set 'monitors=( )' \
-    "$@" || why="$why $gs_dir failed;"
-}
-grad_check() {
-  $PY - "$T/g$1" "$2" "$3" "$4" ${TT_BF16_GRAD_SEEDS:-1 2 3 4 5 6} <<'PYEOF'
-import sys
-import numpy as np
-from tt_safetensors import load
-pre, m0, s, se, seeds = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), sys.argv[5:]
-def w(kind, seed):
-    t = load("%s-%s-%s/model-1.safetensors" % (pre, kind, seed))[0]
-    return np.concatenate([t[k].astype(np.float64).ravel() for k in sorted(t)
-                           if k.endswith((".weight", ".bias"))])
-r = []
-for seed in seeds:
-    w0 = w("w0", seed)
-    r.append(np.linalg.norm(w0 - w("bf16", seed)) / np.linalg.norm(w0 - w("fp32", seed)) - 1)
-margin = 3.48 * s / len(r) ** 0.5 + 2 * se
-mean = float(np.mean(r))
-print("mean %+.4f, allowed %+.4f..%+.4f; seeds %s" % (mean, m0 - margin, m0 + margin,
-                                                      " ".join("%+.4f" % v for v in r)))
-sys.exit(0 if abs(mean - m0) <= margin else 1)
-PYEOF
-}
+# towertrain's kernel, conv2d on oneDNN), |g_bf16| / |g_fp32| - 1 had a
+# mean m0 and sd s of LeNet 0.0000 and 0.0024, ResNet-20 -0.0030 and
+# 0.0040 (80% upper bounds of s on 29 degrees of freedom: 0.0027, 0.0046;
+# standard errors of m0: 0.0004, 0.0007): over 6 seeds the mean must lie
+# within m0 +- 0.0046 and m0 +- 0.0079. Regressions, seeds 1-8 each: every
+# operand rounding of ours truncating (conv_small, dense_bf16, tile_gemm's
+# packing and the bf16 stores) gave LeNet -0.0112 (sd 0.0089) and
+# ResNet-20 +0.0204 (0.0071); only the bf16 layer outputs truncating
+# (bf16_io.h: the blocked activations; LeNet's conv outputs go through
+# oneDNN) gave ResNet-20 +0.0252 (0.0057). Over 6 seeds the ResNet-20 check
+# fails each of them more than 999 times in 1,000 (5 standard errors past
+# its margin or more).
 why=""
-grad_ratio "$T/lenet.cfg" lenet
-grad_ratio "$T/resnet.cfg" resnet --set 'dataflow.augment=( )' --set dataflow.batch_size=16 \
-  --set dataflow.source.size=64
-lenet=$(grad_check lenet 0.0000 0.0027 0.0004) || why="$why LeNet off;"
-resnet=$(grad_check resnet -0.0030 0.0046 0.0007) || why="$why ResNet-20 off;"
+tt_grad_runs "$T/lenet.cfg" "$T/glenet" bf16
+tt_grad_runs "$T/resnet.cfg" "$T/gresnet" bf16 --set 'dataflow.augment=( )' \
+  --set dataflow.batch_size=16 --set dataflow.source.size=64
+lenet=$(tt_grad_size "$T/glenet" bf16 0.0000 0.0027 0.0004) || why="$why LeNet off;"
+resnet=$(tt_grad_size "$T/gresnet" bf16 -0.0030 0.0046 0.0007) || why="$why ResNet-20 off;"
 ok $([ -z "$why" ]; echo $?) "bf16 rounds, never truncates: step 1's gradient has fp32's size (|g_bf16| / |g_fp32| - 1: LeNet $lenet; ResNet-20 $resnet;$why)"
 
 # (6) LeNet on Fashion-MNIST (the shipped job, 3 epochs): bf16 learns as

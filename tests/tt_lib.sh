@@ -16,6 +16,8 @@
 #       or sim ($TT_DEVICE), and how many there are (below);
 #   tt_fm_lenet LOGDIR SEED [ARG...], tt_not_worse DESCRIPTION REF CAND:
 #       a statistical comparison of training runs' accuracy (below);
+#   tt_grad_runs JOB PREFIX PRECS [ARG...], tt_grad_size PREFIX PREC M0 S SE:
+#       a reduced precision's first gradient against fp32's, paired (below);
 #   $PY: the python3 to run (numpy, torch): $PYTHON3, which make check sets
 #       from configure (it looks in /usr/bin first), else /usr/bin/python3;
 #       its scripts can import tests/tt_safetensors.py (PYTHONPATH);
@@ -312,4 +314,68 @@ sys.exit(0 if mc >= mr - margin else 1)
 PYEOF
 )
   ok $? "$1 ($tt_verdict)"
+}
+
+# ---- a reduced precision's first step against fp32's: paired ----
+# The same seed gives two runs the same initial weights w0 and the same
+# first batch, so the step that run's first update takes, g = w0 - w1 over
+# the weights and biases, differs between fp32 and a reduced precision only
+# by the rounding. Rounding to nearest is unbiased: |g_PREC| / |g_fp32| - 1
+# centres near 0, where an operand or an output truncated instead of
+# rounded shifts it by 1-2.5% (e2e_precision.sh says by how much). w0 comes
+# from a run with learning rate 1e-30, which moves no weight.
+#
+# tt_grad_runs JOB PREFIX "PREC..." [ARG...]: for each seed in
+# $TT_GRAD_SEEDS (default 1-6), one step of JOB (and the ARGs, --set ...)
+# from w0 in fp32 and in each PREC, and the w0 run, into
+# PREFIX-{w0,fp32,PREC}-SEED; a run that fails is added to $why.
+tt_grad_runs() {
+  tg_job=$1 tg_pre=$2 tg_precs=$3
+  shift 3
+  for tg_s in ${TT_GRAD_SEEDS:-1 2 3 4 5 6}; do
+    tt_grad_step "$tg_pre-w0-$tg_s" $tg_s fp32 1e-30 "$@"
+    for tg_p in fp32 $tg_precs; do
+      tt_grad_step "$tg_pre-$tg_p-$tg_s" $tg_s $tg_p 0.02 "$@"
+    done
+  done
+}
+tt_grad_step() {
+  tg_dir=$1 tg_seed=$2 tg_one=$3 tg_lr=$4
+  shift 4
+  "$TOWERTRAIN" run "$tg_job" --logdir "$tg_dir" --quiet --set seed=$tg_seed \
+    --set max_epoch=1 --set steps_per_epoch=1 --set optimizer.learning_rate=$tg_lr \
+    --set optimizer.weight_decay=0 --set "trainer.precision=\"$tg_one\"" \
+    --set 'callbacks=( { type = "model_saver"; max_to_keep = 0; } )' --set 'monitors=( )' \
+    "$@" >"$tg_dir.out" 2>&1 || why="$why $tg_dir failed;"
+}
+
+# tt_grad_size PREFIX PREC M0 S SE: the mean over the seeds of
+# |g_PREC| / |g_fp32| - 1 from tt_grad_runs, and whether it lies within
+# M0 +- (3.48 S / sqrt(k) + 2 SE) for k seeds: M0 and S the mean and (an
+# upper confidence bound of) the sd of one seed's value, measured over many
+# seeds, SE the standard error of that M0. 3.48: two-sided, 1 false failure
+# in 2,000 for a correct program (normal tails); 2 SE leaves room for M0's
+# own error and for another machine, whose rounding is as unbiased. Prints
+# the mean, the interval and each seed's value; exits 1 outside.
+tt_grad_size() {
+  $PY - "$@" ${TT_GRAD_SEEDS:-1 2 3 4 5 6} <<'PYEOF'
+import sys
+import numpy as np
+from tt_safetensors import load
+pre, prec = sys.argv[1], sys.argv[2]
+m0, s, se = (float(v) for v in sys.argv[3:6])
+def w(kind, seed):
+    t = load("%s-%s-%s/model-1.safetensors" % (pre, kind, seed))[0]
+    return np.concatenate([t[k].astype(np.float64).ravel() for k in sorted(t)
+                           if k.endswith((".weight", ".bias"))])
+r = []
+for seed in sys.argv[6:]:
+    w0 = w("w0", seed)
+    r.append(np.linalg.norm(w0 - w(prec, seed)) / np.linalg.norm(w0 - w("fp32", seed)) - 1)
+margin = 3.48 * s / len(r) ** 0.5 + 2 * se
+mean = float(np.mean(r))
+print("mean %+.4f, allowed %+.4f..%+.4f; seeds %s" % (mean, m0 - margin, m0 + margin,
+                                                      " ".join("%+.4f" % v for v in r)))
+sys.exit(0 if abs(mean - m0) <= margin else 1)
+PYEOF
 }
