@@ -27,6 +27,15 @@ int backend_comm_queue_start(backend_t *be, backend_comm_queue *cq, tt_err *err)
                : 0;
 }
 
+int backend_comm_queue_record(backend_t *be, backend_comm_queue *cq, backend_event *e,
+                              tt_err *err)
+{
+    return backend_comm_queue_start(be, cq, err) != 0 ||
+                   be->dev->event_record(be, e, cq->q, err) != 0
+               ? -1
+               : 0;
+}
+
 int backend_comm_queue_join(backend_t *be, backend_comm_queue *cq, tt_err *err)
 {
     const backend_device_ops *dev = be->dev;

@@ -59,6 +59,12 @@ void device_towers_free(trainer_t *tr);
  * into its timeline row. */
 void device_towers_trace_flush(trainer_t *tr);
 
+/* The trainer's device communicator: each tower's all-reduce row becomes a
+ * device row whose spans (a group's packs, begun with trace_begin_on) are
+ * timing events recorded on the tower's communication queue (comm->record),
+ * read back by device_towers_trace_flush. comm outlives the recording. */
+int device_towers_trace_comm(trainer_t *tr, backend_comm *comm, tt_err *err);
+
 /* Tower t's slice of the step's batch, staged to the device (replaces
  * tower_load_batch for the training step), and the end of its use. key
  * names the load in the staging ring, one per micro-batch: global step x
