@@ -59,7 +59,9 @@ timeline_run accumulate --layer-sum -- --set trainer.accumulate=2
 # Batch 256: the device idles while the host reads each step's loss (a
 # fixed gap), a small part of these steps.
 timeline_run sim --layer-sum -- --set trainer.device='"sim"' --set dataflow.batch_size=256
-timeline_run sim_packed --towers 2 -- --set dataflow.batch_size=128 \
+# 2 sim towers with packs: each pack's all-reduce measured on the device
+# too (events on the communication queue), beside backward, in the step
+timeline_run sim_packed --towers 2 --device-packs -- --set dataflow.batch_size=128 \
   --set 'trainer={ type = "sync_replicated"; device = "sim"; towers = [0, 1]; gradient_packing = 4; }'
 
 # (2) the default window: 10 steps after the first 20
