@@ -196,6 +196,20 @@ def main():
                                     max(p["ts"], e["ts"]) > 1e-3 for e in inside)]
                     ok(hid, "%s: rank %d tower %d: %d pack spans overlap a backward span of "
                        "their step (the all-reduce hidden behind backward)" % (w, r, t, len(hid)))
+                    # a pack starts once backward made its gradients: never
+                    # before the step's first backward span (the last
+                    # layer's) has ended
+                    soon = []
+                    for s in steps:
+                        bw = [e for e in lay if e["cat"] == "backward" and
+                              s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+                        if bw:
+                            first = min(bw, key=lambda e: e["ts"])
+                            soon += [p["name"] for p in packs
+                                     if s["ts"] <= p["ts"] <= s["ts"] + s["dur"] and
+                                     p["ts"] < first["ts"] + first["dur"] - 1e-3]
+                    ok(not soon, "%s: rank %d tower %d: no pack span begins before its step's "
+                       "first backward span ends (%d do: %s)" % (w, r, t, len(soon), soon[:2]))
                 elif a.packs:
                     ok(early > 0, "%s: rank %d tower %d: %d pack spans lie within the backward "
                        "pass, between its layers' spans" % (w, r, t, early))

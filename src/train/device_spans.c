@@ -57,7 +57,7 @@ static bool pool_make(device_spans *s)
 
 /* The next event of the window, recorded now on the row's queue: its
  * token (-(index + 1)), or 0. */
-static int64_t record_next(device_spans *s)
+static int64_t record_next(device_spans *s, bool begin)
 {
     if (s->window != trace_window()) { /* a new recording: the old spans are gone */
         s->window = trace_window();
@@ -71,7 +71,7 @@ static int64_t record_next(device_spans *s)
     tt_err err = {0};
     backend_t *be = s->be;
     backend_event *e = s->ev[s->n_events];
-    if ((s->record != NULL ? s->record(s->record_arg, e, &err)
+    if ((s->record != NULL ? s->record(s->record_arg, e, begin, &err)
                            : be->dev->event_record(be, e, be->dev->queue(be), &err)) != 0)
         return 0; /* the device's error ends the step; the span is dropped */
     return -(int64_t)(++s->n_events);
@@ -79,14 +79,14 @@ static int64_t record_next(device_spans *s)
 
 static int64_t span_begin(void *ctx)
 {
-    return record_next(ctx);
+    return record_next(ctx, true);
 }
 
 static void span_end(void *ctx, int64_t token, const trace_event *span)
 {
     device_spans *s = ctx;
     int begin = (int)(-token - 1);
-    int64_t end = record_next(s);
+    int64_t end = record_next(s, false);
     if (end == 0 || begin >= s->n_events || s->n_spans >= DEVICE_SPAN_EVENTS / 2) {
         trace_count_dropped(1);
         return;

@@ -30,11 +30,12 @@ typedef struct device_spans device_spans;
  * row as a device row (trace_row_set_device). NULL when out of memory. */
 device_spans *device_spans_create(backend_t *be, int row);
 
-/* The same, each event recorded by record(arg, e, err) instead (0, or -1
- * with err: the span is dropped), where the device's work for the row is
- * queued; every event must be done once the compute queue is (the row's
- * queue joined into it, as backend_comm's join does each step). */
-typedef int (*device_spans_record_fn)(void *arg, backend_event *e, tt_err *err);
+/* The same, each event recorded by record(arg, e, begin, err) instead (0,
+ * or -1 with err: the span is dropped), where the device's work for the
+ * row is queued (begin: a span's first event); every event must be done
+ * once the compute queue is (the row's queue joined into it, as
+ * backend_comm's join does each step). */
+typedef int (*device_spans_record_fn)(void *arg, backend_event *e, bool begin, tt_err *err);
 device_spans *device_spans_create_on(backend_t *be, int row, device_spans_record_fn record,
                                      void *arg);
 

@@ -229,11 +229,12 @@ void device_towers_trace_flush(trainer_t *tr)
 }
 
 /* device_spans_record_fn of an all-reduce row: on the tower's
- * communication queue, after the compute queue's work so far */
-static int comm_record(void *arg, backend_event *e, tt_err *err)
+ * communication queue, a span's begin when its group starts there (after
+ * the queue's wait for the gradients), its end after the group */
+static int comm_record(void *arg, backend_event *e, bool begin, tt_err *err)
 {
     struct comm_tower *ct = arg;
-    return ct->comm->record(ct->comm, ct->t, e, err);
+    return ct->comm->record(ct->comm, ct->t, e, begin, err);
 }
 
 int device_towers_trace_comm(trainer_t *tr, backend_comm *comm, tt_err *err)

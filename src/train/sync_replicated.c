@@ -167,7 +167,7 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
                               tw->grads + plo[i]);
         }
         int row = TRACE_ROW_ALLREDUCE + t;
-        int64_t t0 = trace_begin_on(row); /* after the scales: the group waits for them */
+        int64_t t0 = trace_begin_on(row); /* recorded as the group starts, after the scales */
         tt_err err = {0};
         if (st->comm->allreduce(st->comm, t, tw->grads, plo, phi, m, true, &err) != 0) {
             device_tower_fail(tr, t, &err);

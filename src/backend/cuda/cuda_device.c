@@ -42,10 +42,11 @@ static int cuda_comm_join(backend_comm *c, int t, tt_err *err)
     return backend_comm_queue_join(cc->bes[t], &cc->cq[t], err);
 }
 
-static int cuda_comm_record(backend_comm *c, int t, backend_event *e, tt_err *err)
+static int cuda_comm_record(backend_comm *c, int t, backend_event *e, bool at_start,
+                            tt_err *err)
 {
     cuda_comm *cc = (cuda_comm *)c;
-    return backend_comm_queue_record(cc->bes[t], &cc->cq[t], e, err);
+    return backend_comm_queue_record(cc->bes[t], &cc->cq[t], e, at_start, err);
 }
 
 static int cuda_comm_check(backend_comm *c, int t, tt_err *err)

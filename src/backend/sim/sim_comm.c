@@ -189,10 +189,10 @@ static int sim_join(backend_comm *bc, int t, tt_err *err)
     return backend_comm_queue_join(c->bes[t], &c->cq[t], err);
 }
 
-static int sim_record(backend_comm *bc, int t, backend_event *e, tt_err *err)
+static int sim_record(backend_comm *bc, int t, backend_event *e, bool at_start, tt_err *err)
 {
     sim_comm *c = (sim_comm *)bc;
-    return backend_comm_queue_record(c->bes[t], &c->cq[t], e, err);
+    return backend_comm_queue_record(c->bes[t], &c->cq[t], e, at_start, err);
 }
 
 static int sim_check(backend_comm *bc, int t, tt_err *err)
