@@ -11,10 +11,9 @@
  * An event counts its records (recorded, on the host) and the records that
  * completed (completed, set by the worker that reaches the record's job,
  * with the device's clock when its queue reached it: the event's device
- * time). A queue waiting
- * for an event gets a job that blocks its worker until the record the
- * event held at the call has completed, as cudaStreamWaitEvent captures
- * the event's most recent record.
+ * time). A queue waiting for an event gets a job that blocks its worker
+ * until the record the event held at the call has completed, as
+ * cudaStreamWaitEvent captures the event's most recent record.
  *
  * The device's clock (sim.h's sim_clock, one for all the queues of a
  * backend) advances only while some worker of the device runs an operation
