@@ -37,8 +37,9 @@ static void pool_free(device_spans *s)
     s->host_ns = NULL;
 }
 
-/* Once, at the first recorded span (on the tower's thread, before its
- * event is recorded: the device does not wait for this). */
+/* Once, before the window (device_spans_prepare) or at its first recorded
+ * span (on the tower's thread, before its event is recorded: the device
+ * does not wait for this). */
 static bool pool_make(device_spans *s)
 {
     tt_err err = {0};
@@ -53,6 +54,12 @@ static bool pool_make(device_spans *s)
         s->no_pool = true;
     }
     return ok;
+}
+
+void device_spans_prepare(device_spans *s)
+{
+    if (s != NULL && s->ev == NULL && !s->no_pool)
+        pool_make(s);
 }
 
 /* The next event of the window, recorded now on the row's queue: its

@@ -2,8 +2,9 @@
  * device (util/trace.h's device rows): while the timeline records, each span
  * the tower's row begins and ends (every layer's forward and backward, the
  * step, the optimizer) is a timing event recorded on the tower's compute
- * queue before and after its work, from a pool made at the first recorded
- * span (nothing at all while nothing records; no allocation per step).
+ * queue before and after its work, from a pool made before the window
+ * (device_spans_prepare) or else at its first recorded span (nothing at
+ * all while nothing records; no allocation per step).
  * After the recorded window device_spans_flush reads the events back,
  * against one reference event whose host time was taken when it completed,
  * and stores the spans on the host clock: the layer spans are then the
@@ -38,6 +39,12 @@ device_spans *device_spans_create(backend_t *be, int row);
 typedef int (*device_spans_record_fn)(void *arg, backend_event *e, bool begin, tt_err *err);
 device_spans *device_spans_create_on(backend_t *be, int row, device_spans_record_fn record,
                                      void *arg);
+
+/* Makes the row's pool of events now, as its first recorded span would (on
+ * the thread that works on the device, while nothing records): so that the
+ * window's first step does not pay for it (16385 events: ~11 ms on sim,
+ * cudaEventCreate's time on a GPU). Nothing when made already. */
+void device_spans_prepare(device_spans *s);
 
 /* After trace_stop, with the tower's thread idle: waits for the compute
  * queue, reads the window's events of rows[0..n) (NULL ones skipped), rows

@@ -228,6 +228,19 @@ void device_towers_trace_flush(trainer_t *tr)
     }
 }
 
+static void prepare_tower(const tower_context *ctx, void *arg)
+{
+    device_towers *g = ((trainer_t *)arg)->dev;
+    device_spans_prepare(g->spans[ctx->index]);
+    device_spans_prepare(g->comm_spans[ctx->index]);
+}
+
+void device_towers_trace_prepare(trainer_t *tr)
+{
+    if (tr->dev != NULL)
+        tower_threads_run(tr->threads, prepare_tower, tr);
+}
+
 /* device_spans_record_fn of an all-reduce row: on the tower's
  * communication queue, a span's begin when its group starts there (after
  * the queue's wait for the gradients), its end after the group */

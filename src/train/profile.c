@@ -283,6 +283,7 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
     for (int i = 0; i < r.warmup; i++)
         if (trainer_step(&tr, err) != 0)
             goto out;
+    device_towers_trace_prepare(&tr); /* device towers' events: before the steps */
     trace_start();
     double t0 = trainer_now();
     for (int i = 0; i < r.steps; i++)
