@@ -285,8 +285,7 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
     tower_t *tw = &tr->towers[t];
     pack_schedule_begin(&st->sched[t]);
     trainer_tower_compute(tr, t, a->b); /* packed: its last packs too (pack_ready) */
-    if (st->sched[t].packs <= 1)
-        nccl_finish_packs(tr, t);
+    nccl_finish_packs(tr, t); /* the rest (no pack, or no hook at 0), then the join */
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     int64_t t0 = trace_begin();
     if (st->finite[t])
