@@ -5,7 +5,9 @@ tests/e2e_timeline.sh.
 usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT [--hidden | --packs]
   GFLOP per layer: bench/tt_models.py's count from the model file (python,
   independent of the binary's); times: the means of tower 0's spans in the
-  trace; rows: sum to step_ms within 5%, the rest not negative beyond it.
+  trace; rows: sum to step_ms within 5%, the rest not negative beyond it;
+  step_ms: the trace's mean step span within 5% (device towers: step_ms
+  also holds the last step's device work, after the host's last step).
   --hidden: a job whose packs run beside backward (device towers with
   gradient packing): the all-reduce rows are the union of tower 0's pack
   spans in the trace, split at its layer spans, and some of it is hidden;

@@ -13,8 +13,10 @@
  *              of one group share its span: the union of the spans counts.
  *   optimizer  tower 0's "optimizer" spans
  *   rest       the step time (wall clock over the N steps, on the main
- *              thread) less all of the above: the loss, waiting for the
- *              other towers, the trainer's bookkeeping.
+ *              thread; device towers: from idle devices to idle devices,
+ *              as their spans are the devices' time) less all of the
+ *              above: the loss, waiting for the other towers, the
+ *              trainer's bookkeeping.
  * Tower 0 stands for every tower: they run at once, on their share of the
  * cores, and the step waits for the slowest. Nothing is written into the
  * log directory: no callback hook runs, no monitor opens. */
@@ -243,6 +245,20 @@ static int profile_write_json(const trainer_t *tr, const profile_opts *o,
     return rc;
 }
 
+/* Device towers: waits until every tower's device is idle, so that the
+ * wall clock between two such points holds the device work of the steps
+ * between them (the host returns from a step while its backward still
+ * runs on the device). */
+static int profile_devices_idle(const trainer_t *tr, tt_err *err)
+{
+    for (int t = 0; tr->dev != NULL && t < tr->n_towers; t++) {
+        tt_err e = {0};
+        if (backend_device_wait(tr->backends[t], "profile", &e) != 0)
+            return err_set(err, e.code ? e.code : TT_ERR_RUNTIME, "tower %d: %s", t, e.msg);
+    }
+    return 0;
+}
+
 /* The roof (CPU towers) and tower 0's part of it; a line saying so. */
 static void profile_roof(const trainer_t *tr, profile_result *r, char *note, size_t len)
 {
@@ -284,6 +300,8 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
         if (trainer_step(&tr, err) != 0)
             goto out;
     device_towers_trace_prepare(&tr); /* device towers' events: before the steps */
+    if (profile_devices_idle(&tr, err) != 0)
+        goto out;
     trace_start();
     double t0 = trainer_now();
     for (int i = 0; i < r.steps; i++)
@@ -291,6 +309,10 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
             trace_stop();
             goto out;
         }
+    if (profile_devices_idle(&tr, err) != 0) {
+        trace_stop();
+        goto out;
+    }
     r.step_ms = (trainer_now() - t0) * 1e3 / r.steps;
     trace_stop();
     device_towers_trace_flush(&tr); /* device towers: their spans, read off the device */
