@@ -12,6 +12,7 @@
  * data race (checked: TSan reports the copy queue's memcpy racing with the
  * compute queue's read, exit 66). */
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "backend/staging.h"
@@ -83,6 +84,61 @@ static void test_primitives(backend_t *be)
     be->free(be, dev_b);
 }
 
+/* A fresh device's two queues on one clock (sim.h's sim_clock), as a GPU's
+ * streams are: t0 on the compute queue, then a copy on the copy queue
+ * (after t0) and tc after it, then t1 on the compute queue after tc:
+ * t0 < tc <= t1. With a clock per queue (each its own run time, as sim had
+ * it) t1 came out before tc by the copy's time: seen, -1.04 ms. And the
+ * clock stands still while the device idles: two records on the compute
+ * queue with the host asleep between and nothing queued are 0 ms apart. */
+static void test_one_clock(void)
+{
+    tt_err err = {0};
+    backend_t *be = backend_sim_create(1, "fp32", &err);
+    if (!tt_ok(be != NULL, "a second sim backend (%s)", err.msg))
+        return;
+    const backend_device_ops *dev = be->dev;
+    backend_queue *q = dev->queue_create(be, &err), *cq = dev->queue(be);
+    backend_event *ev[5];
+    for (int i = 0; i < 5; i++)
+        ev[i] = dev->event_create(be, true, &err);
+    float *host = dev->host_alloc(be, FLOATS * sizeof(float), &err);
+    float *dst = be->alloc(be, FLOATS * sizeof(float));
+    if (tt_ok(q && ev[0] && ev[1] && ev[2] && ev[3] && ev[4] && host && dst,
+              "a copy queue, five timing events, buffers (%s)", err.msg)) {
+        memset(host, 0, FLOATS * sizeof(float));
+        int rc = dev->event_record(be, ev[0], cq, &err);
+        rc |= dev->queue_wait_event(be, q, ev[0], &err);
+        rc |= dev->copy_h2d_async(be, dst, host, FLOATS * sizeof(float), q, &err);
+        rc |= dev->event_record(be, ev[1], q, &err);
+        rc |= dev->queue_wait_event(be, cq, ev[1], &err);
+        rc |= dev->event_record(be, ev[2], cq, &err);
+        rc |= backend_device_wait_event(be, ev[2], "test", &err);
+        float copy_ms = -1.0f, after_ms = -1.0f, idle_ms = -1.0f;
+        rc |= dev->event_elapsed_ms(be, ev[0], ev[1], &copy_ms, &err);
+        rc |= dev->event_elapsed_ms(be, ev[1], ev[2], &after_ms, &err);
+        tt_ok(rc == 0 && copy_ms > 0.0f && after_ms >= 0.0f,
+              "events of two queues on one clock: the copy queue's event %g ms after the "
+              "compute queue's before it, and %g ms before the compute queue's after it (%s)",
+              (double)copy_ms, (double)after_ms, err.msg);
+        rc = dev->event_record(be, ev[3], cq, &err);
+        rc |= backend_device_wait_event(be, ev[3], "test", &err);
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+        rc |= dev->event_record(be, ev[4], cq, &err);
+        rc |= backend_device_wait_event(be, ev[4], "test", &err);
+        rc |= dev->event_elapsed_ms(be, ev[3], ev[4], &idle_ms, &err);
+        tt_ok(rc == 0 && idle_ms == 0.0f, "the device's clock stands still while it idles: "
+              "%g ms between two records 20 ms apart on the host (%s)", (double)idle_ms,
+              err.msg);
+    }
+    dev->queue_free(be, q);
+    for (int i = 0; i < 5; i++)
+        dev->event_free(be, ev[i]);
+    dev->host_free(be, host);
+    be->free(be, dst);
+    be->destroy(be);
+}
+
 /* Eight steps through the staging: each batch holds step + 1 everywhere;
  * the compute queue copies the batch's last input float and its first
  * label out, then marks the batch consumed. */
@@ -149,6 +205,7 @@ int main(void)
     if (!tt_ok(be != NULL, "a sim backend (%s)", err.msg))
         return tt_done();
     test_primitives(be);
+    test_one_clock();
     test_staging(be);
     be->destroy(be);
     return tt_done();

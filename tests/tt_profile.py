@@ -2,10 +2,17 @@
 model file and the --trace of the same run, as tt_tap.py lines for
 tests/e2e_timeline.sh.
 
-usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT
+usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT [--hidden | --packs]
   GFLOP per layer: bench/tt_models.py's count from the model file (python,
   independent of the binary's); times: the means of tower 0's spans in the
-  trace; rows: sum to step_ms within 5%, the rest not negative beyond it."""
+  trace; rows: sum to step_ms within 5%, the rest not negative beyond it;
+  step_ms: the trace's mean step span within 5% (device towers: step_ms
+  also holds the last step's device work, after the host's last step).
+  --hidden: a job whose packs run beside backward (device towers with
+  gradient packing): the all-reduce rows are the union of tower 0's pack
+  spans in the trace, split at its layer spans, and some of it is hidden;
+  --packs: the same but for the last (one GPU, whose all-reduce among one
+  may take no time)."""
 import json
 import os
 import sys
@@ -16,8 +23,47 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import tt_models  # noqa: E402
 
 
+def union(spans):
+    """[(start, end)] of spans (ts, dur in us), merged where they overlap."""
+    out = []
+    for a, b in sorted((e["ts"], e["ts"] + e["dur"]) for e in spans):
+        if out and a <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return out
+
+
+def check_hidden(p, t, tnames, steps, w, some_hidden):
+    """The all-reduce rows against tower 0's spans in the trace: the union
+    of its pack spans (the packs of one device group share a span), the
+    part inside its layer spans hidden, the rest exposed."""
+    def row(name):
+        return [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and
+                tnames.get((0, e["tid"])) == name]
+    packs = [e for e in row("allreduce tower 0") if e["name"].startswith("allreduce pack ")]
+    lay = union(e for e in row("tower 0") if e["cat"] in ("forward", "backward"))
+    total = hid = 0.0
+    for a, b in union(packs):
+        total += b - a
+        hid += sum(max(0.0, min(b, y) - max(a, x)) for x, y in lay)
+    total, hid = total / steps / 1e3, hid / steps / 1e3
+    exp_ms, hid_ms = p["allreduce_exposed_ms"], p["allreduce_hidden_ms"]
+    ok(packs and (hid_ms > 0 or not some_hidden) and exp_ms >= 0 and hid_ms >= 0,
+       "%s: all-reduce hidden behind backward %.3f ms, exposed %.3f ms a step (%d pack spans)"
+       % (w, hid_ms, exp_ms, len(packs)))
+    # the trace rounds to 1 ns: 1e-3 of the time plus a few ns per span
+    tol = 1e-3 * max(total, 1e-3) + 1e-5 * len(packs) / steps
+    ok(abs(hid - hid_ms) <= tol and abs(total - hid - exp_ms) <= tol,
+       "%s: hidden and exposed = the union of tower 0's pack spans in --trace inside and "
+       "outside its layer spans (%.4f / %.4f vs %.4f / %.4f ms)" % (w, hid, total - hid,
+                                                                   hid_ms, exp_ms))
+
+
 def main():
     prof_path, trace_path, model, batch, w = sys.argv[1:6]
+    hidden = "--hidden" in sys.argv[6:]
+    packs = hidden or "--packs" in sys.argv[6:]
     p = json.load(open(prof_path))
     keys = {"job", "steps", "step_ms", "roof_gflops", "layers", "data_wait_ms",
             "allreduce_exposed_ms", "allreduce_hidden_ms", "optimizer_ms", "rest_ms"}
@@ -60,6 +106,8 @@ def main():
                 off.append((l["name"], d, mean, l[d + "_ms"]))
     ok(not off, "%s: forward and backward ms = the means of tower 0's spans in --trace "
        "(off: %s)" % (w, off[:3]))
+    if packs:
+        check_hidden(p, t, tnames, steps, w, hidden)
     trainer = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and
                e["name"].startswith("step ")]
     ok(len(trainer) == steps, "%s: --trace holds the %d measured steps (%d)" % (w, steps, len(trainer)))

@@ -7,6 +7,14 @@ usage: tt_timeline.py TRACE.json WHAT [options]
   --steps A-B       the "step <s>" spans expected on the trainer row
   --workers         prefetch worker rows expected (decode spans)
   --packs           all-reduce pack spans expected, overlapping backward
+                    (within the backward pass, between its layers' spans), each
+                    inside a step span of its tower
+  --device-packs    the same for device towers, whose packs run on their own
+                    queue at the same time as backward: none begins before
+                    the step's first backward span ends, some begins before
+                    its last ends, and some overlaps a backward span
+  --no-hidden       with --device-packs, not the last (one GPU: a
+                    communicator of one may take no time at all)
   --no-overlap      pack spans expected, all after the step's last backward
   --layer-sum       a tower step's layer spans sum within 10% of it (the median step)
   --work-sum        the same for its layer, pack and optimizer spans
@@ -45,6 +53,8 @@ def main():
     ap.add_argument("--steps")
     ap.add_argument("--workers", action="store_true")
     ap.add_argument("--packs", action="store_true")
+    ap.add_argument("--device-packs", action="store_true")
+    ap.add_argument("--no-hidden", action="store_true")
     ap.add_argument("--no-overlap", action="store_true")
     ap.add_argument("--layer-sum", action="store_true")
     ap.add_argument("--work-sum", action="store_true")
@@ -150,7 +160,7 @@ def main():
                 inside = [e for e in work if s["ts"] - 1e-3 <= e["ts"] and
                           e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3]
                 ratios.append(sum(e["dur"] for e in inside) / s["dur"])
-            if a.packs or a.no_overlap:
+            if a.packs or a.device_packs or a.no_overlap:
                 ar = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
                 packs = by_row.get((r, ar[0]), []) if ar else []
                 ok(packs and all(e["name"].startswith("allreduce pack ") and
@@ -166,7 +176,51 @@ def main():
                     b0 = min(e["ts"] for e in bw)
                     b1 = max(e["ts"] + e["dur"] for e in bw)
                     early += sum(1 for p in packs if b0 <= p["ts"] and p["ts"] + p["dur"] <= b1)
-                if a.packs:
+                if a.packs or a.device_packs:
+                    # gradient packing: the last packs go before the tower's
+                    # step ends (CPU: on its thread; device: its compute
+                    # queue waits for them there)
+                    out = [p["name"] for p in packs
+                           if not any(s["ts"] - 1e-3 <= p["ts"] and
+                                      p["ts"] + p["dur"] <= s["ts"] + s["dur"] + 1e-3
+                                      for s in steps)]
+                    ok(not out, "%s: rank %d tower %d: every pack span lies inside a step span "
+                       "of its tower (outside: %d, %s)" % (w, r, t, len(out), out[:2]))
+                if a.device_packs:
+                    # on a device the packs overlap backward spans (their
+                    # own queue) by more than the trace's rounding (1 ns):
+                    # events on the compute queue would only touch them
+                    hid = []
+                    for s in steps:
+                        inside = [e for e in lay if s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+                        hid += [p["name"] for p in packs
+                                if s["ts"] <= p["ts"] <= s["ts"] + s["dur"] and
+                                any(e["cat"] == "backward" and
+                                    min(p["ts"] + p["dur"], e["ts"] + e["dur"]) -
+                                    max(p["ts"], e["ts"]) > 1e-3 for e in inside)]
+                    if not a.no_hidden:
+                        ok(hid, "%s: rank %d tower %d: %d pack spans overlap a backward span "
+                           "of their step (the all-reduce hidden behind backward)"
+                           % (w, r, t, len(hid)))
+                    # a pack starts once backward made its gradients: never
+                    # before the step's first backward span (the last
+                    # layer's) has ended
+                    soon, during = [], 0
+                    for s in steps:
+                        bw = [e for e in lay if e["cat"] == "backward" and
+                              s["ts"] <= e["ts"] <= s["ts"] + s["dur"]]
+                        if bw:
+                            first = min(bw, key=lambda e: e["ts"])
+                            last = max(e["ts"] + e["dur"] for e in bw)
+                            mine = [p for p in packs if s["ts"] <= p["ts"] <= s["ts"] + s["dur"]]
+                            soon += [p["name"] for p in mine
+                                     if p["ts"] < first["ts"] + first["dur"] - 1e-3]
+                            during += sum(1 for p in mine if p["ts"] < last - 1e-3)
+                    ok(not soon, "%s: rank %d tower %d: no pack span begins before its step's "
+                       "first backward span ends (%d do: %s)" % (w, r, t, len(soon), soon[:2]))
+                    ok(during > 0, "%s: rank %d tower %d: %d pack spans begin while backward "
+                       "runs (before the step's last backward span ends)" % (w, r, t, during))
+                elif a.packs:
                     ok(early > 0, "%s: rank %d tower %d: %d pack spans lie within the backward "
                        "pass, between its layers' spans" % (w, r, t, early))
                 else:

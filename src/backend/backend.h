@@ -275,7 +275,13 @@ typedef struct backend_event backend_event;
  * communication queue; returns at once. join: tower t's compute queue waits
  * for every all-reduce tower t started. check: an asynchronous error of
  * tower t's communicator (a peer gone), or 0. free: after the last join;
- * a communicator with an asynchronous error is aborted (ncclCommAbort). */
+ * a communicator with an asynchronous error is aborted (ncclCommAbort).
+ * record: records the event e (of tower t's backend) on tower t's
+ * communication queue: at_start, when tower t's next group starts there
+ * (after the queue's wait for the compute queue, before the collective);
+ * else now, after the work queued there so far (the last group's end).
+ * The host does not wait: the timeline's timing events around a group
+ * measure its collective on the device (src/train/device_spans.c). */
 typedef struct backend_comm backend_comm;
 struct backend_comm {
     int size; /* participants: towers x ranks */
@@ -283,6 +289,7 @@ struct backend_comm {
                      int n_packs, bool mean, tt_err *err);
     int (*join)(backend_comm *c, int t, tt_err *err);
     int (*check)(backend_comm *c, int t, tt_err *err);
+    int (*record)(backend_comm *c, int t, backend_event *e, bool at_start, tt_err *err);
     /* ncclCommAbort of every tower's communicator: operations still queued
      * or running on the device end (their results undefined), so the
      * queues drain; check reports an error from then on. Idempotent. */
@@ -295,15 +302,19 @@ struct backend_comm {
  * the compute queue (comm_queue.c), as NCCL's and sim's communicators use
  * them: start, before queuing a group on q: q waits for the work queued so
  * far on the compute queue (the gradients final there); join: the compute
- * queue waits for everything queued on q so far. free: after q's work is
- * done (polled, the communicator be->watch watched). */
+ * queue waits for everything queued on q so far; record: backend_comm's
+ * record (at_start: e waits in start_mark for the next start). free: after
+ * q's work is done (polled, the communicator be->watch watched). */
 typedef struct {
     backend_queue *q;
     backend_event *ready, *done;
+    backend_event *start_mark; /* recorded on q by the next start, after its wait */
 } backend_comm_queue;
 int backend_comm_queue_create(backend_t *be, backend_comm_queue *cq, tt_err *err);
 int backend_comm_queue_start(backend_t *be, backend_comm_queue *cq, tt_err *err);
 int backend_comm_queue_join(backend_t *be, backend_comm_queue *cq, tt_err *err);
+int backend_comm_queue_record(backend_t *be, backend_comm_queue *cq, backend_event *e,
+                              bool at_start, tt_err *err);
 void backend_comm_queue_free(backend_t *be, backend_comm_queue *cq);
 
 struct backend_device_ops {

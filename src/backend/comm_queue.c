@@ -21,10 +21,23 @@ int backend_comm_queue_create(backend_t *be, backend_comm_queue *cq, tt_err *err
 int backend_comm_queue_start(backend_t *be, backend_comm_queue *cq, tt_err *err)
 {
     const backend_device_ops *dev = be->dev;
+    backend_event *mark = cq->start_mark;
+    cq->start_mark = NULL;
     return dev->event_record(be, cq->ready, dev->queue(be), err) != 0 ||
-                   dev->queue_wait_event(be, cq->q, cq->ready, err) != 0
+                   dev->queue_wait_event(be, cq->q, cq->ready, err) != 0 ||
+                   (mark != NULL && dev->event_record(be, mark, cq->q, err) != 0)
                ? -1
                : 0;
+}
+
+int backend_comm_queue_record(backend_t *be, backend_comm_queue *cq, backend_event *e,
+                              bool at_start, tt_err *err)
+{
+    if (at_start) { /* a timing event costs nothing until recorded: kept for start */
+        cq->start_mark = e;
+        return 0;
+    }
+    return be->dev->event_record(be, e, cq->q, err);
 }
 
 int backend_comm_queue_join(backend_t *be, backend_comm_queue *cq, tt_err *err)

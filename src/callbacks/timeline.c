@@ -155,8 +155,9 @@ static int timeline_create(callback_t *cb, trainer_t *tr, tt_err *err)
     return 0;
 }
 
-static void timeline_start(timeline_state *s)
+static void timeline_start(timeline_state *s, trainer_t *tr)
 {
+    device_towers_trace_prepare(tr); /* device towers' events: not in the window */
     s->recording = true;
     trace_start();
 }
@@ -191,7 +192,7 @@ static int timeline_before_train(callback_t *cb, trainer_t *tr, tt_err *err)
                        "recorded\n", (long long)tr->global_step, (long long)s->first,
                        (long long)s->last);
     } else if (tr->global_step == s->first - 1) {
-        timeline_start(s);
+        timeline_start(s, tr);
     }
     return 0;
 }
@@ -202,7 +203,7 @@ static int timeline_after_step(callback_t *cb, trainer_t *tr, tt_err *err)
     if (s->recording && tr->global_step >= s->last)
         timeline_finish(s, tr, s->last);
     else if (!s->done && !s->recording && tr->global_step == s->first - 1)
-        timeline_start(s);
+        timeline_start(s, tr);
     return 0;
 }
 

@@ -12,6 +12,8 @@ typedef struct {
 struct device_spans {
     backend_t *be;
     int row;
+    device_spans_record_fn record; /* NULL: on the compute queue */
+    void *record_arg;
     trace_device sink;
     backend_event **ev; /* DEVICE_SPAN_EVENTS + 1 (the reference), made at first use */
     bool no_pool;       /* making it failed: spans dropped */
@@ -35,8 +37,9 @@ static void pool_free(device_spans *s)
     s->host_ns = NULL;
 }
 
-/* Once, at the first recorded span (on the tower's thread, before its
- * event is recorded: the device does not wait for this). */
+/* Once, before the window (device_spans_prepare) or at its first recorded
+ * span (on the tower's thread, before its event is recorded: the device
+ * does not wait for this). */
 static bool pool_make(device_spans *s)
 {
     tt_err err = {0};
@@ -53,9 +56,15 @@ static bool pool_make(device_spans *s)
     return ok;
 }
 
-/* The next event of the window, recorded now on the compute queue: its
+void device_spans_prepare(device_spans *s)
+{
+    if (s != NULL && s->ev == NULL && !s->no_pool)
+        pool_make(s);
+}
+
+/* The next event of the window, recorded now on the row's queue: its
  * token (-(index + 1)), or 0. */
-static int64_t record_next(device_spans *s)
+static int64_t record_next(device_spans *s, bool begin)
 {
     if (s->window != trace_window()) { /* a new recording: the old spans are gone */
         s->window = trace_window();
@@ -68,21 +77,23 @@ static int64_t record_next(device_spans *s)
         return 0;
     tt_err err = {0};
     backend_t *be = s->be;
-    if (be->dev->event_record(be, s->ev[s->n_events], be->dev->queue(be), &err) != 0)
+    backend_event *e = s->ev[s->n_events];
+    if ((s->record != NULL ? s->record(s->record_arg, e, begin, &err)
+                           : be->dev->event_record(be, e, be->dev->queue(be), &err)) != 0)
         return 0; /* the device's error ends the step; the span is dropped */
     return -(int64_t)(++s->n_events);
 }
 
 static int64_t span_begin(void *ctx)
 {
-    return record_next(ctx);
+    return record_next(ctx, true);
 }
 
 static void span_end(void *ctx, int64_t token, const trace_event *span)
 {
     device_spans *s = ctx;
     int begin = (int)(-token - 1);
-    int64_t end = record_next(s);
+    int64_t end = record_next(s, false);
     if (end == 0 || begin >= s->n_events || s->n_spans >= DEVICE_SPAN_EVENTS / 2) {
         trace_count_dropped(1);
         return;
@@ -92,48 +103,40 @@ static void span_end(void *ctx, int64_t token, const trace_event *span)
 
 device_spans *device_spans_create(backend_t *be, int row)
 {
+    return device_spans_create_on(be, row, NULL, NULL);
+}
+
+device_spans *device_spans_create_on(backend_t *be, int row, device_spans_record_fn record,
+                                     void *arg)
+{
     device_spans *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->be = be;
     s->row = row;
+    s->record = record;
+    s->record_arg = arg;
     s->sink = (trace_device){s, span_begin, span_end};
     trace_row_set_device(row, &s->sink);
     return s;
 }
 
-void device_spans_flush(device_spans *s)
+/* Row s's window on the host clock: every event's host time from one
+ * elapsed time each against ref (done at ref_ns): a monotone function of
+ * its device time, so spans nested on the device stay nested (a span's own
+ * elapsed time, rounded apart, could cross its parent's end by the
+ * rounding). */
+static void row_put(device_spans *s, backend_event *ref, int64_t ref_ns)
 {
-    if (s == NULL || s->n_spans == 0 || s->window != trace_window())
-        return;
     backend_t *be = s->be;
-    const backend_device_ops *dev = be->dev;
-    backend_event *ref = s->ev[DEVICE_SPAN_EVENTS];
-    int n = s->n_spans, n_ev = s->n_events;
-    s->n_spans = 0;
-    s->n_events = 0;
-    /* the queue idle first, so that the reference completes as soon as it
-     * is recorded: its host time is taken around that */
     tt_err err = {0};
-    int64_t h0 = 0;
-    if (backend_device_wait(be, "timeline", &err) != 0 ||
-        dev->event_record(be, ref, dev->queue(be), &err) != 0 || (h0 = trace_clock_ns()) == 0 ||
-        backend_device_wait_event(be, ref, "timeline", &err) != 0) {
-        trace_count_dropped((size_t)n);
-        return;
-    }
-    int64_t ref_ns = h0 + (trace_clock_ns() - h0) / 2;
-    /* every event's host time from one elapsed time each: a monotone
-     * function of its device time, so spans nested on the device stay
-     * nested (a span's own elapsed time, rounded apart, could cross its
-     * parent's end by the rounding) */
-    for (int i = 0; i < n_ev; i++) {
+    for (int i = 0; i < s->n_events; i++) {
         float before_ref;
-        s->host_ns[i] = dev->event_elapsed_ms(be, s->ev[i], ref, &before_ref, &err) == 0
+        s->host_ns[i] = be->dev->event_elapsed_ms(be, s->ev[i], ref, &before_ref, &err) == 0
                             ? ref_ns - (int64_t)((double)before_ref * 1e6)
                             : 0;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < s->n_spans; i++) {
         const kept_span *k = &s->spans[i];
         int64_t t0 = s->host_ns[k->begin], t1 = s->host_ns[k->end];
         if (t0 == 0 || t1 == 0) {
@@ -144,6 +147,48 @@ void device_spans_flush(device_spans *s)
         e.ts_ns = t0;
         e.dur_ns = t1 > t0 ? t1 - t0 : 0;
         trace_put(s->row, &e);
+    }
+}
+
+void device_spans_flush(device_spans *const *rows, int n_rows)
+{
+    device_spans *first = NULL;
+    for (int r = 0; r < n_rows; r++) {
+        device_spans *s = rows[r];
+        if (s == NULL || s->window != trace_window())
+            continue;
+        if (s->n_spans == 0)
+            s->n_events = 0;
+        else if (first == NULL)
+            first = s;
+    }
+    if (first == NULL)
+        return;
+    backend_t *be = first->be;
+    const backend_device_ops *dev = be->dev;
+    backend_event *ref = first->ev[DEVICE_SPAN_EVENTS];
+    /* the queue idle first, so that the reference completes as soon as it
+     * is recorded: its host time is taken around that (one reference for
+     * every row: sim's clock stands still while the device idles, so two
+     * references taken one after the other would shift one row against
+     * the other by the host's time between them) */
+    tt_err err = {0};
+    int64_t h0 = 0;
+    bool ok = backend_device_wait(be, "timeline", &err) == 0 &&
+              dev->event_record(be, ref, dev->queue(be), &err) == 0 &&
+              (h0 = trace_clock_ns()) != 0 &&
+              backend_device_wait_event(be, ref, "timeline", &err) == 0;
+    int64_t ref_ns = h0 + (trace_clock_ns() - h0) / 2;
+    for (int r = 0; r < n_rows; r++) {
+        device_spans *s = rows[r];
+        if (s == NULL || s->window != trace_window() || s->n_spans == 0)
+            continue;
+        if (ok)
+            row_put(s, ref, ref_ns);
+        else
+            trace_count_dropped((size_t)s->n_spans);
+        s->n_spans = 0;
+        s->n_events = 0;
     }
 }
 

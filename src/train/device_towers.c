@@ -18,6 +18,11 @@
 struct device_towers {
     staging *staging[TT_MAX_TOWERS];
     device_spans *spans[TT_MAX_TOWERS]; /* the tower row's spans, on the device */
+    device_spans *comm_spans[TT_MAX_TOWERS]; /* its all-reduce row's (device_towers_trace_comm) */
+    struct comm_tower {
+        backend_comm *comm;
+        int t;
+    } comm_tower[TT_MAX_TOWERS];
     float *input[TT_MAX_TOWERS];     /* the tower's own buffers, put back after a step */
     int32_t *labels[TT_MAX_TOWERS];
     tt_err err[TT_MAX_TOWERS];       /* an error met on a tower's thread */
@@ -206,6 +211,7 @@ void device_towers_free(trainer_t *tr)
         if (g->staging[t] != NULL)
             staging_free(g->staging[t]);
         device_spans_free(g->spans[t]);
+        device_spans_free(g->comm_spans[t]);
     }
     free(g);
     tr->dev = NULL;
@@ -216,8 +222,45 @@ void device_towers_trace_flush(trainer_t *tr)
     device_towers *g = tr->dev;
     if (g == NULL)
         return;
-    for (int t = 0; t < tr->n_towers; t++)
-        device_spans_flush(g->spans[t]);
+    for (int t = 0; t < tr->n_towers; t++) {
+        device_spans *rows[] = {g->spans[t], g->comm_spans[t]}; /* one clock */
+        device_spans_flush(rows, 2);
+    }
+}
+
+static void prepare_tower(const tower_context *ctx, void *arg)
+{
+    device_towers *g = ((trainer_t *)arg)->dev;
+    device_spans_prepare(g->spans[ctx->index]);
+    device_spans_prepare(g->comm_spans[ctx->index]);
+}
+
+void device_towers_trace_prepare(trainer_t *tr)
+{
+    if (tr->dev != NULL)
+        tower_threads_run(tr->threads, prepare_tower, tr);
+}
+
+/* device_spans_record_fn of an all-reduce row: on the tower's
+ * communication queue, a span's begin when its group starts there (after
+ * the queue's wait for the gradients), its end after the group */
+static int comm_record(void *arg, backend_event *e, bool begin, tt_err *err)
+{
+    struct comm_tower *ct = arg;
+    return ct->comm->record(ct->comm, ct->t, e, begin, err);
+}
+
+int device_towers_trace_comm(trainer_t *tr, backend_comm *comm, tt_err *err)
+{
+    device_towers *g = tr->dev;
+    for (int t = 0; g != NULL && t < tr->n_towers; t++) {
+        g->comm_tower[t] = (struct comm_tower){comm, t};
+        g->comm_spans[t] = device_spans_create_on(tr->backends[t], TRACE_ROW_ALLREDUCE + t,
+                                                  comm_record, &g->comm_tower[t]);
+        if (g->comm_spans[t] == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    }
+    return 0;
 }
 
 void device_tower_fail(trainer_t *tr, int t, const tt_err *err)

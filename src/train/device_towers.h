@@ -59,6 +59,18 @@ void device_towers_free(trainer_t *tr);
  * into its timeline row. */
 void device_towers_trace_flush(trainer_t *tr);
 
+/* Before trace_start (the timeline's window, profile's steps), between
+ * steps: each tower's device rows make their pools of events on the
+ * tower's thread (device_spans_prepare), so the window's first step is not
+ * slowed by it. */
+void device_towers_trace_prepare(trainer_t *tr);
+
+/* The trainer's device communicator: each tower's all-reduce row becomes a
+ * device row whose spans (a group's packs, begun with trace_begin_on) are
+ * timing events recorded on the tower's communication queue (comm->record),
+ * read back by device_towers_trace_flush. comm outlives the recording. */
+int device_towers_trace_comm(trainer_t *tr, backend_comm *comm, tt_err *err);
+
 /* Tower t's slice of the step's batch, staged to the device (replaces
  * tower_load_batch for the training step), and the end of its use. key
  * names the load in the staging ring, one per micro-batch: global step x

@@ -7,11 +7,16 @@
  *   all-reduce tower 0's packs: exposed = the part outside tower 0's layer
  *              spans (on CPU towers all of it: the tower's own thread
  *              averages the pack between two layers' backward), hidden =
- *              the part inside them (not added to the step)
+ *              the part inside them (not added to the step). On device
+ *              towers the packs run on the communication queue while
+ *              backward runs (device time, as the layers'), and the packs
+ *              of one group share its span: the union of the spans counts.
  *   optimizer  tower 0's "optimizer" spans
  *   rest       the step time (wall clock over the N steps, on the main
- *              thread) less all of the above: the loss, waiting for the
- *              other towers, the trainer's bookkeeping.
+ *              thread; device towers: from idle devices to idle devices,
+ *              as their spans are the devices' time) less all of the
+ *              above: the loss, waiting for the other towers, the
+ *              trainer's bookkeeping.
  * Tower 0 stands for every tower: they run at once, on their share of the
  * cores, and the step waits for the slowest. Nothing is written into the
  * log directory: no callback hook runs, no monitor opens. */
@@ -67,8 +72,31 @@ static int64_t overlap_ns(int64_t a0, int64_t a1, const trace_event *ev, size_t 
     return in;
 }
 
+static int span_cmp(const void *a, const void *b)
+{
+    const trace_event *x = a, *y = b;
+    return (x->ts_ns > y->ts_ns) - (x->ts_ns < y->ts_ns);
+}
+
+/* Adds the union of the all-reduce spans ar[0..na) (sorted here) to the
+ * exposed and hidden times. */
+static void tally_allreduce(trace_event *ar, size_t na, const trace_event *ev, size_t n,
+                            const model_t *m, double per, profile_result *r)
+{
+    qsort(ar, na, sizeof(*ar), span_cmp);
+    for (size_t i = 0; i < na;) {
+        int64_t a0 = ar[i].ts_ns, a1 = a0 + ar[i].dur_ns;
+        for (i++; i < na && ar[i].ts_ns <= a1; i++)
+            if (ar[i].ts_ns + ar[i].dur_ns > a1)
+                a1 = ar[i].ts_ns + ar[i].dur_ns;
+        int64_t hidden = overlap_ns(a0, a1, ev, n, m);
+        r->hidden_ms += hidden / per;
+        r->exposed_ms += (a1 - a0 - hidden) / per;
+    }
+}
+
 /* The table's numbers from the recorded spans; step_ms is set. */
-static void profile_tally(const trainer_t *tr, profile_result *r)
+static int profile_tally(const trainer_t *tr, profile_result *r, tt_err *err)
 {
     const model_t *m = &tr->model;
     double per = 1e6 * r->steps; /* ns in all steps -> ms per step */
@@ -87,10 +115,13 @@ static void profile_tally(const trainer_t *tr, profile_result *r)
     }
     size_t na;
     const trace_event *ar = trace_row_events(TRACE_ROW_ALLREDUCE, &na);
-    for (size_t i = 0; i < na; i++) {
-        int64_t hidden = overlap_ns(ar[i].ts_ns, ar[i].ts_ns + ar[i].dur_ns, ev, n, m);
-        r->hidden_ms += hidden / per;
-        r->exposed_ms += (ar[i].dur_ns - hidden) / per;
+    trace_event *sorted = na > 0 ? malloc(na * sizeof(*sorted)) : NULL;
+    if (sorted != NULL) {
+        memcpy(sorted, ar, na * sizeof(*sorted));
+        tally_allreduce(sorted, na, ev, n, m, per, r);
+        free(sorted);
+    } else if (na > 0) {
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
     const trace_event *tev = trace_row_events(TRACE_ROW_TRAINER, &n);
     for (size_t i = 0; i < n; i++)
@@ -108,6 +139,7 @@ static void profile_tally(const trainer_t *tr, profile_result *r)
         row->roof_share = r->tower_roof > 0 ? row->gflops / r->tower_roof : 0.0;
     }
     r->rest_ms = r->step_ms - accounted;
+    return 0;
 }
 
 /* The fastest layer's GFLOP/s; its name into *name. */
@@ -226,14 +258,29 @@ static int profile_write_json(const trainer_t *tr, const profile_opts *o,
     return rc;
 }
 
+/* Device towers: waits until every tower's device is idle, so that the
+ * wall clock between two such points holds the device work of the steps
+ * between them (the host returns from a step while its backward still
+ * runs on the device). */
+static int profile_devices_idle(const trainer_t *tr, tt_err *err)
+{
+    for (int t = 0; tr->dev != NULL && t < tr->n_towers; t++) {
+        tt_err e = {0};
+        if (backend_device_wait(tr->backends[t], "profile", &e) != 0)
+            return err_set(err, e.code ? e.code : TT_ERR_RUNTIME, "tower %d: %s", t, e.msg);
+    }
+    return 0;
+}
+
 /* The roof (CPU towers) and tower 0's part of it, a cached one at least
  * tower_at_least for tower 0's threads; a line saying so. */
 static void profile_roof(const trainer_t *tr, profile_result *r, double tower_at_least,
                          char *note, size_t len)
 {
     if (tr->dev != NULL) {
-        snprintf(note, len, "layers: device time (events on tower 0's compute queue); roof: "
-                 "not measured (device towers; the roof here is the CPU's)");
+        snprintf(note, len, "layers and all-reduce: device time (events on tower 0's compute "
+                 "and communication queues); roof: not measured (device towers; the roof "
+                 "here is the CPU's)");
         return;
     }
     int cores = threadpool_cpu_count(), cached;
@@ -269,6 +316,9 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
     for (int i = 0; i < r.warmup; i++)
         if (trainer_step(&tr, err) != 0)
             goto out;
+    device_towers_trace_prepare(&tr); /* device towers' events: before the steps */
+    if (profile_devices_idle(&tr, err) != 0)
+        goto out;
     trace_start();
     double t0 = trainer_now();
     for (int i = 0; i < r.steps; i++)
@@ -276,10 +326,15 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
             trace_stop();
             goto out;
         }
+    if (profile_devices_idle(&tr, err) != 0) {
+        trace_stop();
+        goto out;
+    }
     r.step_ms = (trainer_now() - t0) * 1e3 / r.steps;
     trace_stop();
     device_towers_trace_flush(&tr); /* device towers: their spans, read off the device */
-    profile_tally(&tr, &r);
+    if (profile_tally(&tr, &r, err) != 0)
+        goto out;
     const char *fastest = NULL;
     double top = fastest_layer(&tr, &r, &fastest);
     if (r.tower_roof > 0 && top > r.tower_roof) { /* a roof cached on a busy machine */

@@ -146,7 +146,10 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
 }
 
 /* GPU towers: starts, in one group, the packs that lie wholly in
- * [lo, n_trainable) and have not started yet (every one left when lo is 0). */
+ * [lo, n_trainable) and have not started yet (every one left when lo is 0).
+ * While the timeline records, each pack's span on the tower's all-reduce
+ * row is its group's collective, measured on the device: timing events on
+ * the communication queue before and after the group (device_spans.h). */
 static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
 {
     replicated_state *st = tr->impl;
@@ -163,20 +166,44 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
                 tw->be->scale(tw->be, phi[i] - plo[i], 1.0f / tw->loss_scale,
                               tw->grads + plo[i]);
         }
+        int row = TRACE_ROW_ALLREDUCE + t;
+        int64_t t0 = trace_begin_on(row); /* recorded as the group starts, after the scales */
         tt_err err = {0};
-        if (st->comm->allreduce(st->comm, t, tw->grads, plo, phi, m, true, &err) != 0)
+        if (st->comm->allreduce(st->comm, t, tw->grads, plo, phi, m, true, &err) != 0) {
             device_tower_fail(tr, t, &err);
+            continue;
+        }
+        for (int i = 0; t0 != 0 && i < m; i++)
+            trace_end_full(row, t0, TRACE_CAT_ALLREDUCE, "allreduce pack", top - first - i, NULL,
+                           trace_args_pack, device_allreduce_name(tr),
+                           (int64_t)((phi[i] - plo[i]) * sizeof(float)));
     }
+}
+
+/* GPU towers, backward done: the packs not started yet, then the compute
+ * stream waits for every pack (the update reads the averages). */
+static void nccl_finish_packs(trainer_t *tr, int t)
+{
+    replicated_state *st = tr->impl;
+    nccl_start_ready_packs(tr, t, 0);
+    tt_err err = {0};
+    if (st->comm->join(st->comm, t, &err) != 0)
+        device_tower_fail(tr, t, &err);
 }
 
 /* tower_t.grad_ready: called by backward as layers finish. */
 static void pack_ready(void *arg, size_t lo)
 {
     pack_cursor *c = arg;
-    if (((replicated_state *)c->tr->impl)->comm != NULL)
-        nccl_start_ready_packs(c->tr, c->t, lo);
-    else
+    /* at the end of backward (lo 0) a GPU tower's compute stream waits for
+     * the packs there, within the tower's step, as a CPU tower averages its
+     * last packs within it: the timeline's step span holds them */
+    if (((replicated_state *)c->tr->impl)->comm == NULL)
         average_ready_packs(c, lo);
+    else if (lo == 0)
+        nccl_finish_packs(c->tr, c->t);
+    else
+        nccl_start_ready_packs(c->tr, c->t, lo);
 }
 
 /* Device towers: the device's communicator over every device of every
@@ -189,7 +216,7 @@ static int replicated_setup_nccl(trainer_t *tr, replicated_state *st, tt_err *er
                        "with \"nccl\" (or \"auto\"); \"%s\" is for CPU towers", tc->allreduce,
                        tc->allreduce);
     st->comm = tr->backends[0]->dev->comm_create(tr->n_towers, tr->backends, err);
-    if (st->comm == NULL)
+    if (st->comm == NULL || device_towers_trace_comm(tr, st->comm, err) != 0)
         return -1;
     size_t count = tr->model.n_trainable;
     int packs = 1;
@@ -257,11 +284,8 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
     int t = ctx->index;
     tower_t *tw = &tr->towers[t];
     pack_schedule_begin(&st->sched[t]);
-    trainer_tower_compute(tr, t, a->b);
-    nccl_start_ready_packs(tr, t, 0);
-    tt_err err = {0};
-    if (st->comm->join(st->comm, t, &err) != 0)
-        device_tower_fail(tr, t, &err);
+    trainer_tower_compute(tr, t, a->b); /* packed: its last packs too (pack_ready) */
+    nccl_finish_packs(tr, t); /* the rest (no pack, or no hook at 0), then the join */
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
     int64_t t0 = trace_begin();
     if (st->finite[t])

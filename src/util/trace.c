@@ -72,7 +72,12 @@ static const trace_device *device_of(int row)
 
 int64_t trace_begin_now(void)
 {
-    const trace_device *d = device_of(current_row);
+    return trace_begin_now_on(current_row);
+}
+
+int64_t trace_begin_now_on(int row)
+{
+    const trace_device *d = device_of(row);
     if (d == NULL)
         return trace_clock_ns();
     int64_t token = d->begin(d->ctx);

@@ -106,14 +106,24 @@ typedef struct {
  * the row's writers start, cleared after they end. */
 void trace_row_set_device(int row, const trace_device *d);
 
-/* The start of a span on the calling thread's row, while recording. */
+/* The start of a span on the calling thread's row, or on row, while
+ * recording. */
 int64_t trace_begin_now(void);
+int64_t trace_begin_now_on(int row);
 
 /* The start of a span: its time while recording (a device row's token),
  * else 0. */
 static inline int64_t trace_begin(void)
 {
     return trace_recording() ? trace_begin_now() : 0;
+}
+
+/* The start of a span of another row than the calling thread's (a device
+ * tower's thread begins its all-reduce row's pack spans: on a device row,
+ * that row's device measures them). */
+static inline int64_t trace_begin_on(int row)
+{
+    return trace_recording() ? trace_begin_now_on(row) : 0;
 }
 
 /* The same on the host clock whatever the calling thread's row: for a span

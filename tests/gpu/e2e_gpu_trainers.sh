@@ -7,7 +7,10 @@
 # end; `eval` of a GPU run's log directory gives the accuracy its
 # inference_runner logged, on the GPU and on the CPU; a timeline of a GPU
 # tower holds device-side layer spans (events on its stream) that nest in
-# their step and sum to within 10% of it. Without a GPU: every check a
+# their step and sum to within 10% of it; with gradient packing (2 towers
+# where there are 2 devices, else 1) the packs' spans, events on the
+# communication stream, overlap backward and nest in their tower's step,
+# and `profile` splits them into hidden and exposed. Without a GPU: every check a
 # visible SKIP. TT_DEVICE=sim runs the same checks on a simulated GPU
 # (tt_device; tests/e2e_sim_gpu_trainers.sh in make check).
 . "$(dirname "$0")/../tt_lib.sh"
@@ -21,7 +24,9 @@ if [ "$GPUS" = 0 ]; then
   tt_skip_all "no GPU here" "SIGTERM mid-run on a GPU: exit 143, a checkpoint; resume runs to the end" \
     "eval of a GPU run: the accuracy its inference_runner logged" \
     "eval of a GPU checkpoint on the CPU: the same accuracy within 0.005" \
-    "a timeline of one GPU tower: device-side layer spans nest in their step, sum within 10%"
+    "a timeline of one GPU tower: device-side layer spans nest in their step, sum within 10%" \
+    "a timeline of GPU towers with gradient packing: device-side pack spans overlap backward" \
+    "profile of GPU towers with gradient packing: all-reduce hidden and exposed from the pack spans"
 fi
 
 DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
@@ -106,4 +111,40 @@ rc=$?
 ok $? "a timeline of one $DEV tower: device-side layer spans nest in their step, sum within 10% (exit status $rc)"
 [ $rc = 0 ] || sed 's/^/# /' "$T/timeline.out" | tail -n 5
 grep '^not ok' "$T/timeline.tap" 2>/dev/null | sed 's/^/# /'
+
+# ---- gradient packing: each pack's all-reduce measured on the device
+# (timing events on the tower's communication queue before and after its
+# group, read back after the window): the spans on the all-reduce rows,
+# with bytes and algorithm, overlap backward spans (the packs run beside
+# backward) and nest in their tower's step (its compute queue waits for
+# them there); profile's all-reduce rows are those spans, hidden and
+# exposed (20 steps: profile's step time, idle device to idle device,
+# holds the last step's backward, which the host's step spans in the trace
+# do not; a twentieth of it stays under the 5% they are compared within).
+# 2 towers where there are 2 devices (sim: always), else one,
+# whose packs still go through the communicator (but an all-reduce among
+# one may take no time: nothing need be hidden). Batch 128 a tower: the
+# backward outlasts the first packs' all-reduce. ----
+towers="[0, 1]" nt=2 tl_one= prof_how=--hidden overlap="overlap it, "
+[ "$GPUS" -ge 2 ] || { towers="[0]"; nt=1; tl_one=--no-hidden; prof_how=--packs; overlap=; }
+packed="{ type = \"sync_replicated\"; device = \"$DEV\"; towers = $towers; gradient_packing = 4; }"
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/packed" --quiet --set dataflow.batch_size=128 \
+  --set dataflow.limit=4096 --set "trainer=$packed" \
+  --set 'callbacks=( { type = "timeline"; steps = [3, 10]; } )' >"$T/packed.out" 2>&1
+rc=$?
+[ $rc = 0 ] && $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/packed/timeline-3-10.json" "$DEV packed" \
+  --towers $nt --steps 3-10 --device-packs $tl_one --model "$TT_SRCDIR/models/lenet.cfg" \
+  >"$T/packed.tap" 2>&1 && grep -q "\"algorithm\": \"$ALLREDUCE\"" "$T/packed/timeline-3-10.json"
+ok $? "a timeline of $nt $DEV tower(s) with gradient packing: device-side pack spans ($ALLREDUCE, bytes) begin during backward, ${overlap}nest in their step (exit status $rc)"
+[ $rc = 0 ] || sed 's/^/# /' "$T/packed.out" | tail -n 5
+grep '^not ok' "$T/packed.tap" 2>/dev/null | sed 's/^/# /'
+"$TOWERTRAIN" profile "$T/lenet.cfg" --steps 20 --set dataflow.batch_size=128 \
+  --set "trainer=$packed" --set 'callbacks=( )' --json "$T/packprof.json" \
+  --trace "$T/packprof_trace.json" >"$T/packprof.out" 2>&1
+rc=$?
+[ $rc = 0 ] && $PY "$TT_SRCDIR/tests/tt_profile.py" "$T/packprof.json" "$T/packprof_trace.json" \
+  "$TT_SRCDIR/models/lenet.cfg" 128 "$DEV profile" $prof_how >"$T/packprof.tap" 2>&1
+ok $? "profile of $nt $DEV tower(s) with gradient packing: all-reduce hidden and exposed from the pack spans, rows sum to the step within 5% (exit status $rc)"
+[ $rc = 0 ] || sed 's/^/# /' "$T/packprof.out" | tail -n 5
+grep '^not ok' "$T/packprof.tap" 2>/dev/null | sed 's/^/# /'
 tt_done

@@ -146,6 +146,7 @@ last=$(tail -n 1 "$T/fake.out")
   grep -q "^FAIL: 1 training check(s) skipped for lack of data$" "$T/fake.out" &&
   grep -q '^test_cuda_libs .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_gpu_trainers.sh' "$T/fake.out" && grep -q '^compute-sanitizer' "$T/fake.out" &&
+  grep -q '^== bench/timeline/run --device gpu' "$T/fake.out" &&
   grep -q 'libcudnn.so.9 *cuDNN 9\.' "$T/fake.out" && [ -s "$T/fake/checks.tap" ] && [ -s "$T/fake/run.log" ]
 ok $? "the runner with a GPU towertrain cannot see and a check without its data: every check run and counted, exit status 1 (got $rc), both reasons, last line '$last'"
 [ $rc = 1 ] || sed 's/^/# /' "$T/fake.out" | tail -n 15

@@ -19,7 +19,8 @@
 #                      (cuBLAS, cuDNN and NCCL are opened with dlopen and
 #                      come from the GPU machine: the toolkit's, else PyTorch's
 #                      pip packages)
-#   src/               the test scripts, models, jobs and bench/gpu
+#   src/               the test scripts, models, jobs, bench/gpu and
+#                      bench/timeline/run
 #   data/fashion-mnist Fashion-MNIST, IDX, gzip (60,000 training and 10,000
 #                      test images; TT_KIT_TRAIN=N keeps N >= 12,000 training)
 #   BUILD              what was built from what
@@ -100,7 +101,7 @@ nice make -j"$JOBS" $PROGS LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN
 # ---- 3. the kit, assembled afresh into a temporary folder, then renamed ----
 tmp="$KIT.new"
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/libexec" "$tmp/lib" "$tmp/src/tests/gpu" "$tmp/src/bench/gpu" \
-  "$tmp/src/models" "$tmp/src/jobs" "$tmp/data/fashion-mnist" || die "cannot create $tmp"
+  "$tmp/src/bench/timeline" "$tmp/src/models" "$tmp/src/jobs" "$tmp/data/fashion-mnist" || die "cannot create $tmp"
 for p in $PROGS; do
   # debug info is most of their size; the symbols stay for backtraces
   strip --strip-debug -o "$tmp/libexec/${p##*/}" "$p" || die "strip $p failed"
@@ -139,12 +140,14 @@ strings "$tmp/libexec/towertrain" | grep -E '^lib(cublas|cudnn|nccl)\.so\.[0-9]+
 cp "$SRC/tests/gpu/kit_run.sh" "$tmp/run" && cp "$SRC/tests/gpu/kit_env.sh" "$tmp/env.sh" &&
   cp "$SRC/tests/gpu/kit_towertrain.sh" "$tmp/bin/towertrain" &&
   cp "$SRC/tests/tt_lib.sh" "$SRC/tests/tt_safetensors.py" "$SRC/tests/tt_tap.py" \
-    "$SRC/tests/tt_timeline.py" "$tmp/src/tests/" &&
+    "$SRC/tests/tt_timeline.py" "$SRC/tests/tt_profile.py" "$tmp/src/tests/" &&
   cp "$SRC"/tests/gpu/e2e_gpu*.sh "$tmp/src/tests/gpu/" &&
   cp "$SRC"/models/*.cfg "$tmp/src/models/" && cp "$SRC"/jobs/*.cfg "$tmp/src/jobs/" &&
-  cp "$SRC"/bench/gpu/* "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" ||
+  cp "$SRC"/bench/gpu/* "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" &&
+  cp "$SRC/bench/timeline/run" "$tmp/src/bench/timeline/" ||
   die "copying the scripts failed"
-chmod +x "$tmp/run" "$tmp/bin/towertrain" "$tmp"/src/tests/gpu/*.sh "$tmp/src/bench/gpu/run"
+chmod +x "$tmp/run" "$tmp/bin/towertrain" "$tmp"/src/tests/gpu/*.sh "$tmp/src/bench/gpu/run" \
+  "$tmp/src/bench/timeline/run"
 
 # the data: all of Fashion-MNIST (26 + 4 MB gzip): e2e_gpu_precision.sh's
 # margins were set on all 60,000 training images; TT_KIT_TRAIN=N keeps the

@@ -18,7 +18,10 @@
 #   e2e_gpu_trainers.sh              every trainer type on one GPU, SIGTERM
 #                                    and resume, eval
 #   compute-sanitizer                memcheck and racecheck over a short run
-# then bench/gpu/run (towertrain against PyTorch on this GPU). Checks that
+# then `towertrain profile` of ResNet-50, bench/timeline/run --device gpu
+# (what recording a timeline costs a step of GPU towers: layer spans on the
+# compute stream, pack spans on the communication stream), and
+# bench/gpu/run (towertrain against PyTorch on this GPU). Checks that
 # need two GPUs SKIP, visibly. The last line is "N passed, N failed, N
 # skipped"; the exit status is 0 only when nothing failed, no training check
 # was skipped for lack of data and towertrain saw the GPU. Without a GPU:
@@ -37,13 +40,17 @@
 # second of GPU work per run; the CPU reference runs on the machine's 16
 # cores), so most of their time is process and CUDA start-up (~1 s each,
 # ~60 runs). Each step runs under a time limit (STEP_LIMIT below, seconds),
-# the sanitizer runs train 4 steps of LeNet, and the benchmark gets what is
+# the sanitizer runs train 4 steps of LeNet, the timeline's cost about 40 s
+# (LeNet, 1 tower and packing, 3 interleaved rounds of short runs, each
+# mostly start-up; bench/timeline/run --budget stops it early and prints
+# the rounds done), and the benchmark gets what is
 # left of BUDGET (330 s) less a reserve, and sizes itself to it (bench/gpu/run
 # --budget; ResNet-50 first, bf16 first, so that what a short budget leaves
 # out is the least telling): it stops measuring, visibly, when that is spent, and compiles
 # with torch.compile only while time is left after the rounds.
 # TT_KIT_BUDGET (seconds, default 330) changes the total; TT_KIT_BENCH=0
-# leaves the benchmark out.
+# leaves the benchmark out, TT_KIT_TIMELINE=0 the timeline's cost,
+# TT_KIT_PROFILE=0 the profile.
 set -u
 KIT=$(cd "$(dirname "$0")" && pwd) || exit 1
 : "${PATH:=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
@@ -79,7 +86,8 @@ LDP=$TT_KIT_NVPATH${LD_LIBRARY_PATH:+${TT_KIT_NVPATH:+:}$LD_LIBRARY_PATH}
 PY=$(command -v python3 || echo /usr/bin/python3)
 
 # a copy that lost its modes on the way still runs
-chmod +x "$KIT"/libexec/* "$KIT"/bin/* "$KIT"/src/tests/gpu/*.sh "$KIT/src/bench/gpu/run" 2>/dev/null
+chmod +x "$KIT"/libexec/* "$KIT"/bin/* "$KIT"/src/tests/gpu/*.sh "$KIT/src/bench/gpu/run" \
+  "$KIT/src/bench/timeline/run" 2>/dev/null
 say "== $(head -n 1 "$KIT/BUILD")"
 sed -n '2,$p' "$KIT/BUILD" | sed 's/^/   /' | tee -a "$LOG"
 say "== GPU: $(nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | tr '\n' ';')"
@@ -229,6 +237,22 @@ EOF
       >>"$OUTDIR/profile.txt" 2>&1
     say "   $prec: exit status $?"
   done
+fi
+
+# ---- what recording a timeline costs a step of GPU towers (issue 25's
+# at most 5%): bench/timeline/run --device gpu, LeNet on one tower and with
+# gradient packing (2 towers where there are 2 GPUs), runs with and without
+# the callback interleaved, 3 rounds of 30-step epochs, about 40 s (into
+# run.log); TT_KIT_TIMELINE=0 leaves it out ----
+if [ "${TT_KIT_TIMELINE:-1}" != 0 ]; then
+  secs=$(limit 45)
+  ntw=1
+  [ "$gpus" -ge 2 ] && ntw=2
+  say "== bench/timeline/run --device gpu: what recording a timeline costs a step (${secs}s)"
+  { timeout -k 5 "$secs" "$PY" "$KIT/src/bench/timeline/run" --towertrain "$KIT/bin/towertrain" \
+      --device gpu --device-towers $ntw --models lenet --steps 30 --rounds 3 \
+      --budget $((secs > 25 ? secs - 10 : 15)) --data "$TT_FASHION_MNIST" 2>&1
+    echo "   exit status $?"; } | tee -a "$LOG"
 fi
 
 # ---- the benchmark: what is left of the budget, less 20 s ----

@@ -42,6 +42,13 @@ static int cuda_comm_join(backend_comm *c, int t, tt_err *err)
     return backend_comm_queue_join(cc->bes[t], &cc->cq[t], err);
 }
 
+static int cuda_comm_record(backend_comm *c, int t, backend_event *e, bool at_start,
+                            tt_err *err)
+{
+    cuda_comm *cc = (cuda_comm *)c;
+    return backend_comm_queue_record(cc->bes[t], &cc->cq[t], e, at_start, err);
+}
+
 static int cuda_comm_check(backend_comm *c, int t, tt_err *err)
 {
     return nccl_comm_check(((cuda_comm *)c)->nccl, t, err);
@@ -96,6 +103,7 @@ static backend_comm *cuda_comm_create(int n, backend_t *const *bes, tt_err *err)
                              .allreduce = cuda_comm_allreduce,
                              .join = cuda_comm_join,
                              .check = cuda_comm_check,
+                             .record = cuda_comm_record,
                              .abort = cuda_comm_abort,
                              .free = cuda_comm_free};
     backend_device_watch(c->bes, n, &c->base);

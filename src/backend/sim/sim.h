@@ -26,6 +26,8 @@
 #ifndef TT_SIM_H
 #define TT_SIM_H
 
+#include <pthread.h>
+
 #include "backend/backend.h"
 #include "backend/precision.h"
 
@@ -45,10 +47,27 @@ bool sim_queue_idle(sim_queue *q);
 /* The backend's compute queue. */
 sim_queue *sim_compute_queue(backend_t *be);
 
+/* A device's clock, one for all its queues (sim_queue.c): it advances while
+ * at least one of them runs an operation (not while they are all empty or
+ * waiting for an event), so the elapsed time between events of two queues
+ * (a tower's compute and communication queues) is meaningful, and between
+ * two events of one queue it is still device time, whatever the host's
+ * scheduling did while the device was idle. Each backend has one
+ * (sim_device_clock); its queues read it when they are made. */
+typedef struct {
+    pthread_mutex_t lock;
+    int running;      /* operations running now, on any queue of the device */
+    int64_t busy_ns;  /* the clock when running last fell to 0 */
+    int64_t since_ns; /* CLOCK_MONOTONIC when running last rose from 0 */
+} sim_clock;
+void sim_clock_init(sim_clock *c);
+void sim_clock_destroy(sim_clock *c);
+sim_clock *sim_device_clock(backend_t *be);
+
 /* backend.h's queue, event, pinned memory and copy entries (sim_queue.c).
- * An event's device time is its queue's clock when the queue's worker
- * reached its record: the clock advances only while the worker runs an
- * operation (so elapsed times are the operations' run time). */
+ * An event's device time is its device's clock (sim_clock) when the
+ * queue's worker reached its record (so elapsed times are the device's run
+ * time, on one clock for every queue of the device). */
 backend_queue *sim_dev_queue(backend_t *be);
 backend_queue *sim_dev_queue_create(backend_t *be, tt_err *err);
 void sim_dev_queue_free(backend_t *be, backend_queue *q);

@@ -43,6 +43,7 @@ typedef struct {
     float *copies;           /* that scratch: 16-bit values held as floats */
     tt_err err;              /* the first error */
     sim_queue *compute;      /* the compute queue: the operations, in order */
+    sim_clock clock;         /* every queue's events' clock (sim.h) */
     int64_t step;            /* the key of the last staged batch (dev->step) */
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
 } sim_impl;
@@ -68,6 +69,11 @@ void sim_fail(backend_t *be, const char *fmt, ...)
 sim_queue *sim_compute_queue(backend_t *be)
 {
     return S(be)->compute;
+}
+
+sim_clock *sim_device_clock(backend_t *be)
+{
+    return &S(be)->clock;
 }
 
 void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
@@ -711,6 +717,7 @@ static void sim_destroy(backend_t *be)
     if (s->cpu != NULL)
         s->cpu->destroy(s->cpu);
     pthread_mutex_destroy(&s->lock);
+    sim_clock_destroy(&s->clock);
     free(s);
     free(be);
 }
@@ -731,6 +738,7 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
         return NULL;
     }
     pthread_mutex_init(&s->lock, NULL);
+    sim_clock_init(&s->clock);
     s->prec = p;
     be->impl = s;
     /* one thread: the tower's own, as a GPU tower's host thread */

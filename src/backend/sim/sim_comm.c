@@ -189,6 +189,12 @@ static int sim_join(backend_comm *bc, int t, tt_err *err)
     return backend_comm_queue_join(c->bes[t], &c->cq[t], err);
 }
 
+static int sim_record(backend_comm *bc, int t, backend_event *e, bool at_start, tt_err *err)
+{
+    sim_comm *c = (sim_comm *)bc;
+    return backend_comm_queue_record(c->bes[t], &c->cq[t], e, at_start, err);
+}
+
 static int sim_check(backend_comm *bc, int t, tt_err *err)
 {
     sim_comm *c = (sim_comm *)bc;
@@ -265,6 +271,7 @@ backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err)
                              .allreduce = sim_allreduce,
                              .join = sim_join,
                              .check = sim_check,
+                             .record = sim_record,
                              .abort = sim_comm_abort,
                              .free = sim_comm_free,
                              .impl = c};

@@ -10,17 +10,21 @@
  *
  * An event counts its records (recorded, on the host) and the records that
  * completed (completed, set by the worker that reaches the record's job,
- * with its queue's clock then: the event's device time). A queue waiting
- * for an event gets a job that blocks its worker until the record the
- * event held at the call has completed, as cudaStreamWaitEvent captures
- * the event's most recent record.
+ * with the device's clock when its queue reached it: the event's device
+ * time). A queue waiting for an event gets a job that blocks its worker
+ * until the record the event held at the call has completed, as
+ * cudaStreamWaitEvent captures the event's most recent record.
  *
- * A queue's clock advances only while its worker runs an operation (not
- * while the queue is empty, nor while it waits for an event): the elapsed
- * time between two events of a queue is the run time of the operations
- * between them, whatever the host's scheduling did meanwhile (on a machine
- * shared with other jobs the host may take milliseconds to queue the next
- * operation, which a GPU's clock would count as idle device time). */
+ * The device's clock (sim.h's sim_clock, one for all the queues of a
+ * backend) advances only while some worker of the device runs an operation
+ * (not while every queue is empty or waits for an event): the elapsed time
+ * between two events is the device's run time between them, whatever the
+ * host's scheduling did meanwhile (on a machine shared with other jobs the
+ * host may take milliseconds to queue the next operation, which a GPU's
+ * clock would count as idle device time). One clock for every queue, as a
+ * GPU's events on two streams are on one clock: the timeline measures a
+ * tower's all-reduce (its communication queue) against its layers (its
+ * compute queue). */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,7 @@
 typedef struct sim_job {
     struct sim_job *next;
     void (*run)(backend_t *be, void *args);
+    int64_t queued_ns; /* the device's clock when it was queued */
     max_align_t args[]; /* the bytes of the arguments */
 } sim_job;
 
@@ -43,14 +48,20 @@ struct sim_queue {
     sim_job *head, *tail;
     int pending; /* queued or running */
     bool stop;
-    int64_t busy_ns; /* the queue's clock: its worker's run time so far (worker only) */
+    sim_clock *clock; /* its device's */
+    /* The device's clock when the last job ended, as a device without a
+     * scheduler would have it (worker only): an event's record or the end
+     * of a wait takes it, not the time the worker thread got a core (on a
+     * machine shared with other jobs, milliseconds later: a GPU's stream
+     * reaches a record at once). */
+    int64_t free_ns;
 };
 
 typedef struct {
     pthread_mutex_t lock;
     pthread_cond_t done;
     uint64_t recorded, completed;
-    int64_t done_ns; /* the queue's clock when the last completed record ran */
+    int64_t done_ns; /* the device's clock when the last completed record ran */
     bool timing;
     int jobs;        /* queued jobs that refer to it */
     bool freed;      /* event_free came while jobs > 0: the last job frees it */
@@ -63,7 +74,50 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+void sim_clock_init(sim_clock *c)
+{
+    *c = (sim_clock){0};
+    pthread_mutex_init(&c->lock, NULL);
+}
+
+void sim_clock_destroy(sim_clock *c)
+{
+    pthread_mutex_destroy(&c->lock);
+}
+
+/* The clock now, c->lock held. */
+static int64_t clock_read(const sim_clock *c, int64_t now)
+{
+    return c->busy_ns + (c->running > 0 ? now - c->since_ns : 0);
+}
+
+/* An operation starts (+1) or ends (-1) on one of the device's queues;
+ * returns the clock then. */
+static int64_t clock_run(sim_clock *c, int delta)
+{
+    int64_t now = now_ns();
+    pthread_mutex_lock(&c->lock);
+    if (c->running == 0)
+        c->since_ns = now;
+    c->running += delta;
+    if (c->running == 0)
+        c->busy_ns += now - c->since_ns;
+    int64_t t = clock_read(c, now);
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
+static int64_t clock_now(sim_clock *c)
+{
+    int64_t now = now_ns();
+    pthread_mutex_lock(&c->lock);
+    int64_t t = clock_read(c, now);
+    pthread_mutex_unlock(&c->lock);
+    return t;
+}
+
 static void wait_run(backend_t *be, void *p);
+static void record_run(backend_t *be, void *p);
 
 static void *queue_main(void *p)
 {
@@ -79,10 +133,16 @@ static void *queue_main(void *p)
         if (q->head == NULL)
             q->tail = NULL;
         pthread_mutex_unlock(&q->lock);
-        int64_t t0 = now_ns();
+        /* a job may start once it was queued and the one before it ended */
+        if (j->queued_ns > q->free_ns)
+            q->free_ns = j->queued_ns;
+        /* waiting for another queue is idle time; a record reads free_ns */
+        bool op = j->run != wait_run && j->run != record_run;
+        if (op)
+            clock_run(q->clock, 1);
         j->run(q->be, j->args);
-        if (j->run != wait_run) /* waiting for another queue is idle time */
-            q->busy_ns += now_ns() - t0;
+        if (op)
+            q->free_ns = clock_run(q->clock, -1);
         free(j);
         pthread_mutex_lock(&q->lock);
         if (--q->pending == 0)
@@ -98,6 +158,7 @@ sim_queue *sim_queue_new(backend_t *be)
     if (q == NULL)
         return NULL;
     q->be = be;
+    q->clock = sim_device_clock(be);
     pthread_mutex_init(&q->lock, NULL);
     pthread_cond_init(&q->work, NULL);
     pthread_cond_init(&q->idle, NULL);
@@ -154,6 +215,7 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
     }
     j->next = NULL;
     j->run = run;
+    j->queued_ns = clock_now(q->clock);
     memcpy(j->args, args, size);
     pthread_mutex_lock(&q->lock);
     if (q->tail != NULL)
@@ -256,7 +318,7 @@ static void record_run(backend_t *be, void *p)
     pthread_mutex_lock(&j->e->lock);
     if (j->gen > j->e->completed) {
         j->e->completed = j->gen;
-        j->e->done_ns = j->q->busy_ns; /* on j->q's worker: its own field */
+        j->e->done_ns = j->q->free_ns; /* on j->q's worker: its own field */
     }
     pthread_cond_broadcast(&j->e->done);
     event_job_end(j->e);
@@ -282,6 +344,10 @@ static void wait_run(backend_t *be, void *p)
     pthread_mutex_lock(&j->e->lock);
     while (j->e->completed < j->gen)
         pthread_cond_wait(&j->e->done, &j->e->lock);
+    /* the queue goes on from the record's time (or a later record's, if
+     * one completed meanwhile: never before the one waited for) */
+    if (j->e->done_ns > j->q->free_ns)
+        j->q->free_ns = j->e->done_ns;
     event_job_end(j->e);
 }
 
