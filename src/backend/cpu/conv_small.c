@@ -219,17 +219,12 @@ size_t cpu_conv_small_workspace(backend_t *be, const window_desc *d)
 /* ---- the transposes between NCHW (or blocked) and a block's lanes ---- */
 
 /* A run of `len` floats of each image (at src + image * ld) into the lanes
- * of dst[len][16]; images past nb are zero. bf16: each 16 x 16 tile rounded
- * as it is written, while it is in L1 (no second pass over the tensor). */
-static void lanes_in(const float *src, size_t ld, int nb, int len, bool bf16, float *dst)
+ * of dst[len][16]; images past nb are zero. */
+static void lanes_in(const float *src, size_t ld, int nb, int len, float *dst)
 {
-    for (int p = 0; p < len; p += LANES) {
-        int rows = len - p < LANES ? len - p : LANES;
-        float *t = dst + (size_t)p * LANES;
-        cpu_transpose16(src + p, (ptrdiff_t)ld, nb, rows, t, LANES, LANES);
-        if (bf16)
-            bf16_round(t, (size_t)rows * LANES);
-    }
+    for (int p = 0; p < len; p += LANES)
+        cpu_transpose16(src + p, (ptrdiff_t)ld, nb, len - p < LANES ? len - p : LANES,
+                        dst + (size_t)p * LANES, LANES, LANES);
 }
 
 /* The inverse: src[len][16] (row stride LANES) into a run of `len` floats of
@@ -260,13 +255,15 @@ static void x_in(const geom *g, const float *x, int n0, int nb, bool bf16, float
         const float *plane = x + n0 * chw + (size_t)c * d->h * d->w;
         float *tp = xt + (size_t)c * g->hp * g->wp * LANES;
         if (d->pad == 0) {
-            lanes_in(plane, chw, nb, d->h * d->w, bf16, tp);
+            lanes_in(plane, chw, nb, d->h * d->w, tp);
             continue;
         }
         for (int iy = 0; iy < d->h; iy++)
-            lanes_in(plane + (size_t)iy * d->w, chw, nb, d->w, bf16,
+            lanes_in(plane + (size_t)iy * d->w, chw, nb, d->w,
                      tp + ((size_t)(iy + d->pad) * g->wp + d->pad) * LANES);
     }
+    if (bf16)
+        bf16_round(xt, g->xt);
 }
 
 /* The floats of one image of the output (or its gradient) in its layout. */
@@ -346,17 +343,14 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
         relu_mask(act_at(y, n0 * img, g->y_bf16), (size_t)nb * img, g->y_bf16, dy + n0 * img);
     if (!d->blocked_y) {
         for (int f = 0; f < d->f; f++)
-            lanes_in(dy + n0 * img + (size_t)f * P, img, nb, (int)P, bf16,
-                     dyt + (size_t)f * P * LANES);
-        return;
+            lanes_in(dy + n0 * img + (size_t)f * P, img, nb, (int)P, dyt + (size_t)f * P * LANES);
+    } else {
+        for (size_t p = 0; p < P; p++)
+            cpu_transpose16(dy + n0 * img + p * g->yst.pstride, (ptrdiff_t)img, nb, d->f,
+                            dyt + p * LANES, (ptrdiff_t)P * LANES, LANES);
     }
-    for (size_t p = 0; p < P; p++) {
-        float *t = dyt + p * LANES; /* the pixel's F rows of 16 lanes, P * 16 apart */
-        cpu_transpose16(dy + n0 * img + p * g->yst.pstride, (ptrdiff_t)img, nb, d->f, t,
-                        (ptrdiff_t)P * LANES, LANES);
-        for (int f = 0; f < d->f && bf16; f++)
-            store16(t + (size_t)f * P * LANES, bf16_round16(load16(t + (size_t)f * P * LANES)));
-    }
+    if (bf16)
+        bf16_round(dyt, (size_t)d->f * P * LANES);
 }
 
 /* ---- forward ---- */
