@@ -136,22 +136,9 @@ static int profile_tally(const trainer_t *tr, profile_result *r, tt_err *err)
         row->gflop = (m->costs[i].fwd + m->costs[i].bwd) * batch / 1e9;
         row->gflops = ms > 0 ? row->gflop / (ms / 1e3) : 0.0;
         row->share = ms / r->step_ms;
-        row->roof_share = r->tower_roof > 0 ? row->gflops / r->tower_roof : 0.0;
     }
     r->rest_ms = r->step_ms - accounted;
     return 0;
-}
-
-/* The fastest layer's GFLOP/s; its name into *name. */
-static double fastest_layer(const trainer_t *tr, const profile_result *r, const char **name)
-{
-    double best = 0.0;
-    for (int i = 0; i < tr->model.n_layers; i++)
-        if (r->layers[i].gflops > best) {
-            best = r->layers[i].gflops;
-            *name = tr->model.layers[i].cfg->name;
-        }
-    return best;
 }
 
 static void shape_text(shape3 s, char *out, size_t len)
@@ -296,6 +283,30 @@ static void profile_roof(const trainer_t *tr, profile_result *r, double tower_at
              r->tower_roof);
 }
 
+/* Each layer's share of tower 0's roof. A cached roof that the fastest
+ * layer beat was measured while the machine was busy: measured again (the
+ * higher kept), and the note says so. */
+static void profile_roof_shares(const trainer_t *tr, profile_result *r, char *note, size_t len)
+{
+    const char *fastest = NULL;
+    double top = 0.0;
+    for (int i = 0; i < tr->model.n_layers; i++)
+        if (r->layers[i].gflops > top) {
+            top = r->layers[i].gflops;
+            fastest = tr->model.layers[i].cfg->name;
+        }
+    if (r->tower_roof > 0 && top > r->tower_roof) {
+        double was = r->roof_gflops;
+        profile_roof(tr, r, top, note, len);
+        size_t at = strlen(note);
+        snprintf(note + at, len - at,
+                 "\n(the cached roof, %.1f GFLOP/s, was below layer %s's %.1f: measured again)",
+                 was, fastest, top);
+    }
+    for (int i = 0; i < tr->model.n_layers; i++)
+        r->layers[i].roof_share = r->tower_roof > 0 ? r->layers[i].gflops / r->tower_roof : 0.0;
+}
+
 int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
 {
     trainer_t tr;
@@ -335,18 +346,7 @@ int profile_run(const job_t *job, const profile_opts *o, tt_err *err)
     device_towers_trace_flush(&tr); /* device towers: their spans, read off the device */
     if (profile_tally(&tr, &r, err) != 0)
         goto out;
-    const char *fastest = NULL;
-    double top = fastest_layer(&tr, &r, &fastest);
-    if (r.tower_roof > 0 && top > r.tower_roof) { /* a roof cached on a busy machine */
-        double was = r.roof_gflops;
-        profile_roof(&tr, &r, top, roof_note, sizeof(roof_note));
-        size_t at = strlen(roof_note);
-        snprintf(roof_note + at, sizeof(roof_note) - at,
-                 "\n(the cached roof, %.1f GFLOP/s, was below layer %s's %.1f: measured again)",
-                 was, fastest, top);
-        for (int i = 0; i < tr.model.n_layers; i++)
-            r.layers[i].roof_share = r.layers[i].gflops / r.tower_roof;
-    }
+    profile_roof_shares(&tr, &r, roof_note, sizeof(roof_note));
     if (tr.rank == 0)
         profile_print(&tr, o, &r, roof_note);
     if (o->json != NULL && tr.rank == 0 && profile_write_json(&tr, o, &r, err) != 0)
