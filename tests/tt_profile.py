@@ -5,7 +5,9 @@ tests/e2e_timeline.sh.
 usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT [--hidden | --packs]
   GFLOP per layer: bench/tt_models.py's count from the model file (python,
   independent of the binary's); times: the means of tower 0's spans in the
-  trace; rows: sum to step_ms within 5%, the rest not negative beyond it;
+  trace; data wait: the trainer's spans outside tower 0's layer and
+  optimizer spans; rows: sum to step_ms within 5%, the rest not negative
+  beyond it;
   step_ms: the trace's mean step span within 5% (device towers: step_ms
   also holds the last step's device work, after the host's last step).
   --hidden: a job whose packs run beside backward (device towers with
@@ -106,6 +108,17 @@ def main():
                 off.append((l["name"], d, mean, l[d + "_ms"]))
     ok(not off, "%s: forward and backward ms = the means of tower 0's spans in --trace "
        "(off: %s)" % (w, off[:3]))
+    # data wait: the trainer's spans less their part inside tower 0's layer
+    # and optimizer spans (device towers run behind the host)
+    busy = union(e for e in tower0 if e["cat"] in ("forward", "backward", "optimizer"))
+    dw = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and
+          e["name"] == "data wait"]
+    wait = sum(e["dur"] - sum(max(0.0, min(e["ts"] + e["dur"], y) - max(e["ts"], x))
+                              for x, y in busy) for e in dw) / steps / 1e3
+    tol = 1e-3 * max(wait, 1e-3) + 1e-5 * len(dw) / steps
+    ok(len(dw) == steps and abs(wait - p["data_wait_ms"]) <= tol,
+       "%s: data wait = the trainer's %d data wait spans in --trace outside tower 0's layer and "
+       "optimizer spans (%.4f vs %.4f ms)" % (w, len(dw), wait, p["data_wait_ms"]))
     if packs:
         check_hidden(p, t, tnames, steps, w, hidden)
     trainer = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and

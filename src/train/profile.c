@@ -3,7 +3,11 @@
  * The job's trainer runs a warm-up, then N steps with every span recorded
  * (util/trace.h, the timeline's spans); the table is read off the spans:
  *   layers     tower 0's "<layer> forward" / "<layer> backward" spans
- *   data wait  the trainer's "data wait" spans
+ *   data wait  the trainer's "data wait" spans, less their part inside
+ *              tower 0's layer and optimizer spans: device towers run
+ *              behind the host, which may wait for the next batch while
+ *              the device still runs the last step (on CPU towers the
+ *              towers are idle while the trainer waits: all of it)
  *   all-reduce tower 0's packs: exposed = the part outside tower 0's layer
  *              spans (on CPU towers all of it: the tower's own thread
  *              averages the pack between two layers' backward), hidden =
@@ -52,17 +56,19 @@ typedef struct {
     layer_row *layers;
 } profile_result;
 
-/* Nanoseconds of [a0, a1) inside the union of the layer spans (sorted by
- * start, not overlapping one another: one thread's). */
+/* Nanoseconds of [a0, a1) inside the union of tower 0's layer spans (and
+ * its optimizer spans, if `optimizer`): spans of one thread or queue, not
+ * overlapping one another. */
 static int64_t overlap_ns(int64_t a0, int64_t a1, const trace_event *ev, size_t n,
-                          const model_t *m)
+                          const model_t *m, bool optimizer)
 {
     int64_t in = 0;
     for (size_t i = 0; i < n; i++) {
         const trace_event *e = &ev[i];
-        if ((e->cat != TRACE_CAT_FORWARD && e->cat != TRACE_CAT_BACKWARD) ||
-            (const layer_cost *)e->obj < m->costs ||
-            (const layer_cost *)e->obj >= m->costs + m->n_layers)
+        bool layer = (e->cat == TRACE_CAT_FORWARD || e->cat == TRACE_CAT_BACKWARD) &&
+                     (const layer_cost *)e->obj >= m->costs &&
+                     (const layer_cost *)e->obj < m->costs + m->n_layers;
+        if (!layer && !(optimizer && e->cat == TRACE_CAT_OPTIMIZER))
             continue;
         int64_t lo = e->ts_ns > a0 ? e->ts_ns : a0;
         int64_t hi = e->ts_ns + e->dur_ns < a1 ? e->ts_ns + e->dur_ns : a1;
@@ -89,7 +95,7 @@ static void tally_allreduce(trace_event *ar, size_t na, const trace_event *ev, s
         for (i++; i < na && ar[i].ts_ns <= a1; i++)
             if (ar[i].ts_ns + ar[i].dur_ns > a1)
                 a1 = ar[i].ts_ns + ar[i].dur_ns;
-        int64_t hidden = overlap_ns(a0, a1, ev, n, m);
+        int64_t hidden = overlap_ns(a0, a1, ev, n, m, false);
         r->hidden_ms += hidden / per;
         r->exposed_ms += (a1 - a0 - hidden) / per;
     }
@@ -123,10 +129,12 @@ static int profile_tally(const trainer_t *tr, profile_result *r, tt_err *err)
     } else if (na > 0) {
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
-    const trace_event *tev = trace_row_events(TRACE_ROW_TRAINER, &n);
-    for (size_t i = 0; i < n; i++)
+    size_t nt;
+    const trace_event *tev = trace_row_events(TRACE_ROW_TRAINER, &nt);
+    for (size_t i = 0; i < nt; i++)
         if (tev[i].cat == TRACE_CAT_DATA && strcmp(tev[i].name, "data wait") == 0)
-            r->data_ms += tev[i].dur_ns / per;
+            r->data_ms += (tev[i].dur_ns - overlap_ns(tev[i].ts_ns, tev[i].ts_ns + tev[i].dur_ns,
+                                                      ev, n, m, true)) / per;
     double accounted = r->data_ms + r->exposed_ms + r->optimizer_ms;
     int batch = tr->job->dataflow.batch_size; /* tower 0's slice */
     for (int i = 0; i < m->n_layers; i++) {
