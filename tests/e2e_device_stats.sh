@@ -108,10 +108,12 @@ int nvmlDeviceGetUtilizationRates(void *dev, util_t *u)
 }
 SRC
 if ${CC:-cc} -shared -fPIC -o "$T/libfake_nvml.so" "$T/fake_nvml.c" 2>"$T/cc.err"; then
+  # 200 steps (~0.1 s, 25-60 samples at 2 ms): 20 steps took ~10 ms, and a
+  # loaded machine once gave its sampler one sample only
   for towers in 1 2; do
     rm -f "$T/nvml$towers.log"
     FAKE_NVML_LOG="$T/nvml$towers.log" TT_NVML_LIBRARY="$T/libfake_nvml.so" \
-      "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/nvml$towers" --set max_epoch=1 --set steps_per_epoch=20 \
+      "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/nvml$towers" --set max_epoch=1 --set steps_per_epoch=200 \
       --set "trainer={type=\"sync_replicated\"; nr_tower=$towers; device=\"sim\";}" \
       --set 'callbacks=( { type = "gpu_utilization"; interval = 0.002; } )' >"$T/nvml$towers.out" 2>&1
     rc=$?
