@@ -107,7 +107,8 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len)
  * tile_gemm in float32 being faster than both) */
 static bool dense_on_tile_gemm(void)
 {
-    return strcmp(backend_cpu_bf16_isa(NULL, 0), "AMX") != 0 && tile_gemm_bf16_supported();
+    const char *isa = backend_cpu_bf16_isa(NULL, 0);
+    return isa != NULL && strcmp(isa, "AMX") != 0 && tile_gemm_bf16_supported();
 }
 
 const char *backend_cpu_bf16_engines(void)
