@@ -5,11 +5,11 @@ tests/e2e_timeline.sh.
 usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT [--hidden | --packs]
   GFLOP per layer: bench/tt_models.py's count from the model file (python,
   independent of the binary's); times: the means of tower 0's spans in the
-  trace; data wait: the trainer's spans outside tower 0's layer and
-  optimizer spans; rows: sum to step_ms within 5%, the rest not negative
+  trace; data wait: the trainer's spans outside tower 0's layer,
+  optimizer and pack spans; rows: sum to step_ms within 5%, the rest not negative
   beyond it;
   step_ms: the trace's mean step span within 5% (device towers: step_ms
-  also holds the last step's device work, after the host's last step).
+  also holds up to 2 device steps of work after the host's last step).
   --hidden: a job whose packs run beside backward (device towers with
   gradient packing): the all-reduce rows are the union of tower 0's pack
   spans in the trace, split at its layer spans, and some of it is hidden;
@@ -108,25 +108,35 @@ def main():
                 off.append((l["name"], d, mean, l[d + "_ms"]))
     ok(not off, "%s: forward and backward ms = the means of tower 0's spans in --trace "
        "(off: %s)" % (w, off[:3]))
-    # data wait: the trainer's spans less their part inside tower 0's layer
-    # and optimizer spans (device towers run behind the host)
-    busy = union(e for e in tower0 if e["cat"] in ("forward", "backward", "optimizer"))
+    # data wait: the trainer's spans less their part inside tower 0's layer,
+    # optimizer and pack spans (device towers run behind the host)
+    ar0 = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and
+           tnames.get((0, e["tid"])) == "allreduce tower 0"]
+    busy = union([e for e in tower0 if e["cat"] in ("forward", "backward", "optimizer")] + ar0)
     dw = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and
           e["name"] == "data wait"]
     wait = sum(e["dur"] - sum(max(0.0, min(e["ts"] + e["dur"], y) - max(e["ts"], x))
                               for x, y in busy) for e in dw) / steps / 1e3
     tol = 1e-3 * max(wait, 1e-3) + 1e-5 * len(dw) / steps
     ok(len(dw) == steps and abs(wait - p["data_wait_ms"]) <= tol,
-       "%s: data wait = the trainer's %d data wait spans in --trace outside tower 0's layer and "
-       "optimizer spans (%.4f vs %.4f ms)" % (w, len(dw), wait, p["data_wait_ms"]))
+       "%s: data wait = the trainer's %d data wait spans in --trace outside tower 0's layer, "
+       "optimizer and pack spans (%.4f vs %.4f ms)" % (w, len(dw), wait, p["data_wait_ms"]))
     if packs:
         check_hidden(p, t, tnames, steps, w, hidden)
     trainer = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and
                e["name"].startswith("step ")]
     ok(len(trainer) == steps, "%s: --trace holds the %d measured steps (%d)" % (w, steps, len(trainer)))
     span_ms = sum(e["dur"] for e in trainer) / 1e3 / max(1, len(trainer))
-    ok(abs(span_ms - step) <= 0.05 * step, "%s: step_ms %.3f = the trace's mean step span %.3f "
-       "within 5%%" % (w, step, span_ms))
+    # device towers (no roof measured) run behind the host: step_ms also
+    # holds the device work the host's last step left queued, which the
+    # host's step spans do not. The host waits for each step's loss, so
+    # what is left is at most one step's backward and update: allowed up to
+    # 2 of tower 0's device steps (a loaded machine gave 0.9 of one)
+    dev = [e["dur"] / 1e3 for e in tower0 if e["name"].startswith("step ")]
+    trail = 2 * max(dev) / steps if not p["roof_gflops"] and dev else 0.0
+    ok(0.95 * span_ms <= step <= 1.05 * span_ms + trail,
+       "%s: step_ms %.3f = the trace's mean step span %.3f within 5%% (+ %.3f ms of device "
+       "work after the host's last step)" % (w, step, span_ms, trail))
     done()
 
 

@@ -4,10 +4,10 @@
  * (util/trace.h, the timeline's spans); the table is read off the spans:
  *   layers     tower 0's "<layer> forward" / "<layer> backward" spans
  *   data wait  the trainer's "data wait" spans, less their part inside
- *              tower 0's layer and optimizer spans: device towers run
- *              behind the host, which may wait for the next batch while
- *              the device still runs the last step (on CPU towers the
- *              towers are idle while the trainer waits: all of it)
+ *              tower 0's layer, pack and optimizer spans: device towers
+ *              run behind the host, which may wait for the next batch
+ *              while the device still runs the last step (on CPU towers
+ *              the towers are idle while the trainer waits: all of it)
  *   all-reduce tower 0's packs: exposed = the part outside tower 0's layer
  *              spans (on CPU towers all of it: the tower's own thread
  *              averages the pack between two layers' backward), hidden =
@@ -56,19 +56,22 @@ typedef struct {
     layer_row *layers;
 } profile_result;
 
-/* Nanoseconds of [a0, a1) inside the union of tower 0's layer spans (and
- * its optimizer spans, if `optimizer`): spans of one thread or queue, not
- * overlapping one another. */
+static bool is_layer_span(const trace_event *e, const model_t *m)
+{
+    return (e->cat == TRACE_CAT_FORWARD || e->cat == TRACE_CAT_BACKWARD) &&
+           (const layer_cost *)e->obj >= m->costs &&
+           (const layer_cost *)e->obj < m->costs + m->n_layers;
+}
+
+/* Nanoseconds of [a0, a1) inside the union of tower 0's layer spans (spans
+ * of one thread or queue, not overlapping one another). */
 static int64_t overlap_ns(int64_t a0, int64_t a1, const trace_event *ev, size_t n,
-                          const model_t *m, bool optimizer)
+                          const model_t *m)
 {
     int64_t in = 0;
     for (size_t i = 0; i < n; i++) {
         const trace_event *e = &ev[i];
-        bool layer = (e->cat == TRACE_CAT_FORWARD || e->cat == TRACE_CAT_BACKWARD) &&
-                     (const layer_cost *)e->obj >= m->costs &&
-                     (const layer_cost *)e->obj < m->costs + m->n_layers;
-        if (!layer && !(optimizer && e->cat == TRACE_CAT_OPTIMIZER))
+        if (!is_layer_span(e, m))
             continue;
         int64_t lo = e->ts_ns > a0 ? e->ts_ns : a0;
         int64_t hi = e->ts_ns + e->dur_ns < a1 ? e->ts_ns + e->dur_ns : a1;
@@ -95,10 +98,49 @@ static void tally_allreduce(trace_event *ar, size_t na, const trace_event *ev, s
         for (i++; i < na && ar[i].ts_ns <= a1; i++)
             if (ar[i].ts_ns + ar[i].dur_ns > a1)
                 a1 = ar[i].ts_ns + ar[i].dur_ns;
-        int64_t hidden = overlap_ns(a0, a1, ev, n, m, false);
+        int64_t hidden = overlap_ns(a0, a1, ev, n, m);
         r->hidden_ms += hidden / per;
         r->exposed_ms += (a1 - a0 - hidden) / per;
     }
+}
+
+typedef struct {
+    int64_t lo, hi;
+} interval;
+
+static int interval_cmp(const void *a, const void *b)
+{
+    const interval *x = a, *y = b;
+    return (x->lo > y->lo) - (x->lo < y->lo);
+}
+
+/* The trainer's data wait in ns, less its part inside busy[0..nb) (sorted,
+ * merged here): the tower's work that ran while the trainer waited. */
+static int64_t data_wait_ns(const trace_event *tev, size_t nt, interval *busy, size_t nb)
+{
+    qsort(busy, nb, sizeof(*busy), interval_cmp);
+    size_t k = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (k > 0 && busy[i].lo <= busy[k - 1].hi) {
+            if (busy[i].hi > busy[k - 1].hi)
+                busy[k - 1].hi = busy[i].hi;
+        } else {
+            busy[k++] = busy[i];
+        }
+    }
+    int64_t wait = 0;
+    size_t j = 0; /* the data wait spans are in time order: one thread's */
+    for (size_t i = 0; i < nt; i++) {
+        if (tev[i].cat != TRACE_CAT_DATA || strcmp(tev[i].name, "data wait") != 0)
+            continue;
+        int64_t a0 = tev[i].ts_ns, a1 = a0 + tev[i].dur_ns;
+        wait += a1 - a0;
+        while (j < k && busy[j].hi <= a0)
+            j++;
+        for (size_t b = j; b < k && busy[b].lo < a1; b++)
+            wait -= (busy[b].hi < a1 ? busy[b].hi : a1) - (busy[b].lo > a0 ? busy[b].lo : a0);
+    }
+    return wait;
 }
 
 /* The table's numbers from the recorded spans; step_ms is set. */
@@ -111,8 +153,7 @@ static int profile_tally(const trainer_t *tr, profile_result *r, tt_err *err)
     for (size_t i = 0; i < n; i++) {
         const trace_event *e = &ev[i];
         const layer_cost *c = e->obj;
-        if ((e->cat == TRACE_CAT_FORWARD || e->cat == TRACE_CAT_BACKWARD) && c >= m->costs &&
-            c < m->costs + m->n_layers) {
+        if (is_layer_span(e, m)) {
             layer_row *row = &r->layers[c - m->costs];
             *(e->cat == TRACE_CAT_FORWARD ? &row->fwd_ms : &row->bwd_ms) += e->dur_ns / per;
         } else if (e->cat == TRACE_CAT_OPTIMIZER) {
@@ -121,20 +162,27 @@ static int profile_tally(const trainer_t *tr, profile_result *r, tt_err *err)
     }
     size_t na;
     const trace_event *ar = trace_row_events(TRACE_ROW_ALLREDUCE, &na);
-    trace_event *sorted = na > 0 ? malloc(na * sizeof(*sorted)) : NULL;
-    if (sorted != NULL) {
-        memcpy(sorted, ar, na * sizeof(*sorted));
-        tally_allreduce(sorted, na, ev, n, m, per, r);
+    trace_event *sorted = malloc((na > 0 ? na : 1) * sizeof(*sorted));
+    interval *busy = malloc((n + na > 0 ? n + na : 1) * sizeof(*busy));
+    if (sorted == NULL || busy == NULL) {
         free(sorted);
-    } else if (na > 0) {
+        free(busy);
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
+    if (na > 0)
+        memcpy(sorted, ar, na * sizeof(*sorted));
+    tally_allreduce(sorted, na, ev, n, m, per, r);
+    free(sorted);
+    size_t nb = 0;
+    for (size_t i = 0; i < n; i++)
+        if (is_layer_span(&ev[i], m) || ev[i].cat == TRACE_CAT_OPTIMIZER)
+            busy[nb++] = (interval){ev[i].ts_ns, ev[i].ts_ns + ev[i].dur_ns};
+    for (size_t i = 0; i < na; i++)
+        busy[nb++] = (interval){ar[i].ts_ns, ar[i].ts_ns + ar[i].dur_ns};
     size_t nt;
     const trace_event *tev = trace_row_events(TRACE_ROW_TRAINER, &nt);
-    for (size_t i = 0; i < nt; i++)
-        if (tev[i].cat == TRACE_CAT_DATA && strcmp(tev[i].name, "data wait") == 0)
-            r->data_ms += (tev[i].dur_ns - overlap_ns(tev[i].ts_ns, tev[i].ts_ns + tev[i].dur_ns,
-                                                      ev, n, m, true)) / per;
+    r->data_ms = data_wait_ns(tev, nt, busy, nb) / per;
+    free(busy);
     double accounted = r->data_ms + r->exposed_ms + r->optimizer_ms;
     int batch = tr->job->dataflow.batch_size; /* tower 0's slice */
     for (int i = 0; i < m->n_layers; i++) {
