@@ -29,12 +29,27 @@
  * The tile sizes are compile-time constants of one always-inlined function per
  * pass (a switch picks the instance), so the accumulators live in registers.
  *
+ * Precision "bf16" on a CPU with AVX512_BF16 (every bf16 CPU but in builds
+ * without the AVX-512 kernels: sanitizers, clang) takes the vdpbf16ps
+ * path below: the same tiles, each instruction two exact products of bf16
+ * operands, rounded to nearest even as they are packed in pairs, added in
+ * float32 (pairs of input channels or taps forward, of output pixels for
+ * dw, of output channels for dx). It gave LeNet's convolutions 1.2-1.7x
+ * the float32 path's speed (bench/roofline's profile, batch 128, AMD EPYC
+ * Zen 5). Its sums are not bitwise the float32 fmas of the rounded
+ * operands (vdpbf16ps rounds a pair's sum its own way and flushes
+ * denormals), but the same exact products summed in float32: the same
+ * error bound (test_bf16's check_sum_bound). Elsewhere bf16 rounds x, w
+ * and dy to bf16 and runs the float32 tiles, which is exact for products
+ * of bf16 values.
+ *
  * Bits: blocks are fixed groups of 16 images whatever the thread count; each
  * block writes its own partial dw and db (its lanes summed in lane order), and
  * the partials are summed in block order. Every sum has a fixed order.
  *
- * Workspace: per task (one per thread) xt + max(yt, dyt) + dxt; the weights
- * rounded to bf16; then per block of the largest batch the partial dw
+ * Workspace: per task (one per thread) xt + max(yt, dyt) + dxt (and on the
+ * vdpbf16ps path the pairs xp, dyq, dyp); the weights rounded to bf16 (or
+ * in pairs); then per block of the largest batch the partial dw
  * [F*C*K*K] and db [F].
  */
 #include "backend/cpu/bf16_io.h"
@@ -180,14 +195,24 @@ static void tile_range(int n, int max, int t, int *lo, int *hi)
     cpu_range(n, tiles_of(n, max), t, lo, hi);
 }
 
+/* The instances of each pass's tile, T(channels[, pixels]) for a switch
+ * on the channels: forward (fwd_px's pixels), backward-weights for k = 3
+ * and k = 5 (dw_ft_max), backward-data. */
+#define FWD_TILES(T) T(1, 8) T(2, 8) T(3, 8) T(4, 6) T(5, 4) T(6, 4) T(7, 2) T(8, 2)
+#define DW3_TILES(T) T(1) T(2) T(3) T(4) T(5) T(6) T(7) T(8)
+#define DW5_TILES(T) T(1) T(2) T(3) T(4)
+#define DX_TILES(T) T(1) T(2) T(3) T(4) T(5) T(6) T(7) T(8)
+
 /* Pixels per forward tile for FT channels: PX * FT <= ACCS accumulators,
  * and PX input vectors + FT weights loaded per PX * FT fmas, which keeps
  * the fma units busier than the two load ports. fwd_channels() has these
  * as constants. */
 static int fwd_px(int ft)
 {
-    static const int px[MAX_TILE + 1] = {0, 8, 8, 8, 6, 4, 4, 2, 2};
-    return px[ft];
+#define FWD_PX(FT, PX) case FT: return PX;
+    switch (ft) { FWD_TILES(FWD_PX) }
+#undef FWD_PX
+    return 0;
 }
 
 static int gcd(int a, int b)
@@ -447,16 +472,10 @@ static inline __attribute__((always_inline)) void fwd_tile(const geom *g, const 
 CPU_HOT static void fwd_channels(const geom *g, const float *w, const float *b, bool relu,
                                  const float *xt, float *yt, int f0, int ft)
 {
-    switch (ft) {
-    case 1: fwd_tile(g, w, b, relu, xt, yt, f0, 1, 8); break;
-    case 2: fwd_tile(g, w, b, relu, xt, yt, f0, 2, 8); break;
-    case 3: fwd_tile(g, w, b, relu, xt, yt, f0, 3, 8); break;
-    case 4: fwd_tile(g, w, b, relu, xt, yt, f0, 4, 6); break;
-    case 5: fwd_tile(g, w, b, relu, xt, yt, f0, 5, 4); break;
-    case 6: fwd_tile(g, w, b, relu, xt, yt, f0, 6, 4); break;
-    case 7: fwd_tile(g, w, b, relu, xt, yt, f0, 7, 2); break;
-    case 8: fwd_tile(g, w, b, relu, xt, yt, f0, 8, 2); break;
-    }
+#define FWD_CASE(FT, PX)                                                                      \
+    case FT: fwd_tile(g, w, b, relu, xt, yt, f0, FT, PX); break;
+    switch (ft) { FWD_TILES(FWD_CASE) }
+#undef FWD_CASE
 }
 
 /* ---- the vdpbf16ps path (g->vdp) ----
@@ -657,16 +676,10 @@ __attribute__((target(VDP_TARGET))) static void fwd_channels_vdp(const geom *g,
                                                                  const uint32_t *xp, float *yt,
                                                                  int f0, int ft)
 {
-    switch (ft) {
-    case 1: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 1, 8); break;
-    case 2: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 2, 8); break;
-    case 3: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 3, 8); break;
-    case 4: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 4, 6); break;
-    case 5: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 5, 4); break;
-    case 6: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 6, 4); break;
-    case 7: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 7, 2); break;
-    case 8: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, 8, 2); break;
-    }
+#define FWD_CASE(FT, PX)                                                                      \
+    case FT: fwd_tile_vdp(g, wf, b, relu, xp, yt, f0, FT, PX); break;
+    switch (ft) { FWD_TILES(FWD_CASE) }
+#undef FWD_CASE
 }
 
 /* dw_tile over pairs of output pixels (ox, ox + 1): xq pairs of pixels
@@ -706,25 +719,14 @@ __attribute__((target(VDP_TARGET))) static void dw_channels_vdp(const geom *g, c
                                                                 const uint32_t *dyq, float *pdw,
                                                                 int f0, int ft)
 {
-    if (g->d->k == 3) {
-        switch (ft) {
-        case 1: dw_tile_vdp(g, xq, dyq, pdw, f0, 1, 3); break;
-        case 2: dw_tile_vdp(g, xq, dyq, pdw, f0, 2, 3); break;
-        case 3: dw_tile_vdp(g, xq, dyq, pdw, f0, 3, 3); break;
-        case 4: dw_tile_vdp(g, xq, dyq, pdw, f0, 4, 3); break;
-        case 5: dw_tile_vdp(g, xq, dyq, pdw, f0, 5, 3); break;
-        case 6: dw_tile_vdp(g, xq, dyq, pdw, f0, 6, 3); break;
-        case 7: dw_tile_vdp(g, xq, dyq, pdw, f0, 7, 3); break;
-        case 8: dw_tile_vdp(g, xq, dyq, pdw, f0, 8, 3); break;
-        }
-        return;
-    }
-    switch (ft) {
-    case 1: dw_tile_vdp(g, xq, dyq, pdw, f0, 1, 5); break;
-    case 2: dw_tile_vdp(g, xq, dyq, pdw, f0, 2, 5); break;
-    case 3: dw_tile_vdp(g, xq, dyq, pdw, f0, 3, 5); break;
-    case 4: dw_tile_vdp(g, xq, dyq, pdw, f0, 4, 5); break;
-    }
+#define DW3_CASE(FT) case FT: dw_tile_vdp(g, xq, dyq, pdw, f0, FT, 3); break;
+#define DW5_CASE(FT) case FT: dw_tile_vdp(g, xq, dyq, pdw, f0, FT, 5); break;
+    if (g->d->k == 3)
+        switch (ft) { DW3_TILES(DW3_CASE) }
+    else
+        switch (ft) { DW5_TILES(DW5_CASE) }
+#undef DW3_CASE
+#undef DW5_CASE
 }
 
 /* dx_tile over pairs of output channels: wd and dyp (vdp_pack_w,
@@ -773,16 +775,9 @@ __attribute__((target(VDP_TARGET))) static void dx_channels_vdp(const geom *g, c
                                                                 const uint32_t *dyp, float *dxt,
                                                                 int c0, int ct)
 {
-    switch (ct) {
-    case 1: dx_tile_vdp(g, wd, dyp, dxt, c0, 1); break;
-    case 2: dx_tile_vdp(g, wd, dyp, dxt, c0, 2); break;
-    case 3: dx_tile_vdp(g, wd, dyp, dxt, c0, 3); break;
-    case 4: dx_tile_vdp(g, wd, dyp, dxt, c0, 4); break;
-    case 5: dx_tile_vdp(g, wd, dyp, dxt, c0, 5); break;
-    case 6: dx_tile_vdp(g, wd, dyp, dxt, c0, 6); break;
-    case 7: dx_tile_vdp(g, wd, dyp, dxt, c0, 7); break;
-    case 8: dx_tile_vdp(g, wd, dyp, dxt, c0, 8); break;
-    }
+#define DX_CASE(CT) case CT: dx_tile_vdp(g, wd, dyp, dxt, c0, CT); break;
+    switch (ct) { DX_TILES(DX_CASE) }
+#undef DX_CASE
 }
 #endif
 
@@ -820,12 +815,14 @@ static void args_init(backend_t *be, const window_desc *d, small_args *a)
     }
 }
 
+#ifdef CPU_AVX512_KERNELS
 /* A task's pair buffers (g->vdp), past its float32 scratch xt: xp, then
  * dyq, then dyp. */
 static uint32_t *vdp_scratch(const geom *g, float *xt)
 {
     return (uint32_t *)(xt + g->xt + g->yt + g->dxt);
 }
+#endif
 
 static void forward_task(void *p, int k, int tasks)
 {
@@ -835,7 +832,9 @@ static void forward_task(void *p, int k, int tasks)
     float *xt = a->ws + (size_t)k * g->task, *yt = xt + g->xt;
     int lo, hi;
     cpu_range(g->blocks, tasks, k, &lo, &hi);
+#ifdef CPU_AVX512_KERNELS
     uint32_t *xp = vdp_scratch(g, xt);
+#endif
     for (int blk = lo; blk < hi; blk++) {
         int n0 = blk * LANES, nb = d->n - n0 < LANES ? d->n - n0 : LANES;
         x_in(g, a->x, n0, nb, a->bf16 && !g->vdp, xt);
@@ -911,25 +910,14 @@ static int dw_ft_max(int k)
 CPU_HOT static void dw_channels(const geom *g, const float *xt, const float *dyt, float *pdw,
                                 int f0, int ft)
 {
-    if (g->d->k == 3) {
-        switch (ft) {
-        case 1: dw_tile(g, xt, dyt, pdw, f0, 1, 3); break;
-        case 2: dw_tile(g, xt, dyt, pdw, f0, 2, 3); break;
-        case 3: dw_tile(g, xt, dyt, pdw, f0, 3, 3); break;
-        case 4: dw_tile(g, xt, dyt, pdw, f0, 4, 3); break;
-        case 5: dw_tile(g, xt, dyt, pdw, f0, 5, 3); break;
-        case 6: dw_tile(g, xt, dyt, pdw, f0, 6, 3); break;
-        case 7: dw_tile(g, xt, dyt, pdw, f0, 7, 3); break;
-        case 8: dw_tile(g, xt, dyt, pdw, f0, 8, 3); break;
-        }
-        return;
-    }
-    switch (ft) {
-    case 1: dw_tile(g, xt, dyt, pdw, f0, 1, 5); break;
-    case 2: dw_tile(g, xt, dyt, pdw, f0, 2, 5); break;
-    case 3: dw_tile(g, xt, dyt, pdw, f0, 3, 5); break;
-    case 4: dw_tile(g, xt, dyt, pdw, f0, 4, 5); break;
-    }
+#define DW3_CASE(FT) case FT: dw_tile(g, xt, dyt, pdw, f0, FT, 3); break;
+#define DW5_CASE(FT) case FT: dw_tile(g, xt, dyt, pdw, f0, FT, 5); break;
+    if (g->d->k == 3)
+        switch (ft) { DW3_TILES(DW3_CASE) }
+    else
+        switch (ft) { DW5_TILES(DW5_CASE) }
+#undef DW3_CASE
+#undef DW5_CASE
 }
 
 /* The bias gradient: each channel's vectors summed over the pixels, then
@@ -987,16 +975,9 @@ static inline __attribute__((always_inline)) void dx_tile(const geom *g, const f
 CPU_HOT static void dx_channels(const geom *g, const float *w, const float *dyt, float *dxt,
                                 int c0, int ct)
 {
-    switch (ct) {
-    case 1: dx_tile(g, w, dyt, dxt, c0, 1); break;
-    case 2: dx_tile(g, w, dyt, dxt, c0, 2); break;
-    case 3: dx_tile(g, w, dyt, dxt, c0, 3); break;
-    case 4: dx_tile(g, w, dyt, dxt, c0, 4); break;
-    case 5: dx_tile(g, w, dyt, dxt, c0, 5); break;
-    case 6: dx_tile(g, w, dyt, dxt, c0, 6); break;
-    case 7: dx_tile(g, w, dyt, dxt, c0, 7); break;
-    case 8: dx_tile(g, w, dyt, dxt, c0, 8); break;
-    }
+#define DX_CASE(CT) case CT: dx_tile(g, w, dyt, dxt, c0, CT); break;
+    switch (ct) { DX_TILES(DX_CASE) }
+#undef DX_CASE
 }
 
 static void backward_task(void *p, int k, int tasks)
@@ -1008,7 +989,9 @@ static void backward_task(void *p, int k, int tasks)
     size_t fckk = (size_t)d->f * d->c * d->k * d->k;
     int lo, hi;
     cpu_range(g->blocks, tasks, k, &lo, &hi);
+#ifdef CPU_AVX512_KERNELS
     uint32_t *xq = vdp_scratch(g, xt), *dyq = xq + g->xp, *dyp = dyq + g->dyq;
+#endif
     for (int blk = lo; blk < hi; blk++) {
         int n0 = blk * LANES, nb = d->n - n0 < LANES ? d->n - n0 : LANES;
         /* dy rounded to bf16 in both paths: db sums it */
