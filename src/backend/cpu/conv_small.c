@@ -199,8 +199,16 @@ static void tile_range(int n, int max, int t, int *lo, int *hi)
  * on the channels: forward (fwd_px's pixels), backward-weights for k = 3
  * and k = 5 (dw_ft_max), backward-data. */
 #define FWD_TILES(T) T(1, 8) T(2, 8) T(3, 8) T(4, 6) T(5, 4) T(6, 4) T(7, 2) T(8, 2)
-#define DW3_TILES(T) T(1) T(2) T(3) T(4) T(5) T(6) T(7) T(8)
-#define DW5_TILES(T) T(1) T(2) T(3) T(4)
+#define DW3_TILES(T) T(1, 3) T(2, 3) T(3, 3) T(4, 3) T(5, 3) T(6, 3) T(7, 3) T(8, 3)
+#define DW5_TILES(T) T(1, 5) T(2, 5) T(3, 5) T(4, 5)
+/* a switch on k and ft over those, CASE(FT, K) each */
+#define DW_SWITCH(k, ft, CASE)                                                                \
+    do {                                                                                      \
+        if ((k) == 3)                                                                         \
+            switch (ft) { DW3_TILES(CASE) }                                                   \
+        else                                                                                  \
+            switch (ft) { DW5_TILES(CASE) }                                                   \
+    } while (0)
 #define DX_TILES(T) T(1) T(2) T(3) T(4) T(5) T(6) T(7) T(8)
 
 /* Pixels per forward tile for FT channels: PX * FT <= ACCS accumulators,
@@ -427,6 +435,132 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
         bf16_round(dyt, (size_t)d->f * P * LANES);
 }
 
+/* ---- the tiles' loop nests ----
+ *
+ * Each pass's tile is written once, here, and instantiated for the float32
+ * fma path (v16 operands of floats) and the vdpbf16ps path (__m512bh
+ * operands of bf16 pairs in uint32s; the reduction then runs over pairs).
+ * ACC, OPD: accumulator and operand vector types; E: operand element
+ * type; LOAD(p): an operand vector; BCAST(p): an element of w broadcast;
+ * MAC(acc, a, b): acc += a * b (pairwise for vdpbf16ps); SPLATF(s), ZERO:
+ * accumulator vectors. They use the tile function's g, FT, PX, CT, K, f0,
+ * c0 and its pointers by name. */
+
+/* Forward: y = relu?(bias + sum over planes u < U, kernel rows ky and taps
+ * t < T of w[f][u][ky][t] * x[u][oy + ky][ox + j + t * TS]), PX pixels of
+ * a row x FT channels; OUT(p, acc) stores one vector (and applies relu). */
+#define FWD_TILE_LOOPS(ACC, OPD, E, X, W, U, T, TS, LOAD, BCAST, MAC, SPLATF, OUT)            \
+    do {                                                                                      \
+        const window_desc *d = g->d;                                                          \
+        int K = d->k;                                                                         \
+        size_t plane = (size_t)g->hp * g->wp * LANES, ukt = (size_t)(U) * K * (T);            \
+        for (int oy = 0; oy < d->oh; oy++)                                                    \
+            for (int ox = 0; ox < g->owr; ox += PX) {                                         \
+                ACC acc[MAX_TILE][MAX_TILE];                                                  \
+                for (int j = 0; j < PX; j++)                                                  \
+                    for (int f = 0; f < FT; f++)                                              \
+                        acc[j][f] = SPLATF(b != NULL ? b[f0 + f] : 0.0f);                     \
+                for (int u = 0; u < (U); u++)                                                 \
+                    for (int ky = 0; ky < K; ky++) {                                          \
+                        const E *xr = (X) + u * plane + ((size_t)(oy + ky) * g->wp + ox) * LANES; \
+                        const E *wr = (W) + (size_t)f0 * ukt + ((size_t)u * K + ky) * (T);    \
+                        for (int t = 0; t < (T); t++) {                                       \
+                            OPD xv[MAX_TILE];                                                 \
+                            for (int j = 0; j < PX; j++)                                      \
+                                xv[j] = LOAD(xr + (size_t)(j + t * (TS)) * LANES);            \
+                            for (int f = 0; f < FT; f++) {                                    \
+                                OPD wv = BCAST(wr + f * ukt + t);                             \
+                                for (int j = 0; j < PX; j++)                                  \
+                                    MAC(acc[j][f], xv[j], wv);                                \
+                            }                                                                 \
+                        }                                                                     \
+                    }                                                                         \
+                for (int f = 0; f < FT; f++)                                                  \
+                    for (int j = 0; j < PX; j++)                                              \
+                        OUT(yt + (((size_t)(f0 + f) * d->oh + oy) * g->owr + ox + j) * LANES, \
+                            acc[j][f]);                                                       \
+            }                                                                                 \
+    } while (0)
+
+/* Backward-weights: the K taps of a kernel row x FT channels, summed over
+ * NJ steps j of each output row (x at column XS * j + kx, dy at
+ * DY[f][oy][j], rows NJ long), then the lanes (HSUM). */
+#define DW_TILE_LOOPS(ACC, OPD, E, X, DY, NJ, XS, LOAD, MAC, ZERO, HSUM)                       \
+    do {                                                                                      \
+        const window_desc *d = g->d;                                                          \
+        size_t plane = (size_t)g->hp * g->wp * LANES, Q = (size_t)d->oh * (NJ);               \
+        for (int c = 0; c < d->c; c++)                                                        \
+            for (int ky = 0; ky < K; ky++) {                                                  \
+                ACC acc[5][MAX_TILE];                                                         \
+                for (int kx = 0; kx < K; kx++)                                                \
+                    for (int f = 0; f < FT; f++)                                              \
+                        acc[kx][f] = ZERO;                                                    \
+                for (int oy = 0; oy < d->oh; oy++) {                                          \
+                    const E *xr = (X) + c * plane + (size_t)(oy + ky) * g->wp * LANES;        \
+                    const E *dr = (DY) + ((size_t)f0 * Q + (size_t)oy * (NJ)) * LANES;        \
+                    for (int j = 0; j < (NJ); j++) {                                          \
+                        OPD xv[5];                                                            \
+                        for (int kx = 0; kx < K; kx++)                                        \
+                            xv[kx] = LOAD(xr + (size_t)((XS) * j + kx) * LANES);              \
+                        for (int f = 0; f < FT; f++) {                                        \
+                            OPD dv = LOAD(dr + ((size_t)f * Q + j) * LANES);                  \
+                            for (int kx = 0; kx < K; kx++)                                    \
+                                MAC(acc[kx][f], xv[kx], dv);                                  \
+                        }                                                                     \
+                    }                                                                         \
+                }                                                                             \
+                for (int f = 0; f < FT; f++)                                                  \
+                    for (int kx = 0; kx < K; kx++)                                            \
+                        pdw[(((size_t)(f0 + f) * d->c + c) * K + ky) * K + kx] =              \
+                            HSUM(acc[kx][f]);                                                 \
+            }                                                                                 \
+    } while (0)
+
+/* Backward-data: CT input channels of one input pixel at a time, over NF
+ * output channels (or pairs) of DY and W[f][c][ky][kx], in CH chains
+ * (channel f + h feeds chain h); OUT(p, c) stores channel c's sum. */
+#define DX_TILE_LOOPS(ACC, OPD, E, W, DY, NF, CH, LOAD, BCAST, MAC, ZERO, OUT)                 \
+    do {                                                                                      \
+        const window_desc *d = g->d;                                                          \
+        int K = d->k, pad = d->pad;                                                           \
+        size_t kk = (size_t)K * K, ckk = (size_t)d->c * kk, P = (size_t)d->oh * d->ow;        \
+        for (int iy = 0; iy < d->h; iy++) {                                                   \
+            int ky0 = iy + pad - (d->oh - 1), ky1 = iy + pad;                                 \
+            ky0 = ky0 < 0 ? 0 : ky0;                                                          \
+            ky1 = ky1 > K - 1 ? K - 1 : ky1;                                                  \
+            for (int ix = 0; ix < d->w; ix++) {                                               \
+                int kx0 = ix + pad - (d->ow - 1), kx1 = ix + pad;                             \
+                kx0 = kx0 < 0 ? 0 : kx0;                                                      \
+                kx1 = kx1 > K - 1 ? K - 1 : kx1;                                              \
+                ACC acc[CH][MAX_TILE];                                                        \
+                for (int h = 0; h < (CH); h++)                                                \
+                    for (int c = 0; c < CT; c++)                                              \
+                        acc[h][c] = ZERO;                                                     \
+                for (int f = 0; f < (NF); f += (CH))                                          \
+                    for (int ky = ky0; ky <= ky1; ky++) {                                     \
+                        const E *dr = (DY) + ((size_t)f * P + (size_t)(iy + pad - ky) * d->ow + \
+                                              ix + pad) * LANES;                              \
+                        const E *wr = (W) + (size_t)f * ckk + (size_t)c0 * kk + (size_t)ky * K; \
+                        for (int kx = kx0; kx <= kx1; kx++)                                   \
+                            for (int h = 0; h < (CH); h++) {                                  \
+                                OPD dv = LOAD(dr + h * P * LANES - (size_t)kx * LANES);       \
+                                for (int c = 0; c < CT; c++)                                  \
+                                    MAC(acc[h][c], dv, BCAST(wr + h * ckk + c * kk + kx));    \
+                            }                                                                 \
+                    }                                                                         \
+                for (int c = 0; c < CT; c++)                                                  \
+                    OUT(dxt + (((size_t)(c0 + c) * d->h + iy) * d->w + ix) * LANES, c);       \
+            }                                                                                 \
+        }                                                                                     \
+    } while (0)
+
+/* the float32 path's operations */
+#define FMA_MAC(acc, a, b) ((acc) += (a) * (b))
+#define FMA_BCAST(p) splat(*(p))
+#define FMA_ZERO splat(0.0f)
+#define FMA_FWD_OUT(p, v) store16((p), relu ? relu16(v) : (v))
+#define FMA_DX_OUT(p, c) store16((p), acc[0][c])
+
 /* ---- forward ---- */
 
 /* Output channels [f0, f0 + FT) of every pixel of the block, PX pixels of a
@@ -436,36 +570,8 @@ static inline __attribute__((always_inline)) void fwd_tile(const geom *g, const 
                                                            const float *xt, float *yt, int f0,
                                                            const int FT, const int PX)
 {
-    const window_desc *d = g->d;
-    int K = d->k;
-    size_t plane = (size_t)g->hp * g->wp * LANES, ckk = (size_t)d->c * K * K;
-    for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = 0; ox < g->owr; ox += PX) {
-            v16 acc[MAX_TILE][MAX_TILE];
-            for (int j = 0; j < PX; j++)
-                for (int f = 0; f < FT; f++)
-                    acc[j][f] = splat(b != NULL ? b[f0 + f] : 0.0f);
-            for (int c = 0; c < d->c; c++)
-                for (int ky = 0; ky < K; ky++) {
-                    const float *xr = xt + c * plane + ((size_t)(oy + ky) * g->wp + ox) * LANES;
-                    const float *wr = w + (size_t)f0 * ckk + ((size_t)c * K + ky) * K;
-                    for (int kx = 0; kx < K; kx++) {
-                        v16 xv[MAX_TILE];
-                        for (int j = 0; j < PX; j++)
-                            xv[j] = load16(xr + (size_t)(j + kx) * LANES);
-                        for (int f = 0; f < FT; f++) {
-                            v16 wv = splat(wr[f * ckk + kx]);
-                            for (int j = 0; j < PX; j++)
-                                acc[j][f] += xv[j] * wv;
-                        }
-                    }
-                }
-            for (int f = 0; f < FT; f++)
-                for (int j = 0; j < PX; j++) {
-                    float *out = yt + (((size_t)(f0 + f) * d->oh + oy) * g->owr + ox + j) * LANES;
-                    store16(out, relu ? relu16(acc[j][f]) : acc[j][f]);
-                }
-        }
+    FWD_TILE_LOOPS(v16, v16, float, xt, w, g->d->c, g->d->k, 1, load16, FMA_BCAST, FMA_MAC, splat,
+                   FMA_FWD_OUT);
 }
 
 /* The channel tile [f0, f0 + ft), fwd_px(ft) pixels at a time. */
@@ -621,6 +727,11 @@ VDP_INLINE __m512bh vdp_splat(const uint32_t *p)
     return (__m512bh)_mm512_set1_epi32((int)*p);
 }
 
+#define VDP_MAC(acc, a, b) ((acc) = _mm512_dpbf16_ps((acc), (a), (b)))
+/* relu: max(y, 0) picks 0 for NaN and -0, as tt_relu */
+#define VDP_FWD_OUT(p, v) _mm512_store_ps((p), relu ? _mm512_max_ps((v), _mm512_setzero_ps()) : (v))
+#define VDP_DX_OUT(p, c) _mm512_store_ps((p), _mm512_add_ps(acc[0][c], acc[1][c]))
+
 /* lanes summed in lane order, as hsum16 */
 VDP_INLINE float vdp_hsum(__m512 v)
 {
@@ -637,37 +748,8 @@ VDP_INLINE float vdp_hsum(__m512 v)
 VDP_INLINE void fwd_tile_vdp(const geom *g, const uint32_t *wf, const float *b, bool relu,
                              const uint32_t *xp, float *yt, int f0, const int FT, const int PX)
 {
-    const window_desc *d = g->d;
-    int K = d->k, T = g->t, ts = g->fwd_kx ? 2 : 1;
-    size_t plane = (size_t)g->hp * g->wp * LANES, ukt = (size_t)g->u * K * T;
-    for (int oy = 0; oy < d->oh; oy++)
-        for (int ox = 0; ox < g->owr; ox += PX) {
-            __m512 acc[MAX_TILE][MAX_TILE];
-            for (int j = 0; j < PX; j++)
-                for (int f = 0; f < FT; f++)
-                    acc[j][f] = _mm512_set1_ps(b != NULL ? b[f0 + f] : 0.0f);
-            for (int u = 0; u < g->u; u++)
-                for (int ky = 0; ky < K; ky++) {
-                    const uint32_t *xr = xp + u * plane + ((size_t)(oy + ky) * g->wp + ox) * LANES;
-                    const uint32_t *wr = wf + (size_t)f0 * ukt + ((size_t)u * K + ky) * T;
-                    for (int t = 0; t < T; t++) {
-                        __m512bh xv[MAX_TILE];
-                        for (int j = 0; j < PX; j++)
-                            xv[j] = vdp_load(xr + (size_t)(j + t * ts) * LANES);
-                        for (int f = 0; f < FT; f++) {
-                            __m512bh wv = vdp_splat(wr + f * ukt + t);
-                            for (int j = 0; j < PX; j++)
-                                acc[j][f] = _mm512_dpbf16_ps(acc[j][f], xv[j], wv);
-                        }
-                    }
-                }
-            for (int f = 0; f < FT; f++)
-                for (int j = 0; j < PX; j++) {
-                    float *out = yt + (((size_t)(f0 + f) * d->oh + oy) * g->owr + ox + j) * LANES;
-                    __m512 v = relu ? _mm512_max_ps(acc[j][f], _mm512_setzero_ps()) : acc[j][f];
-                    _mm512_store_ps(out, v);
-                }
-        }
+    FWD_TILE_LOOPS(__m512, __m512bh, uint32_t, xp, wf, g->u, g->t, g->fwd_kx ? 2 : 1, vdp_load,
+                   vdp_splat, VDP_MAC, _mm512_set1_ps, VDP_FWD_OUT);
 }
 
 __attribute__((target(VDP_TARGET))) static void fwd_channels_vdp(const geom *g,
@@ -687,46 +769,17 @@ __attribute__((target(VDP_TARGET))) static void fwd_channels_vdp(const geom *g,
 VDP_INLINE void dw_tile_vdp(const geom *g, const uint32_t *xq, const uint32_t *dyq, float *pdw,
                             int f0, const int FT, const int K)
 {
-    const window_desc *d = g->d;
-    size_t plane = (size_t)g->hp * g->wp * LANES, Q = (size_t)d->oh * g->ow2;
-    for (int c = 0; c < d->c; c++)
-        for (int ky = 0; ky < K; ky++) {
-            __m512 acc[5][MAX_TILE];
-            for (int kx = 0; kx < K; kx++)
-                for (int f = 0; f < FT; f++)
-                    acc[kx][f] = _mm512_setzero_ps();
-            for (int oy = 0; oy < d->oh; oy++) {
-                const uint32_t *xr = xq + c * plane + (size_t)(oy + ky) * g->wp * LANES;
-                const uint32_t *dr = dyq + ((size_t)f0 * Q + (size_t)oy * g->ow2) * LANES;
-                for (int j = 0; j < g->ow2; j++) {
-                    __m512bh xv[5];
-                    for (int kx = 0; kx < K; kx++)
-                        xv[kx] = vdp_load(xr + (size_t)(2 * j + kx) * LANES);
-                    for (int f = 0; f < FT; f++) {
-                        __m512bh dv = vdp_load(dr + ((size_t)f * Q + j) * LANES);
-                        for (int kx = 0; kx < K; kx++)
-                            acc[kx][f] = _mm512_dpbf16_ps(acc[kx][f], xv[kx], dv);
-                    }
-                }
-            }
-            for (int f = 0; f < FT; f++)
-                for (int kx = 0; kx < K; kx++)
-                    pdw[(((size_t)(f0 + f) * d->c + c) * K + ky) * K + kx] = vdp_hsum(acc[kx][f]);
-        }
+    DW_TILE_LOOPS(__m512, __m512bh, uint32_t, xq, dyq, g->ow2, 2, vdp_load, VDP_MAC,
+                  _mm512_setzero_ps(), vdp_hsum);
 }
 
 __attribute__((target(VDP_TARGET))) static void dw_channels_vdp(const geom *g, const uint32_t *xq,
                                                                 const uint32_t *dyq, float *pdw,
                                                                 int f0, int ft)
 {
-#define DW3_CASE(FT) case FT: dw_tile_vdp(g, xq, dyq, pdw, f0, FT, 3); break;
-#define DW5_CASE(FT) case FT: dw_tile_vdp(g, xq, dyq, pdw, f0, FT, 5); break;
-    if (g->d->k == 3)
-        switch (ft) { DW3_TILES(DW3_CASE) }
-    else
-        switch (ft) { DW5_TILES(DW5_CASE) }
-#undef DW3_CASE
-#undef DW5_CASE
+#define DW_CASE(FT, K) case FT: dw_tile_vdp(g, xq, dyq, pdw, f0, FT, K); break;
+    DW_SWITCH(g->d->k, ft, DW_CASE);
+#undef DW_CASE
 }
 
 /* dx_tile over pairs of output channels: wd and dyp (vdp_pack_w,
@@ -734,41 +787,10 @@ __attribute__((target(VDP_TARGET))) static void dw_channels_vdp(const geom *g, c
 VDP_INLINE void dx_tile_vdp(const geom *g, const uint32_t *wd, const uint32_t *dyp, float *dxt,
                             int c0, const int CT)
 {
-    const window_desc *d = g->d;
-    int K = d->k, pad = d->pad;
-    size_t kk = (size_t)K * K, ckk = (size_t)d->c * kk, P = (size_t)d->oh * d->ow;
-    for (int iy = 0; iy < d->h; iy++) {
-        int ky0 = iy + pad - (d->oh - 1), ky1 = iy + pad;
-        ky0 = ky0 < 0 ? 0 : ky0;
-        ky1 = ky1 > K - 1 ? K - 1 : ky1;
-        for (int ix = 0; ix < d->w; ix++) {
-            int kx0 = ix + pad - (d->ow - 1), kx1 = ix + pad;
-            kx0 = kx0 < 0 ? 0 : kx0;
-            kx1 = kx1 > K - 1 ? K - 1 : kx1;
-            /* two chains per channel, even and odd f2, added at the end:
-             * CT chains alone would wait on vdpbf16ps's latency */
-            __m512 acc[2][MAX_TILE];
-            for (int c = 0; c < CT; c++)
-                acc[0][c] = acc[1][c] = _mm512_setzero_ps();
-            for (int f2 = 0; f2 < g->f2; f2 += 2) {
-                for (int ky = ky0; ky <= ky1; ky++) {
-                    const uint32_t *dr =
-                        dyp + ((size_t)f2 * P + (size_t)(iy + pad - ky) * d->ow + ix + pad) * LANES;
-                    const uint32_t *wr = wd + (size_t)f2 * ckk + (size_t)c0 * kk + (size_t)ky * K;
-                    for (int kx = kx0; kx <= kx1; kx++)
-                        for (int h = 0; h < 2; h++) {
-                            __m512bh dv = vdp_load(dr + (h * P - (size_t)kx) * LANES);
-                            for (int c = 0; c < CT; c++)
-                                acc[h][c] = _mm512_dpbf16_ps(acc[h][c], dv,
-                                                             vdp_splat(wr + h * ckk + c * kk + kx));
-                        }
-                }
-            }
-            for (int c = 0; c < CT; c++)
-                _mm512_store_ps(dxt + (((size_t)(c0 + c) * d->h + iy) * d->w + ix) * LANES,
-                                _mm512_add_ps(acc[0][c], acc[1][c]));
-        }
-    }
+    /* two chains per channel, even and odd f2, added at the end: CT
+     * chains alone would wait on vdpbf16ps's latency */
+    DX_TILE_LOOPS(__m512, __m512bh, uint32_t, wd, dyp, g->f2, 2, vdp_load, vdp_splat, VDP_MAC,
+                  _mm512_setzero_ps(), VDP_DX_OUT);
 }
 
 __attribute__((target(VDP_TARGET))) static void dx_channels_vdp(const geom *g, const uint32_t *wd,
@@ -873,32 +895,7 @@ static inline __attribute__((always_inline)) void dw_tile(const geom *g, const f
                                                           const float *dyt, float *pdw, int f0,
                                                           const int FT, const int K)
 {
-    const window_desc *d = g->d;
-    size_t plane = (size_t)g->hp * g->wp * LANES, P = (size_t)d->oh * d->ow;
-    for (int c = 0; c < d->c; c++)
-        for (int ky = 0; ky < K; ky++) {
-            v16 acc[5][MAX_TILE];
-            for (int kx = 0; kx < K; kx++)
-                for (int f = 0; f < FT; f++)
-                    acc[kx][f] = splat(0.0f);
-            for (int oy = 0; oy < d->oh; oy++) {
-                const float *xr = xt + c * plane + (size_t)(oy + ky) * g->wp * LANES;
-                const float *dr = dyt + ((size_t)f0 * P + (size_t)oy * d->ow) * LANES;
-                for (int ox = 0; ox < d->ow; ox++) {
-                    v16 xv[5];
-                    for (int kx = 0; kx < K; kx++)
-                        xv[kx] = load16(xr + (size_t)(ox + kx) * LANES);
-                    for (int f = 0; f < FT; f++) {
-                        v16 dv = load16(dr + ((size_t)f * P + ox) * LANES);
-                        for (int kx = 0; kx < K; kx++)
-                            acc[kx][f] += xv[kx] * dv;
-                    }
-                }
-            }
-            for (int f = 0; f < FT; f++)
-                for (int kx = 0; kx < K; kx++)
-                    pdw[(((size_t)(f0 + f) * d->c + c) * K + ky) * K + kx] = hsum16(acc[kx][f]);
-        }
+    DW_TILE_LOOPS(v16, v16, float, xt, dyt, g->d->ow, 1, load16, FMA_MAC, FMA_ZERO, hsum16);
 }
 
 /* Channel tiles of at most ACCS / K for the K accumulators of each. */
@@ -910,14 +907,9 @@ static int dw_ft_max(int k)
 CPU_HOT static void dw_channels(const geom *g, const float *xt, const float *dyt, float *pdw,
                                 int f0, int ft)
 {
-#define DW3_CASE(FT) case FT: dw_tile(g, xt, dyt, pdw, f0, FT, 3); break;
-#define DW5_CASE(FT) case FT: dw_tile(g, xt, dyt, pdw, f0, FT, 5); break;
-    if (g->d->k == 3)
-        switch (ft) { DW3_TILES(DW3_CASE) }
-    else
-        switch (ft) { DW5_TILES(DW5_CASE) }
-#undef DW3_CASE
-#undef DW5_CASE
+#define DW_CASE(FT, K) case FT: dw_tile(g, xt, dyt, pdw, f0, FT, K); break;
+    DW_SWITCH(g->d->k, ft, DW_CASE);
+#undef DW_CASE
 }
 
 /* The bias gradient: each channel's vectors summed over the pixels, then
@@ -941,35 +933,8 @@ static inline __attribute__((always_inline)) void dx_tile(const geom *g, const f
                                                           const float *dyt, float *dxt, int c0,
                                                           const int CT)
 {
-    const window_desc *d = g->d;
-    int K = d->k, pad = d->pad;
-    size_t kk = (size_t)K * K, ckk = (size_t)d->c * kk, P = (size_t)d->oh * d->ow;
-    for (int iy = 0; iy < d->h; iy++) {
-        int ky0 = iy + pad - (d->oh - 1), ky1 = iy + pad;
-        ky0 = ky0 < 0 ? 0 : ky0;
-        ky1 = ky1 > K - 1 ? K - 1 : ky1;
-        for (int ix = 0; ix < d->w; ix++) {
-            int kx0 = ix + pad - (d->ow - 1), kx1 = ix + pad;
-            kx0 = kx0 < 0 ? 0 : kx0;
-            kx1 = kx1 > K - 1 ? K - 1 : kx1;
-            v16 acc[MAX_TILE];
-            for (int c = 0; c < CT; c++)
-                acc[c] = splat(0.0f);
-            for (int f = 0; f < d->f; f++)
-                for (int ky = ky0; ky <= ky1; ky++) {
-                    const float *dr =
-                        dyt + ((size_t)f * P + (size_t)(iy + pad - ky) * d->ow + ix + pad) * LANES;
-                    const float *wr = w + (size_t)f * ckk + (size_t)c0 * kk + (size_t)ky * K;
-                    for (int kx = kx0; kx <= kx1; kx++) {
-                        v16 dv = load16(dr - (size_t)kx * LANES);
-                        for (int c = 0; c < CT; c++)
-                            acc[c] += dv * splat(wr[c * kk + kx]);
-                    }
-                }
-            for (int c = 0; c < CT; c++)
-                store16(dxt + (((size_t)(c0 + c) * d->h + iy) * d->w + ix) * LANES, acc[c]);
-        }
-    }
+    DX_TILE_LOOPS(v16, v16, float, w, dyt, g->d->f, 1, load16, FMA_BCAST, FMA_MAC, FMA_ZERO,
+                  FMA_DX_OUT);
 }
 
 CPU_HOT static void dx_channels(const geom *g, const float *w, const float *dyt, float *dxt,
