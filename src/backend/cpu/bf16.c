@@ -12,7 +12,7 @@
  * conv_small.c in both precisions (oneDNN's bf16 kernels ran at 0.99x
  * float32 on channels that narrow): in bf16 its own vdpbf16ps kernels,
  * which pack x, w and dy in bf16 pairs and sum exact products in float32
- * (1.2-1.7x its float32 speed on LeNet); in builds without the AVX-512
+ * (LeNet's conv1 1.3-1.5x its float32 speed); in builds without the AVX-512
  * kernels it rounds the three to bf16 and multiplies them with float32
  * fmas, exact for products of bf16 values.
  *
