@@ -8,8 +8,9 @@
  *  - against a float64 reference on the inputs rounded to bf16: under 1e-4,
  *    and ten times closer than to the float64 result on the unrounded
  *    inputs: so the products really are of bf16 values with float32
- *    accumulation, not a float32 run; dense's y, dx and dw also element by
- *    element, within the error bound of a float32 sum (check_dense_bound);
+ *    accumulation, not a float32 run; dense's y, dx and dw, and those of
+ *    convolutions with few input channels (conv_small.c), also element by
+ *    element, within the error bound of a float32 sum (check_sum_bound);
  *  - 1, 2 and 5 threads give the same bits;
  *  - against torch.autocast("cpu", dtype=torch.bfloat16): under 1e-2
  *    (skipped visibly without a python3 with torch).
@@ -366,12 +367,26 @@ static size_t count_of(const bcase *c, int i)
     return n[i];
 }
 
-/* Dense y, dx or dw (i = 0, 1, 2), element by element, against float64 on
+/* The most products one element of y, dx or dw (i = 0, 1, 2) sums: dense
+ * in, out or n; conv C*K*K, F*K*K or N*OH*OW (products with padding are
+ * zero, so fewer). */
+static int terms_of(const bcase *c, int i)
+{
+    if (c->kind == DENSE)
+        return i == 0 ? c->in : i == 1 ? c->out : c->n;
+    const window_desc *d = &c->d;
+    return i == 0 ? d->c * d->k * d->k : i == 1 ? d->f * d->k * d->k : d->n * d->oh * d->ow;
+}
+
+/* y, dx or dw (i = 0, 1, 2) of dense or of a convolution with few input
+ * channels (conv_small.c: vdpbf16ps on AVX512_BF16, float32 fmas of the
+ * rounded operands elsewhere), element by element, against float64 on
  * the same bf16 operands. Each product of two bf16 values is exact in
  * float32 (8-bit significands: 16 bits of product), so the kernel's only
- * errors are the roundings of its float32 sum: K products (K = in, out or
- * n) and the bias, at most K + 1 additions in any order or tree (vdpbf16ps
- * and AMX's tdpbf16ps add a pair's products one at a time or at once), so
+ * errors are the roundings of its float32 sum: K products (terms_of) and
+ * the bias, at most K + 1 additions in any order or tree (vdpbf16ps and
+ * AMX's tdpbf16ps add a pair's products one at a time or at once; adding
+ * a zero partner's product is exact), so
  * |fl(s) - s| <= gamma_{K+1} * (sum |products| + |bias|) with gamma_n =
  * n u / (1 - n u), u = 2^-24 (Higham, Accuracy and Stability, 4.2); relu
  * moves no two values further apart. The float64 reference itself is off
@@ -379,10 +394,10 @@ static size_t count_of(const bcase *c, int i)
  * flushes its results; these inputs have none) by at most 2^-126 per
  * addition. Rounding an operand wrongly (truncation, twice) moves an
  * element by about 2^-9 of one of its products, ~100 times this bound. */
-static void check_dense_bound(const bcase *c, int i, const float *got, const ref_out *rr,
-                              const ref_out *mag)
+static void check_sum_bound(const bcase *c, int i, const float *got, const ref_out *rr,
+                            const ref_out *mag)
 {
-    int K = i == 0 ? c->in : i == 1 ? c->out : c->n;
+    int K = terms_of(c, i);
     double u = ldexp(1.0, -24), gamma = (K + 1) * u / (1.0 - (K + 1) * u);
     double gamma64 = K * ldexp(1.0, -53) / (1.0 - K * ldexp(1.0, -53));
     size_t n = count_of(c, i), bad = 0;
@@ -435,8 +450,8 @@ static void check_case(int k, backend_t *fp32, backend_t *const bf[3], const int
             tt_ok(er < 1e-4 && er * 10 < ee,
                   "%s: %s is bf16 products with float32 sums: vs float64 on bf16 inputs %.2e, "
                   "on the float32 inputs %.2e", c->label, names[i], er, ee);
-        if (i < 3 && c->kind == DENSE)
-            check_dense_bound(c, i, b, &rr, &rm);
+        if (i < 3 && (c->kind == DENSE || c->d.c < 16))
+            check_sum_bound(c, i, b, &rr, &rm);
         bool same = tt_same_bits(b, out_of(&again, i), n);
         for (int t = 1; t < 3; t++)
             same = same && tt_same_bits(b, out_of(&ob[t], i), n);

@@ -9,10 +9,12 @@
  * torch.autocast does.
  *
  * Convolutions with fewer than 16 input channels (LeNet's) take
- * conv_small.c in both precisions: it rounds x, w and dy to bf16 and
- * multiplies them with float32 fmas, which is exact for products of bf16
- * values and so the same arithmetic; bf16 kernels gain nothing on channels
- * that narrow (oneDNN's ran at 0.99x float32 on LeNet).
+ * conv_small.c in both precisions (oneDNN's bf16 kernels ran at 0.99x
+ * float32 on channels that narrow): in bf16 its own vdpbf16ps kernels,
+ * which pack x, w and dy in bf16 pairs and sum exact products in float32
+ * (LeNet's conv1 1.3-1.5x its float32 speed); in builds without the AVX-512
+ * kernels it rounds the three to bf16 and multiplies them with float32
+ * fmas, exact for products of bf16 values.
  *
  * The kernels are oneDNN's choice at run time: AMX tiles (tdpbf16ps) where
  * the CPU has them, else AVX512_BF16 (vdpbf16ps). A CPU with neither would

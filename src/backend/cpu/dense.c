@@ -130,7 +130,8 @@ static bool dense_backward(backend_t *be, int n, int in, int out, const float *x
     a.dx_from = weights ? a.parts : 0;
     int tasks = a.dx_from + (dx != NULL ? a.parts : 0);
     if (bf16) { /* float32 reads B in place; bf16 packs both operands of each */
-        size_t fw = tile_gemm_bf16_pack_floats(out, n), fx = tile_gemm_bf16_pack_floats(n, in);
+        /* each product's M and K: dw out x n, dx n x out */
+        size_t fw = tile_gemm_bf16_pack_floats(out, n), fx = tile_gemm_bf16_pack_floats(n, out);
         a.pack_stride = fw > fx ? fw : fx;
         if ((a.pack = pack_buffers(be, (size_t)tasks * a.pack_stride)) == NULL)
             return false;
