@@ -468,9 +468,10 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err);
  * is missing. */
 const char *backend_cpu_bf16_isa(char *why, size_t why_len);
 
-/* Which library runs bf16 on this CPU, for the log: "oneDNN" (AMX), or
- * "conv2d oneDNN, dense towertrain's vdpbf16ps kernel" (AVX512_BF16 alone:
- * tile_gemm's own bf16 kernel serves dense layers). */
+/* Which kernels run bf16 on this CPU, for the log: "conv2d oneDNN, conv2d of
+ * under 16 input channels and dense towertrain's vdpbf16ps kernels"
+ * (AVX512_BF16 alone: conv_small.c and tile_gemm serve those), or "oneDNN,
+ * conv2d of under 16 input channels towertrain's vdpbf16ps kernel" (AMX). */
 const char *backend_cpu_bf16_engines(void);
 
 /* Number of CUDA devices, 0 when the CUDA backend is not built or no device or

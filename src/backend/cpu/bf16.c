@@ -115,7 +115,12 @@ static bool dense_on_tile_gemm(void)
 
 const char *backend_cpu_bf16_engines(void)
 {
-    return dense_on_tile_gemm() ? "conv2d oneDNN, dense towertrain's vdpbf16ps kernel" : "oneDNN";
+    if (dense_on_tile_gemm())
+        return "conv2d oneDNN, conv2d of under 16 input channels and dense towertrain's "
+               "vdpbf16ps kernels";
+    return tile_gemm_bf16_supported()
+               ? "oneDNN, conv2d of under 16 input channels towertrain's vdpbf16ps kernel"
+               : "oneDNN, conv2d of under 16 input channels towertrain's float32 kernel";
 }
 
 backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
