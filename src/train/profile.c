@@ -63,49 +63,8 @@ static bool is_layer_span(const trace_event *e, const model_t *m)
            (const layer_cost *)e->obj < m->costs + m->n_layers;
 }
 
-/* Nanoseconds of [a0, a1) inside the union of tower 0's layer spans (spans
- * of one thread or queue, not overlapping one another). */
-static int64_t overlap_ns(int64_t a0, int64_t a1, const trace_event *ev, size_t n,
-                          const model_t *m)
-{
-    int64_t in = 0;
-    for (size_t i = 0; i < n; i++) {
-        const trace_event *e = &ev[i];
-        if (!is_layer_span(e, m))
-            continue;
-        int64_t lo = e->ts_ns > a0 ? e->ts_ns : a0;
-        int64_t hi = e->ts_ns + e->dur_ns < a1 ? e->ts_ns + e->dur_ns : a1;
-        if (hi > lo)
-            in += hi - lo;
-    }
-    return in;
-}
-
-static int span_cmp(const void *a, const void *b)
-{
-    const trace_event *x = a, *y = b;
-    return (x->ts_ns > y->ts_ns) - (x->ts_ns < y->ts_ns);
-}
-
-/* Adds the union of the all-reduce spans ar[0..na) (sorted here) to the
- * exposed and hidden times. */
-static void tally_allreduce(trace_event *ar, size_t na, const trace_event *ev, size_t n,
-                            const model_t *m, double per, profile_result *r)
-{
-    qsort(ar, na, sizeof(*ar), span_cmp);
-    for (size_t i = 0; i < na;) {
-        int64_t a0 = ar[i].ts_ns, a1 = a0 + ar[i].dur_ns;
-        for (i++; i < na && ar[i].ts_ns <= a1; i++)
-            if (ar[i].ts_ns + ar[i].dur_ns > a1)
-                a1 = ar[i].ts_ns + ar[i].dur_ns;
-        int64_t hidden = overlap_ns(a0, a1, ev, n, m);
-        r->hidden_ms += hidden / per;
-        r->exposed_ms += (a1 - a0 - hidden) / per;
-    }
-}
-
 typedef struct {
-    int64_t lo, hi;
+    int64_t lo, hi; /* [lo, hi) in ns */
 } interval;
 
 static int interval_cmp(const void *a, const void *b)
@@ -114,33 +73,43 @@ static int interval_cmp(const void *a, const void *b)
     return (x->lo > y->lo) - (x->lo < y->lo);
 }
 
-/* The trainer's data wait in ns, less its part inside busy[0..nb) (sorted,
- * merged here): the tower's work that ran while the trainer waited. */
-static int64_t data_wait_ns(const trace_event *tev, size_t nt, interval *busy, size_t nb)
+/* Sorts v[0..n) and merges those that overlap, in place: returns how many
+ * are left, their union in time order. */
+static size_t interval_union(interval *v, size_t n)
 {
-    qsort(busy, nb, sizeof(*busy), interval_cmp);
+    qsort(v, n, sizeof(*v), interval_cmp);
     size_t k = 0;
-    for (size_t i = 0; i < nb; i++) {
-        if (k > 0 && busy[i].lo <= busy[k - 1].hi) {
-            if (busy[i].hi > busy[k - 1].hi)
-                busy[k - 1].hi = busy[i].hi;
+    for (size_t i = 0; i < n; i++) {
+        if (k > 0 && v[i].lo <= v[k - 1].hi) {
+            if (v[i].hi > v[k - 1].hi)
+                v[k - 1].hi = v[i].hi;
         } else {
-            busy[k++] = busy[i];
+            v[k++] = v[i];
         }
     }
-    int64_t wait = 0;
-    size_t j = 0; /* the data wait spans are in time order: one thread's */
-    for (size_t i = 0; i < nt; i++) {
-        if (tev[i].cat != TRACE_CAT_DATA || strcmp(tev[i].name, "data wait") != 0)
-            continue;
-        int64_t a0 = tev[i].ts_ns, a1 = a0 + tev[i].dur_ns;
-        wait += a1 - a0;
-        while (j < k && busy[j].hi <= a0)
-            j++;
-        for (size_t b = j; b < k && busy[b].lo < a1; b++)
-            wait -= (busy[b].hi < a1 ? busy[b].hi : a1) - (busy[b].lo > a0 ? busy[b].lo : a0);
+    return k;
+}
+
+/* Nanoseconds of [a0, a1) inside the union u[0..k) (interval_union's). */
+static int64_t interval_overlap(const interval *u, size_t k, int64_t a0, int64_t a1)
+{
+    size_t lo = 0, hi = k; /* the first that ends after a0 */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (u[mid].hi <= a0)
+            lo = mid + 1;
+        else
+            hi = mid;
     }
-    return wait;
+    int64_t in = 0;
+    for (size_t b = lo; b < k && u[b].lo < a1; b++)
+        in += (u[b].hi < a1 ? u[b].hi : a1) - (u[b].lo > a0 ? u[b].lo : a0);
+    return in;
+}
+
+static interval span_interval(const trace_event *e)
+{
+    return (interval){e->ts_ns, e->ts_ns + e->dur_ns};
 }
 
 /* The table's numbers from the recorded spans; step_ms is set. */
@@ -160,29 +129,43 @@ static int profile_tally(const trainer_t *tr, profile_result *r, tt_err *err)
             r->optimizer_ms += e->dur_ns / per;
         }
     }
+    /* three unions of spans, in one allocation: tower 0's layers; its
+     * packs; and its layers, optimizer and packs (its work) */
     size_t na;
     const trace_event *ar = trace_row_events(TRACE_ROW_ALLREDUCE, &na);
-    trace_event *sorted = malloc((na > 0 ? na : 1) * sizeof(*sorted));
-    interval *busy = malloc((n + na > 0 ? n + na : 1) * sizeof(*busy));
-    if (sorted == NULL || busy == NULL) {
-        free(sorted);
-        free(busy);
+    interval *lay = malloc((2 * (n + na) + 1) * sizeof(*lay));
+    if (lay == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    interval *packs = lay + n, *work = packs + na;
+    size_t nl = 0, nw = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (is_layer_span(&ev[i], m))
+            lay[nl++] = work[nw++] = span_interval(&ev[i]);
+        else if (ev[i].cat == TRACE_CAT_OPTIMIZER)
+            work[nw++] = span_interval(&ev[i]);
     }
-    if (na > 0)
-        memcpy(sorted, ar, na * sizeof(*sorted));
-    tally_allreduce(sorted, na, ev, n, m, per, r);
-    free(sorted);
-    size_t nb = 0;
-    for (size_t i = 0; i < n; i++)
-        if (is_layer_span(&ev[i], m) || ev[i].cat == TRACE_CAT_OPTIMIZER)
-            busy[nb++] = (interval){ev[i].ts_ns, ev[i].ts_ns + ev[i].dur_ns};
     for (size_t i = 0; i < na; i++)
-        busy[nb++] = (interval){ar[i].ts_ns, ar[i].ts_ns + ar[i].dur_ns};
+        packs[i] = work[nw++] = span_interval(&ar[i]);
+    nl = interval_union(lay, nl);
+    size_t np = interval_union(packs, na);
+    nw = interval_union(work, nw);
+    /* all-reduce: the union of the packs, hidden inside the layer spans */
+    for (size_t i = 0; i < np; i++) {
+        int64_t hidden = interval_overlap(lay, nl, packs[i].lo, packs[i].hi);
+        r->hidden_ms += hidden / per;
+        r->exposed_ms += (packs[i].hi - packs[i].lo - hidden) / per;
+    }
+    /* data wait: outside the tower's work, which ran while the trainer
+     * waited */
     size_t nt;
     const trace_event *tev = trace_row_events(TRACE_ROW_TRAINER, &nt);
-    r->data_ms = data_wait_ns(tev, nt, busy, nb) / per;
-    free(busy);
+    for (size_t i = 0; i < nt; i++) {
+        if (tev[i].cat != TRACE_CAT_DATA || strcmp(tev[i].name, "data wait") != 0)
+            continue;
+        interval d = span_interval(&tev[i]);
+        r->data_ms += (d.hi - d.lo - interval_overlap(work, nw, d.lo, d.hi)) / per;
+    }
+    free(lay);
     double accounted = r->data_ms + r->exposed_ms + r->optimizer_ms;
     int batch = tr->job->dataflow.batch_size; /* tower 0's slice */
     for (int i = 0; i < m->n_layers; i++) {

@@ -118,9 +118,9 @@ grep '^not ok' "$T/timeline.tap" 2>/dev/null | sed 's/^/# /'
 # with bytes and algorithm, overlap backward spans (the packs run beside
 # backward) and nest in their tower's step (its compute queue waits for
 # them there); profile's all-reduce rows are those spans, hidden and
-# exposed (20 steps: profile's step time, idle device to idle device,
-# holds the last step's backward, which the host's step spans in the trace
-# do not; a twentieth of it stays under the 5% they are compared within).
+# exposed (profile's step time, idle device to idle device, holds the last
+# step's backward, which the host's step spans in the trace do not:
+# tt_profile.py allows up to 2 device steps of it over the 20 steps).
 # 2 towers where there are 2 devices (sim: always), else one,
 # whose packs still go through the communicator (but an all-reduce among
 # one may take no time: nothing need be hidden). Batch 128 a tower: the
