@@ -6,8 +6,8 @@ usage: tt_profile.py PROFILE.json TRACE.json MODEL.cfg BATCH WHAT [--hidden | --
   GFLOP per layer: bench/tt_models.py's count from the model file (python,
   independent of the binary's); times: the means of tower 0's spans in the
   trace; data wait: the trainer's spans outside tower 0's layer,
-  optimizer and pack spans; rows: sum to step_ms within 5%, the rest not negative
-  beyond it;
+  optimizer and pack spans; rows: sum to step_ms within 5%, the rest not
+  negative beyond it;
   step_ms: the trace's mean step span within 5% (device towers: step_ms
   also holds up to 2 device steps of work after the host's last step).
   --hidden: a job whose packs run beside backward (device towers with
@@ -36,6 +36,11 @@ def union(spans):
     return out
 
 
+def inside(a, b, u):
+    """The time of [a, b) inside the spans u (union()'s [start, end] pairs)."""
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in u)
+
+
 def check_hidden(p, t, tnames, steps, w, some_hidden):
     """The all-reduce rows against tower 0's spans in the trace: the union
     of its pack spans (the packs of one device group share a span), the
@@ -48,7 +53,7 @@ def check_hidden(p, t, tnames, steps, w, some_hidden):
     total = hid = 0.0
     for a, b in union(packs):
         total += b - a
-        hid += sum(max(0.0, min(b, y) - max(a, x)) for x, y in lay)
+        hid += inside(a, b, lay)
     total, hid = total / steps / 1e3, hid / steps / 1e3
     exp_ms, hid_ms = p["allreduce_exposed_ms"], p["allreduce_hidden_ms"]
     ok(packs and (hid_ms > 0 or not some_hidden) and exp_ms >= 0 and hid_ms >= 0,
@@ -115,8 +120,7 @@ def main():
     busy = union([e for e in tower0 if e["cat"] in ("forward", "backward", "optimizer")] + ar0)
     dw = [e for e in t if e.get("ph") == "X" and e["pid"] == 0 and e["tid"] == 0 and
           e["name"] == "data wait"]
-    wait = sum(e["dur"] - sum(max(0.0, min(e["ts"] + e["dur"], y) - max(e["ts"], x))
-                              for x, y in busy) for e in dw) / steps / 1e3
+    wait = sum(e["dur"] - inside(e["ts"], e["ts"] + e["dur"], busy) for e in dw) / steps / 1e3
     tol = 1e-3 * max(wait, 1e-3) + 1e-5 * len(dw) / steps
     ok(len(dw) == steps and abs(wait - p["data_wait_ms"]) <= tol,
        "%s: data wait = the trainer's %d data wait spans in --trace outside tower 0's layer, "
