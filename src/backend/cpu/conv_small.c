@@ -734,7 +734,9 @@ VDP_INLINE __m512bh vdp_splat(const uint32_t *p)
 #define VDP_FWD_OUT(p, v) _mm512_store_ps((p), relu ? _mm512_max_ps((v), _mm512_setzero_ps()) : (v))
 #define VDP_DX_OUT(p, c) _mm512_store_ps((p), _mm512_add_ps(acc[0][c], acc[1][c]))
 
-/* lanes summed in lane order, as hsum16 */
+/* lanes summed in lane order, as hsum16; a copy, not a call: hsum16 takes
+ * its vector by value and is not built for AVX-512, and a call across that
+ * boundary that GCC did not inline would change the ABI (clang refuses it) */
 VDP_INLINE float vdp_hsum(__m512 v)
 {
     float t[LANES] __attribute__((aligned(64)));
