@@ -41,7 +41,7 @@ timeline_run() {
 }
 
 # (1) the matrix: every trainer type, 1 and 2 towers
-timeline_run simple --workers --layer-sum --
+timeline_run simple --workers --layer-sum --abut --
 timeline_run packed --towers 2 --packs --work-sum -- \
   --set 'trainer={ type = "sync_replicated"; nr_tower = 2; gradient_packing = 4; }'
 # without packing the one pack follows backward: the overlap check can fail
@@ -58,7 +58,8 @@ timeline_run accumulate --layer-sum -- --set trainer.accumulate=2
 # milliseconds: host-side spans would sum to a small part of the step.
 # Batch 256: the device idles while the host reads each step's loss (a
 # fixed gap), a small part of these steps.
-timeline_run sim --layer-sum -- --set trainer.device='"sim"' --set dataflow.batch_size=256
+timeline_run sim --layer-sum --abut --device-events -- --set trainer.device='"sim"' \
+  --set dataflow.batch_size=256
 # 2 sim towers with packs: each pack's all-reduce measured on the device
 # too (events on the communication queue), beside backward, in the step
 timeline_run sim_packed --towers 2 --device-packs -- --set dataflow.batch_size=128 \

@@ -35,16 +35,17 @@ typedef struct {
     int calls;
 } recorder;
 
-static void record(void *arg, size_t lo)
+static bool record(void *arg, size_t lo)
 {
     recorder *r = arg;
     if (r->calls >= 16)
-        return;
+        return false;
     r->los[r->calls] = lo;
     r->snap[r->calls] = malloc((r->n - lo + 1) * sizeof(float));
     r->tw->be->download(r->tw->be, r->snap[r->calls], r->tw->grads + lo,
                         (r->n - lo) * sizeof(float));
     r->calls++;
+    return true;
 }
 
 int main(void)

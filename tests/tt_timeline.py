@@ -19,6 +19,15 @@ usage: tt_timeline.py TRACE.json WHAT [options]
   --layer-sum       a tower step's layer spans sum within 10% of it (the median step)
   --work-sum        the same for its layer, pack and optimizer spans
   --model FILE      the layer names of the model file (forward and backward of each)
+  --abut            each forward span of a tower step after the first begins
+                    where the one before it ended (trace_continue: no gap, and
+                    on a device one event for both)
+  --device-events   simple trainer on one device tower, no loss scaling:
+                    otherData.device_events is, over its steps, F + B + 5 a
+                    step (F forward and B backward spans): the step's begin
+                    and end, one event a layer span and one more to begin each
+                    pass, one to end the optimizer's span, which begins at the
+                    step's end
 """
 import argparse
 import json
@@ -59,6 +68,8 @@ def main():
     ap.add_argument("--layer-sum", action="store_true")
     ap.add_argument("--work-sum", action="store_true")
     ap.add_argument("--model")
+    ap.add_argument("--abut", action="store_true")
+    ap.add_argument("--device-events", action="store_true")
     a = ap.parse_args()
     w = a.what
     doc = load(a.trace)
@@ -121,6 +132,7 @@ def main():
                "%s: rank %d: one data wait span (cat data) a step (%d)" % (w, r, len(dw)))
     layers = model_layers(a.model) if a.model else None
     ratios = []
+    device_events = 0
     for r in range(a.ranks):
         for t in range(a.towers):
             tid = [k[1] for k in tnames if k[0] == r and tnames[k] == "tower %d" % t][0]
@@ -150,6 +162,19 @@ def main():
                 ok(want <= names, "%s: rank %d tower %d: forward and backward spans of every "
                    "layer, named as the model file names them (missing %s)"
                    % (w, r, t, sorted(want - names)[:4]))
+            per_step = [[e for e in lay if s["ts"] - 1e-3 <= e["ts"] and
+                         e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3] for s in steps]
+            if a.abut:
+                gaps = []
+                for mine in per_step:
+                    fw = sorted((e for e in mine if e["cat"] == "forward"), key=lambda e: e["ts"])
+                    gaps += [round(n["ts"] - (p["ts"] + p["dur"]), 3)
+                             for p, n in zip(fw, fw[1:])
+                             if abs(n["ts"] - (p["ts"] + p["dur"])) > 1e-3]
+                ok(not gaps, "%s: rank %d tower %d: each forward span of a step begins where "
+                   "the one before it ended (gaps, us: %s)" % (w, r, t, gaps[:4]))
+            if a.device_events:
+                device_events += sum(len(m) + 5 for m in per_step)
             # the tower's own work inside each of its step spans; with
             # --work-sum its packs (own row) and optimizer spans count too
             ar_rows = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
@@ -226,6 +251,10 @@ def main():
                 else:
                     ok(early == 0, "%s: rank %d tower %d: without packing no pack runs within "
                        "the backward pass (%d do)" % (w, r, t, early))
+    if a.device_events:
+        got = doc.get("otherData", {}).get("device_events")
+        ok(got == device_events, "%s: otherData.device_events %s = F + B + 5 a step, %d (a "
+           "layer span continues the last: one event each)" % (w, got, device_events))
     if a.layer_sum or a.work_sum:
         # The median step: on a machine shared with other jobs a thread may
         # lose the CPU between two layers (a gap no span covers, seen at 5.8

@@ -63,21 +63,24 @@ int timeline_write(const char *path, int64_t offset_ns, int64_t first, int64_t l
                    tt_err *err)
 {
     int rank = dist_rank(), ranks = dist_size();
-    /* every rank's earliest span, dropped spans and text length, known to
-     * all (sums of vectors where each rank fills its own entries) */
-    double *early = calloc((size_t)ranks * 3, sizeof(double));
+    /* every rank's earliest span, dropped spans, device events and text
+     * length, known to all (sums of vectors where each rank fills its own
+     * entries) */
+    double *early = calloc((size_t)ranks * 4, sizeof(double));
     if (early == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory writing %s", path);
-    double *drop = early + ranks, *lens = early + 2 * ranks;
+    double *drop = early + ranks, *devev = early + 2 * ranks, *lens = early + 3 * ranks;
     early[rank] = (double)earliest_span(offset_ns);
     drop[rank] = (double)trace_dropped();
-    dist_sum_doubles(early, 2 * ranks);
+    devev[rank] = (double)trace_device_events();
+    dist_sum_doubles(early, 3 * ranks);
     int64_t origin = INT64_MAX;
-    double dropped = 0;
+    double dropped = 0, device_events = 0;
     for (int r = 0; r < ranks; r++) {
         if (early[r] < (double)origin)
             origin = (int64_t)early[r];
         dropped += drop[r];
+        device_events += devev[r];
     }
     if (origin == INT64_MAX)
         origin = 0;
@@ -110,8 +113,9 @@ int timeline_write(const char *path, int64_t offset_ns, int64_t first, int64_t l
             free(part);
     }
     trace_text_printf(&out, "\n],\n\"displayTimeUnit\": \"ms\",\n\"otherData\": {\"first_step\": "
-                      "%lld, \"last_step\": %lld, \"ranks\": %d, \"dropped_spans\": %.0f}}\n",
-                      (long long)first, (long long)last, ranks, dropped);
+                      "%lld, \"last_step\": %lld, \"ranks\": %d, \"dropped_spans\": %.0f, "
+                      "\"device_events\": %.0f}}\n",
+                      (long long)first, (long long)last, ranks, dropped, device_events);
     free(early);
     int rc = 0;
     if (mine.oom || out.oom)

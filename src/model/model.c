@@ -597,11 +597,15 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     backend_t *be = t->be;
     int last = m->n_layers - 1;
 
+    /* the timeline: each layer's span begins where the last one's ended
+     * (nothing is queued between two layers), after the first */
+    bool first = true;
     for (int i = 0; i < m->n_layers; i++) {
         if (m->layers[i].relu_fused)
             continue; /* done by its input layer */
         layer_call c = layer_call_for(t, i, n, training, seed);
-        int64_t t0 = trace_begin();
+        int64_t t0 = first ? trace_begin() : trace_continue();
+        first = false;
         m->layers[i].ops->forward(&m->layers[i], &c);
         if (t0 != 0)
             trace_end_full(TRACE_ROW_NONE, t0, TRACE_CAT_FORWARD, m->layers[i].cfg->name, -1,
@@ -623,6 +627,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     bool *done = t->grad_written;
     memset(done, 0, (size_t)m->n_layers * sizeof(bool));
     done[last] = true;
+    bool chained = false; /* the last layer's span ended with nothing after it */
     for (int i = last; i >= 0; i--) {
         const layer_t *l = &m->layers[i];
         if (l->relu_fused) {
@@ -631,7 +636,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
             done[layer_input(l->cfg, i, 0)] = true;
             continue;
         }
-        int64_t t0 = trace_begin();
+        int64_t t0 = chained ? trace_continue() : trace_begin();
         layer_call c = layer_call_for(t, i, n, true, seed);
         c.dy = t->dact[i];
         int accumulate[LAYER_MAX_INPUTS] = {0};
@@ -678,8 +683,9 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
         if (t0 != 0)
             trace_end_full(TRACE_ROW_NONE, t0, TRACE_CAT_BACKWARD, l->cfg->name, -1, "backward",
                            layer_args_backward, &m->costs[i], n);
+        chained = true;
         if (t->grad_ready != NULL && l->n_params > 0 && l->params[0].trainable)
-            t->grad_ready(t->grad_ready_arg, m->param_offset[i * LAYER_MAX_PARAMS]);
+            chained = !t->grad_ready(t->grad_ready_arg, m->param_offset[i * LAYER_MAX_PARAMS]);
     }
     return t->act[last];
 }

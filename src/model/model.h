@@ -97,8 +97,10 @@ typedef struct {
      * the lowest offset of the gradient block now final: [lo, n_trainable)
      * will not change again in this step (layers run last to first and own
      * contiguous ranges). NULL: not called. Lets a trainer start all-reducing
-     * gradients while backward goes on. */
-    void (*grad_ready)(void *arg, size_t lo);
+     * gradients while backward goes on. Returns whether it did anything (work
+     * queued on the tower's device, a span recorded): when not, the next
+     * layer's timeline span continues this one's (trace_continue). */
+    bool (*grad_ready)(void *arg, size_t lo);
     void *grad_ready_arg;
 } tower_t;
 

@@ -15,10 +15,12 @@ struct device_spans {
     device_spans_record_fn record; /* NULL: on the compute queue */
     void *record_arg;
     trace_device sink;
-    backend_event **ev; /* DEVICE_SPAN_EVENTS + 1 (the reference), made at first use */
+    int pool;           /* events in the pool, the reference not counted */
+    backend_event **ev; /* pool + 1 (the reference), made at first use */
     bool no_pool;       /* making it failed: spans dropped */
     int n_events;
-    kept_span *spans;   /* DEVICE_SPAN_EVENTS / 2 */
+    int last_end;       /* the event (index + 1) that closed the last span; 0: none */
+    kept_span *spans;   /* pool: a span has its own closing event */
     int64_t *host_ns;   /* each event's time on the host clock (flush), 0: unknown */
     int n_spans;
     unsigned window;    /* trace_window() of the kept spans */
@@ -27,7 +29,7 @@ struct device_spans {
 static void pool_free(device_spans *s)
 {
     if (s->ev != NULL)
-        for (int i = 0; i <= DEVICE_SPAN_EVENTS; i++)
+        for (int i = 0; i <= s->pool; i++)
             s->be->dev->event_free(s->be, s->ev[i]);
     free(s->ev);
     free(s->spans);
@@ -43,11 +45,11 @@ static void pool_free(device_spans *s)
 static bool pool_make(device_spans *s)
 {
     tt_err err = {0};
-    s->ev = calloc(DEVICE_SPAN_EVENTS + 1, sizeof(*s->ev));
-    s->spans = calloc(DEVICE_SPAN_EVENTS / 2, sizeof(*s->spans));
-    s->host_ns = calloc(DEVICE_SPAN_EVENTS, sizeof(*s->host_ns));
+    s->ev = calloc((size_t)s->pool + 1, sizeof(*s->ev));
+    s->spans = calloc((size_t)s->pool, sizeof(*s->spans));
+    s->host_ns = calloc((size_t)s->pool, sizeof(*s->host_ns));
     bool ok = s->ev != NULL && s->spans != NULL && s->host_ns != NULL;
-    for (int i = 0; ok && i <= DEVICE_SPAN_EVENTS; i++)
+    for (int i = 0; ok && i <= s->pool; i++)
         ok = (s->ev[i] = s->be->dev->event_create(s->be, true, &err)) != NULL;
     if (!ok) {
         pool_free(s);
@@ -70,10 +72,11 @@ static int64_t record_next(device_spans *s, bool begin)
         s->window = trace_window();
         s->n_events = 0;
         s->n_spans = 0;
+        s->last_end = 0;
     }
     if (s->ev == NULL && (s->no_pool || !pool_make(s)))
         return 0;
-    if (s->n_events >= DEVICE_SPAN_EVENTS)
+    if (s->n_events >= s->pool)
         return 0;
     tt_err err = {0};
     backend_t *be = s->be;
@@ -81,6 +84,7 @@ static int64_t record_next(device_spans *s, bool begin)
     if ((s->record != NULL ? s->record(s->record_arg, e, begin, &err)
                            : be->dev->event_record(be, e, be->dev->queue(be), &err)) != 0)
         return 0; /* the device's error ends the step; the span is dropped */
+    trace_count_device_event();
     return -(int64_t)(++s->n_events);
 }
 
@@ -94,29 +98,44 @@ static void span_end(void *ctx, int64_t token, const trace_event *span)
     device_spans *s = ctx;
     int begin = (int)(-token - 1);
     int64_t end = record_next(s, false);
-    if (end == 0 || begin >= s->n_events || s->n_spans >= DEVICE_SPAN_EVENTS / 2) {
+    if (end == 0 || begin >= s->n_events || s->n_spans >= s->pool) {
         trace_count_dropped(1);
         return;
     }
     s->spans[s->n_spans++] = (kept_span){begin, (int)(-end - 1), *span};
+    s->last_end = (int)-end;
+}
+
+/* trace_continue: the last span's closing event, when it is the row's
+ * latest event of this window (the caller vouches that nothing was queued
+ * after it), as the next span's begin */
+static int64_t span_resume(void *ctx)
+{
+    device_spans *s = ctx;
+    if (s->window == trace_window() && s->last_end > 0 && s->last_end == s->n_events)
+        return -(int64_t)s->last_end;
+    return record_next(s, true);
 }
 
 device_spans *device_spans_create(backend_t *be, int row)
 {
-    return device_spans_create_on(be, row, NULL, NULL);
+    return device_spans_create_on(be, row, DEVICE_SPAN_EVENTS, NULL, NULL);
 }
 
-device_spans *device_spans_create_on(backend_t *be, int row, device_spans_record_fn record,
-                                     void *arg)
+device_spans *device_spans_create_on(backend_t *be, int row, int events,
+                                     device_spans_record_fn record, void *arg)
 {
+    if (events < 2)
+        return NULL;
     device_spans *s = calloc(1, sizeof(*s));
     if (s == NULL)
         return NULL;
     s->be = be;
     s->row = row;
+    s->pool = events;
     s->record = record;
     s->record_arg = arg;
-    s->sink = (trace_device){s, span_begin, span_end};
+    s->sink = (trace_device){s, span_begin, span_end, span_resume};
     trace_row_set_device(row, &s->sink);
     return s;
 }
@@ -158,7 +177,7 @@ void device_spans_flush(device_spans *const *rows, int n_rows)
         if (s == NULL || s->window != trace_window())
             continue;
         if (s->n_spans == 0)
-            s->n_events = 0;
+            s->n_events = s->last_end = 0;
         else if (first == NULL)
             first = s;
     }
@@ -166,7 +185,7 @@ void device_spans_flush(device_spans *const *rows, int n_rows)
         return;
     backend_t *be = first->be;
     const backend_device_ops *dev = be->dev;
-    backend_event *ref = first->ev[DEVICE_SPAN_EVENTS];
+    backend_event *ref = first->ev[first->pool];
     /* the queue idle first, so that the reference completes as soon as it
      * is recorded: its host time is taken around that (one reference for
      * every row: sim's clock stands still while the device idles, so two
@@ -189,6 +208,7 @@ void device_spans_flush(device_spans *const *rows, int n_rows)
             trace_count_dropped((size_t)s->n_spans);
         s->n_spans = 0;
         s->n_events = 0;
+        s->last_end = 0;
     }
 }
 

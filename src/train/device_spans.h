@@ -21,24 +21,31 @@
 #include "backend/backend.h"
 #include "util/trace.h"
 
-/* Timing events in a tower's pool: two a span; the spans past it in one
- * window are dropped (and counted in the timeline's dropped_spans). */
+/* Timing events in a tower row's pool: two a span, one where a span
+ * continues the last (trace_continue: a pass's layers); the spans past it
+ * in one window are dropped (and counted in the timeline's dropped_spans).
+ * ResNet-50's step (129 layers not fused) takes ~265, so ~60 recorded
+ * steps; an all-reduce row's spans are its groups of packs, a few a step:
+ * it has a quarter. */
 #define DEVICE_SPAN_EVENTS 16384
+#define DEVICE_SPAN_EVENTS_COMM (DEVICE_SPAN_EVENTS / 4)
 
 typedef struct device_spans device_spans;
 
-/* The spans of row `row`, measured on be's compute queue; registers the
- * row as a device row (trace_row_set_device). NULL when out of memory. */
+/* The spans of row `row`, measured on be's compute queue with a pool of
+ * DEVICE_SPAN_EVENTS; registers the row as a device row
+ * (trace_row_set_device). NULL when out of memory. */
 device_spans *device_spans_create(backend_t *be, int row);
 
-/* The same, each event recorded by record(arg, e, begin, err) instead (0,
+/* The same with a pool of `events` (>= 2), each event recorded by
+ * record(arg, e, begin, err) instead (0,
  * or -1 with err: the span is dropped), where the device's work for the
  * row is queued (begin: a span's first event); every event must be done
  * once the compute queue is (the row's queue joined into it, as
  * backend_comm's join does each step). */
 typedef int (*device_spans_record_fn)(void *arg, backend_event *e, bool begin, tt_err *err);
-device_spans *device_spans_create_on(backend_t *be, int row, device_spans_record_fn record,
-                                     void *arg);
+device_spans *device_spans_create_on(backend_t *be, int row, int events,
+                                     device_spans_record_fn record, void *arg);
 
 /* Makes the row's pool of events now, as its first recorded span would (on
  * the thread that works on the device, while nothing records): so that the

@@ -256,7 +256,8 @@ int device_towers_trace_comm(trainer_t *tr, backend_comm *comm, tt_err *err)
     for (int t = 0; g != NULL && t < tr->n_towers; t++) {
         g->comm_tower[t] = (struct comm_tower){comm, t};
         g->comm_spans[t] = device_spans_create_on(tr->backends[t], TRACE_ROW_ALLREDUCE + t,
-                                                  comm_record, &g->comm_tower[t]);
+                                                  DEVICE_SPAN_EVENTS_COMM, comm_record,
+                                                  &g->comm_tower[t]);
         if (g->comm_spans[t] == NULL)
             return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }

@@ -20,17 +20,18 @@ typedef struct {
     size_t pending;  /* [0, pending) not updated yet in this step */
 } simple_state;
 
-static void simple_layer_ready(void *arg, size_t lo)
+static bool simple_layer_ready(void *arg, size_t lo)
 {
     simple_state *st = arg;
     if (!st->per_layer || lo >= st->pending)
-        return;
+        return false;
     tower_t *t = &st->tr->towers[0];
     int64_t t0 = trace_begin();
     optimizer_apply_range(&st->opt, t->be, t->params, t->grads, lo, st->pending,
                           st->tr->updates + 1);
     trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
     st->pending = lo;
+    return true;
 }
 
 static int simple_setup(trainer_t *tr, tt_err *err)
@@ -61,7 +62,9 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     } else {
         bool finite = trainer_grads_finite(tr, t->be, t->grads, tr->model.n_trainable);
         if (trainer_loss_scale_step(tr, finite)) {
-            int64_t t0 = trace_begin();
+            /* without loss scaling nothing was queued since the step's span
+             * ended (no finite check): the update's span continues it */
+            int64_t t0 = tr->loss_scaling ? trace_begin() : trace_continue();
             optimizer_apply(&st->opt, t->params, t->grads, tr->updates + 1);
             trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
             tr->updates++;

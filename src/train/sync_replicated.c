@@ -117,10 +117,12 @@ static void average_pack(trainer_t *tr, int t, float *grads, size_t count)
 }
 
 /* Averages, last first, the pending packs that lie wholly in
- * [lo, n_trainable): every pending pack when lo is 0. */
-static void average_ready_packs(pack_cursor *c, size_t lo)
+ * [lo, n_trainable): every pending pack when lo is 0. Returns whether there
+ * was one. */
+static bool average_ready_packs(pack_cursor *c, size_t lo)
 {
     tower_t *tw = &c->tr->towers[c->t];
+    bool any = false;
     while (c->pending > 0) {
         size_t plo, phi;
         pack_range(c->tr, c->pending - 1, &plo, &phi);
@@ -142,7 +144,9 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
             trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);
         }
         c->pending--;
+        any = true;
     }
+    return any;
 }
 
 /* GPU towers: starts, in one group, the packs that lie wholly in
@@ -150,7 +154,7 @@ static void average_ready_packs(pack_cursor *c, size_t lo)
  * While the timeline records, each pack's span on the tower's all-reduce
  * row is its group's collective, measured on the device: timing events on
  * the communication queue before and after the group (device_spans.h). */
-static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
+static bool nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
 {
     replicated_state *st = tr->impl;
     tower_t *tw = &tr->towers[t];
@@ -178,6 +182,7 @@ static void nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
                            trace_args_pack, device_allreduce_name(tr),
                            (int64_t)((phi[i] - plo[i]) * sizeof(float)));
     }
+    return n > 0;
 }
 
 /* GPU towers, backward done: the packs not started yet, then the compute
@@ -192,18 +197,19 @@ static void nccl_finish_packs(trainer_t *tr, int t)
 }
 
 /* tower_t.grad_ready: called by backward as layers finish. */
-static void pack_ready(void *arg, size_t lo)
+static bool pack_ready(void *arg, size_t lo)
 {
     pack_cursor *c = arg;
     /* at the end of backward (lo 0) a GPU tower's compute stream waits for
      * the packs there, within the tower's step, as a CPU tower averages its
      * last packs within it: the timeline's step span holds them */
     if (((replicated_state *)c->tr->impl)->comm == NULL)
-        average_ready_packs(c, lo);
-    else if (lo == 0)
+        return average_ready_packs(c, lo);
+    if (lo == 0) {
         nccl_finish_packs(c->tr, c->t);
-    else
-        nccl_start_ready_packs(c->tr, c->t, lo);
+        return true;
+    }
+    return nccl_start_ready_packs(c->tr, c->t, lo);
 }
 
 /* Device towers: the device's communicator over every device of every

@@ -413,7 +413,7 @@ static void tower_compute_step(trainer_t *tr, int t, const batch_t *b)
     tower_t *tw = &tr->towers[t];
     size_t count = tr->model.n_trainable;
     float *acc = tr->accum[t];
-    void (*ready)(void *, size_t) = tw->grad_ready;
+    bool (*ready)(void *, size_t) = tw->grad_ready;
     tw->grad_ready = NULL;
     double loss = 0.0;
     int correct = 0;

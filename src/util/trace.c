@@ -18,7 +18,13 @@ static _Atomic(const trace_device *) devices[TRACE_ROWS];
 static atomic_uint window;
 static atomic_bool worker_taken[TRACE_MAX_WORKERS];
 static atomic_size_t dropped;
+static atomic_size_t device_events;
 static _Thread_local int current_row = TRACE_ROW_NONE;
+/* the end of the last span this thread stored on a host row, for
+ * trace_continue: its row, window and time (0: none) */
+static _Thread_local int last_end_row = TRACE_ROW_NONE;
+static _Thread_local unsigned last_end_window;
+static _Thread_local int64_t last_end_ns;
 
 int64_t trace_clock_ns(void)
 {
@@ -86,9 +92,34 @@ int64_t trace_begin_now_on(int row)
     return token;
 }
 
+int64_t trace_continue_now(void)
+{
+    int row = current_row;
+    const trace_device *d = device_of(row);
+    if (d != NULL) {
+        int64_t token = d->resume(d->ctx);
+        if (token == 0)
+            atomic_fetch_add(&dropped, 1);
+        return token;
+    }
+    if (last_end_ns != 0 && last_end_row == row && last_end_window == atomic_load(&window))
+        return last_end_ns;
+    return trace_clock_ns();
+}
+
 void trace_count_dropped(size_t n)
 {
     atomic_fetch_add(&dropped, n);
+}
+
+void trace_count_device_event(void)
+{
+    atomic_fetch_add_explicit(&device_events, 1, memory_order_relaxed);
+}
+
+size_t trace_device_events(void)
+{
+    return atomic_load(&device_events);
 }
 
 unsigned trace_window(void)
@@ -154,6 +185,9 @@ void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_
         return;
     *slot = (trace_event){t0, t1 - t0, name, suffix, number, args, obj, n, (int)cat};
     atomic_store_explicit(&r->count, i + 1, memory_order_release);
+    last_end_row = row;
+    last_end_window = atomic_load_explicit(&window, memory_order_relaxed);
+    last_end_ns = t1;
 }
 
 int trace_start(void)
@@ -161,6 +195,7 @@ int trace_start(void)
     for (int i = 0; i < TRACE_ROWS; i++)
         atomic_store(&rows[i].count, 0);
     atomic_store(&dropped, 0);
+    atomic_store(&device_events, 0);
     atomic_fetch_add(&window, 1);
     atomic_store(&trace_recording_flag, 1);
     return 0;

@@ -100,6 +100,9 @@ typedef struct {
     void *ctx;
     int64_t (*begin)(void *ctx);
     void (*end)(void *ctx, int64_t token, const trace_event *span);
+    /* trace_continue's begin: the token of the event that closed the row's
+     * last span when no event was recorded on the row since, else begin(ctx) */
+    int64_t (*resume)(void *ctx);
 } trace_device;
 
 /* Makes row a device row (NULL: a host row again, the default). Set before
@@ -116,6 +119,19 @@ int64_t trace_begin_now_on(int row);
 static inline int64_t trace_begin(void)
 {
     return trace_recording() ? trace_begin_now() : 0;
+}
+
+/* The start of a span that follows the last span ended on the calling
+ * thread's row with nothing between them: no work for the row's device
+ * queued and no other span recorded on the row since (one layer after
+ * another). It begins where that span ended: on a device row, at that
+ * span's closing event, so that a pass of N layers takes N + 1 events
+ * instead of 2N (each costs the host a driver call on a GPU); on a host
+ * row, at its end time. Without such a span, as trace_begin. */
+int64_t trace_continue_now(void);
+static inline int64_t trace_continue(void)
+{
+    return trace_recording() ? trace_continue_now() : 0;
 }
 
 /* The start of a span of another row than the calling thread's (a device
@@ -179,6 +195,10 @@ const trace_event *trace_row_events(int row, size_t *count);
 void trace_row_name(int row, char *buf, size_t len);
 /* Spans dropped because a row's buffer was full. */
 size_t trace_dropped(void);
+/* Counts the timing events a device row recorded in this window (the
+ * timeline's device_events: what recording cost the devices' queues). */
+void trace_count_device_event(void);
+size_t trace_device_events(void);
 
 /* Appends this process's events as Chrome trace JSON objects (each preceded
  * by ",\n" unless *first), with pid, and times shifted by offset_ns and

@@ -24,7 +24,7 @@ if [ "$GPUS" = 0 ]; then
   tt_skip_all "no GPU here" "SIGTERM mid-run on a GPU: exit 143, a checkpoint; resume runs to the end" \
     "eval of a GPU run: the accuracy its inference_runner logged" \
     "eval of a GPU checkpoint on the CPU: the same accuracy within 0.005" \
-    "a timeline of one GPU tower: device-side layer spans nest in their step, sum within 10%" \
+    "a timeline of one GPU tower: device-side layer spans nest in their step, sum within 10%, abut, one event each" \
     "a timeline of GPU towers with gradient packing: device-side pack spans overlap backward" \
     "profile of GPU towers with gradient packing: all-reduce hidden and exposed from the pack spans"
 fi
@@ -107,8 +107,9 @@ ok $? "eval of a $DEV checkpoint on the CPU: the same accuracy within 0.005 (exi
   >"$T/timeline.out" 2>&1
 rc=$?
 [ $rc = 0 ] && $PY "$TT_SRCDIR/tests/tt_timeline.py" "$T/timeline/timeline-3-10.json" "$DEV" \
-  --steps 3-10 --layer-sum --model "$TT_SRCDIR/models/lenet.cfg" >"$T/timeline.tap" 2>&1
-ok $? "a timeline of one $DEV tower: device-side layer spans nest in their step, sum within 10% (exit status $rc)"
+  --steps 3-10 --layer-sum --abut --device-events --model "$TT_SRCDIR/models/lenet.cfg" \
+  >"$T/timeline.tap" 2>&1
+ok $? "a timeline of one $DEV tower: device-side layer spans nest in their step, sum within 10%, abut, one event each (exit status $rc)"
 [ $rc = 0 ] || sed 's/^/# /' "$T/timeline.out" | tail -n 5
 grep '^not ok' "$T/timeline.tap" 2>/dev/null | sed 's/^/# /'
 

@@ -12,7 +12,8 @@
 #   run                the runner;  env.sh  what it and bin/towertrain share
 #   bin/towertrain     a wrapper: the library path for towertrain alone
 #   libexec/           towertrain with CUDA, test_cuda_libs, test_precision,
-#                      test_gpu_ops, test_gpu_precision (RPATH $ORIGIN/../lib)
+#                      test_gpu_ops, test_gpu_precision (RPATH $ORIGIN/../lib),
+#                      event_cost (bench/timeline: a timing event's cost)
 #   lib/               every shared library they need that is not glibc,
 #                      libstdc++ or libgcc_s, as the loader resolves it here
 #                      (OpenBLAS packed with xz, 36 -> 4 MB: env.sh unpacks it)
@@ -98,11 +99,18 @@ PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_o
 nice make -j"$JOBS" $PROGS LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1 ||
   die "make failed (see $BUILD/make.out)"
 
+# bench/timeline's event_cost (one timing event's cost on the GPU), against
+# the same static cudart
+cuda_cflags=$(sed -n 's/^CUDA_CFLAGS = //p' Makefile) && cuda_libs=$(sed -n 's/^CUDA_LIBS = //p' Makefile) &&
+  # shellcheck disable=SC2086
+  cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L $cuda_cflags "$SRC/bench/timeline/event_cost.c" \
+    $cuda_libs -o event_cost >>make.out 2>&1 || die "building event_cost failed (see $BUILD/make.out)"
+
 # ---- 3. the kit, assembled afresh into a temporary folder, then renamed ----
 tmp="$KIT.new"
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/libexec" "$tmp/lib" "$tmp/src/tests/gpu" "$tmp/src/bench/gpu" \
   "$tmp/src/bench/timeline" "$tmp/src/models" "$tmp/src/jobs" "$tmp/data/fashion-mnist" || die "cannot create $tmp"
-for p in $PROGS; do
+for p in $PROGS event_cost; do
   # debug info is most of their size; the symbols stay for backtraces
   strip --strip-debug -o "$tmp/libexec/${p##*/}" "$p" || die "strip $p failed"
 done

@@ -241,16 +241,18 @@ fi
 
 # ---- what recording a timeline costs a step of GPU towers (issue 25's
 # at most 5%): bench/timeline/run --device gpu, LeNet on one tower and with
-# gradient packing (2 towers where there are 2 GPUs), runs with and without
-# the callback interleaved, 3 rounds of 30-step epochs, about 40 s (into
-# run.log); TT_KIT_TIMELINE=0 leaves it out ----
+# gradient packing (2 towers where there are 2 GPUs), recorded and clean
+# 200-step epochs interleaved in each process, 3 processes each, with
+# event_cost's direct figure, about 35 s (into run.log); TT_KIT_TIMELINE=0
+# leaves it out ----
 if [ "${TT_KIT_TIMELINE:-1}" != 0 ]; then
   secs=$(limit 45)
   ntw=1
   [ "$gpus" -ge 2 ] && ntw=2
   say "== bench/timeline/run --device gpu: what recording a timeline costs a step (${secs}s)"
   { timeout -k 5 "$secs" "$PY" "$KIT/src/bench/timeline/run" --towertrain "$KIT/bin/towertrain" \
-      --device gpu --device-towers $ntw --models lenet --steps 30 --rounds 3 \
+      --device gpu --device-towers $ntw --models lenet --steps 200 --rounds 3 \
+      --event-cost "$KIT/libexec/event_cost" \
       --budget $((secs > 25 ? secs - 10 : 15)) --data "$TT_FASHION_MNIST" 2>&1
     echo "   exit status $?"; } | tee -a "$LOG"
 fi
