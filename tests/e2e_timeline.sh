@@ -62,7 +62,7 @@ timeline_run sim --layer-sum --abut --device-events -- --set trainer.device='"si
   --set dataflow.batch_size=256
 # 2 sim towers with packs: each pack's all-reduce measured on the device
 # too (events on the communication queue), beside backward, in the step
-timeline_run sim_packed --towers 2 --device-packs -- --set dataflow.batch_size=128 \
+timeline_run sim_packed --towers 2 --device-packs --device-events -- --set dataflow.batch_size=128 \
   --set 'trainer={ type = "sync_replicated"; device = "sim"; towers = [0, 1]; gradient_packing = 4; }'
 
 # (2) the default window: 10 steps after the first 20

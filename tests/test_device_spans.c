@@ -1,6 +1,6 @@
 /* test_device_spans.c - a device row's spans (train/device_spans.h) on the
  * simulated GPU: spans measured on the device and read back on the host
- * clock, and trace_continue's shared events. A span that continues the last
+ * clock, and the events trace_continue and trace_end_with_last share. A span that continues the last
  * one begins at that span's closing event: the two abut exactly, and a pass
  * of N spans takes N + 1 events, so a pool of 4 events holds 3 continued
  * spans where it holds 2 begun afresh (were the event not shared, the third
@@ -114,6 +114,32 @@ int main(void)
           "which follows the span before");
     device_spans_free(big);
 
+    /* a group's spans end together (trace_end_with_last): a pool of 2 events
+     * holds two spans of one begin and one end; ended apart, the second
+     * finds the pool spent */
+    device_spans *two = device_spans_create_on(be, TRACE_ROW_TOWER, 2, NULL, NULL);
+    for (int shared = 0; shared < 2; shared++) {
+        trace_start();
+        t0 = trace_begin();
+        work(be, x);
+        span(t0, "g0");
+        (shared ? trace_end_with_last : trace_end_full)(TRACE_ROW_NONE, t0, TRACE_CAT_ALLREDUCE,
+                                                        "g1", -1, NULL, NULL, NULL, 0);
+        trace_stop();
+        device_spans_flush(&two, 1);
+        ev = trace_row_events(TRACE_ROW_TOWER, &n);
+        if (shared)
+            tt_ok(n == 2 && trace_dropped() == 0 && ev[0].ts_ns == ev[1].ts_ns &&
+                      ev[0].dur_ns == ev[1].dur_ns && ev[0].dur_ns > 0,
+                  "spans ended with trace_end_with_last share the closing event: 2 events hold "
+                  "both, the same begin and end (%zu kept, %zu dropped)", n, trace_dropped());
+        else
+            tt_ok(n == 1 && trace_dropped() == 1,
+                  "ended apart, the second span needs a third event: dropped and counted (%zu, "
+                  "%zu)", n, trace_dropped());
+    }
+    device_spans_free(two);
+
     /* host rows: a continued span begins at the last one's end time */
     trace_set_row(TRACE_ROW_TRAINER);
     trace_start();
@@ -121,11 +147,16 @@ int main(void)
     span(t0, "h1");
     t0 = trace_continue();
     span(t0, "h2");
+    t0 = trace_begin();
+    span(t0, "h3");
+    trace_end_with_last(TRACE_ROW_NONE, t0, TRACE_CAT_FORWARD, "h4", -1, NULL, NULL, NULL, 0);
     trace_stop();
     ev = trace_row_events(TRACE_ROW_TRAINER, &n);
-    tt_ok(n == 2 && ev[1].ts_ns == ev[0].ts_ns + ev[0].dur_ns,
+    tt_ok(n == 4 && ev[1].ts_ns == ev[0].ts_ns + ev[0].dur_ns,
           "a host row's continued span begins at the last one's end");
-    int64_t last_end = n == 2 ? ev[1].ts_ns + ev[1].dur_ns : 0;
+    tt_ok(n == 4 && ev[3].ts_ns == ev[2].ts_ns && ev[3].dur_ns == ev[2].dur_ns,
+          "a host row's span ended with trace_end_with_last ends where the last one did");
+    int64_t last_end = n == 4 ? ev[3].ts_ns + ev[3].dur_ns : 0;
     nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
     trace_start();
     t0 = trace_continue();

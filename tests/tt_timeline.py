@@ -27,7 +27,11 @@ usage: tt_timeline.py TRACE.json WHAT [options]
                     step (F forward and B backward spans): the step's begin
                     and end, one event a layer span and one more to begin each
                     pass, one to end the optimizer's span, which begins at the
-                    step's end
+                    step's end. With --device-packs (sync_replicated, packed):
+                    F + B + 4 + 3G a step and tower, G groups of packs (their
+                    distinct begins): a group's begin and its packs' one end,
+                    and backward's chain begun again after each group but the
+                    last (started by the first layer's gradients)
 """
 import argparse
 import json
@@ -173,8 +177,15 @@ def main():
                              if abs(n["ts"] - (p["ts"] + p["dur"])) > 1e-3]
                 ok(not gaps, "%s: rank %d tower %d: each forward span of a step begins where "
                    "the one before it ended (gaps, us: %s)" % (w, r, t, gaps[:4]))
-            if a.device_events:
+            if a.device_events and not a.device_packs:
                 device_events += sum(len(m) + 5 for m in per_step)
+            if a.device_events and a.device_packs:
+                ar = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
+                packs = by_row.get((r, ar[0]), []) if ar else []
+                for s, mine in zip(steps, per_step):
+                    groups = {round(p["ts"], 3) for p in packs
+                              if s["ts"] - 1e-3 <= p["ts"] <= s["ts"] + s["dur"] + 1e-3}
+                    device_events += len(mine) + 4 + 3 * len(groups)
             # the tower's own work inside each of its step spans; with
             # --work-sum its packs (own row) and optimizer spans count too
             ar_rows = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
@@ -253,8 +264,10 @@ def main():
                        "the backward pass (%d do)" % (w, r, t, early))
     if a.device_events:
         got = doc.get("otherData", {}).get("device_events")
-        ok(got == device_events, "%s: otherData.device_events %s = F + B + 5 a step, %d (a "
-           "layer span continues the last: one event each)" % (w, got, device_events))
+        ok(got == device_events, "%s: otherData.device_events %s = %s, %d (a layer span "
+           "continues the last: one event each)"
+           % (w, got, "F + B + 4 + 3G a step and tower" if a.device_packs else
+              "F + B + 5 a step", device_events))
     if a.layer_sum or a.work_sum:
         # The median step: on a machine shared with other jobs a thread may
         # lose the CPU between two layers (a gap no span covers, seen at 5.8

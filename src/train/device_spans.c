@@ -93,11 +93,21 @@ static int64_t span_begin(void *ctx)
     return record_next(ctx, true);
 }
 
-static void span_end(void *ctx, int64_t token, const trace_event *span)
+/* the row's last event (index + 1) when it closed a span of this window and
+ * nothing was recorded since; else 0 */
+static int last_end_event(const device_spans *s)
+{
+    return s->window == trace_window() && s->last_end > 0 && s->last_end == s->n_events
+               ? s->last_end
+               : 0;
+}
+
+static void span_end(void *ctx, int64_t token, const trace_event *span, bool with_last)
 {
     device_spans *s = ctx;
     int begin = (int)(-token - 1);
-    int64_t end = record_next(s, false);
+    int last = with_last ? last_end_event(s) : 0;
+    int64_t end = last > begin + 1 ? -(int64_t)last : record_next(s, false);
     if (end == 0 || begin >= s->n_events || s->n_spans >= s->pool) {
         trace_count_dropped(1);
         return;
@@ -112,9 +122,8 @@ static void span_end(void *ctx, int64_t token, const trace_event *span)
 static int64_t span_resume(void *ctx)
 {
     device_spans *s = ctx;
-    if (s->window == trace_window() && s->last_end > 0 && s->last_end == s->n_events)
-        return -(int64_t)s->last_end;
-    return record_next(s, true);
+    int last = last_end_event(s);
+    return last > 0 ? -(int64_t)last : record_next(s, true);
 }
 
 device_spans *device_spans_create(backend_t *be, int row)

@@ -177,10 +177,12 @@ static bool nccl_start_ready_packs(trainer_t *tr, int t, size_t lo)
             device_tower_fail(tr, t, &err);
             continue;
         }
+        /* the group's packs end together: one closing event for all */
         for (int i = 0; t0 != 0 && i < m; i++)
-            trace_end_full(row, t0, TRACE_CAT_ALLREDUCE, "allreduce pack", top - first - i, NULL,
-                           trace_args_pack, device_allreduce_name(tr),
-                           (int64_t)((phi[i] - plo[i]) * sizeof(float)));
+            (i == 0 ? trace_end_full : trace_end_with_last)(
+                row, t0, TRACE_CAT_ALLREDUCE, "allreduce pack", top - first - i, NULL,
+                trace_args_pack, device_allreduce_name(tr),
+                (int64_t)((phi[i] - plo[i]) * sizeof(float)));
     }
     return n > 0;
 }
@@ -293,7 +295,11 @@ static void replicated_tower_gpu(const tower_context *ctx, void *p)
     trainer_tower_compute(tr, t, a->b); /* packed: its last packs too (pack_ready) */
     nccl_finish_packs(tr, t); /* the rest (no pack, or no hook at 0), then the join */
     st->finite[t] = trainer_grads_finite(tr, tw->be, tw->grads, tr->model.n_trainable);
-    int64_t t0 = trace_begin();
+    /* packed and without loss scaling, nothing was queued since the step's
+     * span ended (its packs and their join are inside it): the update's
+     * span continues it */
+    int64_t t0 = tw->grad_ready == pack_ready && !tr->loss_scaling ? trace_continue()
+                                                                     : trace_begin();
     if (st->finite[t])
         optimizer_apply(&st->opts[t], tw->params, tw->grads, tr->updates + 1);
     trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_OPTIMIZER, "optimizer", -1);

@@ -159,12 +159,12 @@ void trace_put(int row, const trace_event *e)
     atomic_store_explicit(&rows[row].count, i + 1, memory_order_release);
 }
 
-void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
-                    const char *suffix, trace_args_fn args, const void *obj, int64_t n)
+static void end_span(int row, int64_t t0, bool with_last, trace_cat cat, const char *name,
+                     int64_t number, const char *suffix, trace_args_fn args, const void *obj,
+                     int64_t n)
 {
     if (t0 == 0 || !trace_recording())
         return;
-    int64_t t1 = trace_clock_ns();
     if (row == TRACE_ROW_NONE)
         row = current_row;
     if (row < 0 || row >= TRACE_ROWS)
@@ -173,11 +173,15 @@ void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_
         const trace_device *d = device_of(row);
         trace_event span = {0, 0, name, suffix, number, args, obj, n, (int)cat};
         if (d != NULL)
-            d->end(d->ctx, t0, &span);
+            d->end(d->ctx, t0, &span, with_last);
         else
             atomic_fetch_add(&dropped, 1);
         return;
     }
+    int64_t t1 = with_last && last_end_ns >= t0 && last_end_row == row &&
+                         last_end_window == atomic_load_explicit(&window, memory_order_relaxed)
+                     ? last_end_ns
+                     : trace_clock_ns();
     trace_row *r = &rows[row];
     size_t i;
     trace_event *slot = row_slot(r, &i);
@@ -188,6 +192,18 @@ void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_
     last_end_row = row;
     last_end_window = atomic_load_explicit(&window, memory_order_relaxed);
     last_end_ns = t1;
+}
+
+void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
+                    const char *suffix, trace_args_fn args, const void *obj, int64_t n)
+{
+    end_span(row, t0, false, cat, name, number, suffix, args, obj, n);
+}
+
+void trace_end_with_last(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
+                         const char *suffix, trace_args_fn args, const void *obj, int64_t n)
+{
+    end_span(row, t0, true, cat, name, number, suffix, args, obj, n);
 }
 
 int trace_start(void)

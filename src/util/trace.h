@@ -99,7 +99,9 @@ int64_t trace_clock_ns(void);
 typedef struct {
     void *ctx;
     int64_t (*begin)(void *ctx);
-    void (*end)(void *ctx, int64_t token, const trace_event *span);
+    /* with_last: trace_end_with_last's end, at the event that closed the
+     * row's last span when no event was recorded on the row since */
+    void (*end)(void *ctx, int64_t token, const trace_event *span, bool with_last);
     /* trace_continue's begin: the token of the event that closed the row's
      * last span when no event was recorded on the row since, else begin(ctx) */
     int64_t (*resume)(void *ctx);
@@ -155,6 +157,14 @@ static inline int64_t trace_begin_host(void)
  * dropped and counted). */
 void trace_end_full(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
                     const char *suffix, trace_args_fn args, const void *obj, int64_t n);
+
+/* The same, ending where the last span ended on row when nothing was
+ * queued for its device and no other span recorded there since (the packs
+ * of one group, which end together): on a device row at that span's closing
+ * event, no new one; on a host row at its end time. Otherwise as
+ * trace_end_full. */
+void trace_end_with_last(int row, int64_t t0, trace_cat cat, const char *name, int64_t number,
+                         const char *suffix, trace_args_fn args, const void *obj, int64_t n);
 
 static inline void trace_end(int row, int64_t t0, trace_cat cat, const char *name,
                              int64_t number)
