@@ -11,8 +11,8 @@ TESTS += tests/test_trainers
 check_PROGRAMS += tests/test_no_alloc
 tests_test_no_alloc_SOURCES = tests/test_no_alloc.c
 TESTS += tests/test_no_alloc
-# A device row's spans read back on the host clock, and trace_continue's
-# shared events (sim).
+# A device row's spans read back on the host clock, and the events
+# trace_continue and trace_end_with_last share (sim).
 check_PROGRAMS += tests/test_device_spans
 tests_test_device_spans_SOURCES = tests/test_device_spans.c
 TESTS += tests/test_device_spans
