@@ -81,30 +81,40 @@ int64_t trace_begin_now(void)
     return trace_begin_now_on(current_row);
 }
 
-int64_t trace_begin_now_on(int row)
+/* The end time of the last span this thread stored on host row `row` in
+ * this window, else 0. */
+static int64_t host_last_end(int row)
+{
+    return last_end_row == row &&
+                   last_end_window == atomic_load_explicit(&window, memory_order_relaxed)
+               ? last_end_ns
+               : 0;
+}
+
+/* A span's start on row: a device row's token (its begin, or with resume
+ * its resume hook; 0 counted as dropped), a host row's time (with resume
+ * the last span's end where there is one). */
+static int64_t begin_on(int row, bool resume)
 {
     const trace_device *d = device_of(row);
-    if (d == NULL)
-        return trace_clock_ns();
-    int64_t token = d->begin(d->ctx);
+    if (d == NULL) {
+        int64_t last = resume ? host_last_end(row) : 0;
+        return last != 0 ? last : trace_clock_ns();
+    }
+    int64_t token = resume ? d->resume(d->ctx) : d->begin(d->ctx);
     if (token == 0)
         atomic_fetch_add(&dropped, 1);
     return token;
 }
 
+int64_t trace_begin_now_on(int row)
+{
+    return begin_on(row, false);
+}
+
 int64_t trace_continue_now(void)
 {
-    int row = current_row;
-    const trace_device *d = device_of(row);
-    if (d != NULL) {
-        int64_t token = d->resume(d->ctx);
-        if (token == 0)
-            atomic_fetch_add(&dropped, 1);
-        return token;
-    }
-    if (last_end_ns != 0 && last_end_row == row && last_end_window == atomic_load(&window))
-        return last_end_ns;
-    return trace_clock_ns();
+    return begin_on(current_row, true);
 }
 
 void trace_count_dropped(size_t n)
@@ -178,10 +188,8 @@ static void end_span(int row, int64_t t0, bool with_last, trace_cat cat, const c
             atomic_fetch_add(&dropped, 1);
         return;
     }
-    int64_t t1 = with_last && last_end_ns >= t0 && last_end_row == row &&
-                         last_end_window == atomic_load_explicit(&window, memory_order_relaxed)
-                     ? last_end_ns
-                     : trace_clock_ns();
+    int64_t last = with_last ? host_last_end(row) : 0;
+    int64_t t1 = last != 0 && last >= t0 ? last : trace_clock_ns();
     trace_row *r = &rows[row];
     size_t i;
     trace_event *slot = row_slot(r, &i);
