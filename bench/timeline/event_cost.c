@@ -1,8 +1,9 @@
 /* event_cost.c - what one timing event costs on this GPU, the unit of a
  * device tower's timeline (a span's begin or end: cudaEventRecord on the
  * tower's stream, after the cudaSetDevice every towertrain CUDA call makes).
- * bench/timeline/run --device gpu multiplies it by the events a recorded
- * step holds for its "direct" column; the GPU kit builds it (tests/gpu/kit.sh).
+ * bench/timeline/run --device gpu multiplies the host's and the device's
+ * time of one (summed) by the events a recorded step holds for its "direct"
+ * column; the GPU kit builds it (tests/gpu/kit.sh).
  *
  * Prints "name value" lines, medians of 15 batches of 200 calls, the stream
  * drained between batches:
