@@ -15,7 +15,7 @@
 . "$(dirname "$0")/tt_lib.sh"
 
 JOB=$TT_SRCDIR/jobs/fashion_mnist_mlp.cfg
-DATA=/usr/share/datasets/fashion-mnist
+DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 tt_refused "fp16 on CPU towers: one line, exit 2, nothing written" \
   'trainer.precision = "fp16" runs on GPU towers only' "$T/run" \
   "$TOWERTRAIN" run "$JOB" --logdir "$T/run" --quiet --set 'trainer.precision="fp16"' \

@@ -8,7 +8,7 @@
 # NCCL (here the toolkit's), and its runner says "no GPU" with exit status 2
 # and one line, writing nothing. With a stand-in nvidia-smi that lists a GPU,
 # the runner goes through every check and its verdict: every GPU check a SKIP
-# (towertrain sees no GPU) and one training check skipped for lack of data
+# (towertrain sees no GPU), the CPU's bf16 checks run and pass and one training check skipped for lack of data
 # (a stand-in script), so it fails and says both, on its last line the count.
 #
 # The kit's build is kept in $TT_BUILDDIR/.gpu-kit-build: the first run
@@ -41,11 +41,12 @@ K=$T/elsewhere/k
 ! grep -rIl -e "$TT_SRCDIR" -e "$TT_BUILDDIR" "$K" >"$T/refs" 2>/dev/null
 ok $? "no file of the kit names the source or build tree$( [ -s "$T/refs" ] && echo ": $(tr '\n' ' ' <"$T/refs")")"
 
-# the first use unpacks OpenBLAS (packed to fit)
-[ -f "$K/lib/libopenblas.so.0.xz" ] && [ ! -e "$K/lib/libopenblas.so.0" ] &&
+# the first use unpacks oneDNN (packed to fit)
+dnnl=$(ldd "$TT_BUILDDIR/.gpu-kit-build/towertrain" | awk '$1 ~ /^libdnnl\.so/ { print $1, $3 }')
+[ -n "$dnnl" ] && [ -f "$K/lib/${dnnl% *}.xz" ] && [ ! -e "$K/lib/${dnnl% *}" ] &&
   env -i "$K/bin/towertrain" --version >"$T/ver" 2>&1 && grep -q '^cuda: ' "$T/ver" &&
-  cmp -s "$K/lib/libopenblas.so.0" "$(readlink -f "$(ldd "$TT_BUILDDIR/.gpu-kit-build/towertrain" | awk '$1 == "libopenblas.so.0" { print $3 }')")"
-ok $? "env -i: the copy's bin/towertrain unpacks its OpenBLAS on first use, byte for byte the one it was built with, and runs"
+  grep -q '^cpu precision: fp32' "$T/ver" && cmp -s "$K/lib/${dnnl% *}" "$(readlink -f "${dnnl#* }")"
+ok $? "env -i: the copy's bin/towertrain unpacks its oneDNN (${dnnl% *}) on first use, byte for byte the one it was built with, and runs"
 
 # ---- the loader's view: each binary's libraries, transitively ----
 bad=
@@ -65,8 +66,8 @@ for b in "$K"/libexec/*; do
     esac
   done <"$T/deps"
 done
-[ -z "$bad" ] && [ "$(ls "$K"/libexec | wc -l)" = 6 ] && [ -s "$K/lib/libopenblas.so.0" ]
-ok $? "every library of the kit's 6 binaries resolves inside the kit or to glibc/libstdc++/libgcc_s (loader trace, env -i)${bad:+:$bad}"
+[ -z "$bad" ] && [ "$(ls "$K"/libexec | wc -l)" = 7 ] && [ -s "$K/lib/${dnnl% *}" ]
+ok $? "every library of the kit's 7 binaries resolves inside the kit or to glibc/libstdc++/libgcc_s (loader trace, env -i)${bad:+:$bad}"
 ! ls "$K/lib" | grep -q '^\(libc\|libm\|libstdc++\|libgcc_s\)\.so'
 ok $? "the kit carries no glibc, libstdc++ or libgcc_s ($(ls "$K/lib" | tr '\n' ' '))"
 
@@ -147,6 +148,9 @@ last=$(tail -n 1 "$T/fake.out")
   grep -q '^test_cuda_libs .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_gpu_trainers.sh' "$T/fake.out" && grep -q '^compute-sanitizer' "$T/fake.out" &&
   grep -q '^== bench/timeline/run --device gpu' "$T/fake.out" &&
+  grep -q '^== CPU: .* cores; AMX: \(yes\|no\), AVX512_BF16: \(yes\|no\)$' "$T/fake.out" &&
+  grep -q '^test_bf16 .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
+  grep -q '^e2e_precision.sh .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q 'libcudnn.so.9 *cuDNN 9\.' "$T/fake.out" && [ -s "$T/fake/checks.tap" ] && [ -s "$T/fake/run.log" ]
 ok $? "the runner with a GPU towertrain cannot see and a check without its data: every check run and counted, exit status 1 (got $rc), both reasons, last line '$last'"
 [ $rc = 1 ] || sed 's/^/# /' "$T/fake.out" | tail -n 15

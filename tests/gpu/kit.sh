@@ -12,11 +12,12 @@
 #   run                the runner;  env.sh  what it and bin/towertrain share
 #   bin/towertrain     a wrapper: the library path for towertrain alone
 #   libexec/           towertrain with CUDA, test_cuda_libs, test_precision,
-#                      test_gpu_ops, test_gpu_precision (RPATH $ORIGIN/../lib),
-#                      event_cost (bench/timeline: a timing event's cost)
+#                      test_gpu_ops, test_gpu_precision, test_bf16 (RPATH
+#                      $ORIGIN/../lib), event_cost (bench/timeline: a timing
+#                      event's cost)
 #   lib/               every shared library they need that is not glibc,
 #                      libstdc++ or libgcc_s, as the loader resolves it here
-#                      (OpenBLAS packed with xz, 36 -> 4 MB: env.sh unpacks it)
+#                      (oneDNN packed with xz, 40 -> 7 MB: env.sh unpacks it)
 #                      (cuBLAS, cuDNN and NCCL are opened with dlopen and
 #                      come from the GPU machine: the toolkit's, else PyTorch's
 #                      pip packages)
@@ -29,9 +30,10 @@
 # The build: a copy of the source tree in $TT_KIT_BUILD (default
 # .gpu-kit-build/, git-ignored), configured --without-mpi (Open MPI's
 # libraries and plugins do not travel; the kit has one process, and the GPU
-# machine one GPU) and --without-dnnl (oneDNN's 40 MB and OpenBLAS's 36 MB do
-# not both fit in 56 MiB; OpenBLAS is the one configure requires, and no GPU
-# check runs bf16 on the CPU, the one thing oneDNN adds there). The copy is kept with its files' times, so a
+# machine one GPU) and --with-dnnl (the configuration users build: oneDNN
+# serves the CPU towers' sgemm, convolutions and bf16, and nothing needs
+# OpenBLAS then; the runner checks bf16 on the GPU machine's own CPU, which
+# may have AMX where ours has not). The copy is kept with its files' times, so a
 # second run rebuilds only what changed (about 20 s; the first 3-8 min on 2
 # busy cores). Exit status 0 with the kit's size on the last line; 77 when this
 # machine cannot build the CUDA backend (no nvcc, cuBLAS, cuDNN 9, NCCL);
@@ -42,7 +44,7 @@ KIT=${1:-$SRC/.gpu-kit}
 BUILD=${TT_KIT_BUILD:-$SRC/.gpu-kit-build}
 JOBS=${TT_KIT_JOBS:-2}
 FMNIST=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-CONFIGURE_ARGS="--without-mpi --without-dnnl --with-cuda"
+CONFIGURE_ARGS="--without-mpi --with-dnnl --with-cuda"
 die() { echo "kit.sh: $*" >&2; exit 1; }
 
 [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1 || {
@@ -92,9 +94,9 @@ fi
 grep -q '^#define HAVE_CUDA 1' config.h || { echo "kit.sh: configure built no CUDA backend"; exit 77; }
 
 # ---- 2. the binaries, with an RPATH to the kit's lib/ (DT_RPATH, not
-# RUNPATH: it serves the libraries' own dependencies too, e.g. OpenBLAS's
-# libgfortran). make sees \$$ORIGIN, the shell \$ORIGIN, the linker $ORIGIN.
-PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision"
+# RUNPATH: it serves the libraries' own dependencies too, e.g. oneDNN's
+# libgomp). make sees \$$ORIGIN, the shell \$ORIGIN, the linker $ORIGIN.
+PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision tests/test_bf16"
 # shellcheck disable=SC2086
 nice make -j"$JOBS" $PROGS LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1 ||
   die "make failed (see $BUILD/make.out)"
@@ -122,7 +124,7 @@ for p in "$tmp"/libexec/*; do ldd "$p"; done | awk '$2 == "=>" && $3 ~ /^\// { p
       *) cp -L "$path" "$tmp/lib/$name" || exit 1 ;;
     esac
   done || die "copying the shared libraries failed"
-# OpenBLAS is 36 MB, and xz packs it into 4: the kit's libraries over 4 MB
+# oneDNN is 40 MB, and xz packs it into 7: the kit's libraries over 4 MB
 # travel packed and env.sh's kit_unpack restores them on first use. Packing
 # takes ~15 s, so the result is kept in the build directory for the same file.
 mkdir -p "$BUILD/.kit-packed"
@@ -149,7 +151,7 @@ cp "$SRC/tests/gpu/kit_run.sh" "$tmp/run" && cp "$SRC/tests/gpu/kit_env.sh" "$tm
   cp "$SRC/tests/gpu/kit_towertrain.sh" "$tmp/bin/towertrain" &&
   cp "$SRC/tests/tt_lib.sh" "$SRC/tests/tt_safetensors.py" "$SRC/tests/tt_tap.py" \
     "$SRC/tests/tt_timeline.py" "$SRC/tests/tt_profile.py" "$tmp/src/tests/" &&
-  cp "$SRC"/tests/gpu/e2e_gpu*.sh "$tmp/src/tests/gpu/" &&
+  cp "$SRC"/tests/gpu/e2e_gpu*.sh "$tmp/src/tests/gpu/" && cp "$SRC/tests/e2e_precision.sh" "$tmp/src/tests/" &&
   cp "$SRC"/models/*.cfg "$tmp/src/models/" && cp "$SRC"/jobs/*.cfg "$tmp/src/jobs/" &&
   cp "$SRC"/bench/gpu/* "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" &&
   cp "$SRC/bench/timeline/run" "$tmp/src/bench/timeline/" ||

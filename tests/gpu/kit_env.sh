@@ -3,7 +3,7 @@
 # NVIDIA's libraries are on this machine.
 #
 #   kit_unpack KIT             lib/NAME.xz -> lib/NAME where NAME is missing
-#                              (kit.sh packs OpenBLAS: 36 MB, 4 MB with xz, so
+#                              (kit.sh packs oneDNN: 40 MB, 7 MB with xz, so
 #                              that the kit travels within 56 MiB); atomic
 #                              (a temporary file renamed), so runs started
 #                              together never see half a library. Returns 1,

@@ -5,8 +5,8 @@
 #   .gpu-kit/run [OUTDIR]        OUTDIR default ./gpu-kit-out
 #
 # finds NVIDIA's libraries (env.sh: the CUDA toolkit's, else PyTorch's pip
-# packages), prints the GPU, the driver and the CUDA, cuBLAS, cuDNN and NCCL
-# versions loaded, then runs every GPU check, each a TAP stream:
+# packages), prints the GPU, the driver, the CUDA, cuBLAS, cuDNN and NCCL
+# versions loaded and the CPU (AMX, AVX512_BF16), then runs every GPU check, each a TAP stream:
 #   test_cuda_libs, test_precision   the CUDA build's libraries, precisions
 #   test_gpu_ops                     every backend operation against the CPU
 #                                    backend in fp32, tf32, bf16 and fp16
@@ -18,6 +18,9 @@
 #   e2e_gpu_trainers.sh              every trainer type on one GPU, SIGTERM
 #                                    and resume, eval
 #   compute-sanitizer                memcheck and racecheck over a short run
+#   test_bf16, e2e_precision.sh      bf16 on CPU towers, on this machine's
+#                                    CPU (it may have AMX), and with AMX
+#                                    again on the AVX512_BF16 path
 # then `towertrain profile` of ResNet-50, bench/timeline/run --device gpu
 # (what recording a timeline costs a step of GPU towers: layer spans on the
 # compute stream, pack spans on the communication stream), and
@@ -40,7 +43,8 @@
 # second of GPU work per run; the CPU reference runs on the machine's 16
 # cores), so most of their time is process and CUDA start-up (~1 s each,
 # ~60 runs). Each step runs under a time limit (STEP_LIMIT below, seconds),
-# the sanitizer runs train 4 steps of LeNet, the timeline's cost about 40 s
+# the sanitizer runs train 4 steps of LeNet, the CPU's bf16 checks take
+# 30-40 s a path (two where the CPU has AMX), the timeline's cost about 40 s
 # (LeNet, 1 tower and packing, 2 rounds of a process each, 10 recorded and
 # clean epochs interleaved in each; bench/timeline/run --budget stops it
 # early and prints the rounds done), and the benchmark gets what is
@@ -50,7 +54,7 @@
 # with torch.compile only while time is left after the rounds.
 # TT_KIT_BUDGET (seconds, default 330) changes the total; TT_KIT_BENCH=0
 # leaves the benchmark out, TT_KIT_TIMELINE=0 the timeline's cost,
-# TT_KIT_PROFILE=0 the profile.
+# TT_KIT_PROFILE=0 the profile, TT_KIT_BF16=0 the CPU's bf16 checks.
 set -u
 KIT=$(cd "$(dirname "$0")" && pwd) || exit 1
 : "${PATH:=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
@@ -92,6 +96,11 @@ say "== $(head -n 1 "$KIT/BUILD")"
 sed -n '2,$p' "$KIT/BUILD" | sed 's/^/   /' | tee -a "$LOG"
 say "== GPU: $(nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | tr '\n' ';')"
 say "   driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | head -n 1) (the driver's)"
+# the host's CPU: its bf16 paths decide what the bf16 step below runs
+cpu_flags=" $(grep -m 1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+has_flag() { case $cpu_flags in *" $1 "*) echo yes ;; *) echo no ;; esac; }
+cpu_amx=$(has_flag amx_bf16) cpu_avx512bf16=$(has_flag avx512_bf16)
+say "== CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores; AMX: $cpu_amx, AVX512_BF16: $cpu_avx512bf16"
 say "   CUDA runtime linked in towertrain: $("$KIT/libexec/towertrain" --version | sed -n 's/^cuda: .*(\(CUDA [0-9.]*\).*/\1/p') (static cudart)"
 printf '%s' "$NVLIBS_FILES" | "$PY" -c '
 import ctypes, sys
@@ -214,6 +223,23 @@ EOF
   echo "1..$n"
 } >"$T/sanitizer.tap"
 count compute-sanitizer 0 "$T/sanitizer.tap"
+
+# ---- bf16 on this machine's CPU (CPU towers' trainer.precision = "bf16"):
+# test_bf16 and e2e_precision.sh on the path oneDNN takes here, and where
+# the CPU has AMX again with oneDNN capped at AVX512_CORE_BF16 (the path of
+# a CPU without AMX). A GPU machine's host may be the only AMX CPU this
+# project meets; elsewhere the checks SKIP visibly. About 30 s a path on 16
+# cores; TT_KIT_BF16=0 leaves it out ----
+if [ "${TT_KIT_BF16:-1}" != 0 ]; then
+  say "== bf16 on this machine's CPU ($("$KIT/libexec/towertrain" --version | sed -n 's/^cpu precision: //p'))"
+  check test_bf16 60 "$KIT/libexec/test_bf16"
+  check e2e_precision.sh 150 sh "$KIT/src/tests/e2e_precision.sh"
+  if [ "$cpu_amx" = yes ]; then
+    check test_bf16.avx512_bf16 60 env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 "$KIT/libexec/test_bf16"
+    check e2e_precision.avx512_bf16 150 env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 \
+      sh "$KIT/src/tests/e2e_precision.sh"
+  fi
+fi
 
 # ---- towertrain profile: ResNet-50 on random data, batch 128, in bf16
 # and tf32, a warm-up and 10 steps each (about 25 s each, most of it
