@@ -185,10 +185,22 @@ def model_path(model):
     return os.path.join(ROOT, "models", model + ".cfg")
 
 
+def data_sets(model):
+    """--set values reading Fashion-MNIST's training set from
+    $TT_FASHION_MNIST (the GPU kit's copy) for the models that read it;
+    none where it is unset (the jobs' own path)."""
+    data = os.environ.get("TT_FASHION_MNIST", "")
+    if not data or model not in ("mlp", "lenet"):
+        return []
+    return ['dataflow.source={ type = "idx"; images = "%s/train-images-idx3-ubyte.gz"; '
+            'labels = "%s/train-labels-idx1-ubyte.gz"; }' % (data, data)]
+
+
 def towertrain_rate(binary, model, epochs=1, sets=()):
     """One warm-up epoch, then `epochs` measured (no validation): (images/s
     over the measured epochs, peak RSS in KiB)."""
     job, extra = JOBS[model]
+    extra = list(extra) + data_sets(model)
     with tempfile.TemporaryDirectory() as tmp:
         logdir = os.path.join(tmp, "log")
         cmd = [binary, "run", os.path.join(ROOT, "jobs", job), "--logdir", logdir, "--quiet",

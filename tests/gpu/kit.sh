@@ -21,8 +21,8 @@
 #                      (cuBLAS, cuDNN and NCCL are opened with dlopen and
 #                      come from the GPU machine: the toolkit's, else PyTorch's
 #                      pip packages)
-#   src/               the test scripts, models, jobs, bench/gpu and
-#                      bench/timeline/run
+#   src/               the test scripts, models, jobs, bench/gpu,
+#                      bench/timeline/run and bench/roofline/bf16_ratio
 #   data/fashion-mnist Fashion-MNIST, IDX, gzip (60,000 training and 10,000
 #                      test images; TT_KIT_TRAIN=N keeps N >= 12,000 training)
 #   BUILD              what was built from what
@@ -111,7 +111,7 @@ cuda_cflags=$(sed -n 's/^CUDA_CFLAGS = //p' Makefile) && cuda_libs=$(sed -n 's/^
 # ---- 3. the kit, assembled afresh into a temporary folder, then renamed ----
 tmp="$KIT.new"
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/libexec" "$tmp/lib" "$tmp/src/tests/gpu" "$tmp/src/bench/gpu" \
-  "$tmp/src/bench/timeline" "$tmp/src/models" "$tmp/src/jobs" "$tmp/data/fashion-mnist" || die "cannot create $tmp"
+  "$tmp/src/bench/timeline" "$tmp/src/bench/roofline" "$tmp/src/models" "$tmp/src/jobs" "$tmp/data/fashion-mnist" || die "cannot create $tmp"
 for p in $PROGS event_cost; do
   # debug info is most of their size; the symbols stay for backtraces
   strip --strip-debug -o "$tmp/libexec/${p##*/}" "$p" || die "strip $p failed"
@@ -154,10 +154,11 @@ cp "$SRC/tests/gpu/kit_run.sh" "$tmp/run" && cp "$SRC/tests/gpu/kit_env.sh" "$tm
   cp "$SRC"/tests/gpu/e2e_gpu*.sh "$tmp/src/tests/gpu/" && cp "$SRC/tests/e2e_precision.sh" "$tmp/src/tests/" &&
   cp "$SRC"/models/*.cfg "$tmp/src/models/" && cp "$SRC"/jobs/*.cfg "$tmp/src/jobs/" &&
   cp "$SRC"/bench/gpu/* "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" &&
-  cp "$SRC/bench/timeline/run" "$tmp/src/bench/timeline/" ||
+  cp "$SRC/bench/timeline/run" "$tmp/src/bench/timeline/" &&
+  cp "$SRC/bench/roofline/bf16_ratio" "$tmp/src/bench/roofline/" ||
   die "copying the scripts failed"
 chmod +x "$tmp/run" "$tmp/bin/towertrain" "$tmp"/src/tests/gpu/*.sh "$tmp/src/bench/gpu/run" \
-  "$tmp/src/bench/timeline/run"
+  "$tmp/src/bench/timeline/run" "$tmp/src/bench/roofline/bf16_ratio"
 
 # the data: all of Fashion-MNIST (26 + 4 MB gzip): e2e_gpu_precision.sh's
 # margins were set on all 60,000 training images; TT_KIT_TRAIN=N keeps the

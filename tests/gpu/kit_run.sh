@@ -91,7 +91,7 @@ PY=$(command -v python3 || echo /usr/bin/python3)
 
 # a copy that lost its modes on the way still runs
 chmod +x "$KIT"/libexec/* "$KIT"/bin/* "$KIT"/src/tests/gpu/*.sh "$KIT/src/bench/gpu/run" \
-  "$KIT/src/bench/timeline/run" 2>/dev/null
+  "$KIT/src/bench/timeline/run" "$KIT/src/bench/roofline/bf16_ratio" 2>/dev/null
 say "== $(head -n 1 "$KIT/BUILD")"
 sed -n '2,$p' "$KIT/BUILD" | sed 's/^/   /' | tee -a "$LOG"
 say "== GPU: $(nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | tr '\n' ';')"
@@ -227,9 +227,11 @@ count compute-sanitizer 0 "$T/sanitizer.tap"
 # ---- bf16 on this machine's CPU (CPU towers' trainer.precision = "bf16"):
 # test_bf16 and e2e_precision.sh on the path oneDNN takes here, and where
 # the CPU has AMX again with oneDNN capped at AVX512_CORE_BF16 (the path of
-# a CPU without AMX). A GPU machine's host may be the only AMX CPU this
-# project meets; elsewhere the checks SKIP visibly. About 30 s a path on 16
-# cores; TT_KIT_BF16=0 leaves it out ----
+# a CPU without AMX), then bench/roofline/bf16_ratio on both paths (bf16
+# over fp32 of each model: never below 1.0x). A GPU machine's host may be
+# the only AMX CPU this project meets; elsewhere the checks SKIP visibly.
+# About 30 s a path on 16 cores, and 30 s a path for the ratios;
+# TT_KIT_BF16=0 leaves it out ----
 if [ "${TT_KIT_BF16:-1}" != 0 ]; then
   say "== bf16 on this machine's CPU ($("$KIT/libexec/towertrain" --version | sed -n 's/^cpu precision: //p'))"
   check test_bf16 60 "$KIT/libexec/test_bf16"
@@ -238,6 +240,13 @@ if [ "${TT_KIT_BF16:-1}" != 0 ]; then
     check test_bf16.avx512_bf16 60 env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 "$KIT/libexec/test_bf16"
     check e2e_precision.avx512_bf16 150 env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 \
       sh "$KIT/src/tests/e2e_precision.sh"
+    # bf16 over fp32 on both paths (into run.log): bf16 must not be slower
+    for isa in "" AVX512_CORE_BF16; do
+      say "== bench/roofline/bf16_ratio${isa:+ with ONEDNN_MAX_CPU_ISA=$isa}"
+      { timeout -k 5 "$(limit 60)" env ${isa:+ONEDNN_MAX_CPU_ISA=$isa} "$PY" \
+          "$KIT/src/bench/roofline/bf16_ratio" --towertrain "$KIT/bin/towertrain" --rounds 2 2>&1
+        echo "   exit status $?"; } | tee -a "$LOG"
+    done
   fi
 fi
 
