@@ -84,7 +84,6 @@ static int64_t record_next(device_spans *s, bool begin)
     if ((s->record != NULL ? s->record(s->record_arg, e, begin, &err)
                            : be->dev->event_record(be, e, be->dev->queue(be), &err)) != 0)
         return 0; /* the device's error ends the step; the span is dropped */
-    trace_count_device_event();
     return -(int64_t)(++s->n_events);
 }
 
@@ -185,6 +184,9 @@ void device_spans_flush(device_spans *const *rows, int n_rows)
         device_spans *s = rows[r];
         if (s == NULL || s->window != trace_window())
             continue;
+        /* the window's events, counted here once a row (not one atomic
+         * add an event: the towers' threads would share its line) */
+        trace_count_device_events((size_t)s->n_events);
         if (s->n_spans == 0)
             s->n_events = s->last_end = 0;
         else if (first == NULL)

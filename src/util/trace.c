@@ -122,9 +122,9 @@ void trace_count_dropped(size_t n)
     atomic_fetch_add(&dropped, n);
 }
 
-void trace_count_device_event(void)
+void trace_count_device_events(size_t n)
 {
-    atomic_fetch_add_explicit(&device_events, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&device_events, n, memory_order_relaxed);
 }
 
 size_t trace_device_events(void)

@@ -205,9 +205,10 @@ const trace_event *trace_row_events(int row, size_t *count);
 void trace_row_name(int row, char *buf, size_t len);
 /* Spans dropped because a row's buffer was full. */
 size_t trace_dropped(void);
-/* Counts the timing events a device row recorded in this window (the
- * timeline's device_events: what recording cost the devices' queues). */
-void trace_count_device_event(void);
+/* Adds n timing events a device row recorded in this window (the
+ * timeline's device_events: what recording cost the devices' queues);
+ * device_spans_flush counts each row's. */
+void trace_count_device_events(size_t n);
 size_t trace_device_events(void);
 
 /* Appends this process's events as Chrome trace JSON objects (each preceded
