@@ -57,6 +57,11 @@ def model_layers(path):
     return tt_models.libconfig_load(path)["layers"]
 
 
+def in_step(e, s):
+    """Span e lies inside step span s (1 ns of rounding either side)."""
+    return s["ts"] - 1e-3 <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -150,9 +155,7 @@ def main():
                    "step, %d..%d (%s)" % (w, r, t, lo, hi, got))
             lay = [e for e in row if e["cat"] in ("forward", "backward")]
             outside = [e["name"] for e in lay
-                       if not any(s["ts"] - 1e-3 <= e["ts"] and
-                                  e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3
-                                  for s in steps)]
+                       if not any(in_step(e, s) for s in steps)]
             ok(lay and not outside, "%s: rank %d tower %d: %d layer spans, each inside a step "
                "span of its tower (outside: %s)" % (w, r, t, len(lay), outside[:3]))
             noargs = [e["name"] for e in lay if not {"input", "output", "flops"} <= set(e.get("args", {}))]
@@ -166,8 +169,10 @@ def main():
                 ok(want <= names, "%s: rank %d tower %d: forward and backward spans of every "
                    "layer, named as the model file names them (missing %s)"
                    % (w, r, t, sorted(want - names)[:4]))
-            per_step = [[e for e in lay if s["ts"] - 1e-3 <= e["ts"] and
-                         e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3] for s in steps]
+            per_step = [[e for e in lay if in_step(e, s)] for s in steps]
+            # the tower's all-reduce row: its pack spans
+            ar = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
+            packs = by_row.get((r, ar[0]), []) if ar else []
             if a.abut:
                 gaps = []
                 for mine in per_step:
@@ -180,25 +185,18 @@ def main():
             if a.device_events and not a.device_packs:
                 device_events += sum(len(m) + 5 for m in per_step)
             if a.device_events and a.device_packs:
-                ar = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
-                packs = by_row.get((r, ar[0]), []) if ar else []
                 for s, mine in zip(steps, per_step):
                     groups = {round(p["ts"], 3) for p in packs
                               if s["ts"] - 1e-3 <= p["ts"] <= s["ts"] + s["dur"] + 1e-3}
                     device_events += len(mine) + 4 + 3 * len(groups)
             # the tower's own work inside each of its step spans; with
             # --work-sum its packs (own row) and optimizer spans count too
-            ar_rows = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
-            work = lay + ([e for e in row if e["cat"] == "optimizer"] +
-                          (by_row.get((r, ar_rows[0]), []) if ar_rows else [])
+            work = lay + ([e for e in row if e["cat"] == "optimizer"] + packs
                           if a.work_sum else [])
             for s in steps:
-                inside = [e for e in work if s["ts"] - 1e-3 <= e["ts"] and
-                          e["ts"] + e["dur"] <= s["ts"] + s["dur"] + 1e-3]
+                inside = [e for e in work if in_step(e, s)]
                 ratios.append(sum(e["dur"] for e in inside) / s["dur"])
             if a.packs or a.device_packs or a.no_overlap:
-                ar = [k[1] for k in tnames if k[0] == r and tnames[k] == "allreduce tower %d" % t]
-                packs = by_row.get((r, ar[0]), []) if ar else []
                 ok(packs and all(e["name"].startswith("allreduce pack ") and
                                  e["cat"] == "allreduce" and "bytes" in e.get("args", {}) and
                                  "algorithm" in e.get("args", {}) for e in packs),
@@ -217,9 +215,7 @@ def main():
                     # step ends (CPU: on its thread; device: its compute
                     # queue waits for them there)
                     out = [p["name"] for p in packs
-                           if not any(s["ts"] - 1e-3 <= p["ts"] and
-                                      p["ts"] + p["dur"] <= s["ts"] + s["dur"] + 1e-3
-                                      for s in steps)]
+                           if not any(in_step(p, s) for s in steps)]
                     ok(not out, "%s: rank %d tower %d: every pack span lies inside a step span "
                        "of its tower (outside: %d, %s)" % (w, r, t, len(out), out[:2]))
                 if a.device_packs:
