@@ -185,15 +185,21 @@ def model_path(model):
     return os.path.join(ROOT, "models", model + ".cfg")
 
 
-def data_sets(model):
-    """--set values reading Fashion-MNIST's training set from
-    $TT_FASHION_MNIST (the GPU kit's copy) for the models that read it;
-    none where it is unset (the jobs' own path)."""
-    data = os.environ.get("TT_FASHION_MNIST", "")
-    if not data or model not in ("mlp", "lenet"):
+def fashion_mnist_sets(data):
+    """--set values reading Fashion-MNIST's training set from directory
+    data; none where data is empty (the jobs' own path)."""
+    if not data:
         return []
     return ['dataflow.source={ type = "idx"; images = "%s/train-images-idx3-ubyte.gz"; '
             'labels = "%s/train-labels-idx1-ubyte.gz"; }' % (data, data)]
+
+
+def data_sets(model):
+    """fashion_mnist_sets of $TT_FASHION_MNIST (the GPU kit's copy) for the
+    models that read it."""
+    if model not in ("mlp", "lenet"):
+        return []
+    return fashion_mnist_sets(os.environ.get("TT_FASHION_MNIST", ""))
 
 
 def towertrain_rate(binary, model, epochs=1, sets=()):
