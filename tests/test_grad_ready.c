@@ -3,12 +3,20 @@
  * pass the hook is called with strictly decreasing offsets ending at 0, and
  * whenever it is called with lo, the gradients [lo, n_trainable) already hold
  * their final values (a snapshot taken in the hook equals the gradients
- * after the step, bitwise). */
+ * after the step, bitwise). On a device (sim) the hook hears of the whole
+ * backward while the device has not yet run the forward: the step reads its
+ * loss only after it queued everything (backend.h, loss_read), so packs
+ * go to the all-reduce as backward is queued, and the device never idles
+ * while the host waits in mid-step. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/sim/sim.h"
 #include "model/model.h"
 #include "tt_ref.h"
 #include "tt_test.h"
@@ -48,6 +56,104 @@ static bool record(void *arg, size_t lo)
     return true;
 }
 
+/* ---- the sim's compute queue held shut: a job that blocks its worker
+ * until the test opens the gate ---- */
+static pthread_mutex_t gate_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t gate_cond = PTHREAD_COND_INITIALIZER;
+static bool gate_open;
+
+static void gate_run(backend_t *be, void *args)
+{
+    (void)be;
+    (void)args;
+    pthread_mutex_lock(&gate_lock);
+    while (!gate_open)
+        pthread_cond_wait(&gate_cond, &gate_lock);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+static void gate_release(void)
+{
+    pthread_mutex_lock(&gate_lock);
+    gate_open = true;
+    pthread_cond_broadcast(&gate_cond);
+    pthread_mutex_unlock(&gate_lock);
+}
+
+typedef struct {
+    tower_t *tw;
+    atomic_int last_lo;    /* the hook's last offset; -1 before any call */
+    atomic_bool returned;  /* tower_step has returned */
+} step_run;
+
+static bool note_lo(void *arg, size_t lo)
+{
+    atomic_store(&((step_run *)arg)->last_lo, (int)lo);
+    return false;
+}
+
+static void *run_step(void *arg)
+{
+    step_run *r = arg;
+    tower_step(r->tw, 4, true, true, 1);
+    atomic_store(&r->returned, true);
+    return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, ms % 1000 * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* A sim tower's training step with its device held shut from the start:
+ * the host must still queue the whole backward (the hook reaches offset 0),
+ * and must not return (its loss is not computed yet); opened, the step
+ * ends with the CPU tower's loss and correct count, bitwise. */
+static void check_device_step_overlap(const model_t *m, const float *host, const float *x,
+                                      const int32_t *labels, double cpu_loss, int cpu_correct)
+{
+    tt_err err = {0};
+    backend_t *be = backend_sim_create(0, "fp32", &err);
+    tower_t tw;
+    if (!tt_ok(be != NULL && tower_create(m, be, 4, &tw, &err) == 0, "sim tower %s", err.msg)) {
+        if (be != NULL)
+            be->destroy(be);
+        return;
+    }
+    tower_set_params(&tw, host);
+    tower_load_batch(&tw, 4, x, labels);
+    step_run r = {.tw = &tw};
+    atomic_init(&r.last_lo, -1);
+    atomic_init(&r.returned, false);
+    tw.grad_ready = note_lo;
+    tw.grad_ready_arg = &r;
+    sim_enqueue(be, gate_run, NULL, 0);
+    pthread_t th;
+    if (!tt_ok(pthread_create(&th, NULL, run_step, &r) == 0, "step thread")) {
+        gate_release();
+        tower_free(&tw);
+        be->destroy(be);
+        return;
+    }
+    /* queuing takes microseconds; 20 s is only a guard against a hang */
+    for (int i = 0; i < 20000 && atomic_load(&r.last_lo) != 0; i++)
+        sleep_ms(1);
+    int reached = atomic_load(&r.last_lo);
+    sleep_ms(50); /* time for a step that does not wait for its loss to return */
+    bool returned_shut = atomic_load(&r.returned);
+    gate_release();
+    pthread_join(th, NULL);
+    tt_ok(reached == 0, "with the device held shut, the host queued the whole backward (the "
+          "hook's last offset %d, 0 expected): the loss is not waited for in mid-step", reached);
+    tt_ok(!returned_shut, "and the step did not return before its loss was computed");
+    tt_ok(tw.loss_sum == cpu_loss && tw.correct == cpu_correct,
+          "the sim step's loss %.17g and correct %d are the CPU tower's (%.17g, %d)",
+          tw.loss_sum, tw.correct, cpu_loss, cpu_correct);
+    tower_free(&tw);
+    be->destroy(be);
+}
+
 int main(void)
 {
     char dir[256], path[320];
@@ -78,6 +184,7 @@ int main(void)
     tw.grad_ready = record;
     tw.grad_ready_arg = &r;
     tower_step(&tw, 4, true, true, 1);
+    check_device_step_overlap(&m, host, x, labels, tw.loss_sum, tw.correct);
     float *final = malloc(m.n_trainable * sizeof(float));
     be->download(be, final, tw.grads, m.n_trainable * sizeof(float));
 

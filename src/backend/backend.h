@@ -189,13 +189,17 @@ struct backend {
 
     /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits,
      * with label smoothing s (torch.nn.CrossEntropyLoss's; target = (1 - s)
-     * onehot + s / classes, backend/math.h). Writes dlogits = (softmax -
-     * target) / n when dlogits != NULL, and returns through the host pointers
-     * the summed (not mean) loss and the count of rows whose argmax equals the
-     * label. labels are device int32. ---- */
+     * onehot + s / classes, backend/math.h). softmax_xent queues it: writes
+     * dlogits = (softmax - target) / n when dlogits != NULL, and keeps the
+     * summed (not mean) loss and the count of rows whose argmax equals the
+     * label for loss_read. labels are device int32. loss_read returns those
+     * of the last softmax_xent; on a device it waits for that operation
+     * only, not for what was queued after it, so a training step queues its
+     * whole backward before the host reads its loss (the device never idles
+     * while the host waits in mid-step). ---- */
     void (*softmax_xent)(backend_t *be, int n, int classes, const float *logits,
-                         const int32_t *labels, float smoothing, float *dlogits,
-                         double *loss_sum, int *correct);
+                         const int32_t *labels, float smoothing, float *dlogits);
+    void (*loss_read)(backend_t *be, double *loss_sum, int *correct);
 
     /* ---- optimizer updates over a whole contiguous parameter block (backend/math.h
      *      holds the per-element rules, exactly torch.optim's) ---- */

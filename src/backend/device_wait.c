@@ -68,7 +68,7 @@ int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err),
             }
         }
         /* a wait overshoots the work by up to one sleep, and meanwhile the
-         * device idles (the loss's wait in every step): at most 100 us */
+         * device may idle: at most 100 us */
         struct timespec ts = {0, sleep_ns};
         nanosleep(&ts, NULL);
         if (sleep_ns < 100000)

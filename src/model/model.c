@@ -612,12 +612,14 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
                            "forward", layer_args_forward, &m->costs[i], n);
     }
 
-    t->loss_sum = 0.0;
-    t->correct = 0;
+    /* queued: a device computes the loss while the host queues backward,
+     * and the host reads it at the end (backend.h, loss_read) */
     be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->batch_y, m->cfg->label_smoothing,
-                     backward ? t->dact[last] : NULL, &t->loss_sum, &t->correct);
-    if (!backward)
+                     backward ? t->dact[last] : NULL);
+    if (!backward) {
+        be->loss_read(be, &t->loss_sum, &t->correct);
         return t->act[last];
+    }
     if (t->loss_scale != 1.0f)
         be->scale(be, (size_t)n * (size_t)m->cfg->classes, t->loss_scale, t->dact[last]);
 
@@ -687,5 +689,6 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
         if (t->grad_ready != NULL && l->n_params > 0 && l->params[0].trainable)
             chained = !t->grad_ready(t->grad_ready_arg, m->param_offset[i * LAYER_MAX_PARAMS]);
     }
+    be->loss_read(be, &t->loss_sum, &t->correct);
     return t->act[last];
 }

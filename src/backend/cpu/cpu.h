@@ -14,6 +14,9 @@ typedef struct {
      * bf16 inputs, and dense_bf16.c keeps its primitives here */
     bool bf16;
     void *dense_bf16;
+    /* the last softmax_xent's summed loss and correct count (loss_read) */
+    double loss_sum;
+    int correct;
 } cpu_impl;
 
 /* Hot loops outside sgemm (im2col, pooling) are compiled for several
@@ -136,8 +139,8 @@ bool cpu_all_finite(backend_t *be, size_t count, const float *x);
 double cpu_sumsq(backend_t *be, size_t count, const float *x);
 void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x);
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                      const int32_t *labels, float smoothing, float *dlogits, double *loss_sum,
-                      int *correct);
+                      const int32_t *labels, float smoothing, float *dlogits);
+void cpu_loss_read(backend_t *be, double *loss_sum, int *correct);
 void cpu_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
                   float weight_decay, bool first_step, float *w, const float *g, float *buf);
 void cpu_adam_step(backend_t *be, size_t count, float lr, float beta1, float beta2, float eps,

@@ -146,6 +146,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->sumsq = cpu_sumsq;
     be->add_scalar = cpu_add_scalar;
     be->softmax_xent = cpu_softmax_xent;
+    be->loss_read = cpu_loss_read;
     be->sgd_step = cpu_sgd_step;
     be->adam_step = cpu_adam_step;
     be->destroy = cpu_destroy;

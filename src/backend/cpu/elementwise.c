@@ -260,8 +260,7 @@ static void xent_task(void *p, int k, int tasks)
 }
 
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                      const int32_t *labels, float smoothing, float *dlogits, double *loss_sum,
-                      int *correct)
+                      const int32_t *labels, float smoothing, float *dlogits)
 {
     xent_args a;
     double loss = 0.0;
@@ -281,6 +280,14 @@ void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
             right += a.right[r];
         }
     }
-    *loss_sum = loss;
-    *correct = right;
+    cpu_impl *impl = be->impl;
+    impl->loss_sum = loss;
+    impl->correct = right;
+}
+
+void cpu_loss_read(backend_t *be, double *loss_sum, int *correct)
+{
+    const cpu_impl *impl = be->impl;
+    *loss_sum = impl->loss_sum;
+    *correct = impl->correct;
 }

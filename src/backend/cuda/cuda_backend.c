@@ -4,7 +4,9 @@
  * optimizer operations through the kernels of cuda_kernels.cu.
  *
  * Every operation is queued on the tower's stream and returns without
- * waiting, except download and softmax_xent, whose results the host reads.
+ * waiting, except upload, download and the host checks (all_finite, sumsq),
+ * whose results the host reads at once; loss_read waits for the loss
+ * alone.
  * Every CUDA and cuBLAS status is checked (cuda_check.c).
  */
 #ifdef HAVE_CONFIG_H
@@ -156,17 +158,19 @@ static void cuda_free(backend_t *be, void *p)
  * with the communicator's asynchronous error (never cudaStreamSynchronize,
  * which a stalled NCCL kernel upstream of the stream would never let
  * return); its error is the backend's. */
-int cuda_wait(backend_t *be, const char *what)
+static int wait_failed(cuda_impl *c, const tt_err *e)
 {
-    cuda_impl *c = cuda_of(be);
-    tt_err e = {0};
-    if (backend_device_wait(be, what, &e) == 0)
-        return 0;
     if (!c->failed) {
         c->failed = true;
-        err_set(&c->err, e.code, "cuda:%d: %s", c->device, e.msg);
+        err_set(&c->err, e->code, "cuda:%d: %s", c->device, e->msg);
     }
     return -1;
+}
+
+int cuda_wait(backend_t *be, const char *what)
+{
+    tt_err e = {0};
+    return backend_device_wait(be, what, &e) == 0 ? 0 : wait_failed(cuda_of(be), &e);
 }
 
 /* Host to device, in stream order; the call waits for the copy, so the
@@ -502,15 +506,16 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
     cuda_impl *c = cuda_of(be);
     if (!cuda_begin(be))
         return false;
-    if (cuda_ok(c, tt_k_not_finite(c->stream, count, x, &c->xent_dev->not_finite),
+    tt_xent_result *dev = &c->xent_dev[XENT_CHECK], *host = &c->xent_host[XENT_CHECK];
+    if (cuda_ok(c, tt_k_not_finite(c->stream, count, x, &dev->not_finite),
                 "finite check kernel") != 0 ||
         cuda_ok(c,
-                cudaMemcpyAsync(&c->xent_host->not_finite, &c->xent_dev->not_finite, sizeof(int),
+                cudaMemcpyAsync(&host->not_finite, &dev->not_finite, sizeof(int),
                                 cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (finite check)") != 0 ||
         cuda_wait(be, "finite check") != 0)
         return false;
-    return c->xent_host->not_finite == 0;
+    return host->not_finite == 0;
 }
 
 /* The optimizer's norms, read back by the host (its loss buffer holds the double) */
@@ -519,38 +524,54 @@ static double cuda_sumsq(backend_t *be, size_t count, const float *x)
     cuda_impl *c = cuda_of(be);
     if (count == 0 || !cuda_begin(be))
         return 0.0;
-    if (cuda_ok(c, tt_k_sumsq(c->stream, count, x, &c->xent_dev->loss), "sum of squares kernel") != 0 ||
+    tt_xent_result *dev = &c->xent_dev[XENT_CHECK], *host = &c->xent_host[XENT_CHECK];
+    if (cuda_ok(c, tt_k_sumsq(c->stream, count, x, &dev->loss), "sum of squares kernel") != 0 ||
         cuda_ok(c,
-                cudaMemcpyAsync(&c->xent_host->loss, &c->xent_dev->loss, sizeof(double),
-                                cudaMemcpyDeviceToHost, c->stream),
+                cudaMemcpyAsync(&host->loss, &dev->loss, sizeof(double), cudaMemcpyDeviceToHost,
+                                c->stream),
                 "cudaMemcpyAsync (sum of squares)") != 0 ||
         cuda_wait(be, "sum of squares") != 0)
         return 0.0;
-    return c->xent_host->loss;
+    return host->loss;
 }
 
-/* The loss is read by the host every step: the one wait of a training step
- * (backward is queued right after it). */
+/* The loss: kernel, copy to pinned memory and an event, all queued; the
+ * host queues the step's backward before loss_read waits for that event
+ * (not for the stream), so the device never idles while the host waits in
+ * mid-step, and the wait at the step's end usually finds the loss done. */
 static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                              const int32_t *labels, float smoothing, float *dlogits,
-                              double *loss_sum, int *correct)
+                              const int32_t *labels, float smoothing, float *dlogits)
 {
     cuda_impl *c = cuda_of(be);
-    *loss_sum = 0.0;
-    *correct = 0;
+    tt_xent_result *dev = &c->xent_dev[XENT_LOSS], *host = &c->xent_host[XENT_LOSS];
+    tt_err e = {0};
     if (n <= 0 || !cuda_begin(be))
         return;
     if (cuda_ok(c, tt_k_softmax_xent(c->stream, n, classes, logits, labels, smoothing, dlogits,
-                                     c->xent_dev),
+                                     dev),
                 "softmax cross-entropy kernel") != 0 ||
-        cuda_ok(c,
-                cudaMemcpyAsync(c->xent_host, c->xent_dev, sizeof(tt_xent_result),
-                                cudaMemcpyDeviceToHost, c->stream),
-                "cudaMemcpyAsync (loss)") != 0 ||
-        cuda_wait(be, "loss") != 0)
+        cuda_ok(c, cudaMemcpyAsync(host, dev, sizeof(*host), cudaMemcpyDeviceToHost, c->stream),
+                "cudaMemcpyAsync (loss)") != 0)
         return;
-    *loss_sum = c->xent_host->loss;
-    *correct = c->xent_host->correct;
+    if (backend_cuda_event_record(be, c->loss_done, backend_cuda_queue(be), &e) != 0)
+        wait_failed(c, &e);
+}
+
+static void cuda_loss_read(backend_t *be, double *loss_sum, int *correct)
+{
+    cuda_impl *c = cuda_of(be);
+    const tt_xent_result *host = &c->xent_host[XENT_LOSS];
+    tt_err e = {0};
+    *loss_sum = 0.0;
+    *correct = 0;
+    if (!cuda_begin(be))
+        return;
+    if (backend_device_wait_event(be, c->loss_done, "loss", &e) != 0) {
+        wait_failed(c, &e);
+        return;
+    }
+    *loss_sum = host->loss;
+    *correct = host->correct;
 }
 
 static void cuda_sgd_step(backend_t *be, size_t count, float lr, float momentum, bool nesterov,
@@ -603,6 +624,7 @@ static void cuda_destroy(backend_t *be)
             cu.cublasDestroy_v2(c->cublas);
         if (c->xent_host)
             cudaFreeHost(c->xent_host);
+        backend_cuda_event_free(be, c->loss_done);
         mem_pool_destroy(c->pool);
         if (c->stream)
             cudaStreamDestroy(c->stream);
@@ -666,13 +688,14 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
         cudnn_check_err(cu.cudnnCreateConvolutionDescriptor(&c->conv_desc), d,
                         "cudnnCreateConvolutionDescriptor", TT_ERR_RUNTIME, err) != 0)
         return -1;
-    c->xent_dev = mem_pool_alloc(c->pool, sizeof(tt_xent_result), &pool_err);
+    size_t xent = XENT_RESULTS * sizeof(tt_xent_result);
+    c->xent_dev = mem_pool_alloc(c->pool, xent, &pool_err);
     if (c->xent_dev == NULL)
         return err_set(err, TT_ERR_USAGE, "cuda:%d: %s", d, pool_err.msg);
-    if (cuda_check_err(cudaMallocHost((void **)&c->xent_host, sizeof(tt_xent_result)), d,
-                       "cudaMallocHost", TT_ERR_RUNTIME, err) != 0)
+    if (cuda_check_err(cudaMallocHost((void **)&c->xent_host, xent), d, "cudaMallocHost",
+                       TT_ERR_RUNTIME, err) != 0 ||
+        (c->loss_done = backend_cuda_event_create(be, false, err)) == NULL)
         return -1;
-    (void)be;
     return 0;
 }
 
@@ -734,6 +757,7 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->all_finite = cuda_all_finite;
     be->sumsq = cuda_sumsq;
     be->softmax_xent = cuda_softmax_xent;
+    be->loss_read = cuda_loss_read;
     be->sgd_step = cuda_sgd_step;
     be->adam_step = cuda_adam_step;
     be->destroy = cuda_destroy;

@@ -44,12 +44,19 @@ typedef struct {
     size_t conv_ws_budget;         /* the largest conv workspace reported to the model */
     bn_eps_entry *bn_eps;
     int n_bn_eps, cap_bn_eps;
-    tt_xent_result *xent_dev;      /* the loss kernel's result, device */
-    tt_xent_result *xent_host;     /* and its pinned copy */
+    /* two results each, device and pinned: [XENT_LOSS] the loss kernel's,
+     * read by loss_read after the event loss_done, and [XENT_CHECK] the
+     * host checks' (all_finite, sumsq): apart, so that a check queued
+     * before the host reads the loss never overwrites it */
+    tt_xent_result *xent_dev;
+    tt_xent_result *xent_host;
+    backend_event *loss_done;
     bool failed;                   /* an error was recorded: later operations are skipped */
     tt_err err;
     char alloc_error[sizeof(((tt_err *)0)->msg)];
 } cuda_impl;
+
+enum { XENT_LOSS, XENT_CHECK, XENT_RESULTS };
 
 static inline cuda_impl *cuda_of(backend_t *be)
 {

@@ -15,7 +15,8 @@
  * made with queue_create (the staging's copy queue) are worker threads,
  * each running its operations in the order they were queued while the host
  * goes on, as a GPU does; the operations that answer the host (download,
- * all_finite, the loss) and sync wait for the compute queue. Events order
+ * all_finite, sumsq) and sync wait for the compute queue, and loss_read
+ * for the event recorded after the loss. Events order
  * two queues. A missing wait is therefore a wrong result or a data race
  * that ThreadSanitizer reports, not a silent pass. All-reduces run on a
  * communication queue per tower (sim_comm.c), as NCCL's stream, ordered by

@@ -45,6 +45,12 @@ typedef struct {
     sim_queue *compute;      /* the compute queue: the operations, in order */
     sim_clock clock;         /* every queue's events' clock (sim.h) */
     int64_t step;            /* the key of the last staged batch (dev->step) */
+    /* the last loss (softmax_xent): its result, written by the compute
+     * queue as a GPU's copy to pinned memory is, and the event recorded
+     * after it, which loss_read waits for */
+    double loss_sum;
+    int correct;
+    backend_event *loss_done;
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
 } sim_impl;
 
@@ -570,17 +576,48 @@ static double sim_sumsq(backend_t *be, size_t count, const float *x)
     return C(be)->sumsq(C(be), count, x);
 }
 
-static void sim_softmax_xent(backend_t *be, int n, int classes, const float *logits,
-                             const int32_t *labels, float smoothing, float *dlogits,
-                             double *loss_sum, int *correct)
+typedef struct {
+    int n, classes;
+    const float *logits;
+    const int32_t *labels;
+    float smoothing;
+    float *dlogits;
+} q_softmax_xent_args;
+
+static void q_softmax_xent_run(backend_t *be, void *p)
 {
-    if (!host_wait(be, "loss")) {
-        *loss_sum = 0.0;
-        *correct = 0;
-        return;
+    q_softmax_xent_args *a = p;
+    sim_impl *s = S(be);
+    C(be)->softmax_xent(C(be), a->n, a->classes, a->logits, a->labels, a->smoothing,
+                        a->dlogits);
+    C(be)->loss_read(C(be), &s->loss_sum, &s->correct);
+}
+
+/* Queued, with the event the host's loss_read waits for after it (as
+ * CUDA's kernel, copy to pinned memory and event): the host goes on to
+ * queue backward meanwhile. */
+static void sim_softmax_xent(backend_t *be, int n, int classes, const float *logits,
+                             const int32_t *labels, float smoothing, float *dlogits)
+{
+    q_softmax_xent_args q = {n, classes, logits, labels, smoothing, dlogits};
+    tt_err err = {0};
+    sim_enqueue(be, q_softmax_xent_run, &q, sizeof(q));
+    if (sim_dev_event_record(be, S(be)->loss_done, sim_dev_queue(be), &err) != 0)
+        sim_fail(be, "%s", err.msg);
+}
+
+static void sim_loss_read(backend_t *be, double *loss_sum, int *correct)
+{
+    sim_impl *s = S(be);
+    tt_err err = {0};
+    *loss_sum = 0.0;
+    *correct = 0;
+    if (backend_device_wait_event(be, s->loss_done, "loss", &err) != 0) {
+        sim_fail(be, "%s", err.msg);
+        return; /* the device's error ends the step (the trainer checks it) */
     }
-    C(be)->softmax_xent(C(be), n, classes, logits, labels, smoothing, dlogits, loss_sum,
-                        correct);
+    *loss_sum = s->loss_sum;
+    *correct = s->correct;
 }
 
 /* ---- the device side ---- */
@@ -710,6 +747,8 @@ static void sim_destroy(backend_t *be)
         sim_queue_delete(s->compute);
         s->compute = NULL;
     }
+    if (s->loss_done != NULL)
+        sim_dev_event_free(be, s->loss_done);
     if (s->copies != NULL)
         free_now(be, s->copies);
     while (s->blocks != NULL) /* what the towers left: freed with the device */
@@ -751,6 +790,10 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
         sim_destroy(be);
         return NULL;
     }
+    if ((s->loss_done = sim_dev_event_create(be, false, err)) == NULL) {
+        sim_destroy(be);
+        return NULL;
+    }
     be->name = "sim";
     be->precision = prec_name(p);
     be->device = device;
@@ -769,6 +812,7 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->all_finite = sim_all_finite;
     be->sumsq = sim_sumsq;
     be->softmax_xent = sim_softmax_xent;
+    be->loss_read = sim_loss_read;
     be->destroy = sim_destroy;
     return be;
 }
