@@ -10,6 +10,9 @@
 # the runner goes through every check and its verdict: every GPU check a SKIP
 # (towertrain sees no GPU), the CPU's bf16 checks run and pass and one training check skipped for lack of data
 # (a stand-in script), so it fails and says both, on its last line the count.
+# A kit with a baseline (TT_KIT_BASELINE=HEAD): its build holds exactly
+# HEAD's files, it carries towertrain-baseline, which runs, and the runner
+# above (on a copy of it) measures the timeline's cost with both.
 #
 # The kit's build is kept in $TT_BUILDDIR/.gpu-kit-build: the first run
 # configures and builds towertrain with CUDA (~3 min on 2 cores), later runs
@@ -120,6 +123,26 @@ grep -q "^$P/cu13/lib:$P/cudnn/lib:$P/nccl/lib\$" "$T/pip" && grep -q "^libcudnn
 ok $? "no toolkit: the kit finds each library in python3's nvidia/*/lib ($(head -n 1 "$T/pip"))"
 [ $? = 0 ] || sed 's/^/# /' "$T/pip"
 
+# ---- a kit with a baseline: towertrain from HEAD, built in a copy of the
+# kit's build directory that takes HEAD's files where they differ ----
+KB=$T/kit-base
+head_sha=$(git -C "$TT_SRCDIR" rev-parse --short HEAD)
+TT_KIT_BASELINE=HEAD TT_KIT_BUILD="$TT_BUILDDIR/.gpu-kit-build" sh "$TT_SRCDIR/tests/gpu/kit.sh" "$KB" >"$T/kitb.out" 2>&1
+rc=$?
+BB=$TT_BUILDDIR/.gpu-kit-build-baseline
+mkdir -p "$T/head" && git -C "$TT_SRCDIR" archive HEAD | tar -xf - -C "$T/head"
+diff -rq "$T/head" "$BB" 2>&1 | grep -v "^Only in $BB" >"$T/base.diff"
+[ $rc = 0 ] && grep -q "^baseline: HEAD ($head_sha): libexec/towertrain-baseline\$" "$KB/BUILD" &&
+  [ ! -s "$T/base.diff" ] && [ "$(ls "$KB"/libexec | wc -l)" = 8 ] &&
+  env -i "$KB/bin/towertrain-baseline" --version >"$T/basever" 2>&1 && grep -q '^cuda: ' "$T/basever"
+ok $? "TT_KIT_BASELINE=HEAD: the kit says 'baseline: HEAD ($head_sha)', its baseline build holds HEAD's files$( [ -s "$T/base.diff" ] && echo " (not: $(head -n 3 "$T/base.diff" | tr '\n' ' '))"), and env -i bin/towertrain-baseline runs (exit status $rc)"
+[ $rc = 0 ] || sed 's/^/# /' "$T/kitb.out" | tail -n 5
+TT_KIT_BASELINE=no-such-ref TT_KIT_BUILD="$TT_BUILDDIR/.gpu-kit-build" sh "$TT_SRCDIR/tests/gpu/kit.sh" "$KB" >"$T/kitbad.out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q "TT_KIT_BASELINE=no-such-ref is no commit" "$T/kitbad.out" && [ -x "$KB/libexec/towertrain-baseline" ]
+ok $? "TT_KIT_BASELINE=no-such-ref: exit status 1 (got $rc), '$(tail -n 1 "$T/kitbad.out")', the kit built before left as it was"
+rm -rf "$K" && mkdir -p "$K" && cp -a "$KB/." "$K/"
+
 # ---- the runner's way through, with a stand-in nvidia-smi that lists one
 # GPU that towertrain cannot see: every GPU check SKIPs, so the run fails ----
 mkdir -p "$T/fakebin"
@@ -147,11 +170,12 @@ last=$(tail -n 1 "$T/fake.out")
   grep -q "^FAIL: 1 training check(s) skipped for lack of data$" "$T/fake.out" &&
   grep -q '^test_cuda_libs .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_gpu_trainers.sh' "$T/fake.out" && grep -q '^compute-sanitizer' "$T/fake.out" &&
-  grep -q '^== bench/timeline/run --device gpu' "$T/fake.out" &&
+  grep -q '^== bench/timeline/run --device gpu: .* towertrain (' "$T/fake.out" &&
+  grep -q '^== bench/timeline/run --device gpu: .* towertrain-baseline (' "$T/fake.out" &&
   grep -q '^== CPU: .* cores; AMX: \(yes\|no\), AVX512_BF16: \(yes\|no\)$' "$T/fake.out" &&
   grep -q '^test_bf16 .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_precision.sh .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q 'libcudnn.so.9 *cuDNN 9\.' "$T/fake.out" && [ -s "$T/fake/checks.tap" ] && [ -s "$T/fake/run.log" ]
-ok $? "the runner with a GPU towertrain cannot see and a check without its data: every check run and counted, exit status 1 (got $rc), both reasons, last line '$last'"
+ok $? "the runner (a kit with a baseline) with a GPU towertrain cannot see and a check without its data: every check run and counted, the timeline's cost with both binaries, exit status 1 (got $rc), both reasons, last line '$last'"
 [ $rc = 1 ] || sed 's/^/# /' "$T/fake.out" | tail -n 15
 tt_done

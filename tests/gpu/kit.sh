@@ -6,6 +6,8 @@
 # Open MPI or autotools).
 #
 #   tests/gpu/kit.sh               -> .gpu-kit/ at the top of the tree
+#   TT_KIT_BASELINE=REF tests/gpu/kit.sh
+#                                  -> the same, with a baseline (below)
 #   .gpu-kit/run [OUTDIR]          on the GPU machine (see .gpu-kit/run)
 #
 # The kit (KITDIR, default .gpu-kit, git-ignored):
@@ -14,7 +16,11 @@
 #   libexec/           towertrain with CUDA, test_cuda_libs, test_precision,
 #                      test_gpu_ops, test_gpu_precision, test_bf16 (RPATH
 #                      $ORIGIN/../lib), event_cost (bench/timeline: a timing
-#                      event's cost)
+#                      event's cost); with TT_KIT_BASELINE=REF also
+#                      towertrain-baseline, towertrain built from git REF
+#                      (and bin/towertrain-baseline), which the runner's
+#                      timeline and benchmark steps measure beside
+#                      towertrain: a change's effect on the GPU, side by side
 #   lib/               every shared library they need that is not glibc,
 #                      libstdc++ or libgcc_s, as the loader resolves it here
 #                      (oneDNN packed with xz, 40 -> 7 MB: env.sh unpacks it)
@@ -35,7 +41,9 @@
 # OpenBLAS then; the runner checks bf16 on the GPU machine's own CPU, which
 # may have AMX where ours has not). The copy is kept with its files' times, so a
 # second run rebuilds only what changed (about 20 s; the first 3-8 min on 2
-# busy cores). Exit status 0 with the kit's size on the last line; 77 when this
+# busy cores). The baseline's build is a copy of that build directory in
+# $BUILD-baseline, into which REF's files (git archive) are copied where they
+# differ, so that only what REF changed is compiled again. Exit status 0 with the kit's size on the last line; 77 when this
 # machine cannot build the CUDA backend (no nvcc, cuBLAS, cuDNN 9, NCCL);
 # 1 on any other failure, with the reason.
 set -u
@@ -68,13 +76,16 @@ git -C "$SRC" rev-parse --git-dir >/dev/null 2>&1 ||
 # being built is older than the object compiled from its previous content.)
 # Files that vanished stay behind; the build names its sources, so a stale
 # one is never compiled.
+# sync_into DIR: the files DIR/.kit-files names, from DIR/.kit-incoming
+sync_into() {
+  (cd "$1/.kit-incoming" && while IFS= read -r f; do
+     cmp -s "$f" "$1/$f" && continue
+     mkdir -p "$1/$(dirname "$f")" && cp "$f" "$1/$f" || exit 1
+   done <"$1/.kit-files") && rm -rf "$1/.kit-incoming"
+}
 rm -rf "$BUILD/.kit-incoming" && mkdir "$BUILD/.kit-incoming" &&
   (cd "$SRC" && tar -cf - -T "$BUILD/.kit-files") | (cd "$BUILD/.kit-incoming" && tar -xmf -) &&
-  (cd "$BUILD/.kit-incoming" && while IFS= read -r f; do
-     cmp -s "$f" "$BUILD/$f" && continue
-     mkdir -p "$BUILD/$(dirname "$f")" && cp "$f" "$BUILD/$f" || exit 1
-   done <"$BUILD/.kit-files") && rm -rf "$BUILD/.kit-incoming" ||
-  die "copying the sources into $BUILD failed"
+  sync_into "$BUILD" || die "copying the sources into $BUILD failed"
 cd "$BUILD" || exit 1
 if [ ! -x configure ]; then
   autoreconf -fi >autoreconf.log 2>&1 || die "autoreconf failed (see $BUILD/autoreconf.log)"
@@ -108,6 +119,25 @@ cuda_cflags=$(sed -n 's/^CUDA_CFLAGS = //p' Makefile) && cuda_libs=$(sed -n 's/^
   cc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L $cuda_cflags "$SRC/bench/timeline/event_cost.c" \
     $cuda_libs -o event_cost >>make.out 2>&1 || die "building event_cost failed (see $BUILD/make.out)"
 
+# the baseline: towertrain at TT_KIT_BASELINE, in a copy of this build
+# directory that takes REF's files where they differ (sync_into above)
+BASE_REF=${TT_KIT_BASELINE:-}
+if [ -n "$BASE_REF" ]; then
+  BASE_SHA=$(git -C "$SRC" rev-parse --short "$BASE_REF^{commit}" 2>/dev/null) ||
+    die "TT_KIT_BASELINE=$BASE_REF is no commit of $SRC"
+  BASE_BUILD=$BUILD-baseline
+  if [ ! -f "$BASE_BUILD/config.status" ]; then
+    rm -rf "$BASE_BUILD" && cp -a "$BUILD" "$BASE_BUILD" || die "cannot copy $BUILD to $BASE_BUILD"
+  fi
+  rm -rf "$BASE_BUILD/.kit-incoming" && mkdir "$BASE_BUILD/.kit-incoming" &&
+    git -C "$SRC" archive --format=tar "$BASE_SHA" | (cd "$BASE_BUILD/.kit-incoming" && tar -xmf -) &&
+    (cd "$BASE_BUILD/.kit-incoming" && find . -type f | sed 's|^\./||') >"$BASE_BUILD/.kit-files" &&
+    sync_into "$BASE_BUILD" || die "copying $BASE_REF's files into $BASE_BUILD failed"
+  (cd "$BASE_BUILD" && nice make -j"$JOBS" towertrain \
+     LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1) ||
+    die "make of the baseline ($BASE_REF) failed (see $BASE_BUILD/make.out)"
+fi
+
 # ---- 3. the kit, assembled afresh into a temporary folder, then renamed ----
 tmp="$KIT.new"
 rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/libexec" "$tmp/lib" "$tmp/src/tests/gpu" "$tmp/src/bench/gpu" \
@@ -116,6 +146,11 @@ for p in $PROGS event_cost; do
   # debug info is most of their size; the symbols stay for backtraces
   strip --strip-debug -o "$tmp/libexec/${p##*/}" "$p" || die "strip $p failed"
 done
+if [ -n "$BASE_REF" ]; then
+  strip --strip-debug -o "$tmp/libexec/towertrain-baseline" "$BASE_BUILD/towertrain" &&
+    cp "$SRC/tests/gpu/kit_towertrain.sh" "$tmp/bin/towertrain-baseline" &&
+    chmod +x "$tmp/bin/towertrain-baseline" || die "copying the baseline failed"
+fi
 # the libraries, as the loader resolves them for these binaries here
 for p in "$tmp"/libexec/*; do ldd "$p"; done | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
   while read -r name path; do
@@ -185,6 +220,7 @@ PYEOF
   echo "towertrain GPU kit, built $(date -u '+%Y-%m-%d %H:%M UTC') on $(uname -m)"
   echo "source: $(git -C "$SRC" describe --always --dirty 2>/dev/null || echo unknown)"
   echo "configure $CONFIGURE_ARGS"
+  [ -z "$BASE_REF" ] || echo "baseline: $BASE_REF ($BASE_SHA): libexec/towertrain-baseline"
   sed -n 's/^cuda: /cuda: /p' <<EOF
 $("$tmp/libexec/towertrain" --version 2>/dev/null)
 EOF

@@ -54,7 +54,13 @@
 # with torch.compile only while time is left after the rounds.
 # TT_KIT_BUDGET (seconds, default 330) changes the total; TT_KIT_BENCH=0
 # leaves the benchmark out, TT_KIT_TIMELINE=0 the timeline's cost,
-# TT_KIT_PROFILE=0 the profile, TT_KIT_BF16=0 the CPU's bf16 checks.
+# TT_KIT_PROFILE=0 the profile, TT_KIT_BF16=0 the CPU's bf16 checks;
+# TT_KIT_BENCH_MODELS (default resnet50,resnet20,lenet) and
+# TT_KIT_BENCH_PRECISIONS (default bf16,tf32,fp32) choose what the benchmark
+# measures. A kit built with a baseline (kit.sh's TT_KIT_BASELINE) measures
+# it too: the timeline's cost once more with bin/towertrain-baseline, and
+# the benchmark's rounds with it beside towertrain (bench/gpu/run
+# --baseline: the column "vs base").
 set -u
 KIT=$(cd "$(dirname "$0")" && pwd) || exit 1
 : "${PATH:=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin}"
@@ -281,16 +287,20 @@ fi
 # processes a configuration (20 recorded epochs each: the overhead's 95%
 # interval), with event_cost's direct figure, about 40 s (into run.log);
 # TT_KIT_TIMELINE=0 leaves it out ----
+BASELINE=
+[ -x "$KIT/libexec/towertrain-baseline" ] && BASELINE=$KIT/bin/towertrain-baseline
 if [ "${TT_KIT_TIMELINE:-1}" != 0 ]; then
-  secs=$(limit 55)
   ntw=1
   [ "$gpus" -ge 2 ] && ntw=2
-  say "== bench/timeline/run --device gpu: what recording a timeline costs a step (${secs}s)"
-  { timeout -k 5 "$secs" "$PY" "$KIT/src/bench/timeline/run" --towertrain "$KIT/bin/towertrain" \
-      --device gpu --device-towers $ntw --models lenet --steps 200 --rounds 2 --cycles 10 \
-      --event-cost "$KIT/libexec/event_cost" \
-      --budget $((secs > 25 ? secs - 10 : 15)) --data "$TT_FASHION_MNIST" 2>&1
-    echo "   exit status $?"; } | tee -a "$LOG"
+  for tt in towertrain ${BASELINE:+towertrain-baseline}; do
+    secs=$(limit 55)
+    say "== bench/timeline/run --device gpu: what recording a timeline costs a step, $tt (${secs}s)"
+    { timeout -k 5 "$secs" "$PY" "$KIT/src/bench/timeline/run" --towertrain "$KIT/bin/$tt" \
+        --device gpu --device-towers $ntw --models lenet --steps 200 --rounds 2 --cycles 10 \
+        --event-cost "$KIT/libexec/event_cost" \
+        --budget $((secs > 25 ? secs - 10 : 15)) --data "$TT_FASHION_MNIST" 2>&1
+      echo "   exit status $?"; } | tee -a "$LOG"
+  done
 fi
 
 # ---- the benchmark: what is left of the budget, less 20 s ----
@@ -302,7 +312,8 @@ elif [ "$left" -ge 30 ]; then
   # it starts nothing that would end after left - 15 s (by the times it
   # sees), and a SIGTERM at left s ends it with its table printed
   timeout -k 5 "$left" "$PY" "$KIT/src/bench/gpu/run" --towertrain "$KIT/bin/towertrain" \
-    --models resnet50,resnet20,lenet --precisions bf16,tf32,fp32 \
+    ${BASELINE:+--baseline "$BASELINE"} --models "${TT_KIT_BENCH_MODELS:-resnet50,resnet20,lenet}" \
+    --precisions "${TT_KIT_BENCH_PRECISIONS:-bf16,tf32,fp32}" \
     --budget $((left - 15)) --compile --json "$OUTDIR/bench.json" 2>&1 | tee "$OUTDIR/bench.txt" | tee -a "$LOG"
 else
   say "   skipped: no time left in the budget (${BUDGET}s)"

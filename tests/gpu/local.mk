@@ -25,5 +25,5 @@ EXTRA_DIST += tests/gpu/e2e_kit.sh tests/gpu/kit.sh tests/gpu/kit_run.sh tests/g
 	tests/gpu/kit_towertrain.sh
 clean-local: clean-gpu-kit
 clean-gpu-kit:
-	rm -rf .gpu-kit-build
+	rm -rf .gpu-kit-build .gpu-kit-build-baseline
 .PHONY: clean-gpu-kit
