@@ -595,7 +595,8 @@ static void q_softmax_xent_run(backend_t *be, void *p)
 
 /* Queued, with the event the host's loss_read waits for after it (as
  * CUDA's kernel, copy to pinned memory and event): the host goes on to
- * queue backward meanwhile. */
+ * queue backward meanwhile. Written here, not among sim_queue_ops.h's
+ * transcriptions, for that event. */
 static void sim_softmax_xent(backend_t *be, int n, int classes, const float *logits,
                              const int32_t *labels, float smoothing, float *dlogits)
 {
