@@ -264,6 +264,13 @@ static void check_xent(const char *what, int n, int k, const float *z, const int
           "softmax_xent %s: threads 1 and 2 give the same bits", what);
     tt_ok(loss3 == loss && correct3 == correct,
           "softmax_xent %s: the same loss and count without dlogits", what);
+    double loss0 = NAN;
+    int correct0 = -1;
+    be1->softmax_xent(be1, 0, k, dz, dl, 0.0f, NULL);
+    be1->loss_read(be1, &loss0, &correct0);
+    tt_ok(loss0 == 0.0 && correct0 == 0,
+          "softmax_xent %s: 0 rows read back as loss 0 and 0 correct, not the last call's (%g, %d)",
+          what, loss0, correct0);
     if (out != NULL) {
         out->loss = loss;
         out->correct = correct;

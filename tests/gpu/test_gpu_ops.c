@@ -434,6 +434,13 @@ static void test_elementwise(backend_t *g)
     tt_ok(fabs(gloss - closs) <= 1e-9 * fabs(closs) && gcorrect == ccorrect,
           "softmax cross-entropy: loss %.12g vs CPU %.12g, correct %d vs %d (read after "
           "two host checks)", gloss, closs, gcorrect, ccorrect);
+    double loss0 = NAN;
+    int correct0 = -1;
+    g->softmax_xent(g, 0, classes, z.gpu, gl, 0.1f, NULL);
+    g->loss_read(g, &loss0, &correct0);
+    tt_ok(loss0 == 0.0 && correct0 == 0,
+          "softmax cross-entropy of 0 rows reads back as 0 and 0, not the last call's (%g, %d)",
+          loss0, correct0);
     tt_ok(finite && fabs(sq - sq_ref) <= 1e-9 * sq_ref,
           "sum of squares %.12g vs float64 %.12g, all finite %d, between the loss and its "
           "read", sq, sq_ref, finite);
