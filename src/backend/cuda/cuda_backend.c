@@ -154,10 +154,7 @@ static void cuda_free(backend_t *be, void *p)
     mem_pool_free(cuda_of(be)->pool, p);
 }
 
-/* The host's wait for the stream: backend_device_wait polls cudaStreamQuery
- * with the communicator's asynchronous error (never cudaStreamSynchronize,
- * which a stalled NCCL kernel upstream of the stream would never let
- * return); its error is the backend's. */
+/* A failed wait of the host: the backend's error (its first). */
 static int wait_failed(cuda_impl *c, const tt_err *e)
 {
     if (!c->failed) {
@@ -167,6 +164,10 @@ static int wait_failed(cuda_impl *c, const tt_err *e)
     return -1;
 }
 
+/* The host's wait for the stream: backend_device_wait polls cudaStreamQuery
+ * with the communicator's asynchronous error (never cudaStreamSynchronize,
+ * which a stalled NCCL kernel upstream of the stream would never let
+ * return); its error is the backend's. */
 int cuda_wait(backend_t *be, const char *what)
 {
     tt_err e = {0};
