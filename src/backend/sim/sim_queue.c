@@ -216,7 +216,8 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
     j->next = NULL;
     j->run = run;
     j->queued_ns = clock_now(q->clock);
-    memcpy(j->args, args, size);
+    if (size > 0) /* a job without arguments may pass NULL */
+        memcpy(j->args, args, size);
     pthread_mutex_lock(&q->lock);
     if (q->tail != NULL)
         q->tail->next = j;
