@@ -4,7 +4,7 @@
 #
 #   kit_unpack KIT             lib/NAME.xz -> lib/NAME where NAME is missing
 #                              (kit.sh packs oneDNN: 40 MB, 7 MB with xz, so
-#                              that the kit travels within 56 MiB); atomic
+#                              that the kit travels within 58 MiB); atomic
 #                              (a temporary file renamed), so runs started
 #                              together never see half a library. Returns 1,
 #                              with a line on stderr, when it cannot.

@@ -21,9 +21,11 @@
 #   test_bf16, e2e_precision.sh      bf16 on CPU towers, on this machine's
 #                                    CPU (it may have AMX), and with AMX
 #                                    again on the AVX512_BF16 path
-# then `towertrain profile` of ResNet-50, bench/timeline/run --device gpu
-# (what recording a timeline costs a step of GPU towers: layer spans on the
-# compute stream, pack spans on the communication stream), and
+# then `towertrain profile` of ResNet-50, cupti_cost (CUPTI's kernel
+# records against timing events on steps of small kernels),
+# bench/timeline/run --device gpu (what recording a timeline costs a step
+# of GPU towers: layer spans on the compute stream, pack spans on the
+# communication stream), and
 # bench/gpu/run (towertrain against PyTorch on this GPU). Checks that
 # need two GPUs SKIP, visibly. The last line is "N passed, N failed, N
 # skipped"; the exit status is 0 only when nothing failed, no training check
@@ -290,6 +292,14 @@ fi
 BASELINE=
 [ -x "$KIT/libexec/towertrain-baseline" ] && BASELINE=$KIT/bin/towertrain-baseline
 if [ "${TT_KIT_TIMELINE:-1}" != 0 ]; then
+  # the other way of timing kernels: CUPTI's activity records against
+  # timing events, on steps of 32 kernels launch-bound and device-bound
+  # (bench/timeline/cupti_cost.cu, about 20 s)
+  nvlibs_find "$KIT/cupti.txt"
+  say "== cupti_cost: timing events against CUPTI's kernel records (${NVLIBS_PATH:-no $(cat "$KIT/cupti.txt") found})"
+  { timeout -k 5 "$(limit 45)" env "LD_LIBRARY_PATH=${NVLIBS_PATH:+$NVLIBS_PATH:}$LDP" \
+      "$KIT/libexec/cupti_cost" 32 0,15 3 2>&1
+    echo "   exit status $?"; } | tee -a "$LOG"
   ntw=1
   [ "$gpus" -ge 2 ] && ntw=2
   for tt in towertrain ${BASELINE:+towertrain-baseline}; do
