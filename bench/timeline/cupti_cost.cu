@@ -24,7 +24,9 @@
  * toolkit's or PyTorch's pip nvidia-cuda-cupti; the runner puts it on the
  * library path).
  * Not a test: the numbers depend on the driver and the machine. */
-#include <cuda_runtime.h>
+#define PROBE_NAME "cupti_cost"
+#include "probe.h"
+
 #include <cupti.h>
 #include <dlfcn.h>
 #include <stdint.h>
@@ -47,33 +49,6 @@ __global__ void spin(unsigned long long ns)
     do
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
     while (t - t0 < ns);
-}
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static void check(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "cupti_cost: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp);
-    return v[n / 2];
 }
 
 /* ---- CUPTI through dlopen ---- */
@@ -157,7 +132,7 @@ static int child(int mode, int k, double spin_us)
     long long traced = 0;
     for (int b = -1; b < BATCHES; b++) { /* b = -1: the warm-up */
         check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-        double t0 = now_us();
+        double t0 = now_ns() * 1e-3;
         for (int st = 0; st < STEPS; st++)
             for (int i = 0; i < k; i++) {
                 if (mode == 1)
@@ -175,9 +150,9 @@ static int child(int mode, int k, double spin_us)
                 if (mode == 1 && i == k - 1)
                     check(cudaEventRecord(ev[k], s), "cudaEventRecord");
             }
-        double t1 = now_us();
+        double t1 = now_ns() * 1e-3;
         check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
-        double t2 = now_us();
+        double t2 = now_ns() * 1e-3;
         check(cudaGetLastError(), "spin kernel");
         traced += (long long)STEPS * k;
         if (b >= 0) {

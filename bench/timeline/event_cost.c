@@ -13,40 +13,11 @@
  *                      queue busy, as between a step's kernels)
  *   device_ns          device time an event adds between those memsets
  * Not a test: the numbers depend on the driver and the machine. */
-#include <cuda_runtime.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
+#define PROBE_NAME "event_cost"
+#include "probe.h"
 
 #define BATCH 200
 #define BATCHES 15
-
-static double now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static void check(cudaError_t e, const char *what)
-{
-    if (e != cudaSuccess) {
-        fprintf(stderr, "event_cost: %s: %s\n", what, cudaGetErrorString(e));
-        exit(1);
-    }
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof(*v), cmp);
-    return v[n / 2];
-}
 
 static cudaStream_t stream;
 static cudaEvent_t ev[BATCH + 2];

@@ -122,7 +122,8 @@ cuda_cflags=$(sed -n 's/^CUDA_CFLAGS = //p' Makefile) && cuda_libs=$(sed -n 's/^
 # and cupti_cost (what CUPTI's kernel records would cost a step instead),
 # a kernel of its own: nvcc, the build's architectures
 # (about 15 s: only when its source is newer)
-if [ ! -x cupti_cost ] || [ "$SRC/bench/timeline/cupti_cost.cu" -nt cupti_cost ]; then
+if [ ! -x cupti_cost ] || [ "$SRC/bench/timeline/cupti_cost.cu" -nt cupti_cost ] ||
+   [ "$SRC/bench/timeline/probe.h" -nt cupti_cost ]; then
   nvcc=$(sed -n 's/^NVCC = //p' Makefile) && arch=$(sed -n 's/^NVCC_ARCHFLAGS = //p' Makefile) &&
     # shellcheck disable=SC2086
     "$nvcc" -O2 -std=c++17 $arch "$SRC/bench/timeline/cupti_cost.cu" -o cupti_cost -ldl >>make.out 2>&1 ||
