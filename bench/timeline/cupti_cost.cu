@@ -19,8 +19,8 @@
  * interleaved, and prints per spin the median step time of each mode and
  * its overhead over plain (and the kernel records CUPTI delivered, which
  * must be K x the steps it traced). Exit status 1 and one line when a child
- * fails (no GPU); a cupti child without libcupti says so and the table
- * shows "-". CUPTI is opened with dlopen (libcupti.so.<CUDA major>: the
+ * fails (no GPU); a cupti child without a working CUPTI says why and the
+ * table shows "-" for it. CUPTI is opened with dlopen (libcupti.so.<CUDA major>: the
  * toolkit's or PyTorch's pip nvidia-cuda-cupti; the runner puts it on the
  * library path).
  * Not a test: the numbers depend on the driver and the machine. */
@@ -92,11 +92,17 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
     free(buffer);
 }
 
-static int cupti_open(void)
+/* NULL when CUPTI is open and recording kernels, else why not (the child
+ * says so in one line and the table shows "-": plain and events still
+ * count) */
+static const char *cupti_open(void)
 {
+    static char why[160];
     void *h = dlopen(cupti_soname, RTLD_NOW | RTLD_LOCAL);
-    if (h == NULL)
-        return -1;
+    if (h == NULL) {
+        snprintf(why, sizeof(why), "%s", dlerror());
+        return why;
+    }
     *(void **)&cu.register_callbacks = dlsym(h, "cuptiActivityRegisterCallbacks");
     *(void **)&cu.enable = dlsym(h, "cuptiActivityEnable");
     *(void **)&cu.flush_all = dlsym(h, "cuptiActivityFlushAll");
@@ -104,21 +110,29 @@ static int cupti_open(void)
     *(void **)&cu.push = dlsym(h, "cuptiActivityPushExternalCorrelationId");
     *(void **)&cu.pop = dlsym(h, "cuptiActivityPopExternalCorrelationId");
     if (!cu.register_callbacks || !cu.enable || !cu.flush_all || !cu.next_record || !cu.push ||
-        !cu.pop)
-        return -1;
-    cupti_check(cu.register_callbacks(buffer_requested, buffer_completed),
-                "cuptiActivityRegisterCallbacks");
-    cupti_check(cu.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL), "cuptiActivityEnable (kernel)");
-    cupti_check(cu.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION),
-                "cuptiActivityEnable (external correlation)");
-    return 0;
+        !cu.pop) {
+        snprintf(why, sizeof(why), "%s lacks an activity API function", cupti_soname);
+        return why;
+    }
+    CUptiResult r = cu.register_callbacks(buffer_requested, buffer_completed);
+    const char *what = "cuptiActivityRegisterCallbacks";
+    if (r == CUPTI_SUCCESS && (r = cu.enable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL)) != CUPTI_SUCCESS)
+        what = "cuptiActivityEnable (kernel)";
+    if (r == CUPTI_SUCCESS &&
+        (r = cu.enable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION)) != CUPTI_SUCCESS)
+        what = "cuptiActivityEnable (external correlation)";
+    if (r == CUPTI_SUCCESS)
+        return NULL;
+    snprintf(why, sizeof(why), "%s: CUPTI error %d", what, (int)r);
+    return why;
 }
 
 /* ---- one child: a mode, K kernels a step, S us each ---- */
 static int child(int mode, int k, double spin_us)
 {
-    if (mode == 2 && cupti_open() != 0) {
-        printf("no %s\n", cupti_soname);
+    const char *why;
+    if (mode == 2 && (why = cupti_open()) != NULL) {
+        printf("no CUPTI: %s\n", why);
         return 0;
     }
     check(cudaSetDevice(0), "cudaSetDevice");
@@ -197,7 +211,7 @@ int main(int argc, char **argv)
     for (char *sv = strtok(list, ","); sv != NULL; sv = strtok(NULL, ",")) {
         double step[MAX_MODES][50], host[MAX_MODES][50];
         int got[MAX_MODES] = {0};
-        char records[MAX_MODES][64] = {{0}};
+        char records[MAX_MODES][200] = {{0}};
         for (int r = 0; r < rounds; r++)
             for (int m = 0; m < MAX_MODES; m++) {
                 char cmd[3400], line[256] = "";
@@ -219,7 +233,8 @@ int main(int argc, char **argv)
                     if (m == 2)
                         snprintf(records[m], sizeof(records[m]), "%lld of %lld", rec, of);
                 } else if (strncmp(line, "no ", 3) == 0) {
-                    snprintf(records[m], sizeof(records[m]), "%.60s", strtok(line, "\n"));
+                    line[strcspn(line, "\n")] = '\0'; /* (no strtok: it walks the spins) */
+                    snprintf(records[m], sizeof(records[m]), "%.190s", line);
                 } else {
                     fprintf(stderr, "cupti_cost: %s (spin %s us): %s", MODES[m], sv, line);
                     return 1;
