@@ -43,10 +43,11 @@
 # may have AMX where ours has not). The copy is kept with its files' times, so a
 # second run rebuilds only what changed (about 20 s; the first 3-8 min on 2
 # busy cores). The baseline's build is a copy of that build directory in
-# $BUILD-baseline, into which REF's files (git archive) are copied where they
-# differ, so that only what REF changed is compiled again. Exit status 0 with the kit's size on the last line; 77 when this
-# machine cannot build the CUDA backend (no nvcc, cuBLAS, cuDNN 9, NCCL);
-# 1 on any other failure, with the reason.
+# $BUILD-baseline (copied again when configure's arguments change), into
+# which REF's files (git archive) are copied where they differ, so that
+# only what REF changed is compiled again. Exit status 0 with the kit's
+# size on the last line; 77 when this machine cannot build the CUDA backend
+# (no nvcc, cuBLAS, cuDNN 9, NCCL); 1 on any other failure, with the reason.
 set -u
 SRC=$(cd "$(dirname "$0")/../.." && pwd) || exit 1
 KIT=${1:-$SRC/.gpu-kit}
@@ -137,7 +138,8 @@ if [ -n "$BASE_REF" ]; then
   BASE_SHA=$(git -C "$SRC" rev-parse --short "$BASE_REF^{commit}" 2>/dev/null) ||
     die "TT_KIT_BASELINE=$BASE_REF is no commit of $SRC"
   BASE_BUILD=$BUILD-baseline
-  if [ ! -f "$BASE_BUILD/config.status" ]; then
+  # configured as this build is, or copied from it again
+  if [ ! -f "$BASE_BUILD/config.status" ] || ! cmp -s .kit-configure "$BASE_BUILD/.kit-configure"; then
     rm -rf "$BASE_BUILD" && cp -a "$BUILD" "$BASE_BUILD" || die "cannot copy $BUILD to $BASE_BUILD"
   fi
   rm -rf "$BASE_BUILD/.kit-incoming" && mkdir "$BASE_BUILD/.kit-incoming" &&
