@@ -11,9 +11,9 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/sim/sim.h"
