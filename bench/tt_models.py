@@ -202,9 +202,10 @@ def data_sets(model):
     return fashion_mnist_sets(os.environ.get("TT_FASHION_MNIST", ""))
 
 
-def towertrain_rate(binary, model, epochs=1, sets=()):
+def towertrain_rate(binary, model, epochs=1, sets=(), env=None):
     """One warm-up epoch, then `epochs` measured (no validation): (images/s
-    over the measured epochs, peak RSS in KiB)."""
+    over the measured epochs, peak RSS in KiB); `env`: towertrain's
+    environment (this one's where None)."""
     job, extra = JOBS[model]
     extra = list(extra) + data_sets(model)
     with tempfile.TemporaryDirectory() as tmp:
@@ -214,7 +215,7 @@ def towertrain_rate(binary, model, epochs=1, sets=()):
                "--set", 'monitors=( "json" )']
         for s in list(extra) + list(sets):
             cmd += ["--set", s]
-        proc = subprocess.Popen(cmd)
+        proc = subprocess.Popen(cmd, env=env)
         _, status, usage = os.wait4(proc.pid, 0)
         code = os.waitstatus_to_exitcode(status)
         if code != 0:

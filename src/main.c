@@ -534,9 +534,11 @@ int main(int argc, char **argv)
         /* what the CPU backend computes in here: bf16 needs oneDNN and the CPU */
         char why[256];
         const char *bf16 = backend_cpu_bf16_isa(why, sizeof(why));
-        if (bf16 != NULL)
+        if (bf16 != NULL) {
             printf("cpu precision: fp32 bf16 (bf16 on %s)\n", bf16);
-        else
+            if (backend_cpu_bf16_fp32_why() != NULL)
+                printf("cpu bf16: computed in fp32 here: %s\n", backend_cpu_bf16_fp32_why());
+        } else
             printf("cpu precision: fp32 (bf16 %s)\n", why);
         /* which GPUs the binary serves, and the libraries it was built against */
         if (backend_cuda_build_info() != NULL)

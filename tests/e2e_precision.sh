@@ -11,7 +11,10 @@
 #   global batch up to reduction order; resume bitwise; resume across
 #   precisions (checkpoints stay F32); the first step's gradient has
 #   fp32's size (rounding, never truncation); LeNet and ResNet-20 learn as
-#   in fp32.
+#   in fp32. These run bf16's kernels (tt_lib.sh sets TT_BF16_KERNELS=1);
+#   without it, a CPU where bf16 is slower (an Intel core with AVX512_FP16
+#   and no AMX) computes a bf16 job in fp32, bitwise the fp32 job, and says
+#   so, and any other keeps bf16's kernels (the rule's check).
 . "$(dirname "$0")/tt_lib.sh"
 
 JOB=$TT_SRCDIR/jobs/fashion_mnist_mlp.cfg
@@ -42,7 +45,8 @@ ok $? "--version says bf16 is not available with oneDNN capped at AVX2 ($capped)
 
 if ! "$TOWERTRAIN" --version | grep -q '^cpu precision: fp32 bf16'; then
   why=$("$TOWERTRAIN" --version | sed -n 's/^cpu precision: fp32 (bf16 \(.*\))$/\1/p')
-  for what in "the same bits with 1, 2 and 5 threads" "every trainer type" "resume" \
+  for what in "where bf16 would be slower, fp32" "TT_BF16_KERNELS=yes refused" \
+              "the same bits with 1, 2 and 5 threads" "every trainer type" "resume" \
               "resume across precisions" "rounds, never truncates" "LeNet on Fashion-MNIST as fp32" "ResNet-20 as fp32" \
               "jobs/resnet20_fake.cfg as shipped"; do
     skip "bf16: $what" "${why:-bf16 not available}"
@@ -57,9 +61,9 @@ echo "# bf16 runs on $isa here"
 if [ -z "${TT_PRECISION_INNER:-}" ]; then
   TT_PRECISION_INNER=1 ONEDNN_MAX_CPU_ISA=AVX512_CORE sh "$0" >"$T/inner" 2>&1
   rc=$?
-  [ $rc = 0 ] && [ "$(grep -c '# SKIP' "$T/inner")" = 8 ] && ! grep -q '^not ok' "$T/inner" &&
-    [ "$(grep -c '# SKIP needs a CPU with AVX512_BF16 or AMX' "$T/inner")" = 8 ]
-  ok $? "with ONEDNN_MAX_CPU_ISA=AVX512_CORE this script SKIPs its 8 bf16 checks visibly and passes (exit $rc)"
+  [ $rc = 0 ] && [ "$(grep -c '# SKIP' "$T/inner")" = 10 ] && ! grep -q '^not ok' "$T/inner" &&
+    [ "$(grep -c '# SKIP needs a CPU with AVX512_BF16 or AMX' "$T/inner")" = 10 ]
+  ok $? "with ONEDNN_MAX_CPU_ISA=AVX512_CORE this script SKIPs its 10 bf16 checks visibly and passes (exit $rc)"
   if [ -x "$TT_BUILDDIR/tests/test_bf16" ]; then
     ONEDNN_MAX_CPU_ISA=AVX512_CORE "$TT_BUILDDIR/tests/test_bf16" >"$T/inner" 2>&1
     rc=$?
@@ -102,6 +106,41 @@ max_epoch = 1;
 callbacks = ( "model_saver" );
 monitors = ( "json" );
 CFG
+
+# (0) the rule (towertrain.cfg(5), precision): where --version says bf16
+# is computed in fp32 here, a bf16 job is bitwise the fp32 job and its log
+# says why; elsewhere it is not (bf16's kernels round). TT_BF16_KERNELS=1
+# (tt_lib.sh's) runs bf16's kernels everywhere: the same bits as the rule's
+# run where the rule keeps them.
+why=""
+fp32_here=$(env -u TT_BF16_KERNELS "$TOWERTRAIN" --version |
+  sed -n 's/^cpu bf16: computed in fp32 here: //p')
+env -u TT_BF16_KERNELS "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/rule" --quiet \
+  --set max_epoch=1 || why="$why the bf16 run failed;"
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/rule-kernels" --quiet --set max_epoch=1 ||
+  why="$why the TT_BF16_KERNELS=1 run failed;"
+"$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/rule-fp32" --quiet --set max_epoch=1 \
+  --set 'trainer.precision="fp32"' || why="$why the fp32 run failed;"
+grep -q '^precision bf16: dense, conv2d in bf16' "$T/rule-kernels/log.log" ||
+  why="$why TT_BF16_KERNELS=1: no bf16 line;"
+! tt_same "$T/rule-fp32/model-20.safetensors" "$T/rule-kernels/model-20.safetensors" 0 \
+  >/dev/null || why="$why TT_BF16_KERNELS=1: bitwise the fp32 run;"
+if [ -n "$fp32_here" ]; then
+  grep -qF "precision bf16: computed in fp32 here, every layer: $fp32_here" "$T/rule/log.log" ||
+    why="$why no 'computed in fp32' line in the log;"
+  tt_same "$T/rule-fp32/model-20.safetensors" "$T/rule/model-20.safetensors" 0 >/dev/null ||
+    why="$why not bitwise the fp32 run;"
+  what="this CPU computes bf16 jobs in fp32 ($fp32_here): bitwise the fp32 run, and the log says why"
+else
+  grep -q '^precision bf16: dense, conv2d in bf16' "$T/rule/log.log" || why="$why no bf16 line;"
+  tt_same "$T/rule-kernels/model-20.safetensors" "$T/rule/model-20.safetensors" 0 >/dev/null ||
+    why="$why not bitwise the TT_BF16_KERNELS=1 run;"
+  what="this CPU keeps bf16's kernels (not an Intel AVX512_FP16 core without AMX): the TT_BF16_KERNELS=1 run's bits"
+fi
+ok $([ -z "$why" ]; echo $?) "bf16: where bf16 would be slower, fp32; elsewhere bf16: $what ($why)"
+tt_refused "bf16: TT_BF16_KERNELS=yes refused: one line, exit 2, nothing written" \
+  'TT_BF16_KERNELS=yes: expected 0 or 1' "$T/run" env TT_BF16_KERNELS=yes \
+  "$TOWERTRAIN" run "$JOB" --logdir "$T/run" --quiet --set 'trainer.precision="bf16"'
 
 # (1) the same bits again and with 1, 2 and 5 threads
 why=""

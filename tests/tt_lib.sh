@@ -29,6 +29,13 @@ if [ -z "${TOWERTRAIN:-}" ] || [ ! -x "$TOWERTRAIN" ] || [ -z "${TT_SRCDIR:-}" ]
   echo "Bail out! set \$TOWERTRAIN (the towertrain binary) and \$TT_SRCDIR (the source tree), as make check does"
   exit 99
 fi
+# bf16 jobs run bf16's kernels on every CPU that has them, also where
+# towertrain would compute them in fp32 because bf16 is slower there (an
+# Intel core with AVX512_FP16 and no AMX; towertrain.cfg(5), precision):
+# the bf16 checks test bf16's arithmetic on any CPU. e2e_precision.sh checks
+# that rule itself, without this.
+TT_BF16_KERNELS=1
+export TT_BF16_KERNELS
 PY=${PYTHON3:-/usr/bin/python3}
 PYTHONPATH="$TT_SRCDIR/tests${PYTHONPATH:+:$PYTHONPATH}"
 export PYTHONPATH

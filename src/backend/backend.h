@@ -467,6 +467,15 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err);
  * missing, when this CPU or build cannot (backend_cpu_bf16_isa). */
 backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err);
 
+/* Why a job in precision "bf16" computes in fp32 on this CPU, though it has
+ * bf16 kernels (backend_cpu_bf16_isa): bf16 would be slower here, by a rule
+ * of the CPU's features alone (never timing: runs stay bitwise
+ * repeatable; towertrain.cfg(5), precision): an Intel core with
+ * AVX512_FP16 (Sapphire Rapids or later) where oneDNN has no AMX. NULL
+ * where bf16 runs in bf16, and where the environment's TT_BF16_KERNELS is
+ * "1" (the tests' switch: bf16's kernels on every CPU that has them). */
+const char *backend_cpu_bf16_fp32_why(void);
+
 /* What runs bf16 on this CPU: "AMX" or "AVX512_BF16" (oneDNN's choice at run
  * time; oneDNN's ONEDNN_MAX_CPU_ISA caps it), or NULL with `why` saying what
  * is missing. */

@@ -58,7 +58,19 @@ static int trainer_check_precision(const job_t *job, bool on_device, tt_err *err
     char why[256];
     if (backend_cpu_bf16_isa(why, sizeof(why)) == NULL)
         return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\" %s; use \"fp32\"", why);
+    const char *kernels = getenv("TT_BF16_KERNELS");
+    if (kernels != NULL && strcmp(kernels, "0") != 0 && strcmp(kernels, "1") != 0)
+        return err_set(err, TT_ERR_USAGE, "TT_BF16_KERNELS=%.40s: expected 0 or 1", kernels);
     return 0;
+}
+
+/* A CPU tower's backend: in a bf16 job, bf16's kernels unless this CPU
+ * computes it in fp32 (backend_cpu_bf16_fp32_why: bf16 would be slower). */
+static backend_t *trainer_cpu_backend_create(const job_t *job, int t, int threads, tt_err *err)
+{
+    if (job->trainer.precision == PRECISION_BF16 && backend_cpu_bf16_fp32_why() == NULL)
+        return backend_cpu_create_bf16(job->trainer.towers[t], threads, err);
+    return backend_cpu_create(job->trainer.towers[t], threads, err);
 }
 
 static int trainer_create_towers(trainer_t *tr, bool on_device, tt_err *err)
@@ -84,9 +96,7 @@ static int trainer_create_towers(trainer_t *tr, bool on_device, tt_err *err)
     dist_broadcast(host, tr->model.n_floats * sizeof(float), 0);
     for (int t = 0; t < n; t++) {
         tr->backends[t] = on_device ? device_backend_create(job, t, err)
-                          : job->trainer.precision == PRECISION_BF16
-                              ? backend_cpu_create_bf16(job->trainer.towers[t], threads, err)
-                              : backend_cpu_create(job->trainer.towers[t], threads, err);
+                                    : trainer_cpu_backend_create(job, t, threads, err);
         if (tr->backends[t] == NULL ||
             tower_create(&tr->model, tr->backends[t], job->dataflow.batch_size, &tr->towers[t],
                          err) != 0) {
@@ -662,7 +672,11 @@ static void trainer_print_table(const trainer_t *tr)
             log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name,
                        job->trainer.towers[t], tr->backends[t]->threads,
                        job->dataflow.batch_size);
-        if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */
+        const char *fp32_why = backend_cpu_bf16_fp32_why();
+        if (job->trainer.precision == PRECISION_BF16 && fp32_why != NULL) {
+            log_printf("precision bf16: computed in fp32 here, every layer: %s (bf16 would be "
+                       "slower; TT_BF16_KERNELS=1 runs its kernels anyway)\n", fp32_why);
+        } else if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */
             char what[256];
             prec_describe(PREC_BF16, what, sizeof(what));
             log_printf("precision bf16: %s; on %s (%s)\n", what, backend_cpu_bf16_isa(NULL, 0),
