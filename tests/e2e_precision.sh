@@ -123,6 +123,9 @@ env -u TT_BF16_KERNELS "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/rule" --qui
   --set 'trainer.precision="fp32"' || why="$why the fp32 run failed;"
 grep -q '^precision bf16: dense, conv2d in bf16' "$T/rule-kernels/log.log" ||
   why="$why TT_BF16_KERNELS=1: no bf16 line;"
+# profile says the same above its table (its roof cached under $T)
+env -u TT_BF16_KERNELS XDG_CACHE_HOME="$T/cache" "$TOWERTRAIN" profile "$T/lenet.cfg" \
+  --steps 2 >"$T/rule-profile" 2>&1 || why="$why profile failed;"
 ! tt_same "$T/rule-fp32/model-20.safetensors" "$T/rule-kernels/model-20.safetensors" 0 \
   >/dev/null || why="$why TT_BF16_KERNELS=1: bitwise the fp32 run;"
 if [ -n "$fp32_here" ]; then
@@ -130,9 +133,13 @@ if [ -n "$fp32_here" ]; then
     why="$why no 'computed in fp32' line in the log;"
   tt_same "$T/rule-fp32/model-20.safetensors" "$T/rule/model-20.safetensors" 0 >/dev/null ||
     why="$why not bitwise the fp32 run;"
-  what="this CPU computes bf16 jobs in fp32 ($fp32_here): bitwise the fp32 run, and the log says why"
+  grep -qxF "precision bf16: computed in fp32 here: $fp32_here" "$T/rule-profile" ||
+    why="$why profile: no 'computed in fp32' line;"
+  what="this CPU computes bf16 jobs in fp32 ($fp32_here): bitwise the fp32 run, and the log and profile say why"
 else
   grep -q '^precision bf16: dense, conv2d in bf16' "$T/rule/log.log" || why="$why no bf16 line;"
+  grep -q "^precision bf16: conv2d and dense multiply bf16 on $isa " "$T/rule-profile" ||
+    why="$why profile: no bf16 line;"
   tt_same "$T/rule-kernels/model-20.safetensors" "$T/rule/model-20.safetensors" 0 >/dev/null ||
     why="$why not bitwise the TT_BF16_KERNELS=1 run;"
   what="this CPU keeps bf16's kernels (not an Intel AVX512_FP16 core without AMX): the TT_BF16_KERNELS=1 run's bits"

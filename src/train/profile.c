@@ -201,6 +201,15 @@ static void profile_print(const trainer_t *tr, const profile_opts *o, const prof
            "tower 0's layers (threads %d)\n", o->job_path, r->steps, r->warmup, tr->n_towers,
            tr->n_ranks > 1 ? " a rank" : "", tr->job->dataflow.batch_size,
            tr->backends[0]->threads);
+    if (tr->dev == NULL && tr->job->trainer.precision == PRECISION_BF16) {
+        /* what the CPU towers multiply in, against an fp32 roof either way */
+        const char *fp32_why = backend_cpu_bf16_fp32_why();
+        if (fp32_why != NULL)
+            printf("precision bf16: computed in fp32 here: %s\n", fp32_why);
+        else
+            printf("precision bf16: conv2d and dense multiply bf16 on %s (the roof below is "
+                   "fp32's)\n", backend_cpu_bf16_isa(NULL, 0));
+    }
     printf("%s\n\n", roof_note);
     printf("%-16s %-14s %-14s %8s %8s %8s %8s %6s %6s\n", "layer", "type", "output shape",
            "fwd ms", "bwd ms", "GFLOP", "GFLOP/s", "step", "roof");
