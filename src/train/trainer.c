@@ -672,8 +672,9 @@ static void trainer_print_table(const trainer_t *tr)
             log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name,
                        job->trainer.towers[t], tr->backends[t]->threads,
                        job->dataflow.batch_size);
-        const char *fp32_why = backend_cpu_bf16_fp32_why();
-        if (job->trainer.precision == PRECISION_BF16 && fp32_why != NULL) {
+        const char *fp32_why =
+            job->trainer.precision == PRECISION_BF16 ? backend_cpu_bf16_fp32_why() : NULL;
+        if (fp32_why != NULL) {
             log_printf("precision bf16: computed in fp32 here, every layer: %s (bf16 would be "
                        "slower; TT_BF16_KERNELS=1 runs its kernels anyway)\n", fp32_why);
         } else if (job->trainer.precision == PRECISION_BF16) { /* as GPU towers say it */

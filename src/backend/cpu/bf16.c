@@ -106,13 +106,14 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len)
 
 /* An Intel core with AVX512_FP16: Sapphire Rapids and the Xeons after it
  * (CPUID leaf 0's vendor string, leaf 7's EDX bit 23). Their bf16 speed is
- * in AMX: measured on an Emerald Rapids whose AMX a hypervisor hid,
- * vdpbf16ps (ymm or zmm, 24 independent sums) retires one every 2 cycles,
- * 32 products a cycle, where vfmadd231ps retires 2, 32 float32 products a
- * cycle; with the packing and rounding on top, LeNet, the MLP and ResNet-20
- * trained at 0.63-0.72x their fp32 images per second. AMD's Zen 4 and 5 run
- * vdpbf16ps at twice their float32 rate (1.1-1.4x). Asked where a job is
- * set up, not per step: CPUID traps to a hypervisor. */
+ * in AMX. Measured on one core of an Emerald Rapids whose AMX a hypervisor
+ * hid (bench/roofline/dot_rate.c, 24 independent sums): vdpbf16ps retires
+ * 86 GFLOP/s of bf16 products where vfmadd231ps retires 176 of float32
+ * ones, 0.49x; with the packing and rounding on top, the MLP, LeNet and
+ * ResNet-20 trained at 0.63-0.72x their fp32 images per second. On an AMD
+ * Zen 5 bf16 trained at 1.1-1.4x fp32; Zen 4 and Cooper Lake (no
+ * AVX512_FP16) are not measured and keep bf16's kernels. Asked where a job
+ * is set up, never per step: CPUID traps to a hypervisor. */
 static bool cpu_intel_avx512_fp16(void)
 {
     unsigned a, b, c, d;
