@@ -536,8 +536,9 @@ int main(int argc, char **argv)
         const char *bf16 = backend_cpu_bf16_isa(why, sizeof(why));
         if (bf16 != NULL) {
             printf("cpu precision: fp32 bf16 (bf16 on %s)\n", bf16);
-            if (backend_cpu_bf16_fp32_why() != NULL)
-                printf("cpu bf16: computed in fp32 here: %s\n", backend_cpu_bf16_fp32_why());
+            const char *fp32_why = backend_cpu_bf16_fp32_why();
+            if (fp32_why != NULL)
+                printf("cpu bf16: computed in fp32 here: %s\n", fp32_why);
         } else
             printf("cpu precision: fp32 (bf16 %s)\n", why);
         /* which GPUs the binary serves, and the libraries it was built against */
