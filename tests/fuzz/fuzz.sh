@@ -9,7 +9,7 @@ srcdir=${TT_SRCDIR:-.}
 builddir=${TT_BUILDDIR:-.}
 secs=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
-targets="job model set idx cifar10 safetensors checkpoint_job"
+targets="job model set idx cifar10 npy image_folder safetensors checkpoint_job"
 bin=$builddir/fuzz-build
 if [ ! -x "$bin/fuzz_job" ]; then
     echo "1..0 # SKIP fuzz targets not built (make fuzz: needs clang-16 and libclang-rt-16-dev)"
@@ -27,7 +27,7 @@ run_one() {
     t=$1
     case $t in
         job|model|set) extra="-max_len=8192 -dict=$srcdir/tests/fuzz/cfg.dict" ;;
-        idx) extra="-max_len=8192" ;;
+        idx|npy) extra="-max_len=8192" ;;
         *) extra="-max_len=20000" ;;
     esac
     mkdir -p "$work/$t"

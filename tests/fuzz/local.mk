@@ -3,10 +3,10 @@
 # (replay_main.c: no clang needed, and CI replays under ASan + UBSan too).
 # `make fuzz` builds them with clang's libFuzzer, ASan and UBSan into
 # fuzz-build/; tests/fuzz/fuzz.sh runs each for FUZZ_SECONDS (CI: 30).
-FUZZ_TARGETS = job model set idx cifar10 safetensors checkpoint_job
+FUZZ_TARGETS = job model set idx cifar10 npy image_folder safetensors checkpoint_job
 FUZZ_REPLAYS = tests/fuzz/replay_job tests/fuzz/replay_model tests/fuzz/replay_set \
-	tests/fuzz/replay_idx tests/fuzz/replay_cifar10 tests/fuzz/replay_safetensors \
-	tests/fuzz/replay_checkpoint_job
+	tests/fuzz/replay_idx tests/fuzz/replay_cifar10 tests/fuzz/replay_npy \
+	tests/fuzz/replay_image_folder tests/fuzz/replay_safetensors tests/fuzz/replay_checkpoint_job
 check_PROGRAMS += $(FUZZ_REPLAYS)
 TESTS += $(FUZZ_REPLAYS)
 tests_fuzz_replay_job_SOURCES = tests/fuzz/fuzz_job.c tests/fuzz/replay_main.c
@@ -14,6 +14,8 @@ tests_fuzz_replay_model_SOURCES = tests/fuzz/fuzz_model.c tests/fuzz/replay_main
 tests_fuzz_replay_set_SOURCES = tests/fuzz/fuzz_set.c tests/fuzz/replay_main.c
 tests_fuzz_replay_idx_SOURCES = tests/fuzz/fuzz_idx.c tests/fuzz/replay_main.c
 tests_fuzz_replay_cifar10_SOURCES = tests/fuzz/fuzz_cifar10.c tests/fuzz/replay_main.c
+tests_fuzz_replay_npy_SOURCES = tests/fuzz/fuzz_npy.c tests/fuzz/replay_main.c
+tests_fuzz_replay_image_folder_SOURCES = tests/fuzz/fuzz_image_folder.c tests/fuzz/replay_main.c
 tests_fuzz_replay_safetensors_SOURCES = tests/fuzz/fuzz_safetensors.c tests/fuzz/replay_main.c
 tests_fuzz_replay_checkpoint_job_SOURCES = tests/fuzz/fuzz_checkpoint_job.c \
 	tests/fuzz/replay_main.c
@@ -28,8 +30,9 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
 	-fno-sanitize-recover=undefined
 FUZZ_CPPFLAGS = -std=c11 -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L -pthread \
 	-I$(top_srcdir)/src -I$(top_srcdir) $(LIBCONFIG_CFLAGS) $(CJSON_CFLAGS) $(ZLIB_CFLAGS) \
-	$(FUZZ_BLAS_CFLAGS)
-FUZZ_LIBS = $(LIBCONFIG_LIBS) $(CJSON_LIBS) $(ZLIB_LIBS) $(FUZZ_BLAS_LIBS) -pthread -lm
+	$(FUZZ_BLAS_CFLAGS) $(FUZZ_IMAGE_CPPFLAGS)
+FUZZ_LIBS = $(LIBCONFIG_LIBS) $(CJSON_LIBS) $(ZLIB_LIBS) $(FUZZ_BLAS_LIBS) $(TURBOJPEG_LIBS) \
+	$(PNG_LIBS) -pthread -lm
 FUZZ_LIB_SRCS = $(sort $(filter-out src/backend/cpu/conv_dnnl.c src/backend/cpu/dense_bf16.c \
 	src/backend/cpu/dnnl_util.c src/comm/dist_mpi.c, \
 	$(filter %.c,$(libtowertrain_a_SOURCES))) src/backend/cuda/none.c src/comm/dist_none.c \
