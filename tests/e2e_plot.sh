@@ -144,6 +144,47 @@ else
   skip "render with rsvg-convert" "rsvg-convert (librsvg2-bin) or python3-pil missing"
 fi
 
+# (3) a run still writing: its event file ends with a record's length and
+# CRC and none of its bytes (once read past the file's end)
+mkdir "$T/live"
+cp "$T/run/stats.json" "$T/run"/events.out.tfevents.* "$T/live/"
+$PY - "$T/live" <<'PYEOF'
+import glob, struct, sys
+def crc32c(data):
+    crc = 0xffffffff
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xffffffff
+def masked(c):
+    return ((((c >> 15) | (c << 17)) & 0xffffffff) + 0xa282ead8) & 0xffffffff
+head = struct.pack("<Q", 1 << 24)
+with open(glob.glob(sys.argv[1] + "/events.out.tfevents.*")[0], "ab") as f:
+    f.write(head + struct.pack("<I", masked(crc32c(head))))
+PYEOF
+"$TOWERTRAIN" plot "$T/live" > /dev/null 2> "$T/e" && cmp -s "$T/live/stats.svg" "$T/run/stats.svg"
+ok $? "an event file cut after a record's length: the plot of the records before it ($(head -c 200 "$T/e"))"
+
+# (4) a name longer than a series keeps (63 bytes), in two-byte characters:
+# cut whole, so the SVG is still XML, and one series over both epochs
+mkdir "$T/long"
+$PY - "$T/long/stats.json" <<'PYEOF'
+import json, sys
+k = "train_" + "\u00e9" * 40
+json.dump([{"epoch_num": e, "global_step": 8 * e, k: 1.0 / e} for e in (1, 2)],
+          open(sys.argv[1], "w"), ensure_ascii=False)
+PYEOF
+"$TOWERTRAIN" plot "$T/long" > /dev/null 2>&1 && $PY - "$T/long/stats.svg" <<'PYEOF'
+import sys
+import xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+lines = [p for p in root.iter("{http://www.w3.org/2000/svg}polyline") if p.get("class") == "epoch"]
+points = [len(p.get("points").split()) for p in lines]
+sys.exit(0 if points == [2] else "polylines of %s points, expected one of 2" % points)
+PYEOF
+ok $? "a 86-byte UTF-8 name: a well-formed SVG with one series of 2 epochs"
+
 "$TOWERTRAIN" plot "$T/nowhere" > "$T/o" 2> "$T/e"; rc=$?
 [ $rc = 2 ] && grep -q "^towertrain: .*nowhere/stats.json" "$T/e"
 ok $? "a log directory without stats.json: exit 2 (got $rc)"

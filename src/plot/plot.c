@@ -69,10 +69,34 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
     }
 }
 
-/* Escapes what XML needs escaped; control bytes become '?'. */
+/* The length of the UTF-8 sequence at s that XML 1.0 admits as a character
+ * (1 to 4), or 0: a stray or overlong byte, a surrogate, U+FFFE, U+FFFF,
+ * beyond U+10FFFF, or a sequence the NUL cuts short. */
+static int xml_char_len(const unsigned char *s)
+{
+    unsigned c = s[0];
+    if (c < 0x80)
+        return 1;
+    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+    unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    if (n == 0 || s[1] < lo || s[1] > hi)
+        return 0;
+    for (int k = 2; k < n; k++)
+        if ((s[k] & 0xc0) != 0x80)
+            return 0;
+    if (c == 0xef && s[1] == 0xbf && s[2] >= 0xbe) /* U+FFFE, U+FFFF */
+        return 0;
+    return n;
+}
+
+/* Escapes what XML needs escaped; control bytes and bytes that are not
+ * UTF-8 (a corrupt file's names) become '?', so the SVG stays well-formed. */
 static void sb_escaped(sbuf *b, const char *s)
 {
-    for (; *s; s++) {
+    while (*s) {
+        const unsigned char *u = (const unsigned char *)s;
+        int n = xml_char_len(u);
         if (*s == '<')
             sb_printf(b, "&lt;");
         else if (*s == '>')
@@ -81,8 +105,11 @@ static void sb_escaped(sbuf *b, const char *s)
             sb_printf(b, "&amp;");
         else if (*s == '"')
             sb_printf(b, "&quot;");
+        else if (n == 0 || *u < 0x20)
+            sb_printf(b, "?");
         else
-            sb_printf(b, "%c", (unsigned char)*s < 0x20 ? '?' : *s);
+            sb_printf(b, "%.*s", n, s);
+        s += n > 0 ? n : 1;
     }
 }
 
@@ -98,8 +125,10 @@ typedef struct {
     int n, cap;
 } points;
 
+#define NAME_BYTES 64
+
 typedef struct {
-    char name[64];
+    char name[NAME_BYTES];
     points epoch;        /* from stats.json */
     points step;         /* from the event files */
     bool per_step;       /* drawn from `step` */
@@ -119,16 +148,36 @@ static int points_add(points *s, double x, double y)
     return 0;
 }
 
-static series *series_get(series *all, int *n, const char *name)
+/* A name of len bytes (ending at a NUL before that, if any) as a series
+ * keeps it: cut to 63 bytes where longer, before the UTF-8 sequence the cut
+ * would split. */
+static void name_copy(char out[NAME_BYTES], const char *name, size_t len)
 {
+    size_t n = strnlen(name, len);
+    if (n >= NAME_BYTES) {
+        n = NAME_BYTES - 1;
+        for (int k = 0; k < 3 && n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80; k++)
+            n--;
+    }
+    memcpy(out, name, n);
+    out[n] = '\0';
+}
+
+/* The series of a name (stats.json's key or an event's tag; the same name cut
+ * the same way, so a long one is one series), made on first use; NULL when
+ * there are MAX_SERIES. */
+static series *series_get(series *all, int *n, const char *name, size_t len)
+{
+    char key[NAME_BYTES];
+    name_copy(key, name, len);
     for (int i = 0; i < *n; i++)
-        if (strcmp(all[i].name, name) == 0)
+        if (strcmp(all[i].name, key) == 0)
             return &all[i];
     if (*n == MAX_SERIES)
         return NULL;
     series *s = &all[(*n)++];
     memset(s, 0, sizeof(*s));
-    snprintf(s->name, sizeof(s->name), "%s", name);
+    memcpy(s->name, key, sizeof(key));
     return s;
 }
 
@@ -208,22 +257,22 @@ static void read_event(const uint8_t *data, size_t len, series *all, int *n_seri
         if (field != 1 || wire != 2)
             continue;
         pb value = sub;
-        char tag[64] = "";
+        pb tag = {NULL, NULL};
         bool have = false;
         float v = 0;
         while (value.p < value.end && pb_field(&value, &field, &wire, &sub, &num)) {
             if (field == 1 && wire == 2) {
-                size_t n = (size_t)(sub.end - sub.p);
-                n = n < sizeof(tag) - 1 ? n : sizeof(tag) - 1;
-                memcpy(tag, sub.p, n);
-                tag[n] = '\0';
+                tag = sub;
             } else if (field == 2 && wire == 5) {
                 uint32_t bits = (uint32_t)num;
                 memcpy(&v, &bits, 4);
                 have = true;
             }
         }
-        series *s = tag[0] && have ? series_get(all, n_series, tag) : NULL;
+        bool named = tag.p != NULL && tag.p < tag.end && tag.p[0] != '\0';
+        series *s = named && have ? series_get(all, n_series, (const char *)tag.p,
+                                               (size_t)(tag.end - tag.p))
+                                  : NULL;
         if (s == NULL)
             continue;
         /* a resumed run re-writes steps from its checkpoint on: the later
@@ -243,9 +292,10 @@ static void read_event_file(const char *path, series *all, int *n_series)
         return; /* the plot still has stats.json */
     const uint8_t *b = (const uint8_t *)text;
     size_t off = 0;
-    /* uint64 length, masked CRC of it, the bytes, masked CRC of them; a
-     * record cut short (a run that is still writing) ends the file */
-    while (len - off >= 12) {
+    /* uint64 length, masked CRC of it, the bytes, masked CRC of them: 16
+     * bytes and the length. A record cut short (a run that is still
+     * writing, its length written and not all its bytes) ends the file. */
+    while (len - off >= 16) {
         uint64_t n;
         uint32_t crc;
         memcpy(&n, b + off, 8);
@@ -444,10 +494,15 @@ static void draw_panel(sbuf *b, const panel *pn, const series *all, int index, d
         char text[160];
         snprintf(text, sizeof(text), "%s%s", s->name,
                  s->per_step ? " (per step, smoothed 0.6; raw faint)" : " (per epoch)");
-        /* keep inside the panel: cut the text to the room there is */
+        /* keep inside the panel: cut the text to the room there is (in
+         * bytes, at least as many as characters), before a UTF-8 sequence */
         size_t room = (size_t)((PANEL_W - 14 - 30 - 14) / (11 * CHAR_W));
-        if (strlen(text) > room)
-            snprintf(text + room - 3, sizeof(text) - room + 3, "...");
+        if (strlen(text) > room) {
+            size_t cut = room - 3;
+            while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
+                cut--;
+            snprintf(text + cut, sizeof(text) - cut, "...");
+        }
         sb_printf(b, "<g class=\"legend\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
                   "stroke=\"%s\" stroke-width=\"2.5\"/><text x=\"%.1f\" y=\"%.1f\" "
                   "font-size=\"11\">", x0 + 14, ly - 4, x0 + 36, ly - 4, colours[m], x0 + 42, ly);
@@ -548,7 +603,7 @@ int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
             if (!cJSON_IsNumber(f) || strcmp(f->string, "epoch_num") == 0 ||
                 strcmp(f->string, "global_step") == 0)
                 continue;
-            series *s = series_get(all, &n_series, f->string);
+            series *s = series_get(all, &n_series, f->string, strlen(f->string));
             if (s != NULL)
                 points_add(&s->epoch, ep->valuedouble, f->valuedouble);
         }

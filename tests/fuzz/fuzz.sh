@@ -9,7 +9,7 @@ srcdir=${TT_SRCDIR:-.}
 builddir=${TT_BUILDDIR:-.}
 secs=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-2}
-targets="job model set idx cifar10 npy image_folder safetensors checkpoint_job"
+targets="job model set idx cifar10 npy image_folder plot safetensors checkpoint_job"
 bin=$builddir/fuzz-build
 if [ ! -x "$bin/fuzz_job" ]; then
     echo "1..0 # SKIP fuzz targets not built (make fuzz: needs clang-16 and libclang-rt-16-dev)"

@@ -3,10 +3,11 @@
 # (replay_main.c: no clang needed, and CI replays under ASan + UBSan too).
 # `make fuzz` builds them with clang's libFuzzer, ASan and UBSan into
 # fuzz-build/; tests/fuzz/fuzz.sh runs each for FUZZ_SECONDS (CI: 30).
-FUZZ_TARGETS = job model set idx cifar10 npy image_folder safetensors checkpoint_job
+FUZZ_TARGETS = job model set idx cifar10 npy image_folder plot safetensors checkpoint_job
 FUZZ_REPLAYS = tests/fuzz/replay_job tests/fuzz/replay_model tests/fuzz/replay_set \
 	tests/fuzz/replay_idx tests/fuzz/replay_cifar10 tests/fuzz/replay_npy \
-	tests/fuzz/replay_image_folder tests/fuzz/replay_safetensors tests/fuzz/replay_checkpoint_job
+	tests/fuzz/replay_image_folder tests/fuzz/replay_plot tests/fuzz/replay_safetensors \
+	tests/fuzz/replay_checkpoint_job
 check_PROGRAMS += $(FUZZ_REPLAYS)
 TESTS += $(FUZZ_REPLAYS)
 tests_fuzz_replay_job_SOURCES = tests/fuzz/fuzz_job.c tests/fuzz/replay_main.c
@@ -16,6 +17,7 @@ tests_fuzz_replay_idx_SOURCES = tests/fuzz/fuzz_idx.c tests/fuzz/replay_main.c
 tests_fuzz_replay_cifar10_SOURCES = tests/fuzz/fuzz_cifar10.c tests/fuzz/replay_main.c
 tests_fuzz_replay_npy_SOURCES = tests/fuzz/fuzz_npy.c tests/fuzz/replay_main.c
 tests_fuzz_replay_image_folder_SOURCES = tests/fuzz/fuzz_image_folder.c tests/fuzz/replay_main.c
+tests_fuzz_replay_plot_SOURCES = tests/fuzz/fuzz_plot.c tests/fuzz/replay_main.c
 tests_fuzz_replay_safetensors_SOURCES = tests/fuzz/fuzz_safetensors.c tests/fuzz/replay_main.c
 tests_fuzz_replay_checkpoint_job_SOURCES = tests/fuzz/fuzz_checkpoint_job.c \
 	tests/fuzz/replay_main.c

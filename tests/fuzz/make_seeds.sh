@@ -1,7 +1,7 @@
 #!/bin/sh
 # make_seeds.sh - (re)makes the generated seeds of the binary fuzz corpora
-# (idx, cifar10, npy, image_folder, safetensors, checkpoint_job) from a built
-# tree. The text corpora (job, model, set) are written by hand. Inputs named crash-* are
+# (idx, cifar10, npy, image_folder, plot, safetensors, checkpoint_job) from a
+# built tree. The text corpora (job, model, set) are written by hand. Inputs named crash-* are
 # regression cases found by fuzzing: never remove those.
 # Usage: tests/fuzz/make_seeds.sh   (in the build directory, after make check)
 set -eu
@@ -157,6 +157,42 @@ PY
 # safetensors and checkpoint_job: a checkpoint of fuzz_safetensors.c's trainer
 TT_FUZZ_SEED=$corpus/safetensors/fuzz_model.safetensors tests/fuzz/replay_safetensors /dev/null
 cp "$corpus/safetensors/fuzz_model.safetensors" "$corpus/checkpoint_job/fuzz_model.safetensors"
+
+# plot: stats.json and an event file of a short run (fuzz_plot.c): as is
+# (flags 0), and as records framed by the target (flags 1; 3: its last byte cut)
+cat >"$tmp/plot.cfg" <<'CFG'
+dataflow = { source = { type = "fake"; shape = [1, 4, 4]; classes = 2; size = 16; }; batch_size = 8; };
+model = { input = [1, 4, 4]; classes = 2; layers = ( { name = "fc"; type = "dense"; units = 2; } ); };
+optimizer = { type = "sgd"; learning_rate = 0.1; };
+monitors = ( { type = "events"; every_k_steps = 1; }, "json" );
+max_epoch = 2;
+CFG
+./towertrain run "$tmp/plot.cfg" --logdir "$tmp/plot" --quiet
+/usr/bin/python3 - "$corpus/plot" "$tmp/plot" <<'PY'
+import glob, os, struct, sys
+out, log = sys.argv[1], sys.argv[2]
+stats = open(os.path.join(log, "stats.json"), "rb").read()
+events = open(glob.glob(os.path.join(log, "events.out.tfevents.*"))[0], "rb").read()
+def seed(name, flags, ev, st=stats):
+    with open(os.path.join(out, name), "wb") as f:
+        f.write(bytes([flags]) + struct.pack("<H", len(st)) + st + ev)
+seed("run_as_is", 0, events)
+seed("stats_only", 0, b"")
+seed("not_json", 0, b"", b"[{\"epoch_num\": 1,")
+# a key longer than a series name keeps, in two-byte characters: cut whole
+key = "train_" + "\u00e9" * 40
+seed("long_utf8_key", 0, b"", ('[{"epoch_num": 1, "global_step": 8, "%s": 0.5}, '
+     '{"epoch_num": 2, "global_step": 16, "%s": 0.25}]' % (key, key)).encode())
+records, off = b"", 0
+while off + 16 <= len(events):
+    n = struct.unpack_from("<Q", events, off)[0]
+    body = events[off + 12:off + 12 + n]
+    if len(body) < 256:
+        records += struct.pack("<IB", n, len(body)) + body
+    off += 16 + n
+seed("run_framed", 1, records)
+seed("run_framed_cut", 3, records)
+PY
 
 # and one written by `towertrain run`, whose job lists callbacks and monitors
 cat >"$tmp/job.cfg" <<'CFG'
