@@ -348,6 +348,15 @@ static const bad_case bad_cases[] = {
       NULL, NULL, "bad.cfg:4: optimizer.nesterov: requires momentum > 0" },
     { DF MODEL_INLINE "optimizer = { learning_rate = 0; };\n", NULL, NULL,
       "bad.cfg:4: optimizer.learning_rate: must be > 0 (got 0)" },
+    /* a float key is checked as the float it is stored in: 1e-50 is 0 there,
+     * and a dropout of 0.99999999 would be a rate of 1 (an infinite scale) */
+    { DF MODEL_INLINE "optimizer = { learning_rate = 1e-50; };\n", NULL, NULL,
+      "bad.cfg:4: optimizer.learning_rate: must be > 0 (got 1e-50, stored as the float 0)" },
+    { DF MODEL_INLINE "optimizer = { type = \"adam\"; learning_rate = 0.1; epsilon = 1e-46; };\n",
+      NULL, NULL, "bad.cfg:4: optimizer.epsilon: must be > 0 (got 1e-46, stored as the float 0)" },
+    { DF "model = { input = [1, 4, 4]; classes = 2;\n layers = ( { name = \"d\"; type = \"dropout\"; "
+      "rate = 0.99999999; },\n { name = \"fc\"; type = \"dense\"; units = 2; } ); };\n" OPT, NULL, NULL,
+      "bad.cfg:3: model.layers[0].rate: must be < 1 (got 0.99999999, stored as the float 1)" },
     { DF MODEL_INLINE "optimizer = { type = \"sgd\"; };\n", NULL, NULL,
       "bad.cfg:4: optimizer: missing required key 'learning_rate'" },
     { MODEL_INLINE OPT, NULL, NULL, "bad.cfg: missing required key 'dataflow'" },

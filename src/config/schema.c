@@ -466,6 +466,15 @@ static int check_range(vctx *c, const config_setting_t *s, const key_spec *k, co
         snprintf(got, sizeof(got), "%lld", iv);
     else
         number_text(v, got, sizeof(got));
+    /* a float key is checked as the float it is stored as: 1e-95 is 0 there,
+     * 0.99999999 is 1 (FLT_MAX bounds the cast, which is undefined beyond) */
+    if (kind == KEY_FLOAT && fabs(v) <= FLT_MAX && (double)(float)v != v) {
+        v = (double)(float)v;
+        size_t used = strlen(got);
+        snprintf(got + used, sizeof(got) - used, ", stored as the float ");
+        used = strlen(got);
+        number_text(v, got + used, sizeof(got) - used);
+    }
     /* compared as doubles: exact, since every bound is an integer below 2^53
      * or a float */
     const char *op = NULL;
