@@ -139,6 +139,12 @@ echo 100000.0 >"$roof"
   ! grep -q 'measured again' "$T/high.out" && [ "$(cat "$roof")" = 100000.0 ] &&
   $PY -c 'import json, sys; sys.exit(json.load(open(sys.argv[1]))["roof_gflops"] != 100000)' "$T/high.json"
 ok $? "profile: a cached roof above every layer is used as cached"
+echo inf >"$roof"
+"$TOWERTRAIN" profile "$T/job.cfg" --steps 4 --json "$T/inf.json" >"$T/inf.out" 2>&1 &&
+  $PY -c 'import json, math, sys; r = json.load(open(sys.argv[1]))["roof_gflops"]
+v = float(open(sys.argv[2]).read()); sys.exit(0 if math.isfinite(v) and 0 < v and abs(r - v) <= 0.05 else 1)' \
+    "$T/inf.json" "$roof"
+ok $? "profile: a damaged cached roof (inf) is measured again and replaced ($(cat "$roof"))"
 rm -f "$roof"
 $PY "$TT_SRCDIR/tests/tt_profile.py" "$T/prof.json" "$T/prof_trace.json" \
   "$TT_SRCDIR/models/lenet.cfg" 64 profile >"$T/prof.tap" 2>&1

@@ -2,6 +2,7 @@
 #include "train/roof.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -111,6 +112,8 @@ double roof_fp32_gflops(int *cores, int *from_cache, char *where, size_t where_l
     if (where[0] != '\0' && path_exists(where) && file_read_all(where, &text, &len, &err) == 0) {
         cached = strtod(text, NULL);
         free(text);
+        if (!isfinite(cached)) /* a damaged cache ("inf", "nan"): none */
+            cached = 0.0;
         if (cached > 0.0 && cached >= at_least) {
             *from_cache = 1;
             return cached;
