@@ -29,8 +29,9 @@ static int json_create(monitor_t *mon, trainer_t *tr, tt_err *err)
 }
 
 /* On resume, stats.json continues: the entries of epochs that will be run
- * again (from the resumed epoch on) are dropped. A missing file is fine; an
- * unreadable one is an error, since rewriting it would lose data. */
+ * again (from the resumed epoch on) are dropped. A missing file is fine; one
+ * that is there and cannot be read is an error, since rewriting it would
+ * lose data. */
 static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
 {
     json_state *s = mon->state;
@@ -39,8 +40,10 @@ static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
     char *text = NULL;
     size_t len = 0;
     tt_err read_err = {0};
-    if (file_read_all(s->path, &text, &len, &read_err) != 0)
+    if (!path_exists(s->path))
         return 0;
+    if (file_read_all(s->path, &text, &len, &read_err) != 0)
+        return err_set(err, TT_ERR_USAGE, "%s; move it away to resume", read_err.msg);
     cJSON *old = cJSON_ParseWithLength(text, len);
     free(text);
     if (!cJSON_IsArray(old)) {

@@ -114,6 +114,15 @@ for tr in 'trainer={type="simple";}' 'trainer={type="async"; nr_tower=2;}'; do
   ok $? "$tr, adam: a checkpoint without optimizer_updates resumes with it derived (updates, steps: new $new, old $old, want $want)"
 done
 
+# a stats.json that is there and cannot be read (here a directory) is not
+# rewritten over (its epochs would be lost): refused before training
+cp -r "$T/a" "$T/unreadable" && rm "$T/unreadable/stats.json" && mkdir "$T/unreadable/stats.json"
+tt_refused "resume with a stats.json that cannot be read: one line, exit 2" \
+  "towertrain: $T/unreadable/stats.json: read error; move it away to resume" "" \
+  "$TOWERTRAIN" resume "$T/unreadable" --max-epoch 7 --quiet
+[ -d "$T/unreadable/stats.json" ] && [ "$(ls "$T/unreadable"/model-*.safetensors)" = "$(ls "$T/a"/model-*.safetensors | sed "s|$T/a|$T/unreadable|")" ]
+ok $? "... and nothing trained: no new checkpoint, the directory left as it was"
+
 # resume parses its options as run does: --opt VALUE and --opt=VALUE
 "$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
   grep -q "learning_rate = 0.01" "$T/a/job.cfg"
