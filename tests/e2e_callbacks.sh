@@ -60,6 +60,16 @@ run keep --set 'callbacks=( { type = "model_saver"; max_to_keep = 2; } )'
 got=$(cd "$T/keep" && ls model-*.safetensors | tr '\n' ' ')
 [ "$got" = "model-300.safetensors model-400.safetensors " ] && [ "$(head -1 "$T/keep/checkpoint")" = model-400.safetensors ]
 ok $? "max_to_keep = 2 keeps the newest two: $got"
+# resumed from an older checkpoint, the files of the abandoned later steps go
+# first: never the one just written, which the pointer names
+run keep3 --set 'callbacks=( { type = "model_saver"; max_to_keep = 3; } )' &&
+  "$TOWERTRAIN" resume "$T/keep3/model-200.safetensors" --max-epoch 3 --quiet \
+    --set 'callbacks=( { type = "model_saver"; max_to_keep = 1; } )' &&
+  "$TOWERTRAIN" resume "$T/keep3" --max-epoch 4 --quiet
+rc=$?
+got=$(cd "$T/keep3" && ls model-*.safetensors | tr '\n' ' ')
+[ $rc = 0 ] && [ "$got" = "model-400.safetensors " ] && [ "$(head -1 "$T/keep3/checkpoint")" = model-400.safetensors ]
+ok $? "max_to_keep after a resume from an older checkpoint: the new one kept, the abandoned later ones pruned, and the run resumes: $got"
 
 run misc --set max_epoch=2 --set 'callbacks=( "peak_memory", "estimated_time_left" )'
 $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_memory_mb"] < 2000 for e in s), s' "$T/misc/stats.json" &&

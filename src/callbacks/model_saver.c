@@ -1,6 +1,7 @@
 /* model_saver.c - tensorpack's ModelSaver: writes model-<global_step>.safetensors
  * and the `checkpoint` pointer on its schedule (every epoch by default), and
- * keeps the newest max_to_keep files (0 keeps all). */
+ * keeps the newest max_to_keep files (0 keeps all): never the one the pointer
+ * names. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,11 @@ static int compare_steps(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* Removes the oldest model-<step>.safetensors beyond max_to_keep. */
-static void saver_prune(const trainer_t *tr, int keep)
+/* Keeps max_to_keep model-<step>.safetensors: the one just written (step
+ * `now`) and those before it, newest first; then, if room is left, those of
+ * a later step, written by a run this one resumed from an older checkpoint
+ * of (an abandoned future, older than anything this run wrote). */
+static void saver_prune(const trainer_t *tr, int keep, long long now)
 {
     DIR *d = opendir(tr->job->logdir);
     if (d == NULL || keep <= 0) {
@@ -43,23 +47,43 @@ static void saver_prune(const trainer_t *tr, int keep)
             closedir(d);
         return;
     }
-    long long steps[4096];
-    int n = 0;
+    long long *steps = NULL;
+    size_t n = 0, cap = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL && n < 4096) {
+    while ((e = readdir(d)) != NULL) {
         long long step;
         char tail[32];
-        if (sscanf(e->d_name, "model-%lld.%31s", &step, tail) == 2 &&
-            strcmp(tail, "safetensors") == 0)
-            steps[n++] = step;
+        if (sscanf(e->d_name, "model-%lld.%31s", &step, tail) != 2 ||
+            strcmp(tail, "safetensors") != 0)
+            continue;
+        if (n == cap) {
+            size_t c = cap ? cap * 2 : 64;
+            long long *p = realloc(steps, c * sizeof(*p));
+            if (p == NULL)
+                break; /* out of memory: prune what was listed */
+            steps = p;
+            cap = c;
+        }
+        steps[n++] = step;
     }
     closedir(d);
-    qsort(steps, (size_t)n, sizeof(steps[0]), compare_steps);
-    for (int i = 0; i < n - keep; i++) {
-        char path[4400];
-        snprintf(path, sizeof(path), "%s/model-%lld.safetensors", tr->job->logdir, steps[i]);
-        unlink(path);
-    }
+    if (steps == NULL)
+        return;
+    qsort(steps, n, sizeof(steps[0]), compare_steps);
+    int kept = 0;
+    for (int later = 0; later <= 1; later++)
+        for (size_t i = n; i-- > 0;) {
+            if ((steps[i] > now) != later)
+                continue;
+            if (kept < keep) {
+                kept++;
+                continue;
+            }
+            char path[4400];
+            snprintf(path, sizeof(path), "%s/model-%lld.safetensors", tr->job->logdir, steps[i]);
+            unlink(path);
+        }
+    free(steps);
 }
 
 static int saver_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
@@ -70,7 +94,7 @@ static int saver_trigger(callback_t *cb, trainer_t *tr, tt_err *err)
         return -1;
     log_printf("model_saver: saved %s\n", name);
     if (tr->rank == 0)
-        saver_prune(tr, s->max_to_keep);
+        saver_prune(tr, s->max_to_keep, (long long)tr->global_step);
     return 0;
 }
 
