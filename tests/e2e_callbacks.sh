@@ -71,6 +71,24 @@ got=$(cd "$T/keep3" && ls model-*.safetensors | tr '\n' ' ')
 [ $rc = 0 ] && [ "$got" = "model-400.safetensors " ] && [ "$(head -1 "$T/keep3/checkpoint")" = model-400.safetensors ]
 ok $? "max_to_keep after a resume from an older checkpoint: the new one kept, the abandoned later ones pruned, and the run resumes: $got"
 
+# min_saver after a resume: compared with the value the best file was written
+# with (its metadata), not with +inf, so a worse epoch does not replace it;
+# under every trainer (the decision must be every tower's and rank's)
+meta() { $PY -c 'import sys; from tt_safetensors import load; print(load(sys.argv[1])[1].get(sys.argv[2]))' "$1" "$2"; }
+best='callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.05), (1, 0.01), (2, 0.04) ); }, "model_saver", { type = "min_saver"; monitor = "learning_rate"; } )'
+for tr in 'type="simple";' 'type="sync_replicated"; nr_tower=2;' 'type="sync_parameter_server"; nr_tower=2;' 'type="async"; nr_tower=2;'; do
+  run best-a --set max_epoch=3 --set "$best" --set "trainer={$tr}" &&
+    run best-b --set max_epoch=2 --set "$best" --set "trainer={$tr}" &&
+    "$TOWERTRAIN" resume "$T/best-b" --max-epoch 3 --quiet
+  rc=$?
+  a=$(meta "$T/best-a/min-learning_rate.safetensors" epoch_num)
+  b=$(meta "$T/best-b/min-learning_rate.safetensors" epoch_num)
+  note=$(meta "$T/best-b/min-learning_rate.safetensors" min_saver)
+  [ $rc = 0 ] && [ "$a" = 2 ] && [ "$b" = 2 ] && [ "${note%% *}" = learning_rate ]
+  ok $? "min_saver, trainer {$tr} resumed: the best file stays epoch 2's (epoch straight $a, resumed $b; '$note')"
+  rm -rf "$T/best-a" "$T/best-b"
+done
+
 run misc --set max_epoch=2 --set 'callbacks=( "peak_memory", "estimated_time_left" )'
 $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_memory_mb"] < 2000 for e in s), s' "$T/misc/stats.json" &&
   grep -q "estimated time left: 0:00:0" "$T/misc/log.log"

@@ -100,6 +100,15 @@ rc=$?
 d=$(tt_same "$T/r2t1/$FINAL" "$T/res/$FINAL" 0 optimizer); s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "resume under mpirun: bitwise equal to the uninterrupted 2-rank run (max diff $d)"
 
+# (4b) min_saver resumed under mpirun: rank 0 reads the best value on record
+# and tells rank 1, so both skip the worse epoch 3 (saving is collective)
+best='callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.05), (1, 0.01), (2, 0.04) ); }, "model_saver", { type = "min_saver"; monitor = "learning_rate"; } )'
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/best" --quiet --set "$best" &&
+  $MPIRUN -np 2 "$TOWERTRAIN" resume "$T/best" --max-epoch 3 --quiet
+rc=$?
+e=$($PY -c 'import sys; from tt_safetensors import load; print(load(sys.argv[1])[1]["epoch_num"])' "$T/best/min-learning_rate.safetensors")
+ok $([ $rc = 0 ] && [ "$e" = 2 ]; echo $?) "min_saver resumed under mpirun: the best file stays epoch 2's (epoch $e)"
+
 # (5) a rank failing on bad data ends the whole job, quickly, with its message
 head -c 5000 /dev/urandom | gzip > "$T/bad-images.gz"
 sed "s#$DATA/train-images-idx3-ubyte.gz#$T/bad-images.gz#" "$T/job.cfg" > "$T/bad.cfg"

@@ -366,7 +366,7 @@ int main(void)
         int rc = job_load(job_path, NULL, 0, &job, &err) || trainer_create(&a, &job, &err);
         if (rc == 0) {
             trainer_enable_loss_scale(&a);
-            rc = trainer_train(&a, &err) || trainer_save_checkpoint(&a, ckpt, &err);
+            rc = trainer_train(&a, &err) || trainer_save_checkpoint(&a, ckpt, NULL, NULL, &err);
         }
         unsetenv("TT_FAULT_GRAD");
         rc = rc || trainer_create(&b, &job, &err);

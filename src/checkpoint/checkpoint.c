@@ -91,11 +91,20 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
     char scale_s[32], good_s[32];
     snprintf(scale_s, sizeof(scale_s), "%.9g", (double)s->loss_scale);
     snprintf(good_s, sizeof(good_s), "%" PRId64, s->loss_scale_good_steps);
-    const char *meta[] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
-                          "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
-                          "job", s->job_text ? s->job_text : "", "optimizer_updates", updates_s,
-                          "loss_scale", scale_s, "loss_scale_good_steps", good_s};
-    rc = safetensors_write(path, ts, k, meta, s->loss_scale > 0 ? 10 : 8, err);
+    const char *meta[24] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
+                            "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
+                            "job", s->job_text ? s->job_text : "", "optimizer_updates", updates_s};
+    int n_meta = 8;
+    if (s->loss_scale > 0) {
+        meta[2 * n_meta] = "loss_scale", meta[2 * n_meta + 1] = scale_s;
+        meta[2 * n_meta + 2] = "loss_scale_good_steps", meta[2 * n_meta + 3] = good_s;
+        n_meta += 2;
+    }
+    if (s->note_key != NULL) {
+        meta[2 * n_meta] = s->note_key, meta[2 * n_meta + 1] = s->note_value;
+        n_meta++;
+    }
+    rc = safetensors_write(path, ts, k, meta, n_meta, err);
 out:
     free(ints);
     free(ts);

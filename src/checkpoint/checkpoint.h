@@ -37,6 +37,8 @@ typedef struct {
     int64_t loss_scale_good_steps;  /* clean steps since it last changed */
     int64_t updates;                /* optimizer updates applied (Adam's step count);
                                      * -1 when the file predates it */
+    const char *note_key;           /* one more metadata pair, or NULL (min_saver's */
+    const char *note_value;         /* value: what a resume compares against) */
 } checkpoint_state;
 
 /* Writes the state to `path` atomically. A tensor that is not finite is

@@ -68,7 +68,8 @@ static int devices_confirm(trainer_t *tr, const char *path, tt_err *err)
     return 0;
 }
 
-int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
+int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_key,
+                            const char *note_value, tt_err *err)
 {
     trainer_sync_tower0(tr);
     trainer_sync_batchnorm(tr); /* collective under MPI: every rank comes here */
@@ -93,6 +94,8 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err)
     s.updates = tr->updates;
     s.global_batch = tr->global_batch;
     s.seed = tr->job->seed;
+    s.note_key = note_key;
+    s.note_value = note_value;
     if (tr->loss_scaling) {
         s.loss_scale = tr->loss_scale.scale;
         s.loss_scale_good_steps = tr->loss_scale.good_steps;
@@ -122,7 +125,7 @@ int trainer_save_latest(trainer_t *tr, char *name, size_t name_len, tt_err *err)
     char file[128], path[4400];
     snprintf(file, sizeof(file), "model-%" PRId64 ".safetensors", tr->global_step);
     snprintf(path, sizeof(path), "%s/%s", tr->job->logdir, file);
-    if (trainer_save_checkpoint(tr, path, err) != 0)
+    if (trainer_save_checkpoint(tr, path, NULL, NULL, err) != 0)
         return -1;
     /* under MPI rank 0 alone writes the log directory */
     if (tr->rank == 0 && checkpoint_write_pointer(tr->job->logdir, file, err) != 0)

@@ -200,8 +200,10 @@ void trainer_set_learning_rate(trainer_t *tr, float lr);
  *      read (checkpointing.c) ---- */
 
 /* Writes tower 0's parameters and the optimizer state to `path` (min_saver,
- * max_saver). Collective under MPI: every rank calls it, rank 0 writes. */
-int trainer_save_checkpoint(trainer_t *tr, const char *path, tt_err *err);
+ * max_saver), with one more metadata pair when note_key is not NULL.
+ * Collective under MPI: every rank calls it, rank 0 writes. */
+int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_key,
+                            const char *note_value, tt_err *err);
 
 /* Writes <logdir>/model-<global_step>.safetensors, then the `checkpoint`
  * pointer file; name receives the file name written. */

@@ -30,7 +30,7 @@ static void setup(void)
         tr.local_step = 4;
         tr.steps_per_epoch = 4;
         tr.epoch_num = 3;
-        if (trainer_save_checkpoint(&tr, seed, &err) != 0) {
+        if (trainer_save_checkpoint(&tr, seed, NULL, NULL, &err) != 0) {
             fprintf(stderr, "fuzz: %s\n", err.msg);
             exit(1);
         }
