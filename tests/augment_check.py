@@ -227,6 +227,14 @@ for h, w in [(2, 100), (100, 3)]:
         ok(got == want, "random_resized_crop of %dx%d falls back to the central crop %s"
            % (h, w, want))
 
+# where that central crop would be empty (torchvision raises; a folder image
+# smaller than the one the ratio was checked on can come here): one pixel kept
+for h, w, r0, r1 in [(32, 32, 500.0, 1000.0), (32, 32, 0.001, 0.002)]:
+    t, l, ch, cw = map(int, lines_of(["rrc_params", h, w, 0.08, 1.0, r0, r1, 7, 1])[0].split())
+    ok(ch >= 1 and cw >= 1 and 0 <= t <= h - ch and 0 <= l <= w - cw,
+       "random_resized_crop of %dx%d with ratio [%g, %g]: a crop of at least a pixel, inside "
+       "(got %d,%d %dx%d)" % (h, w, r0, r1, t, l, ch, cw))
+
 # ---- color_jitter: the blends in the drawn order, and the draws ----
 for c, seed in [(3, 11), (3, 12), (1, 13), (3, 14)]:
     x = rng.random((c, 9, 13), dtype=np.float32)

@@ -41,6 +41,10 @@ job gz "$T/trunc-gz-images.gz" "$T/good-labels";    expect gz "trunc-gz-images.g
 job missing "$T/nothing-here" "$T/good-labels";     expect missing "nothing-here: cannot open"
 job limit "$T/good-images" "$T/good-labels" "limit = 4;"; expect limit "fewer than one global batch"
 job labels_as_images "$T/good-labels" "$T/good-labels"; expect labels_as_images "not an IDX image file"
+# a random_resized_crop ratio whose fallback crop (ten draws missed) would be
+# empty on these 4x4 images: refused at build, not trained on garbage
+job rrc "$T/good-images" "$T/good-labels" "augment = ( { type = \"random_resized_crop\"; size = 4; ratio = [100.0, 200.0]; } );"
+expect rrc "random_resized_crop ratio [100, 200] on a 4x4 image can leave an empty crop"
 
 # The label rule (towertrain.cfg(5), DATAFLOW): every label below the model's classes, whatever the
 # source; a label out of range names the file, the sample and the value.
@@ -85,6 +89,10 @@ tt_refused "CIFAR-10: a label out of range names the file, its record and the va
   "towertrain: $T/cifar-b.bin: sample 5: label 12 >= classes 4" "$T/log-cifar2" \
   "$TOWERTRAIN" run "$T/cifar.cfg" --logdir "$T/log-cifar2" \
   --set "dataflow.source.files=[\"$T/cifar-a.bin\", \"$T/cifar-b.bin\"]"
+mkdir "$T/cifar-dir.bin"
+tt_refused "CIFAR-10: a directory in files is not a regular file" \
+  "towertrain: $T/cifar-dir.bin: not a regular file" "$T/log-cifar3" \
+  "$TOWERTRAIN" run "$T/cifar.cfg" --logdir "$T/log-cifar3" --set "dataflow.source.files=[\"$T/cifar-dir.bin\"]"
 cat > "$T/npy.cfg" <<CFG
 dataflow = { source = { type = "npy"; images = "$T/x.npy"; labels = "$T/y.npy"; }; batch_size = 8; };
 model = { input = [16]; classes = 4; layers = ( { name = "fc"; type = "dense"; units = 4; } ); };

@@ -57,6 +57,17 @@ int augment_output_shape(const augment_cfg *aug, int n_aug, shape3 in, shape3 *o
             if (s.c != 1 && s.c != 3)
                 return err_set(err, TT_ERR_USAGE, "dataflow.augment[%d]: color_jitter works on "
                                "1 or 3 channels (the data has %d)", i, s.c);
+        } else if (a->type == AUG_RANDOM_RESIZED_CROP) {
+            /* the fallback crop (when ten draws miss) spans the whole side
+             * along one axis and the ratio's bound along the other: it must
+             * keep a pixel (torchvision raises on the empty crop) */
+            double rmin = fmin(a->ratio[0], a->ratio[1]), rmax = fmax(a->ratio[0], a->ratio[1]);
+            if (nearbyint(s.w / rmin) < 1 || nearbyint(s.h * rmax) < 1)
+                return err_set(err, TT_ERR_USAGE, "dataflow.augment[%d]: random_resized_crop "
+                               "ratio [%g, %g] on a %dx%d image can leave an empty crop (the "
+                               "smaller bound must be at most 2W = %d, the larger at least "
+                               "1/(2H) = %.3g)", i, a->ratio[0], a->ratio[1], s.h, s.w,
+                               2 * s.w, 0.5 / s.h);
         } else if (a->type == AUG_RESIZE) {
             int oh, ow;
             augment_resize_shape(s.h, s.w, a->size, &oh, &ow);
@@ -317,6 +328,10 @@ void augment_rrc_params(rng_t *rng, int h, int w, const double scale[2], const d
         *cw = w;
         *ch = h;
     }
+    /* an image smaller than the first one (a folder's) can still come here
+     * with an empty side: keep a pixel rather than resample nothing */
+    *ch = *ch < 1 ? 1 : *ch;
+    *cw = *cw < 1 ? 1 : *cw;
     *top = (h - *ch) / 2;
     *left = (w - *cw) / 2;
 }

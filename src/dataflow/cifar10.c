@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "dataflow/dataset_impl.h"
 
@@ -28,9 +29,12 @@ int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
         if (f == NULL)
             return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s", src->files[i],
                            strerror(errno));
-        fseek(f, 0, SEEK_END);
-        sizes[i] = ftell(f);
+        struct stat st;
+        bool regular = fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode);
         fclose(f);
+        if (!regular)
+            return err_set(err, TT_ERR_USAGE, "%s: not a regular file", src->files[i]);
+        sizes[i] = (long)st.st_size;
         if (sizes[i] <= 0 || sizes[i] % CIFAR_RECORD != 0)
             return err_set(err, TT_ERR_USAGE, "%s: %ld bytes is not a whole number of CIFAR-10 "
                            "records of %d bytes", src->files[i], sizes[i], CIFAR_RECORD);
