@@ -13,6 +13,7 @@
 typedef struct {
     char path[4200];
     cJSON *entries; /* array */
+    cJSON *earlier; /* a resumed run's stats.json, read by json_resume_check */
 } json_state;
 
 static int json_create(monitor_t *mon, trainer_t *tr, tt_err *err)
@@ -28,20 +29,19 @@ static int json_create(monitor_t *mon, trainer_t *tr, tt_err *err)
     return 0;
 }
 
-/* On resume, stats.json continues: the entries of epochs that will be run
- * again (from the resumed epoch on) are dropped. A missing file is fine; one
- * that is there and cannot be read is an error, since rewriting it would
- * lose data. */
-static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
+/* On resume, stats.json continues. A missing file is fine; one that is there
+ * and cannot be read, or is not an array, is an error, since rewriting it
+ * would lose data: found here, before the resume writes anything. */
+static int json_resume_check(monitor_t *mon, trainer_t *tr, tt_err *err)
 {
     json_state *s = mon->state;
-    if (tr->global_step == 0)
+    cJSON_Delete(s->earlier);
+    s->earlier = NULL;
+    if (tr->global_step == 0 || !path_exists(s->path))
         return 0;
     char *text = NULL;
     size_t len = 0;
     tt_err read_err = {0};
-    if (!path_exists(s->path))
-        return 0;
     if (file_read_all(s->path, &text, &len, &read_err) != 0)
         return err_set(err, TT_ERR_USAGE, "%s; move it away to resume", read_err.msg);
     cJSON *old = cJSON_ParseWithLength(text, len);
@@ -51,6 +51,23 @@ static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "%s: not a JSON array; move it away to resume",
                        s->path);
     }
+    s->earlier = old;
+    return 0;
+}
+
+/* The entries of epochs that will be run again (from the resumed epoch on)
+ * are dropped from the earlier file. */
+static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
+{
+    json_state *s = mon->state;
+    if (tr->global_step == 0)
+        return 0;
+    if (s->earlier == NULL && json_resume_check(mon, tr, err) != 0)
+        return -1;
+    cJSON *old = s->earlier;
+    if (old == NULL)
+        return 0; /* none */
+    s->earlier = NULL;
     cJSON *e = old->child;
     while (e != NULL) {
         cJSON *next = e->next;
@@ -105,12 +122,14 @@ static void json_destroy(monitor_t *mon)
     if (s == NULL)
         return;
     cJSON_Delete(s->entries);
+    cJSON_Delete(s->earlier);
     free(s);
 }
 
 const monitor_ops monitor_json_ops = {
     .type = "json",
     .create = json_create,
+    .resume_check = json_resume_check,
     .open = json_open,
     .epoch_end = json_epoch_end,
     .destroy = json_destroy,

@@ -123,6 +123,17 @@ tt_refused "resume with a stats.json that cannot be read: one line, exit 2" \
 [ -d "$T/unreadable/stats.json" ] && [ "$(ls "$T/unreadable"/model-*.safetensors)" = "$(ls "$T/a"/model-*.safetensors | sed "s|$T/a|$T/unreadable|")" ]
 ok $? "... and nothing trained: no new checkpoint, the directory left as it was"
 
+# a stats.json that is not an array: refused before anything is written (job.cfg
+# keeps its max_epoch, no new event file)
+cp -r "$T/a" "$T/notjson" && echo 'not json' > "$T/notjson/stats.json"
+before=$(ls "$T/notjson" | tr '\n' ' ')
+cp "$T/notjson/job.cfg" "$T/notjson.job"
+tt_refused "resume with a stats.json that is not JSON: one line, exit 2" \
+  "towertrain: $T/notjson/stats.json: not a JSON array; move it away to resume" "" \
+  "$TOWERTRAIN" resume "$T/notjson" --max-epoch 9 --quiet --set 'monitors=( "json", "events" )'
+[ "$(ls "$T/notjson" | tr '\n' ' ')" = "$before" ] && cmp -s "$T/notjson/job.cfg" "$T/notjson.job"
+ok $? "... and the log directory is as it was: job.cfg not rewritten, no new file"
+
 # resume parses its options as run does: --opt VALUE and --opt=VALUE
 "$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
   grep -q "learning_rate = 0.01" "$T/a/job.cfg"

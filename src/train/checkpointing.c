@@ -182,5 +182,11 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
     if (tr->updates < 0) /* a checkpoint from before the count: one update a step */
         tr->updates = tr->global_step;
     free(s.params);
+    /* before anything is written: what the monitors will read back */
+    for (int k = 0; k < tr->n_monitors; k++) {
+        monitor_t *mon = &tr->monitors[k];
+        if (mon->ops->resume_check && mon->ops->resume_check(mon, tr, err) != 0)
+            return -1;
+    }
     return 0;
 }

@@ -65,6 +65,10 @@ typedef struct {
     const char *type;
     /* create: settings only, nothing written; open: the log directory exists. */
     int (*create)(monitor_t *mon, trainer_t *tr, tt_err *err);
+    /* resume_check: a checkpoint is restored and nothing is written yet;
+     * what open will read of the log directory must be readable (a resume
+     * refused later would have rewritten job.cfg) */
+    int (*resume_check)(monitor_t *mon, trainer_t *tr, tt_err *err);
     int (*open)(monitor_t *mon, trainer_t *tr, tt_err *err);
     /* A scalar at a global step (per-step scalars and epoch scalars alike). */
     int (*put_scalar)(monitor_t *mon, trainer_t *tr, const char *name, double value,
@@ -212,7 +216,8 @@ int trainer_save_latest(trainer_t *tr, char *name, size_t name_len, tt_err *err)
 /* session_init: the model tensors of any safetensors file into every tower. */
 int trainer_load_params(trainer_t *tr, const char *path, tt_err *err);
 
-/* resume: parameters, optimizer state, epoch, global_step and local_step. */
+/* resume: parameters, optimizer state, epoch, global_step and local_step;
+ * then each monitor's resume_check. */
 int trainer_restore(trainer_t *tr, const char *path, tt_err *err);
 
 /* For the trainer types: the optimizer over the trainable block on backend
