@@ -134,6 +134,25 @@ tt_refused "resume with a stats.json that is not JSON: one line, exit 2" \
 [ "$(ls "$T/notjson" | tr '\n' ' ')" = "$before" ] && cmp -s "$T/notjson/job.cfg" "$T/notjson.job"
 ok $? "... and the log directory is as it was: job.cfg not rewritten, no new file"
 
+# whichever write fails at an epoch's end (TT_FAULT_WRITE=N: min_saver's file,
+# stats.json, the checkpoint, its pointer), resuming from the checkpoint left
+# ends with every epoch in stats.json and the uninterrupted run's parameters:
+# the checkpoint is written after its epoch's entry, never ahead of it
+cb='callbacks=( { type = "model_saver"; max_to_keep = 0; }, { type = "min_saver"; monitor = "learning_rate"; } )'
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/fault-ref" --quiet --set max_epoch=3 --set "$cb"
+bad=""
+for w in 1 2 3 4 5 6 7 8 9 10; do
+  TT_FAULT_WRITE=$w "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/fault$w" --quiet --set max_epoch=3 \
+    --set "$cb" >/dev/null 2>&1
+  [ -f "$T/fault$w/checkpoint" ] || continue
+  "$TOWERTRAIN" resume "$T/fault$w" --max-epoch 3 --quiet >/dev/null 2>&1 &&
+    [ "$($PY -c 'import json, sys; print([e["epoch_num"] for e in json.load(open(sys.argv[1]))])' "$T/fault$w/stats.json")" = "[1, 2, 3]" ] &&
+    tt_same "$T/fault-ref/model-96.safetensors" "$T/fault$w/model-96.safetensors" 0 >/dev/null ||
+    bad="$bad $w"
+done
+[ -z "$bad" ]
+ok $? "a failed write at any of the first 10, then resume: stats.json has epochs 1-3 and the parameters are the uninterrupted run's${bad:+ (not after write$bad)}"
+
 # resume parses its options as run does: --opt VALUE and --opt=VALUE
 "$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
   grep -q "learning_rate = 0.01" "$T/a/job.cfg"

@@ -108,4 +108,5 @@ const callback_ops callback_model_saver_ops = {
     .create = saver_create,
     .trigger = saver_trigger,
     .destroy = saver_destroy,
+    .trigger_after_monitors = true,
 };

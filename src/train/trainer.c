@@ -736,6 +736,19 @@ int trainer_step(trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* The epoch-end triggers of the callbacks due this epoch: those that run
+ * before the monitors write the epoch, or those that run after (model_saver). */
+static int epoch_triggers(trainer_t *tr, bool after_monitors, tt_err *err)
+{
+    for (int i = 0; i < tr->n_callbacks; i++) {
+        callback_t *cb = &tr->callbacks[i];
+        if (cb->ops->trigger && cb->ops->trigger_after_monitors == after_monitors &&
+            triggers_on_epoch(cb, tr->epoch_num) && cb->ops->trigger(cb, tr, err) != 0)
+            return -1;
+    }
+    return 0;
+}
+
 static int trainer_run_epoch(trainer_t *tr, tt_err *err)
 {
     if (trainer_call_hook(tr, HOOK_BEFORE_EPOCH, err) != 0)
@@ -778,13 +791,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
     if (tr->loss_scaling &&
         trainer_put_scalar(tr, "loss_scale", (double)tr->loss_scale.scale, err) != 0)
         return -1;
-    for (int i = 0; i < tr->n_callbacks; i++) {
-        callback_t *cb = &tr->callbacks[i];
-        if (cb->ops->trigger && triggers_on_epoch(cb, tr->epoch_num) &&
-            cb->ops->trigger(cb, tr, err) != 0)
-            return -1;
-    }
-    if (trainer_call_hook(tr, HOOK_AFTER_EPOCH, err) != 0)
+    if (epoch_triggers(tr, false, err) != 0 || trainer_call_hook(tr, HOOK_AFTER_EPOCH, err) != 0)
         return -1;
     for (int m = 0; m < tr->n_monitors; m++) {
         monitor_t *mon = &tr->monitors[m];
@@ -792,6 +799,9 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             mon->ops->epoch_end(mon, tr, tr->scalars, tr->n_scalars, err) != 0)
             return -1;
     }
+    /* the checkpoint last: never ahead of its epoch's stats.json entry */
+    if (epoch_triggers(tr, true, err) != 0)
+        return -1;
     tr->n_scalars = 0;
     tr->local_step = 0;
     return 0;

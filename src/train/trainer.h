@@ -51,6 +51,10 @@ typedef struct {
     int (*after_epoch)(callback_t *cb, trainer_t *tr, tt_err *err);  /* every epoch, after triggers */
     int (*after_train)(callback_t *cb, trainer_t *tr, tt_err *err);
     void (*destroy)(callback_t *cb);
+    /* At an epoch's end this one triggers after the monitors have written the
+     * epoch (model_saver): the checkpoint a resume starts from is never ahead
+     * of stats.json, whose entry would otherwise be lost for good. */
+    bool trigger_after_monitors;
 } callback_ops;
 
 struct callback {
