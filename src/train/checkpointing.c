@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "checkpoint/checkpoint.h"
 #include "train/trainer.h"
@@ -72,15 +73,25 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
                             const char *note_value, tt_err *err)
 {
     trainer_sync_tower0(tr);
-    trainer_sync_batchnorm(tr); /* collective under MPI: every rank comes here */
-    if (tr->rank != 0)
+    /* the towers' statistics averaged into the file, not given back: a save
+     * mid-epoch does not change what they train with (collective under MPI:
+     * every rank comes here) */
+    float *stats = trainer_average_batchnorm(tr);
+    if (tr->rank != 0) {
+        free(stats);
         return 0; /* rank 0 writes; the replicas are the same everywhere */
+    }
     const model_t *m = &tr->model;
     checkpoint_state s;
-    if (state_alloc(tr, &s, err) != 0)
+    if (state_alloc(tr, &s, err) != 0) {
+        free(stats);
         return -1;
+    }
     devices_mark(tr, "checkpoint");
     tower_get_params(&tr->towers[0], s.params);
+    if (stats != NULL)
+        memcpy(s.params + m->n_trainable, stats, (m->n_floats - m->n_trainable) * sizeof(float));
+    free(stats);
     const optimizer_t *opt = tr->ops->optimizer(tr, 0);
     for (int i = 0; i < s.n_slots; i++)
         opt->be->download(opt->be, s.slots + (size_t)i * m->n_trainable, opt->slots[i],

@@ -505,35 +505,42 @@ void trainer_sync_tower0(trainer_t *tr)
         tr->ops->publish(tr);
 }
 
-void trainer_sync_batchnorm(trainer_t *tr)
+float *trainer_average_batchnorm(trainer_t *tr)
 {
     size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
     if (tr->n_towers * tr->n_ranks < 2 || n == 0)
-        return;
+        return NULL;
     float *sum = calloc(n, sizeof(float)), *one = malloc(n * sizeof(float));
-    if (sum == NULL || one == NULL) {
-        free(sum);
-        free(one);
-        return; /* the statistics stay tower-local; nothing is lost */
-    }
-    for (int t = 0; t < tr->n_towers; t++) {
+    int ok = sum != NULL && one != NULL;
+    for (int t = 0; ok && t < tr->n_towers; t++) {
         tower_t *tw = &tr->towers[t];
         tw->be->download(tw->be, one, tw->params + lo, n * sizeof(float));
         for (size_t i = 0; i < n; i++)
             sum[i] += one[i];
     }
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; ok && i < n; i++)
         sum[i] /= (float)tr->n_towers;
-    if (tr->n_ranks > 1) {
+    if (tr->n_ranks > 1 && (ok = dist_max_int(!ok) == 0)) { /* every rank alike */
         dist_sum_floats(sum, n);
         for (size_t i = 0; i < n; i++)
             sum[i] /= (float)tr->n_ranks;
     }
-    for (int t = 0; t < tr->n_towers; t++)
-        tr->towers[t].be->upload(tr->towers[t].be, tr->towers[t].params + lo, sum,
-                                 n * sizeof(float));
-    free(sum);
     free(one);
+    if (!ok) {
+        free(sum);
+        return NULL; /* out of memory: the statistics stay tower-local */
+    }
+    return sum;
+}
+
+void trainer_sync_batchnorm(trainer_t *tr)
+{
+    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
+    float *avg = trainer_average_batchnorm(tr);
+    for (int t = 0; avg != NULL && t < tr->n_towers; t++)
+        tr->towers[t].be->upload(tr->towers[t].be, tr->towers[t].params + lo, avg,
+                                 n * sizeof(float));
+    free(avg);
 }
 
 /* Test hook: with TT_DUMP_TOWERS=<dir>, every epoch end writes each tower's

@@ -284,8 +284,16 @@ void trainer_collect_step(trainer_t *tr, const batch_t *b);
 void trainer_sync_tower0(trainer_t *tr);
 
 /* Averages the towers' batchnorm running statistics (and every other
- * non-trainable tensor) in tower order, then over the ranks, and gives every
- * tower the result (towertrain.cfg(5), TRAINER: at every epoch end and before every checkpoint). */
+ * non-trainable tensor) in tower order, then over the ranks. Collective under
+ * MPI. Returns them (model.n_floats - model.n_trainable floats, to free), or
+ * NULL: nothing to average (one tower and rank, or no such tensor) or out of
+ * memory on some rank (the statistics stay tower-local). */
+float *trainer_average_batchnorm(trainer_t *tr);
+
+/* trainer_average_batchnorm, then gives every tower the result
+ * (towertrain.cfg(5), TRAINER: at every epoch end). A checkpoint written
+ * mid-epoch saves the average without giving it back, so saving does not
+ * change what the towers train with. */
 void trainer_sync_batchnorm(trainer_t *tr);
 
 /* Callback and monitor registries (src/callbacks/registry.c, monitors/registry.c). */
