@@ -89,6 +89,35 @@ for tr in 'type="simple";' 'type="sync_replicated"; nr_tower=2;' 'type="sync_par
   rm -rf "$T/best-a" "$T/best-b"
 done
 
+# a resume goes on as the run would have: the learning rate in effect
+# (stat_monitor_param halved it), stat_monitor_param's history, early_stop's
+# best and wait, moving_average_summary's average (callback_state in every
+# checkpoint). Stopped after epoch 2, 3 or 4 of 6 (the rate halves after 3;
+# early_stop, for a rate that does not rise for 4 epochs, stops after 5),
+# under every trainer: stats.json and
+# the last checkpoint as the run that was never stopped, bit for bit (async
+# with 2 towers is not deterministic: its learning rates only).
+cbs='callbacks=( { type = "stat_monitor_param"; monitor = "learning_rate"; last_k = 2; factor = 0.5; }, { type = "early_stop"; monitor = "learning_rate"; mode = "max"; patience = 4; }, { type = "model_saver"; max_to_keep = 1; } )'
+keys() { $PY -c 'import json, sys; print([(e["epoch_num"], e["learning_rate"], e["train_loss"] if sys.argv[2] == "all" else 0) for e in json.load(open(sys.argv[1]))])' "$1/stats.json" "${2:-all}"; }
+for tr in 'type="simple";' 'type="sync_replicated"; nr_tower=2;' 'type="sync_parameter_server"; nr_tower=2;' 'type="async"; nr_tower=2;'; do
+  run st-a --set max_epoch=6 --set "$cbs" --set 'extra_callbacks=( "moving_average_summary" )' --set "trainer={$tr}"
+  last=$(head -1 "$T/st-a/checkpoint")
+  case $tr in *simple*) stops="2 3 4" ;; *) stops=3 ;; esac
+  for k in $stops; do
+    run st-b --set max_epoch=$k --set "$cbs" --set 'extra_callbacks=( "moving_average_summary" )' --set "trainer={$tr}" &&
+      "$TOWERTRAIN" resume "$T/st-b" --max-epoch 6 --quiet
+    rc=$?
+    case $tr in
+      *async*) [ $rc = 0 ] && [ "$(keys "$T/st-a" lr)" = "$(keys "$T/st-b" lr)" ] ;;
+      *) [ $rc = 0 ] && [ "$(keys "$T/st-a")" = "$(keys "$T/st-b")" ] &&
+           tt_same "$T/st-a/$last" "$T/st-b/$last" 0 >/dev/null ;;
+    esac
+    ok $? "{$tr} stopped after epoch $k and resumed: learning rates, train_loss and the last checkpoint as never stopped ($(keys "$T/st-b" lr | cut -c1-150))"
+    rm -rf "$T/st-b"
+  done
+  rm -rf "$T/st-a"
+done
+
 run misc --set max_epoch=2 --set 'callbacks=( "peak_memory", "estimated_time_left" )'
 $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_memory_mb"] < 2000 for e in s), s' "$T/misc/stats.json" &&
   grep -q "estimated time left: 0:00:0" "$T/misc/log.log"

@@ -3,6 +3,7 @@
  * improved by more than min_delta for `patience` epochs, as Keras' and
  * Lightning's EarlyStopping. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <libconfig.h>
@@ -59,6 +60,26 @@ static int early_after_epoch(callback_t *cb, trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* "<best> <waited>": a resumed run stops where this one would have */
+static int early_state_save(callback_t *cb, char *out, size_t len)
+{
+    const early_state *s = cb->state;
+    return (size_t)snprintf(out, len, "%.17g %d", s->best, s->waited) < len ? 0 : -1;
+}
+
+static int early_state_load(callback_t *cb, trainer_t *tr, const char *text, tt_err *err)
+{
+    early_state *s = cb->state;
+    double best;
+    int waited;
+    if (sscanf(text, "%lf %d", &best, &waited) != 2 || waited < 0)
+        return err_set(err, TT_ERR_USAGE, "early_stop: the checkpoint's state '%s' does not "
+                       "read", text);
+    s->best = best;
+    s->waited = waited;
+    return 0;
+}
+
 static void early_destroy(callback_t *cb)
 {
     free(cb->state);
@@ -69,4 +90,6 @@ const callback_ops callback_early_stop_ops = {
     .create = early_create,
     .after_epoch = early_after_epoch,
     .destroy = early_destroy,
+    .state_save = early_state_save,
+    .state_load = early_state_load,
 };

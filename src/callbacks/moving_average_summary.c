@@ -2,6 +2,7 @@
  * moving average (decay 0.95 by default) of the per-step training scalars,
  * published as train_loss and train_accuracy. The average starts at the first
  * value rather than at zero, so early epochs are not biased low. */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <libconfig.h>
@@ -44,6 +45,26 @@ static int ema_after_step(callback_t *cb, trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* "<started> <loss> <accuracy>": the average goes on across a resume */
+static int ema_state_save(callback_t *cb, char *out, size_t len)
+{
+    const ema_state *s = cb->state;
+    return (size_t)snprintf(out, len, "%d %.17g %.17g", s->started, s->loss, s->accuracy) < len
+               ? 0
+               : -1;
+}
+
+static int ema_state_load(callback_t *cb, trainer_t *tr, const char *text, tt_err *err)
+{
+    ema_state *s = cb->state;
+    int started;
+    if (sscanf(text, "%d %lf %lf", &started, &s->loss, &s->accuracy) != 3)
+        return err_set(err, TT_ERR_USAGE, "moving_average_summary: the checkpoint's state '%s' "
+                       "does not read", text);
+    s->started = started != 0;
+    return 0;
+}
+
 static void ema_destroy(callback_t *cb)
 {
     free(cb->state);
@@ -54,4 +75,6 @@ const callback_ops callback_moving_average_summary_ops = {
     .create = ema_create,
     .after_step = ema_after_step,
     .destroy = ema_destroy,
+    .state_save = ema_state_save,
+    .state_load = ema_state_load,
 };

@@ -2,6 +2,8 @@
  * rate: when `monitor` has not decreased (reverse: increased) by more than
  * `threshold` over the last `last_k` epochs, the learning rate is multiplied
  * by `factor`; then it waits last_k epochs before looking again. */
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include <libconfig.h>
@@ -75,6 +77,48 @@ static int smp_after_epoch(callback_t *cb, trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* "<n> <last_change> <k> <v>...": the epochs seen, the last change, and the
+ * last k = min(n, last_k + 1) values, all the rule ever reads */
+static int smp_state_save(callback_t *cb, char *out, size_t len)
+{
+    const smp_state *s = cb->state;
+    int k = s->n < s->last_k + 1 ? s->n : s->last_k + 1;
+    size_t used = (size_t)snprintf(out, len, "%d %d %d", s->n, s->last_change, k);
+    for (int i = s->n - k; i < s->n && used < len; i++)
+        used += (size_t)snprintf(out + used, len - used, " %.17g", s->hist[i]);
+    return used < len ? 0 : -1;
+}
+
+static int smp_state_load(callback_t *cb, trainer_t *tr, const char *text, tt_err *err)
+{
+    smp_state *s = cb->state;
+    int n, last_change, k, used;
+    if (sscanf(text, "%d %d %d%n", &n, &last_change, &k, &used) != 3 || n < 0 || k < 0 ||
+        k > n || last_change >= n)
+        goto bad;
+    double *h = realloc(s->hist, ((size_t)n + 1) * sizeof(double));
+    if (h == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    s->hist = h;
+    s->cap = n + 1;
+    for (int i = 0; i < n - k; i++)
+        h[i] = NAN; /* never read: the rule looks back last_k + 1 values */
+    const char *p = text + used;
+    for (int i = n - k; i < n; i++) {
+        char *end;
+        h[i] = strtod(p, &end);
+        if (end == p)
+            goto bad;
+        p = end;
+    }
+    s->n = n;
+    s->last_change = last_change;
+    return 0;
+bad:
+    return err_set(err, TT_ERR_USAGE, "stat_monitor_param: the checkpoint's state '%.60s' does "
+                   "not read", text);
+}
+
 static void smp_destroy(callback_t *cb)
 {
     smp_state *s = cb->state;
@@ -88,4 +132,6 @@ const callback_ops callback_stat_monitor_param_ops = {
     .create = smp_create,
     .after_epoch = smp_after_epoch,
     .destroy = smp_destroy,
+    .state_save = smp_state_save,
+    .state_load = smp_state_load,
 };

@@ -91,7 +91,7 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
     char scale_s[32], good_s[32];
     snprintf(scale_s, sizeof(scale_s), "%.9g", (double)s->loss_scale);
     snprintf(good_s, sizeof(good_s), "%" PRId64, s->loss_scale_good_steps);
-    const char *meta[24] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
+    const char *meta[32] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
                             "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
                             "job", s->job_text ? s->job_text : "", "optimizer_updates", updates_s};
     int n_meta = 8;
@@ -99,6 +99,16 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
         meta[2 * n_meta] = "loss_scale", meta[2 * n_meta + 1] = scale_s;
         meta[2 * n_meta + 2] = "loss_scale_good_steps", meta[2 * n_meta + 3] = good_s;
         n_meta += 2;
+    }
+    char lr_s[32];
+    if (s->learning_rate > 0) {
+        snprintf(lr_s, sizeof(lr_s), "%.9g", (double)s->learning_rate);
+        meta[2 * n_meta] = "learning_rate", meta[2 * n_meta + 1] = lr_s;
+        n_meta++;
+    }
+    if (s->callback_state != NULL) {
+        meta[2 * n_meta] = "callback_state", meta[2 * n_meta + 1] = s->callback_state;
+        n_meta++;
     }
     if (s->note_key != NULL) {
         meta[2 * n_meta] = s->note_key, meta[2 * n_meta + 1] = s->note_value;
@@ -258,7 +268,16 @@ int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_
              meta_scale(f, path, &s->loss_scale, err) == 0) {
         if (safetensors_meta(f, "optimizer_updates") == NULL)
             s->updates = -1;
-        rc = read_tensors(m, f, path, s->params, s, err);
+        /* optional, so a file without them resumes as before they were kept */
+        const char *lr = safetensors_meta(f, "learning_rate"), *cbs;
+        char *end = NULL;
+        float x = lr != NULL ? strtof(lr, &end) : 0.0f;
+        s->learning_rate = lr != NULL && *end == '\0' && isfinite(x) && x > 0 ? x : 0.0f;
+        s->callback_state = (cbs = safetensors_meta(f, "callback_state")) ? strdup(cbs) : NULL;
+        if (cbs != NULL && s->callback_state == NULL)
+            err_set(err, TT_ERR_RUNTIME, "out of memory reading %s", path);
+        else
+            rc = read_tensors(m, f, path, s->params, s, err);
     }
     safetensors_free(f);
     return rc;

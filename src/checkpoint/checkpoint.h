@@ -39,6 +39,9 @@ typedef struct {
                                      * -1 when the file predates it */
     const char *note_key;           /* one more metadata pair, or NULL (min_saver's */
     const char *note_value;         /* value: what a resume compares against) */
+    float learning_rate;            /* the rate in effect; 0: not recorded */
+    char *callback_state;           /* lines "<index> <type> <state>" of the callbacks
+                                     * that have one, or NULL; read: malloc'd */
 } checkpoint_state;
 
 /* Writes the state to `path` atomically. A tensor that is not finite is

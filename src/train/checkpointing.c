@@ -69,6 +69,70 @@ static int devices_confirm(trainer_t *tr, const char *path, tt_err *err)
     return 0;
 }
 
+/* The lines "<index> <type> <state>" of the callbacks that keep a state
+ * (callback_ops.state_save), malloc'd, or NULL when none does; -1 out of
+ * memory. A state longer than a line is given room until it fits
+ * (stat_monitor_param keeps last_k values). */
+static int callback_state_collect(trainer_t *tr, char **out, tt_err *err)
+{
+    *out = NULL;
+    size_t len = 0;
+    for (int i = 0; i < tr->n_callbacks; i++) {
+        callback_t *cb = &tr->callbacks[i];
+        if (cb->ops->state_save == NULL)
+            continue;
+        char head[96];
+        int h = snprintf(head, sizeof(head), "%d %s ", i, cb->ops->type);
+        for (size_t room = 4096;; room *= 4) {
+            char *p = room <= ((size_t)1 << 30) ? realloc(*out, len + (size_t)h + room + 2) : NULL;
+            if (p == NULL) {
+                free(*out);
+                *out = NULL;
+                return err_set(err, TT_ERR_RUNTIME, "out of memory");
+            }
+            *out = p;
+            memcpy(p + len, head, (size_t)h);
+            if (cb->ops->state_save(cb, p + len + h, room) == 0)
+                break;
+        }
+        len += strlen(*out + len);
+        (*out)[len++] = '\n';
+        (*out)[len] = '\0';
+    }
+    return 0;
+}
+
+/* Gives each callback its line of a restored checkpoint's callback_state,
+ * when the callback at that index is of that type (a resume whose --set
+ * changed the callbacks list leaves the others as they start, and says so). */
+static int callback_state_restore(trainer_t *tr, const char *text, tt_err *err)
+{
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        const char *eol = strchr(p, '\n');
+        size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
+        char *line = strndup(p, n), type[64];
+        int index, used = 0;
+        p = eol != NULL ? eol + 1 : NULL;
+        if (line == NULL)
+            return err_set(err, TT_ERR_RUNTIME, "out of memory");
+        if (sscanf(line, "%d %63s %n", &index, type, &used) < 2 || used == 0) {
+            free(line);
+            continue;
+        }
+        callback_t *cb = index >= 0 && index < tr->n_callbacks ? &tr->callbacks[index] : NULL;
+        int rc = 0;
+        if (cb == NULL || strcmp(cb->ops->type, type) != 0 || cb->ops->state_load == NULL)
+            log_printf("resume: callbacks[%d] (%s) is not in the job as it was: its state "
+                       "starts afresh\n", index, type);
+        else
+            rc = cb->ops->state_load(cb, tr, line + used, err);
+        free(line);
+        if (rc != 0)
+            return -1;
+    }
+    return 0;
+}
+
 int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_key,
                             const char *note_value, tt_err *err)
 {
@@ -107,6 +171,11 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
     s.seed = tr->job->seed;
     s.note_key = note_key;
     s.note_value = note_value;
+    s.learning_rate = trainer_get_learning_rate(tr);
+    if (callback_state_collect(tr, &s.callback_state, err) != 0) {
+        free(s.params);
+        return -1;
+    }
     if (tr->loss_scaling) {
         s.loss_scale = tr->loss_scale.scale;
         s.loss_scale_good_steps = tr->loss_scale.good_steps;
@@ -127,6 +196,7 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
         trace_end(TRACE_ROW_TRAINER, t0, TRACE_CAT_TRAINER, "checkpoint", -1);
     }
     free(job_text);
+    free(s.callback_state);
     free(s.params);
     return rc;
 }
@@ -167,6 +237,7 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
     if (state_alloc(tr, &s, err) != 0)
         return -1;
     if (checkpoint_read(path, m, &s, err) != 0) {
+        free(s.callback_state);
         free(s.params);
         return -1;
     }
@@ -193,6 +264,14 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
     if (tr->updates < 0) /* a checkpoint from before the count: one update a step */
         tr->updates = tr->global_step;
     free(s.params);
+    /* the rate in effect (stat_monitor_param may have changed it; a schedule
+     * sets its own in before_train), then the callbacks' states */
+    if (s.learning_rate > 0)
+        trainer_set_learning_rate(tr, s.learning_rate);
+    int rc = callback_state_restore(tr, s.callback_state, err);
+    free(s.callback_state);
+    if (rc != 0)
+        return -1;
     /* before anything is written: what the monitors will read back */
     for (int k = 0; k < tr->n_monitors; k++) {
         monitor_t *mon = &tr->monitors[k];

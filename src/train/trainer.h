@@ -55,6 +55,14 @@ typedef struct {
      * epoch (model_saver): the checkpoint a resume starts from is never ahead
      * of stats.json, whose entry would otherwise be lost for good. */
     bool trigger_after_monitors;
+    /* What a resume must get back to go on as the run would have (early_stop's
+     * best, a moving average): one line of text (no newline) into out; -1
+     * when it does not fit. Every checkpoint keeps it (metadata
+     * callback_state); state_load gets it back after a resume restores the
+     * checkpoint, before before_train, when the callback is at the same place
+     * in the callbacks list. Both NULL for a callback without state. */
+    int (*state_save)(callback_t *cb, char *out, size_t len);
+    int (*state_load)(callback_t *cb, trainer_t *tr, const char *text, tt_err *err);
 } callback_ops;
 
 struct callback {
