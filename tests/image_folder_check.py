@@ -139,6 +139,11 @@ put("3-nested", "z.png", Image.fromarray(noise(4, 4)), "png")
 put("3-nested/sub", "a.png", Image.fromarray(noise(4, 4)), "png")
 put("3-nested/sub-x", "b.png", Image.fromarray(noise(4, 4)), "png")
 put("3-nested/sub/deeper", "c.png", Image.fromarray(noise(4, 4)), "png")
+# classes 4, 5 and their files: a name that is not UTF-8 (the byte 0x80, which
+# Python reads as U+DC80) sorts after "\u00e9" in Python and before it in bytes
+put("4-\u00e9t\u00e9", "\u00e9.png", Image.fromarray(noise(4, 4)), "png")
+put("4-\u00e9t\u00e9", "\udc80.png", Image.fromarray(noise(5, 4)), "png")
+put("4-\udc80", "a.png", Image.fromarray(noise(4, 5)), "png")
 with open(os.path.join(root, "readme.txt"), "w") as f:
     f.write("files in the root are not images of a class\n")
 

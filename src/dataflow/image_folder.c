@@ -1,8 +1,9 @@
 /* image_folder.c - torchvision's ImageFolder layout: root/<class>/<image>.
  *
- * Classes are root's sub-directories in byte order (class i = the i-th name),
- * as torchvision's find_classes; an empty one keeps its index, so a training
- * and a validation folder with the same class names agree. A class's images
+ * Classes are root's sub-directories in Python's sorted() order (class i = the
+ * i-th name; byte order for UTF-8 names), as torchvision's find_classes; an
+ * empty one keeps its index, so a training and a validation folder with the
+ * same class names agree. A class's images
  * are its files ending in .jpg, .jpeg or .png (any case), in sub-directories
  * too, in the order of Python's sorted(os.walk(class_dir)) and sorted(files),
  * as torchvision's make_dataset. The list is read once, at open, with every
@@ -104,9 +105,50 @@ static bool has_other_image_extension(const char *name)
     return false;
 }
 
+/* The next character of a file name as Python's os functions decode it
+ * (UTF-8; a byte that is not part of a well-formed sequence as U+DC00 + the
+ * byte: surrogateescape), and its length in bytes. */
+static uint32_t name_char(const unsigned char *s, int *len)
+{
+    unsigned c = s[0];
+    int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+          : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+    unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+    bool ok = n == 1 || (n > 1 && s[1] >= lo && s[1] <= hi);
+    for (int k = 2; ok && k < n; k++)
+        ok = (s[k] & 0xc0) == 0x80;
+    *len = ok ? n : 1;
+    if (!ok)
+        return 0xdc00 + c;
+    if (n == 1)
+        return c;
+    uint32_t cp = c & (0x7f >> n);
+    for (int k = 1; k < n; k++)
+        cp = cp << 6 | (s[k] & 0x3f);
+    return cp;
+}
+
+/* Python's order of two names (sorted(), as torchvision sorts classes and
+ * files): by code point, an undecodable byte as its surrogate, which sorts
+ * after U+D7FF and before U+E000; for UTF-8 names it is byte order. */
+static int name_cmp(const char *a, const char *b)
+{
+    const unsigned char *x = (const unsigned char *)a, *y = (const unsigned char *)b;
+    while (*x != '\0' || *y != '\0') {
+        int lx = 0, ly = 0;
+        uint32_t cx = *x ? name_char(x, &lx) : 0, cy = *y ? name_char(y, &ly) : 0;
+        if (cx != cy)
+            return cx < cy ? -1 : 1;
+        x += lx;
+        y += ly;
+    }
+    return 0;
+}
+
 static int cmp_str(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return name_cmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* The names in a directory (sorted), with whether each is a directory. */
@@ -228,8 +270,8 @@ static const char *sort_names; /* qsort has no context argument */
 static int cmp_entry(const void *a, const void *b)
 {
     const folder_entry *x = a, *y = b;
-    int c = strcmp(sort_names + x->dir, sort_names + y->dir);
-    return c != 0 ? c : strcmp(sort_names + x->name, sort_names + y->name);
+    int c = name_cmp(sort_names + x->dir, sort_names + y->dir);
+    return c != 0 ? c : name_cmp(sort_names + x->name, sort_names + y->name);
 }
 
 /* Reads a file (all of it, or its first `most` bytes) into the scratch. */
