@@ -131,4 +131,18 @@ ok $? "the log counts the images and classes, and says a .bmp torchvision would 
 [ $rc = 2 ] && grep -q "^towertrain: $T/train/cats/zz.png: not a JPEG or PNG file" "$T/err" && [ ! -e "$T/gif2" ]
 ok $? "without skip_corrupt it is refused at open: exit 2, no logdir ($(cat "$T/err"))"
 
+# names with a newline in the log: escaped as err_set escapes them, one line each
+cp -r "$T/train" "$T/nl"
+mkdir "$T/nl/empty
+class"
+printf 'GIF89a' > "$T/nl/cats/bad
+name.png"
+rm -f "$T/nl/cats/zz.png"
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/nl-log" --set max_epoch=1 --set "dataflow.source.root=\"$T/nl\"" \
+  --set dataflow.source.skip_corrupt=true --set 'callbacks=( )' >"$T/out" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "keep their class index: 'empty\\\\x0aclass'$" "$T/nl-log/log.log" &&
+  grep -q "the first: $T/nl/cats/bad\\\\x0aname.png: not a JPEG or PNG file$" "$T/nl-log/log.log" &&
+  ! grep -q "^class\|^name.png" "$T/nl-log/log.log"
+ok $? "a newline in a class folder's or file's name is escaped in the log (\\x0a), not a line break (rc $rc)"
+
 tt_done

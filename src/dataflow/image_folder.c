@@ -31,8 +31,10 @@
 #include "dataflow/dataset_impl.h"
 #include "dataflow/image_decode.h"
 #include "util/log.h"
+#include "util/strutil.h"
 
 #define PROBE_BYTES 65536
+#define LOG_NAME_BYTES 2048 /* a name escaped for the log (cut beyond) */
 #define MAX_DEPTH 32
 
 typedef struct {
@@ -441,17 +443,25 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     for (size_t i = 0; i < f->n; i++)
         ds->labels[i] = f->entries[i].label;
 
-    log_printf("image_folder %s: %zu images in %d classes%s\n", f->root, f->n, f->n_classes,
+    /* names as err_set writes them: a newline or a terminal's control byte in
+     * a file name must not split or garble the log's line */
+    char root[LOG_NAME_BYTES], names[LOG_NAME_BYTES];
+    str_escape(f->root, root, sizeof(root));
+    log_printf("image_folder %s: %zu images in %d classes%s\n", root, f->n, f->n_classes,
                ds->uniform ? "" : " (of different sizes)");
-    if (n_empty > 0)
+    if (n_empty > 0) {
+        str_escape(empty, names, sizeof(names));
         log_printf("image_folder %s: %d class folder(s) without images keep their class "
-                   "index: %s%s\n", f->root, n_empty, empty, n_empty > 3 ? ", ..." : "");
-    if (skipped > 0)
+                   "index: %s%s\n", root, n_empty, names, n_empty > 3 ? ", ..." : "");
+    }
+    if (skipped > 0) {
+        str_escape(first_bad, names, sizeof(names));
         log_printf("image_folder %s: skipped %zu file(s) that do not decode (skip_corrupt); "
-                   "the first: %s\n", f->root, skipped, first_bad);
+                   "the first: %s\n", root, skipped, names);
+    }
     if (ws.others > 0)
         log_printf("image_folder %s: %zu .bmp/.ppm/.pgm/.tif/.tiff/.webp file(s) are not read "
-                   "(JPEG and PNG are)\n", f->root, ws.others);
+                   "(JPEG and PNG are)\n", root, ws.others);
     return 0;
 }
 
@@ -518,9 +528,13 @@ int image_folder_sample(const struct dataset *ds, size_t i, float *x, shape3 *sh
         bool first = !f->reported[j];
         f->reported[j] = 1;
         pthread_mutex_unlock(&f->lock);
-        if (first)
+        if (first) {
+            char e_path[LOG_NAME_BYTES], e_why[LOG_NAME_BYTES];
+            str_escape(path, e_path, sizeof(e_path));
+            str_escape(why, e_why, sizeof(e_why));
             log_printf("image_folder: skipping %s: %s (the next image stands in for it)\n",
-                       path, why);
+                       e_path, e_why);
+        }
     }
     return err_set(err, TT_ERR_USAGE, "%s: none of its images decodes", f->root);
 }
