@@ -80,6 +80,9 @@ ls -la --time-style=full-iso "$T/simple-1" > "$T/before"
 "$TOWERTRAIN" eval "$T/simple-1" > /dev/null 2>&1
 ls -la --time-style=full-iso "$T/simple-1" | diff - "$T/before" > /dev/null
 ok $? "eval writes nothing into the log directory"
+tt_refused "eval --json into a directory that is not there: exit 2, one line naming the file" \
+  "towertrain: $T/nowhere/e.json: cannot write: No such file or directory" "" \
+  "$TOWERTRAIN" eval "$T/simple-1" --json "$T/nowhere/e.json"
 
 # MPI: a run over 2 ranks, evaluated over 2 ranks and in one process
 if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then

@@ -185,6 +185,9 @@ sys.exit(0 if points == [2] else "polylines of %s points, expected one of 2" % p
 PYEOF
 ok $? "a 86-byte UTF-8 name: a well-formed SVG with one series of 2 epochs"
 
+tt_refused "plot -o into a directory that is not there: exit 2, one line naming the file" \
+  "towertrain: $T/nowhere/p.svg: cannot write: No such file or directory" "" \
+  "$TOWERTRAIN" plot "$T/stats" -o "$T/nowhere/p.svg"
 "$TOWERTRAIN" plot "$T/nowhere" > "$T/o" 2> "$T/e"; rc=$?
 [ $rc = 2 ] && grep -q "^towertrain: .*nowhere/stats.json" "$T/e"
 ok $? "a log directory without stats.json: exit 2 (got $rc)"

@@ -439,6 +439,27 @@ static void number_text(double v, char *out, size_t n)
     }
 }
 
+/* The bound v breaks ("<=" and the bound in *b), or NULL. */
+static const char *bound_failed(bound_kind lo_kind, double lo, bound_kind hi_kind, double hi,
+                                double v, double *b)
+{
+    const char *op = NULL;
+    if (lo_kind == BOUND_INCL && !(v >= lo))
+        op = ">=";
+    else if (lo_kind == BOUND_EXCL && !(v > lo))
+        op = ">";
+    if (op != NULL) {
+        *b = lo;
+        return op;
+    }
+    if (hi_kind == BOUND_INCL && !(v <= hi))
+        op = "<=";
+    else if (hi_kind == BOUND_EXCL && !(v < hi))
+        op = "<";
+    *b = hi;
+    return op;
+}
+
 /* Checks a number against the key's bounds and the bounds of the C type it
  * is stored in (KEY_INT: int; KEY_FLOAT: float), so that every later
  * conversion and computation is defined. Integers are compared exactly. */
@@ -466,27 +487,19 @@ static int check_range(vctx *c, const config_setting_t *s, const key_spec *k, co
         snprintf(got, sizeof(got), "%lld", iv);
     else
         number_text(v, got, sizeof(got));
-    /* a float key is checked as the float it is stored as: 1e-95 is 0 there,
-     * 0.99999999 is 1 (FLT_MAX bounds the cast, which is undefined beyond) */
-    if (kind == KEY_FLOAT && fabs(v) <= FLT_MAX && (double)(float)v != v) {
-        v = (double)(float)v;
+    /* compared as doubles: exact, since every bound is an integer below 2^53
+     * or a float. A float key is checked as the float it is stored as too:
+     * 1e-95 is 0 there, 0.99999999 is 1 (FLT_MAX bounds the cast, which is
+     * undefined beyond); the message says so when only the float fails. */
+    double b = 0;
+    const char *op = bound_failed(lo_kind, lo, hi_kind, hi, v, &b);
+    if (op == NULL && kind == KEY_FLOAT && fabs(v) <= FLT_MAX && (double)(float)v != v &&
+        (op = bound_failed(lo_kind, lo, hi_kind, hi, (double)(float)v, &b)) != NULL) {
         size_t used = strlen(got);
         snprintf(got + used, sizeof(got) - used, ", stored as the float ");
         used = strlen(got);
-        number_text(v, got + used, sizeof(got) - used);
+        number_text((double)(float)v, got + used, sizeof(got) - used);
     }
-    /* compared as doubles: exact, since every bound is an integer below 2^53
-     * or a float */
-    const char *op = NULL;
-    double b = 0;
-    if (lo_kind == BOUND_INCL && !(v >= lo))
-        op = ">=", b = lo;
-    else if (lo_kind == BOUND_EXCL && !(v > lo))
-        op = ">", b = lo;
-    else if (hi_kind == BOUND_INCL && !(v <= hi))
-        op = "<=", b = hi;
-    else if (hi_kind == BOUND_EXCL && !(v < hi))
-        op = "<", b = hi;
     if (op == NULL)
         return 0;
     number_text(b, bound, sizeof(bound));

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,8 +55,15 @@ int file_write_atomic(const char *path, const void *data, size_t len, tt_err *er
     if (k < 0 || (size_t)k >= sizeof(tmp))
         return err_set(err, TT_ERR_RUNTIME, "%s: path too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return err_set(err, TT_ERR_RUNTIME, "%s: %s", tmp, strerror(errno));
+    if (fd < 0) {
+        /* named as the user named it; a directory that is not there or not
+         * writable is the user's to fix (exit 2), a full one the machine's */
+        int e = errno;
+        bool usage = e == ENOENT || e == ENOTDIR || e == EACCES || e == EROFS || e == EISDIR ||
+                     e == ENAMETOOLONG;
+        return err_set(err, usage ? TT_ERR_USAGE : TT_ERR_RUNTIME, "%s: cannot write: %s", path,
+                       strerror(e));
+    }
     const char *p = data;
     size_t left = len;
     int fail = fault_should_fail();
