@@ -20,16 +20,7 @@ import glob, json, struct, sys
 logdir, rc = sys.argv[1], int(sys.argv[2])
 from tt_tap import ok
 ok(rc == 0, "run 2 epochs and resume to 3 with an events monitor")
-# CRC-32C (Castagnoli), bit by bit: independent of the C table
-def crc32c(data):
-    c = 0xffffffff
-    for b in data:
-        c ^= b
-        for _ in range(8):
-            c = (c >> 1) ^ (0x82f63b78 if c & 1 else 0)
-    return c ^ 0xffffffff
-def masked(c):
-    return (((c >> 15) | (c << 17)) + 0xa282ead8) & 0xffffffff
+from tt_tfrecord import crc32c, masked
 def varint(b, i):
     v = s = 0
     while True:

@@ -149,19 +149,10 @@ fi
 mkdir "$T/live"
 cp "$T/run/stats.json" "$T/run"/events.out.tfevents.* "$T/live/"
 $PY - "$T/live" <<'PYEOF'
-import glob, struct, sys
-def crc32c(data):
-    crc = 0xffffffff
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xffffffff
-def masked(c):
-    return ((((c >> 15) | (c << 17)) & 0xffffffff) + 0xa282ead8) & 0xffffffff
-head = struct.pack("<Q", 1 << 24)
+import glob, sys
+from tt_tfrecord import length_header
 with open(glob.glob(sys.argv[1] + "/events.out.tfevents.*")[0], "ab") as f:
-    f.write(head + struct.pack("<I", masked(crc32c(head))))
+    f.write(length_header(1 << 24))
 PYEOF
 "$TOWERTRAIN" plot "$T/live" > /dev/null 2> "$T/e" && cmp -s "$T/live/stats.svg" "$T/run/stats.svg"
 ok $? "an event file cut after a record's length: the plot of the records before it ($(head -c 200 "$T/e"))"

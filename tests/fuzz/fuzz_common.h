@@ -14,6 +14,7 @@
 #ifndef TT_FUZZ_COMMON_H
 #define TT_FUZZ_COMMON_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +67,22 @@ static inline const char *fuzz_write(const char *name, const void *data, size_t 
         abort();
     }
     return path;
+}
+
+/* The head several targets' inputs start with: one flags byte and two bytes
+ * (little-endian) for the length of a first part, cut to what follows.
+ * Advances data and size past the head; false when the input is shorter. */
+static inline bool fuzz_head(const uint8_t **data, size_t *size, int *flags, size_t *first)
+{
+    if (*size < 3)
+        return false;
+    *flags = (*data)[0];
+    *first = (size_t)(*data)[1] | (size_t)(*data)[2] << 8;
+    *data += 3;
+    *size -= 3;
+    if (*first > *size)
+        *first = *size;
+    return true;
 }
 
 /* An error must be set, one line of printable text (UTF-8 allowed), and a

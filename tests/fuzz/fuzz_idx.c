@@ -23,14 +23,10 @@ static void write_maybe_gz(const char *path, const uint8_t *p, size_t n, int gz)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 3)
+    int flags;
+    size_t l;
+    if (!fuzz_head(&data, &size, &flags, &l))
         return 0;
-    int flags = data[0];
-    size_t l = (size_t)data[1] | (size_t)data[2] << 8;
-    data += 3;
-    size -= 3;
-    if (l > size)
-        l = size;
     source_cfg src = { .type = SOURCE_IDX };
     snprintf(src.labels, sizeof(src.labels), "%s/labels.idx", fuzz_dir());
     snprintf(src.images, sizeof(src.images), "%s/images.idx", fuzz_dir());

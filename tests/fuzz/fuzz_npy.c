@@ -10,14 +10,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 3)
+    int flags;
+    size_t l;
+    if (!fuzz_head(&data, &size, &flags, &l))
         return 0;
-    int flags = data[0];
-    size_t l = (size_t)data[1] | (size_t)data[2] << 8;
-    data += 3;
-    size -= 3;
-    if (l > size)
-        l = size;
     source_cfg src = { .type = SOURCE_NPY, .nhwc = flags & 1 };
     snprintf(src.labels, sizeof(src.labels), "%s", fuzz_write("labels.npy", data, l));
     snprintf(src.images, sizeof(src.images), "%s", fuzz_write("images.npy", data + l, size - l));

@@ -33,14 +33,10 @@ static void clean(const char *dir)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (size < 3)
+    int flags;
+    size_t l;
+    if (!fuzz_head(&data, &size, &flags, &l))
         return 0;
-    int flags = data[0];
-    size_t l = (size_t)data[1] | (size_t)data[2] << 8;
-    data += 3;
-    size -= 3;
-    if (l > size)
-        l = size;
     const char *dir = fuzz_dir();
     clean(dir);
     fuzz_write("stats.json", data, l);
