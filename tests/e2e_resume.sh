@@ -153,6 +153,16 @@ done
 [ -z "$bad" ]
 ok $? "a failed write at any of the first 10, then resume: stats.json has epochs 1-3 and the parameters are the uninterrupted run's${bad:+ (not after write$bad)}"
 
+# a --set of optimizer.learning_rate on resume is the rate used (the rate the
+# checkpoint had in effect is restored only for the job it was written with)
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/lr" --quiet --set max_epoch=1 &&
+  "$TOWERTRAIN" resume "$T/lr" --max-epoch 2 --quiet --set optimizer.learning_rate=0.01
+rc=$?
+got=$($PY -c 'import json, sys; print([e["learning_rate"] for e in json.load(open(sys.argv[1]))])' "$T/lr/stats.json")
+[ $rc = 0 ] && [ "$got" = "[0.05, 0.01]" ] &&
+  grep -q "resume: optimizer.learning_rate is now 0.01 (the run had 0.05 in effect): 0.01 is used" "$T/lr/log.log"
+ok $? "resume --set optimizer.learning_rate=0.01: used from the resumed epoch on, and logged ($got)"
+
 # resume parses its options as run does: --opt VALUE and --opt=VALUE
 "$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
   grep -q "learning_rate = 0.01" "$T/a/job.cfg"

@@ -100,11 +100,13 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
         meta[2 * n_meta + 2] = "loss_scale_good_steps", meta[2 * n_meta + 3] = good_s;
         n_meta += 2;
     }
-    char lr_s[32];
-    if (s->learning_rate > 0) {
+    char lr_s[32], job_lr_s[32];
+    if (s->learning_rate > 0 && s->job_learning_rate > 0) {
         snprintf(lr_s, sizeof(lr_s), "%.9g", (double)s->learning_rate);
+        snprintf(job_lr_s, sizeof(job_lr_s), "%.9g", (double)s->job_learning_rate);
         meta[2 * n_meta] = "learning_rate", meta[2 * n_meta + 1] = lr_s;
-        n_meta++;
+        meta[2 * n_meta + 2] = "job_learning_rate", meta[2 * n_meta + 3] = job_lr_s;
+        n_meta += 2;
     }
     if (s->callback_state != NULL) {
         meta[2 * n_meta] = "callback_state", meta[2 * n_meta + 1] = s->callback_state;
@@ -248,6 +250,15 @@ static int meta_scale(const safetensors_file *f, const char *path, float *out, t
     return 0;
 }
 
+/* An optional rate: finite and above 0, or 0 when absent or not a number. */
+static float meta_rate(const safetensors_file *f, const char *key)
+{
+    const char *v = safetensors_meta(f, key);
+    char *end = NULL;
+    float x = v != NULL ? strtof(v, &end) : 0.0f;
+    return v != NULL && *v != '\0' && *end == '\0' && isfinite(x) && x > 0 ? x : 0.0f;
+}
+
 int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_err *err)
 {
     safetensors_file *f = NULL;
@@ -269,10 +280,9 @@ int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_
         if (safetensors_meta(f, "optimizer_updates") == NULL)
             s->updates = -1;
         /* optional, so a file without them resumes as before they were kept */
-        const char *lr = safetensors_meta(f, "learning_rate"), *cbs;
-        char *end = NULL;
-        float x = lr != NULL ? strtof(lr, &end) : 0.0f;
-        s->learning_rate = lr != NULL && *end == '\0' && isfinite(x) && x > 0 ? x : 0.0f;
+        const char *cbs;
+        s->learning_rate = meta_rate(f, "learning_rate");
+        s->job_learning_rate = meta_rate(f, "job_learning_rate");
         s->callback_state = (cbs = safetensors_meta(f, "callback_state")) ? strdup(cbs) : NULL;
         if (cbs != NULL && s->callback_state == NULL)
             err_set(err, TT_ERR_RUNTIME, "out of memory reading %s", path);

@@ -40,6 +40,7 @@ typedef struct {
     const char *note_key;           /* one more metadata pair, or NULL (min_saver's */
     const char *note_value;         /* value: what a resume compares against) */
     float learning_rate;            /* the rate in effect; 0: not recorded */
+    float job_learning_rate;        /* the job's optimizer.learning_rate then; 0: not recorded */
     char *callback_state;           /* lines "<index> <type> <state>" of the callbacks
                                      * that have one, or NULL; read: malloc'd */
 } checkpoint_state;

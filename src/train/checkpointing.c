@@ -172,6 +172,7 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
     s.note_key = note_key;
     s.note_value = note_value;
     s.learning_rate = trainer_get_learning_rate(tr);
+    s.job_learning_rate = tr->job->optimizer.learning_rate;
     if (callback_state_collect(tr, &s.callback_state, err) != 0) {
         free(s.params);
         return -1;
@@ -265,9 +266,14 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
         tr->updates = tr->global_step;
     free(s.params);
     /* the rate in effect (stat_monitor_param may have changed it; a schedule
-     * sets its own in before_train), then the callbacks' states */
-    if (s.learning_rate > 0)
+     * sets its own in before_train), unless a --set gave the job another
+     * optimizer.learning_rate than the run had; then the callbacks' states */
+    float job_lr = tr->job->optimizer.learning_rate;
+    if (s.learning_rate > 0 && s.job_learning_rate == job_lr)
         trainer_set_learning_rate(tr, s.learning_rate);
+    else if (s.learning_rate > 0 && s.learning_rate != job_lr)
+        log_printf("resume: optimizer.learning_rate is now %g (the run had %g in effect): "
+                   "%g is used\n", (double)job_lr, (double)s.learning_rate, (double)job_lr);
     int rc = callback_state_restore(tr, s.callback_state, err);
     free(s.callback_state);
     if (rc != 0)
