@@ -485,6 +485,8 @@ static const bad_case bad_cases[] = {
     { DF MODEL_INLINE OPT, NULL, "trainer.nr_towr=2",
       "--set trainer.nr_towr=2: unknown key 'trainer.nr_towr' (did you mean 'trainer.nr_tower'?)" },
     { DF MODEL_INLINE OPT, NULL, "trainer.nr_tower=abc", "--set trainer.nr_tower=abc: invalid value" },
+    /* one --set, one value: what follows a ';' is not dropped silently */
+    { DF MODEL_INLINE OPT, NULL, "max_epoch=1; seed=5", "--set max_epoch=1; seed=5: invalid value" },
     { DF MODEL_INLINE OPT, NULL, "trainer.nr_tower", "--set trainer.nr_tower: expected KEY=VALUE" },
     { DF MODEL_INLINE OPT, NULL, "=4", "--set =4: expected KEY=VALUE" },
     { DF MODEL_INLINE OPT, NULL, "optimizer.learning_rate.x=4", "--set optimizer.learning_rate.x=4: 'learning_rate' is not a group" },

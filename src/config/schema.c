@@ -192,7 +192,11 @@ config_setting_t *schema_add_value(config_setting_t *parent, const char *name,
     config_setting_t *out = NULL;
     tt_err ignored = { 0 };
     if (read_text(&tmp, text, strlen(text), "--set", &ignored) == 0) {
-        config_setting_t *v = config_lookup(&tmp, "v");
+        /* one value: "1; seed = 5" parses as two settings, the second
+         * silently dropped if only v were taken */
+        config_setting_t *v = config_setting_length(config_root_setting(&tmp)) == 1
+                                  ? config_lookup(&tmp, "v")
+                                  : NULL;
         if (v != NULL) {
             if (config_setting_get_member(parent, name) != NULL)
                 config_setting_remove(parent, name);
