@@ -109,6 +109,28 @@ rc=$?
 e=$($PY -c 'import sys; from tt_safetensors import load; print(load(sys.argv[1])[1]["epoch_num"])' "$T/best/min-learning_rate.safetensors")
 ok $([ $rc = 0 ] && [ "$e" = 2 ]; echo $?) "min_saver resumed under mpirun: the best file stays epoch 2's (epoch $e)"
 
+# (4c) statistics-watching callbacks decide on rank 0's value, on every rank:
+# throughput differs between ranks, and a rate halved (or a stop taken) by
+# one rank alone parted the replicas (or hung the next all-reduce). The
+# replicas stay one: the run's last validation_loss (each rank evaluating its
+# share with its own parameters) is eval's of rank 0's checkpoint, up to the
+# order of the sums; and a stop on throughput ends both ranks (timeout 120 s).
+smp='callbacks=( "throughput", { type = "stat_monitor_param"; monitor = "throughput"; reverse = true; last_k = 1; factor = 0.5; }, { type = "inference_runner"; dataflow = { source = { type = "idx"; images = "'$DATA'/t10k-images-idx3-ubyte.gz"; labels = "'$DATA'/t10k-labels-idx1-ubyte.gz"; }; augment = ( { type = "normalize"; mean = [0.286]; std = [0.353]; } ); limit = 1000; batch_size = 100; }; }, "model_saver" )'
+timeout 120 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/smp" --quiet --set max_epoch=6 --set "$smp" &&
+  "$TOWERTRAIN" eval "$T/smp" --json "$T/smp-eval.json" >/dev/null
+rc=$?
+$PY - "$T/smp/stats.json" "$T/smp-eval.json" <<'PYEOF'
+import json, sys
+run = json.load(open(sys.argv[1]))[-1]["validation_loss"]
+ev = json.load(open(sys.argv[2]))["loss"]
+sys.exit(0 if abs(run - ev) <= 1e-5 * ev else "run %r eval %r" % (run, ev))
+PYEOF
+same=$?
+ok $([ $rc = 0 ] && [ $same = 0 ]; echo $?) "stat_monitor_param on throughput under mpirun: the replicas stay one (validation_loss is eval's of rank 0's checkpoint)"
+timeout 120 $MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/es" --quiet --set max_epoch=8 \
+  --set 'callbacks=( "throughput", { type = "early_stop"; monitor = "throughput"; mode = "max"; patience = 0; } )'
+ok $? "early_stop on throughput under mpirun: both ranks stop together (exit 0 within 120 s)"
+
 # (5) a rank failing on bad data ends the whole job, quickly, with its message
 head -c 5000 /dev/urandom | gzip > "$T/bad-images.gz"
 sed "s#$DATA/train-images-idx3-ubyte.gz#$T/bad-images.gz#" "$T/job.cfg" > "$T/bad.cfg"

@@ -10,6 +10,7 @@
 
 #include <libconfig.h>
 
+#include "callbacks/stat_history.h"
 #include "checkpoint/safetensors.h"
 #include "comm/dist.h"
 #include "train/trainer.h"
@@ -91,21 +92,18 @@ static int stat_saver_before_train(callback_t *cb, trainer_t *tr, tt_err *err)
 static int stat_saver_after_epoch(callback_t *cb, trainer_t *tr, tt_err *err)
 {
     stat_saver_state *s = cb->state;
-    const scalar_t *v = NULL;
-    for (int i = 0; i < tr->n_scalars; i++)
-        if (strcmp(tr->scalars[i].name, s->monitor) == 0)
-            v = &tr->scalars[i];
-    if (v == NULL)
+    double value;
+    if (!stat_current(tr, s->monitor, &value)) /* rank 0's: saving is collective */
         return 0; /* not reported this epoch */
-    if (s->is_max ? !(v->value > s->best) : !(v->value < s->best))
+    if (s->is_max ? !(value > s->best) : !(value < s->best))
         return 0;
-    s->best = v->value;
+    s->best = value;
     char path[4400], note[300];
     saver_path(s, tr, path, sizeof(path));
-    snprintf(note, sizeof(note), "%s %.17g", s->monitor, v->value);
+    snprintf(note, sizeof(note), "%s %.17g", s->monitor, value);
     if (trainer_save_checkpoint(tr, path, cb->cfg->type, note, err) != 0)
         return -1;
-    log_printf("%s: %s = %.6g, saved %s\n", cb->cfg->type, s->monitor, v->value, path);
+    log_printf("%s: %s = %.6g, saved %s\n", cb->cfg->type, s->monitor, value, path);
     return 0;
 }
 
