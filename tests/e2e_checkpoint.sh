@@ -141,6 +141,13 @@ CFG
 rc=$?
 d=$(tt_same "$T/bn-epochs/model-32.safetensors" "$T/bn-steps/model-32.safetensors" 0); s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 towers with batchnorm: saves every 5 steps leave training bit for bit as epoch-end saves alone (max diff $d)"
+# and a resume from one of those mid-epoch checkpoints gives each tower its
+# own statistics back (replica_statistics): the run ends bit for bit
+cp -r "$T/bn-steps" "$T/bn-resumed"
+"$TOWERTRAIN" resume "$T/bn-resumed/model-5.safetensors" --max-epoch 2 --quiet
+rc=$?
+d=$(tt_same "$T/bn-steps/model-32.safetensors" "$T/bn-resumed/model-32.safetensors" 0); s=$?
+ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "2 towers with batchnorm, resumed from step 5 of 16: bit for bit (max diff $d)"
 
 # SIGTERM: exit 143 after a checkpoint
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/term" --quiet &

@@ -109,6 +109,17 @@ rc=$?
 e=$($PY -c 'import sys; from tt_safetensors import load; print(load(sys.argv[1])[1]["epoch_num"])' "$T/best/min-learning_rate.safetensors")
 ok $([ $rc = 0 ] && [ "$e" = 2 ]; echo $?) "min_saver resumed under mpirun: the best file stays epoch 2's (epoch $e)"
 
+# (4b') a batchnorm model resumed under mpirun from a mid-epoch checkpoint:
+# each rank's statistics were gathered into it and come back to that rank
+bn='model={ input = [1, 28, 28]; classes = 10; layers = ( { name = "c"; type = "conv2d"; filters = 4; kernel = 3; bias = false; }, { name = "bn"; type = "batchnorm"; }, { name = "r"; type = "relu"; }, { name = "p"; type = "global_avgpool"; }, { name = "fc"; type = "dense"; units = 10; } ); }'
+saves='callbacks=( { type = "model_saver"; every_k_steps = 3; max_to_keep = 0; } )'
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/bn" --quiet --set "$bn" --set "$saves" &&
+  cp -r "$T/bn" "$T/bn-res" &&
+  $MPIRUN -np 2 "$TOWERTRAIN" resume "$T/bn-res/model-3.safetensors" --max-epoch 2 --quiet
+rc=$?
+d=$(tt_same "$T/bn/model-15.safetensors" "$T/bn-res/model-15.safetensors" 0); s=$?
+ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) "batchnorm, 2 ranks, resumed from step 3 of 8: bit for bit (max diff $d)"
+
 # (4c) statistics-watching callbacks decide on rank 0's value, on every rank:
 # throughput differs between ranks, and a rate halved (or a stop taken) by
 # one rank alone parted the replicas (or hung the next all-reduce). The

@@ -13,6 +13,9 @@
 #include "checkpoint/safetensors.h"
 #include "util/fileio.h"
 
+/* Each replica's running statistics in a checkpoint written mid-epoch. */
+#define REPLICA_STATS "replica_statistics"
+
 static bool is_int64(const model_t *m, const param_entry *p)
 {
     return m->layers[p->layer].params[p->spec].is_int64;
@@ -38,7 +41,7 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
                      tt_err *err)
 {
     size_t n_slots = (size_t)s->n_slots;
-    int n_tensors = m->n_params * (1 + (int)n_slots);
+    int n_tensors = m->n_params * (1 + (int)n_slots) + (s->replica_stats != NULL);
     st_tensor *ts = calloc((size_t)n_tensors + 1, sizeof(st_tensor));
     char (*names)[TT_NAME_MAX + 64] = calloc((size_t)n_tensors + 1, sizeof(*names));
     int64_t *ints = calloc((size_t)m->n_params + 1, sizeof(int64_t)); /* I64 tensors */
@@ -80,6 +83,11 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
             spec_shape(m, p, &ts[k]);
             k++;
         }
+    }
+    if (s->replica_stats != NULL) { /* each replica's running statistics, for a resume */
+        size_t stats = m->n_floats - m->n_trainable;
+        ts[k++] = (st_tensor){REPLICA_STATS, "F32", 2, {s->n_replicas, (int64_t)stats},
+                              s->replica_stats, (size_t)s->n_replicas * stats * sizeof(float)};
     }
     char epoch_s[32], step_s[32], local_s[32], batch_s[32], rng_s[64], updates_s[32];
     snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, s->epochs_done);
@@ -182,7 +190,7 @@ static int read_tensors(const model_t *m, const safetensors_file *f, const char 
     }
     for (int i = 0; i < safetensors_count(f); i++) {
         const char *name = safetensors_tensor(f, i)->name;
-        if (strncmp(name, "optimizer.", 10) == 0)
+        if (strncmp(name, "optimizer.", 10) == 0 || strcmp(name, REPLICA_STATS) == 0)
             continue;
         bool known = false;
         for (int j = 0; j < m->n_params && !known; j++)
@@ -250,6 +258,37 @@ static int meta_scale(const safetensors_file *f, const char *path, float *out, t
     return 0;
 }
 
+/* The optional replica_statistics tensor: F32 [replicas, non-trainable
+ * floats], finite; absent leaves s->replica_stats NULL. */
+static int read_replica_stats(const model_t *m, const safetensors_file *f, const char *path,
+                              checkpoint_state *s, tt_err *err)
+{
+    const st_tensor *t = safetensors_find(f, REPLICA_STATS);
+    size_t stats = m->n_floats - m->n_trainable;
+    s->replica_stats = NULL;
+    s->n_replicas = 0;
+    if (t == NULL)
+        return 0;
+    if (strcmp(t->dtype, "F32") != 0 || t->ndim != 2 || t->shape[0] < 2 || t->shape[0] > 65536 ||
+        t->shape[1] != (int64_t)stats)
+        return err_set(err, TT_ERR_USAGE, "%s: %s is not F32 [replicas, %zu]", path,
+                       REPLICA_STATS, stats);
+    size_t n = (size_t)t->shape[0] * stats;
+    float *v = malloc(n * sizeof(float) + 1);
+    if (v == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory reading %s", path);
+    memcpy(v, t->data, n * sizeof(float)); /* the file's data need not be aligned */
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(v[i])) {
+            free(v);
+            return err_set(err, TT_ERR_USAGE, "%s: %s is not finite", path, REPLICA_STATS);
+        }
+    }
+    s->replica_stats = v;
+    s->n_replicas = (int)t->shape[0];
+    return 0;
+}
+
 /* An optional rate: finite and above 0, or 0 when absent or not a number. */
 static float meta_rate(const safetensors_file *f, const char *key)
 {
@@ -286,8 +325,8 @@ int checkpoint_read(const char *path, const model_t *m, checkpoint_state *s, tt_
         s->callback_state = (cbs = safetensors_meta(f, "callback_state")) ? strdup(cbs) : NULL;
         if (cbs != NULL && s->callback_state == NULL)
             err_set(err, TT_ERR_RUNTIME, "out of memory reading %s", path);
-        else
-            rc = read_tensors(m, f, path, s->params, s, err);
+        else if ((rc = read_tensors(m, f, path, s->params, s, err)) == 0)
+            rc = read_replica_stats(m, f, path, s, err);
     }
     safetensors_free(f);
     return rc;

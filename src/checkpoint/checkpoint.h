@@ -43,6 +43,11 @@ typedef struct {
     float job_learning_rate;        /* the job's optimizer.learning_rate then; 0: not recorded */
     char *callback_state;           /* lines "<index> <type> <state>" of the callbacks
                                      * that have one, or NULL; read: malloc'd */
+    float *replica_stats;           /* mid-epoch, several replicas: each replica's (rank x
+                                     * towers + tower) non-trainable block, [n_replicas]
+                                     * [n_floats - n_trainable], tensor replica_statistics;
+                                     * else NULL. read: malloc'd */
+    int n_replicas;
 } checkpoint_state;
 
 /* Writes the state to `path` atomically. A tensor that is not finite is

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "checkpoint/checkpoint.h"
+#include "comm/dist.h"
 #include "train/trainer.h"
 #include "util/log.h"
 #include "util/trace.h"
@@ -133,6 +134,55 @@ static int callback_state_restore(trainer_t *tr, const char *text, tt_err *err)
     return 0;
 }
 
+/* Every replica's (rank x towers + tower) non-trainable block, gathered to
+ * every rank (a sum of blocks each rank fills its own rows of); NULL with one
+ * replica, no such tensor, or out of memory on some rank. Collective. */
+static float *replica_stats_gather(trainer_t *tr, int *n_replicas)
+{
+    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
+    int replicas = tr->n_ranks * tr->n_towers;
+    if (replicas < 2 || n == 0)
+        return NULL;
+    float *all = calloc((size_t)replicas * n, sizeof(float));
+    int ok = all != NULL;
+    if (tr->n_ranks > 1)
+        ok = dist_max_int(!ok) == 0;
+    if (!ok) {
+        free(all);
+        return NULL;
+    }
+    for (int t = 0; t < tr->n_towers; t++) {
+        tower_t *tw = &tr->towers[t];
+        tw->be->download(tw->be, all + (size_t)(tr->rank * tr->n_towers + t) * n,
+                         tw->params + lo, n * sizeof(float));
+    }
+    if (tr->n_ranks > 1)
+        dist_sum_floats(all, (size_t)replicas * n); /* x + 0: exact */
+    *n_replicas = replicas;
+    return all;
+}
+
+/* A resume from a checkpoint written mid-epoch gives each replica its own
+ * statistics back when the replicas are as they were (else every one keeps
+ * the average the parameters hold, and the run is no longer bit for bit). */
+static void replica_stats_restore(trainer_t *tr, const checkpoint_state *s)
+{
+    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
+    if (s->replica_stats == NULL)
+        return;
+    if (s->n_replicas != tr->n_ranks * tr->n_towers) {
+        if (tr->rank == 0)
+            log_printf("resume: the checkpoint holds the batchnorm statistics of %d replicas, "
+                       "this run has %d: every one starts from their average\n", s->n_replicas,
+                       tr->n_ranks * tr->n_towers);
+        return;
+    }
+    for (int t = 0; t < tr->n_towers; t++)
+        tr->towers[t].be->upload(tr->towers[t].be, tr->towers[t].params + lo,
+                                 s->replica_stats + (size_t)(tr->rank * tr->n_towers + t) * n,
+                                 n * sizeof(float));
+}
+
 int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_key,
                             const char *note_value, tt_err *err)
 {
@@ -141,16 +191,26 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
      * mid-epoch does not change what they train with (collective under MPI:
      * every rank comes here) */
     float *stats = trainer_average_batchnorm(tr);
+    /* mid-epoch, each replica's own too, so a resume goes on from them bit
+     * for bit (collective under MPI, as the condition is every rank's) */
+    int n_replicas = 0;
+    int64_t local = 0;
+    completed_epochs(tr, &local);
+    float *replicas = local > 0 ? replica_stats_gather(tr, &n_replicas) : NULL;
     if (tr->rank != 0) {
         free(stats);
+        free(replicas);
         return 0; /* rank 0 writes; the replicas are the same everywhere */
     }
     const model_t *m = &tr->model;
     checkpoint_state s;
     if (state_alloc(tr, &s, err) != 0) {
         free(stats);
+        free(replicas);
         return -1;
     }
+    s.replica_stats = replicas;
+    s.n_replicas = n_replicas;
     devices_mark(tr, "checkpoint");
     tower_get_params(&tr->towers[0], s.params);
     if (stats != NULL)
@@ -161,6 +221,7 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
         opt->be->download(opt->be, s.slots + (size_t)i * m->n_trainable, opt->slots[i],
                           m->n_trainable * sizeof(float));
     if (devices_confirm(tr, path, err) != 0) {
+        free(s.replica_stats);
         free(s.params);
         return -1;
     }
@@ -174,6 +235,7 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
     s.learning_rate = trainer_get_learning_rate(tr);
     s.job_learning_rate = tr->job->optimizer.learning_rate;
     if (callback_state_collect(tr, &s.callback_state, err) != 0) {
+        free(s.replica_stats);
         free(s.params);
         return -1;
     }
@@ -198,6 +260,7 @@ int trainer_save_checkpoint(trainer_t *tr, const char *path, const char *note_ke
     }
     free(job_text);
     free(s.callback_state);
+    free(s.replica_stats);
     free(s.params);
     return rc;
 }
@@ -239,11 +302,14 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
         return -1;
     if (checkpoint_read(path, m, &s, err) != 0) {
         free(s.callback_state);
+        free(s.replica_stats);
         free(s.params);
         return -1;
     }
     for (int t = 0; t < tr->n_towers; t++)
         tower_set_params(&tr->towers[t], s.params);
+    replica_stats_restore(tr, &s);
+    free(s.replica_stats);
     optimizer_t *opt;
     for (int i = 0; (opt = tr->ops->optimizer(tr, i)) != NULL; i++) {
         for (int k = 0; k < opt->n_slots; k++)
