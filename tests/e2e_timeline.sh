@@ -90,7 +90,8 @@ ok $([ $rc = 0 ] && grep -q '^warning: timeline: .*injected by TT_FAULT_WRITE.*t
 log.log" ]; echo $?) "a full disk: a warning, training goes on, nothing half-written (exit $rc)"
 
 # (4) bad settings: refused before anything is written
-tt_refused "timeline: last before first" "steps = [10, 3]: needs 1 <= first <= last" \
+tt_refused "timeline: last before first (by the job's checks: validate refuses it too)" \
+  "callbacks[0].steps[1]: must not be below the element before it (3 < 10)" \
   "$T/bad1" "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/bad1" \
   --set 'callbacks=( { type = "timeline"; steps = [10, 3]; } )'
 tt_refused "timeline: step 0" "steps" "$T/bad2" "$TOWERTRAIN" run "$T/job.cfg" \

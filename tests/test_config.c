@@ -381,6 +381,8 @@ static const bad_case bad_cases[] = {
       "bad.cfg:6: callbacks[1]: unknown callback 'early_stp' (did you mean 'early_stop'?)" },
     { DF MODEL_INLINE OPT "callbacks = ( { type = \"early_stop\"; patience = 2; } );\n", NULL, NULL,
       "bad.cfg:5: callbacks[0]: missing required key 'monitor'" },
+    { DF MODEL_INLINE OPT "callbacks = ( { type = \"timeline\"; steps = [5, 3]; } );\n", NULL, NULL,
+      "bad.cfg:5: callbacks[0].steps[1]: must not be below the element before it (3 < 5)" },
     { DF MODEL_INLINE OPT "callbacks = ( { type = \"model_saver\"; every_k_epochs = 1; every_k_steps = 5; } );\n",
       NULL, NULL, "bad.cfg:5: callbacks[0].every_k_steps: give every_k_epochs or every_k_steps, not both" },
     { DF MODEL_INLINE OPT "callbacks = ( { type = \"scheduled_hyperparam\";\n schedule = ( (0, 0.1),\n (5, 0.01), (2, 0.001) ); } );\n",

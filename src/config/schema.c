@@ -586,6 +586,11 @@ static int check_array(vctx *c, config_setting_t *s, const key_spec *k, const ch
                 return -1;
         } else if (check_scalar(c, e, k, ekey, ek) != 0) {
             return -1;
+        } else if (k->ascending && i > 0 &&
+                   schema_number(e) < schema_number(config_setting_get_elem(s, (unsigned)i - 1))) {
+            return schema_error(c, e, ekey, "must not be below the element before it (%g < %g)",
+                                schema_number(e),
+                                schema_number(config_setting_get_elem(s, (unsigned)i - 1)));
         }
     }
     return 0;

@@ -54,6 +54,7 @@ typedef struct {
     const char *const *allowed; /* NULL-terminated */
     const struct group_spec *sub;
     int min_len, max_len;  /* arrays and lists: element count (max 0: no limit) */
+    bool ascending;        /* number arrays: no element below the one before it */
     /* KEY_CUSTOM: checks (and may resolve) the value; a table's hook into the
      * module that owns the key's meaning, so the engine knows no key. */
     int (*parse)(vctx *c, config_setting_t *s, const char *key);

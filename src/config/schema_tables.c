@@ -453,7 +453,8 @@ static const variant_spec callback_variants[] = {
     { .name = "timeline",
       .keys = (const key_spec[]){
           { .name = "steps", .kind = KEY_INT_ARRAY, .def = "[21, 30]", .lo_kind = GE, .lo = 1,
-            .min_len = 2, .max_len = 2, .doc = "[first, last] global steps recorded" },
+            .min_len = 2, .max_len = 2, .ascending = true,
+            .doc = "[first, last] global steps recorded" },
           END } },
     END
 };
