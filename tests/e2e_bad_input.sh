@@ -38,6 +38,12 @@ tt_refused "--set with a typo in the key" \
 tt_refused "--set with an unparsable value" "--set trainer.nr_tower=abc: invalid value" \
     "$T/logdir_s3" "$TOWERTRAIN" run "$T/good.cfg" --logdir "$T/logdir_s3" \
     --set trainer.nr_tower=abc
+touch "$T/a-file"
+tt_refused "--logdir that is a file: exit 2, one line" "towertrain: $T/a-file: not a directory" "" \
+    "$TOWERTRAIN" run "$T/good.cfg" --logdir "$T/a-file"
+tt_refused "--logdir under a file: exit 2, one line" \
+    "towertrain: cannot create $T/a-file/sub: Not a directory" "" \
+    "$TOWERTRAIN" run "$T/good.cfg" --logdir "$T/a-file/sub"
 tt_refused "--set without =" "--set trainer.nr_tower: expected KEY=VALUE" \
     "$T/logdir_s4" "$TOWERTRAIN" run "$T/good.cfg" --logdir "$T/logdir_s4" \
     --set trainer.nr_tower

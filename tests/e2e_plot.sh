@@ -176,6 +176,9 @@ sys.exit(0 if points == [2] else "polylines of %s points, expected one of 2" % p
 PYEOF
 ok $? "a 86-byte UTF-8 name: a well-formed SVG with one series of 2 epochs"
 
+tt_refused "plot -o onto a directory: exit 2, one line naming it" \
+  "towertrain: $T/stats: cannot write: Is a directory" "" \
+  "$TOWERTRAIN" plot "$T/stats" -o "$T/stats"
 tt_refused "plot -o into a directory that is not there: exit 2, one line naming the file" \
   "towertrain: $T/nowhere/p.svg: cannot write: No such file or directory" "" \
   "$TOWERTRAIN" plot "$T/stats" -o "$T/nowhere/p.svg"

@@ -94,9 +94,10 @@ int file_write_atomic(const char *path, const void *data, size_t len, tt_err *er
         return err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s", path, strerror(e));
     }
     if (rename(tmp, path) != 0) {
-        int e = errno;
+        int e = errno; /* a directory in the file's place is the user's to move */
         unlink(tmp);
-        return err_set(err, TT_ERR_RUNTIME, "%s: rename failed: %s", path, strerror(e));
+        return err_set(err, e == EISDIR ? TT_ERR_USAGE : TT_ERR_RUNTIME, "%s: cannot write: %s",
+                       path, strerror(e));
     }
     if (fsync_dir_of(path) != 0)
         return err_set(err, TT_ERR_RUNTIME, "%s: fsync of directory failed: %s", path,
@@ -148,8 +149,12 @@ int dir_create(const char *path, tt_err *err)
         if (*p == '/' || *p == '\0') {
             char c = *p;
             *p = '\0';
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST)
-                return err_set(err, TT_ERR_RUNTIME, "cannot create %s: %s", buf, strerror(errno));
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                int e = errno; /* a path through a file, or not ours to write: the user's */
+                bool usage = e == ENOTDIR || e == EACCES || e == EROFS || e == ENAMETOOLONG;
+                return err_set(err, usage ? TT_ERR_USAGE : TT_ERR_RUNTIME, "cannot create %s: %s",
+                               buf, strerror(e));
+            }
             *p = c;
             if (c == '\0')
                 break;
@@ -157,7 +162,7 @@ int dir_create(const char *path, tt_err *err)
     }
     struct stat st;
     if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return err_set(err, TT_ERR_RUNTIME, "%s: not a directory", path);
+        return err_set(err, TT_ERR_USAGE, "%s: not a directory", path);
     return 0;
 }
 
