@@ -369,9 +369,10 @@ static int cmd_resume(int argc, char **argv)
     if (trainer_create(&tr, &job, &err) != 0 || trainer_restore(&tr, ckpt, &err) != 0) {
         rc = fail(&err);
     } else if (tr.epoch_num > tr.max_epoch) {
-        printf("towertrain: %s is already at epoch %lld of max_epoch %lld; nothing to do "
-               "(raise it with --max-epoch)\n", ckpt, (long long)tr.epoch_num - 1,
-               (long long)tr.max_epoch);
+        if (!a.quiet) /* --quiet: nothing on standard output */
+            printf("towertrain: %s is already at epoch %lld of max_epoch %lld; nothing to do "
+                   "(raise it with --max-epoch)\n", ckpt, (long long)tr.epoch_num - 1,
+                   (long long)tr.max_epoch);
         rc = 0;
     } else {
         rc = train_in_logdir(&job, &tr, "resume");

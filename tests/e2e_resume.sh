@@ -163,6 +163,12 @@ got=$($PY -c 'import json, sys; print([e["learning_rate"] for e in json.load(ope
   grep -q "resume: optimizer.learning_rate is now 0.01 (the run had 0.05 in effect): 0.01 is used" "$T/lr/log.log"
 ok $? "resume --set optimizer.learning_rate=0.01: used from the resumed epoch on, and logged ($got)"
 
+# a resume with nothing to do says so, unless --quiet (nothing on stdout)
+"$TOWERTRAIN" resume "$T/lr" --max-epoch 2 > "$T/nothing.out" 2>&1 &&
+  grep -q "is already at epoch 2 of max_epoch 2; nothing to do" "$T/nothing.out" &&
+  "$TOWERTRAIN" resume "$T/lr" --max-epoch 2 --quiet > "$T/quiet.out" 2>&1 && [ ! -s "$T/quiet.out" ]
+ok $? "resume with nothing to do: a line saying so, none with --quiet"
+
 # resume parses its options as run does: --opt VALUE and --opt=VALUE
 "$TOWERTRAIN" resume "$T/a" --max-epoch=6 --set=optimizer.learning_rate=0.01 --quiet &&
   grep -q "learning_rate = 0.01" "$T/a/job.cfg"
