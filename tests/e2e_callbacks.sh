@@ -118,6 +118,18 @@ for tr in 'type="simple";' 'type="sync_replicated"; nr_tower=2;' 'type="sync_par
   rm -rf "$T/st-a"
 done
 
+# on a terminal the progress bar is drawn over in place; a line another
+# callback logs clears it first (it used to run on after the bar's last draw)
+if command -v script >/dev/null 2>&1; then
+  script -qc "'$TOWERTRAIN' run '$T/job.cfg' --logdir '$T/tty' --set max_epoch=2 --set 'callbacks=( \"estimated_time_left\" )' --set 'extra_callbacks=( \"progress_bar\" )'" \
+    /dev/null > "$T/tty.out" 2>&1
+  grep -a -q "ETA [0-9:]*\] " "$T/tty.out" && grep -a -q "estimated time left" "$T/tty.out" &&
+    ! grep -a -q "ETA [0-9:]*\] [^$(printf '\r')]" "$T/tty.out"
+  ok $? "progress bar on a terminal: drawn, and cleared before each logged line"
+else
+  skip "progress bar on a terminal" "no script(1) (util-linux)"
+fi
+
 run misc --set max_epoch=2 --set 'callbacks=( "peak_memory", "estimated_time_left" )'
 $PY -c 'import json,sys; s=json.load(open(sys.argv[1])); assert all(0 < e["peak_memory_mb"] < 2000 for e in s), s' "$T/misc/stats.json" &&
   grep -q "estimated time left: 0:00:0" "$T/misc/log.log"

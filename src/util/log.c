@@ -12,6 +12,9 @@ static FILE *log_file;
 static bool log_quiet;
 static char *pending;
 static size_t pending_len;
+/* log_tty drew a line it will draw over (the progress bar): a log line
+ * clears it first rather than run on after it */
+static bool tty_line_open;
 /* prefetch workers log too (a corrupt image skipped) */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -65,6 +68,9 @@ void log_printf(const char *fmt, ...)
     size_t len = (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1;
     pthread_mutex_lock(&log_lock);
     if (!log_quiet) {
+        if (tty_line_open)
+            fputs("\r\033[K", stdout);
+        tty_line_open = false;
         fwrite(buf, 1, len, stdout);
         fflush(stdout);
     }
@@ -83,9 +89,12 @@ void log_tty(const char *fmt, ...)
         return;
     va_list ap;
     va_start(ap, fmt);
+    pthread_mutex_lock(&log_lock);
     vfprintf(stdout, fmt, ap);
-    va_end(ap);
     fflush(stdout);
+    tty_line_open = true;
+    pthread_mutex_unlock(&log_lock);
+    va_end(ap);
 }
 
 bool log_stdout_is_tty(void)
