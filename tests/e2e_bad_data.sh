@@ -89,6 +89,24 @@ tt_refused "CIFAR-10: a label out of range names the file, its record and the va
   "towertrain: $T/cifar-b.bin: sample 5: label 12 >= classes 4" "$T/log-cifar2" \
   "$TOWERTRAIN" run "$T/cifar.cfg" --logdir "$T/log-cifar2" \
   --set "dataflow.source.files=[\"$T/cifar-a.bin\", \"$T/cifar-b.bin\"]"
+# more samples than the dataflow's 32-bit indices reach: refused, not wrapped
+# (sparse .npy files of 2^32 + 8 one-byte samples)
+$PY - "$T" <<'PYEOF'
+import struct, sys
+T, n = sys.argv[1], (1 << 32) + 8
+for name, shape in (("big-x.npy", "(%d, 1, 1)" % n), ("big-y.npy", "(%d,)" % n)):
+    h = "{'descr': '|u1', 'fortran_order': False, 'shape': %s, }" % shape
+    h += " " * ((64 - (10 + len(h) + 1) % 64) % 64) + "\n"
+    with open(T + "/" + name, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(h)) + h.encode())
+        f.truncate(f.tell() + n)
+PYEOF
+tt_refused "npy of 2^32 + 8 samples: refused, naming the limit" \
+  "towertrain: dataflow.source: 4294967304 samples; at most 4294967295 are read (set dataflow.limit)" \
+  "$T/log-big" "$TOWERTRAIN" run "$T/cifar.cfg" --logdir "$T/log-big" \
+  --set "dataflow.source={ type = \"npy\"; images = \"$T/big-x.npy\"; labels = \"$T/big-y.npy\"; }" \
+  --set 'model={ input = [1, 1, 1]; classes = 4; layers = ( { name = "fc"; type = "dense"; units = 4; } ); }'
+rm -f "$T/big-x.npy" "$T/big-y.npy"
 mkdir "$T/cifar-dir.bin"
 tt_refused "CIFAR-10: a directory in files is not a regular file" \
   "towertrain: $T/cifar-dir.bin: not a regular file" "$T/log-cifar3" \

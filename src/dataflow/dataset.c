@@ -78,6 +78,10 @@ int dataset_open(const source_cfg *src, int limit, int classes, dataset_t **out,
     }
     if (rc == 0 && limit > 0 && (size_t)limit < ds->n)
         ds->n = (size_t)limit;
+    /* the dataflow draws and orders samples by 32-bit index */
+    if (rc == 0 && ds->n > UINT32_MAX)
+        rc = err_set(err, TT_ERR_USAGE, "dataflow.source: %zu samples; at most %u are read "
+                     "(set dataflow.limit)", ds->n, UINT32_MAX);
     if (rc == 0 && ds->max_floats == 0)
         ds->max_floats = shape3_size(ds->shape);
     if (rc != 0 || check_labels(ds, src, classes, err) != 0) {
