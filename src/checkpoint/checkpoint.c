@@ -340,7 +340,7 @@ int checkpoint_latest(const char *logdir, char *path, size_t len, tt_err *err)
     size_t n = 0;
     tt_err read_err = {0};
     if (file_read_all(pointer, &text, &n, &read_err) != 0)
-        return err_set(err, TT_ERR_USAGE, "%s: no checkpoint to resume from (%s)", logdir,
+        return err_set(err, TT_ERR_USAGE, "%s: no checkpoint in it (%s)", logdir,
                        read_err.msg);
     text[strcspn(text, "\r\n")] = '\0';
     int bad = text[0] == '\0' || strchr(text, '/') != NULL;
