@@ -23,6 +23,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,29 +260,37 @@ static void pb_packed_doubles(pbuf *b, int field, const double *v, int n)
 }
 
 /* A histogram of x as TensorBoard's HistogramProto: equal-width buckets over
- * [min, max], bucket_limit the right edge of each. */
+ * [min, max], bucket_limit the right edge of each. Values that are not finite
+ * (an update that overflowed, written before the next step's loss stops the
+ * run) are left out: num counts the finite ones. */
 static int write_histogram(events_state *s, const char *tag, const float *x, size_t n,
                            int64_t step, tt_err *err)
 {
-    double lo = x[0], hi = x[0], sum = 0, sum2 = 0;
+    double lo = 0, hi = 0, sum = 0, sum2 = 0;
+    size_t finite = 0;
     for (size_t i = 0; i < n; i++) {
-        lo = x[i] < lo ? x[i] : lo;
-        hi = x[i] > hi ? x[i] : hi;
+        if (!isfinite(x[i]))
+            continue;
+        lo = finite == 0 || x[i] < lo ? x[i] : lo;
+        hi = finite == 0 || x[i] > hi ? x[i] : hi;
         sum += x[i];
         sum2 += (double)x[i] * x[i];
+        finite++;
     }
     double limit[HISTO_BUCKETS], count[HISTO_BUCKETS] = {0};
     double width = hi > lo ? (hi - lo) / HISTO_BUCKETS : 1.0;
     for (int k = 0; k < HISTO_BUCKETS; k++)
         limit[k] = lo + width * (k + 1);
     for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]))
+            continue;
         int k = (int)((x[i] - lo) / width);
-        count[k < HISTO_BUCKETS ? k : HISTO_BUCKETS - 1] += 1;
+        count[k < 0 ? 0 : k < HISTO_BUCKETS ? k : HISTO_BUCKETS - 1] += 1;
     }
     pbuf h = {{0}, 0};
     pb_double(&h, 1, lo);
     pb_double(&h, 2, hi);
-    pb_double(&h, 3, (double)n);
+    pb_double(&h, 3, (double)finite);
     pb_double(&h, 4, sum);
     pb_double(&h, 5, sum2);
     pb_packed_doubles(&h, 6, limit, HISTO_BUCKETS);
