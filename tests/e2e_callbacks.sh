@@ -35,6 +35,13 @@ got=$(stats "$T/resumed" learning_rate)
 [ "$got" = "[0.1, 0.1, 0.01, 0.001]" ]
 ok $? "scheduled_hyperparam: a resumed run picks the schedule up where it was: $got"
 
+run k2a --set 'callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.1), (4, 0.02) ); interp = "linear"; every_k_epochs = 2; }, "model_saver" )'
+run k2b --set max_epoch=3 --set 'callbacks=( { type = "scheduled_hyperparam"; schedule = ( (0, 0.1), (4, 0.02) ); interp = "linear"; every_k_epochs = 2; }, "model_saver" )' &&
+  "$TOWERTRAIN" resume "$T/k2b" --max-epoch 4 --quiet
+a=$(stats "$T/k2a" learning_rate) b=$(stats "$T/k2b" learning_rate)
+[ "$a" = "$b" ] && [ "$a" = "[0.1, 0.1, 0.06, 0.06]" ]
+ok $? "scheduled_hyperparam every_k_epochs = 2, resumed after epoch 3: the rates of the run never stopped ($a; resumed $b)"
+
 run early --set 'callbacks=( { type = "early_stop"; monitor = "learning_rate"; patience = 1; } )'
 rc=$?
 got=$(stats "$T/early" epoch_num)

@@ -97,9 +97,14 @@ static void schedule_apply(const schedule_state *s, trainer_t *tr)
     }
 }
 
+/* A fresh run starts at the schedule's value. A resume keeps the rate the
+ * checkpoint had in effect when it has one: with every_k_epochs = 2 the run
+ * that was never stopped still has epoch 2's value during epoch 3, not epoch
+ * 3's (an older checkpoint: the value at the resumed point). */
 static int schedule_before_train(callback_t *cb, trainer_t *tr, tt_err *err)
 {
-    schedule_apply(cb->state, tr);
+    if (!tr->learning_rate_restored)
+        schedule_apply(cb->state, tr);
     return 0;
 }
 

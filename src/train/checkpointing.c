@@ -335,8 +335,10 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
      * sets its own in before_train), unless a --set gave the job another
      * optimizer.learning_rate than the run had; then the callbacks' states */
     float job_lr = tr->job->optimizer.learning_rate;
-    if (s.learning_rate > 0 && s.job_learning_rate == job_lr)
+    if (s.learning_rate > 0 && s.job_learning_rate == job_lr) {
         trainer_set_learning_rate(tr, s.learning_rate);
+        tr->learning_rate_restored = true;
+    }
     else if (s.learning_rate > 0 && s.learning_rate != job_lr)
         log_printf("resume: optimizer.learning_rate is now %g (the run had %g in effect): "
                    "%g is used\n", (double)job_lr, (double)s.learning_rate, (double)job_lr);

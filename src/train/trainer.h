@@ -168,6 +168,7 @@ struct trainer {
     double step_accuracy;
     double epoch_seconds;    /* wall time of the running epoch's steps */
     int64_t resumed_global_batch; /* the checkpoint's global batch (resume), else 0 */
+    bool learning_rate_restored;  /* resume set the rate the checkpoint had in effect */
 
     /* precision = "fp16": dynamic loss scaling (loss_scale.h) */
     bool loss_scaling;
