@@ -29,7 +29,11 @@ ok(len(j) == 18 and all(e["in_place"]["wrong"] == 0 for e in j), "--json holds e
 
 PYEOF
 tt_tap "$T/checks" $?
-for bad in "--algo nccl" "-b 0" "-f 1" "-c 2" "--towers 0" "-e 1X" "--bogus 1"; do
+# --opt=VALUE as the other commands take it: the same run as --opt VALUE
+"$TOWERTRAIN" bench --towers=3 --algo=ring -b 1K -e 4K -n 2 -w 0 --json="$T/eq.json" > /dev/null &&
+  $PY -c 'import json, sys; j = json.load(open(sys.argv[1])); sys.exit(0 if len(j) == 3 and j[0]["size"] == 1024 and j[0]["towers"] == 3 and j[0]["algo"] == "ring" else 1)' "$T/eq.json"
+ok $? "bench --towers=3 --algo=ring --json=FILE: read as --towers 3 --algo ring --json FILE"
+for bad in "--algo nccl" "-b 0" "-f 1" "-c 2" "--towers 0" "--towers=0" "-e 1X" "--bogus 1"; do
   tt_refused "bench $bad: exit 2, one line" "towertrain: bench: " "" "$TOWERTRAIN" bench $bad
 done
 tt_done

@@ -70,6 +70,15 @@ int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err)
     bool towers_given = false, algo_given = false;
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        /* --opt=VALUE as the other commands take it, or --opt VALUE */
+        char name[32];
+        const char *eq = strncmp(a, "--", 2) == 0 ? strchr(a, '=') : NULL;
+        if (eq != NULL && (size_t)(eq - a) < sizeof(name)) {
+            snprintf(name, sizeof(name), "%.*s", (int)(eq - a), a);
+            a = name;
+            v = eq + 1;
+            i--; /* no separate value to step over */
+        }
         algo_given |= strcmp(a, "--algo") == 0;
         int bad = 0, c;
         if (v == NULL)
