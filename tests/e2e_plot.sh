@@ -157,6 +157,30 @@ PYEOF
 "$TOWERTRAIN" plot "$T/live" > /dev/null 2> "$T/e" && cmp -s "$T/live/stats.svg" "$T/run/stats.svg"
 ok $? "an event file cut after a record's length: the plot of the records before it ($(head -c 200 "$T/e"))"
 
+# (3b) event files of eleven resumes in one second: events.out.tfevents.T.H,
+# then .H.1 to .H.10, read in that order (".10" after ".9"); each holds the
+# next step, and a later file replaces the steps from its first on, so read
+# in byte order (".10" before ".2") the last step was lost
+mkdir "$T/many"
+$PY - "$T/many" <<'PYEOF'
+import json, sys
+from tt_tfrecord import scalar_event
+d = sys.argv[1]
+json.dump([{"epoch_num": 1, "global_step": 11, "train_loss": 1.0}], open(d + "/stats.json", "w"))
+for k in range(11):
+    name = "events.out.tfevents.1700000000.host" + ("" if k == 0 else ".%d" % k)
+    open(d + "/" + name, "wb").write(scalar_event(k + 1, "x", float(k + 1)))
+PYEOF
+"$TOWERTRAIN" plot "$T/many" > /dev/null 2>&1 && $PY - "$T/many/stats.svg" <<'PYEOF'
+import sys
+import xml.etree.ElementTree as ET
+lines = [p for p in ET.parse(sys.argv[1]).getroot().iter("{http://www.w3.org/2000/svg}polyline")
+         if p.get("class") == "raw" and p.get("data-scalar") == "x"]
+n = [len(p.get("points").split()) for p in lines]
+sys.exit(0 if n == [11] else "raw polyline points %s, expected [11]" % n)
+PYEOF
+ok $? "event files of 11 resumes in one second are read in their numbered order: 11 steps drawn"
+
 # (4) a name longer than a series keeps (63 bytes), in two-byte characters:
 # cut whole, so the SVG is still XML, and one series over both epochs
 mkdir "$T/long"

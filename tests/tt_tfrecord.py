@@ -23,3 +23,25 @@ def length_header(n):
     """A record's first 12 bytes: its length n and the length's masked CRC."""
     head = struct.pack("<Q", n)
     return head + struct.pack("<I", masked(crc32c(head)))
+
+
+def varint(v):
+    """A protobuf varint."""
+    out = b""
+    while True:
+        b = v & 0x7f
+        v >>= 7
+        if v:
+            out += bytes([b | 0x80])
+        else:
+            return out + bytes([b])
+
+
+def scalar_event(step, tag, value):
+    """One framed record: Event { step = 2; summary = 5 { value = 1 { tag = 1;
+    simple_value = 2 } } }."""
+    t = tag.encode()
+    val = b"\x0a" + varint(len(t)) + t + b"\x15" + struct.pack("<f", value)
+    summary = b"\x0a" + varint(len(val)) + val
+    event = b"\x10" + varint(step) + b"\x2a" + varint(len(summary)) + summary
+    return length_header(len(event)) + event + struct.pack("<I", masked(crc32c(event)))

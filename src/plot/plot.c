@@ -11,6 +11,7 @@
  */
 #include "plot/plot.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -311,9 +312,38 @@ static void read_event_file(const char *path, series *all, int *n_series)
     free(text);
 }
 
+/* Names with their digit runs compared as numbers: the events monitor names
+ * a file events.out.tfevents.<seconds>.<host>, and .<host>.<k> when that
+ * name is taken (k from 1), so ".10" comes after ".9". */
 static int cmp_name(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    const char *x = *(char *const *)a, *y = *(char *const *)b;
+    while (*x != '\0' && *y != '\0') {
+        if (isdigit((unsigned char)*x) && isdigit((unsigned char)*y)) {
+            while (*x == '0' && isdigit((unsigned char)x[1]))
+                x++;
+            while (*y == '0' && isdigit((unsigned char)y[1]))
+                y++;
+            size_t nx = 0, ny = 0;
+            while (isdigit((unsigned char)x[nx]))
+                nx++;
+            while (isdigit((unsigned char)y[ny]))
+                ny++;
+            if (nx != ny)
+                return nx < ny ? -1 : 1;
+            int c = strncmp(x, y, nx);
+            if (c != 0)
+                return c;
+            x += nx;
+            y += ny;
+        } else if (*x != *y) {
+            return (unsigned char)*x < (unsigned char)*y ? -1 : 1;
+        } else {
+            x++;
+            y++;
+        }
+    }
+    return (unsigned char)*x - (unsigned char)*y;
 }
 
 static void read_events(const char *logdir, series *all, int *n_series)
