@@ -525,7 +525,15 @@ int main(int argc, char **argv)
         return TT_ERR_USAGE;
     }
     const char *cmd = argv[1];
-    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+    bool help = strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0;
+    /* "towertrain run --help" too; "--help x" and "--version x" take nothing more */
+    if (!help && argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
+        help = true;
+    else if ((help || strcmp(cmd, "--version") == 0) && argc > 2) {
+        fprintf(stderr, "towertrain: %s takes no argument (got '%s')\n", cmd, argv[2]);
+        return TT_ERR_USAGE;
+    }
+    if (help) {
         fputs(usage, stdout);
         return 0;
     }

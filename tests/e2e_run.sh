@@ -121,5 +121,9 @@ fi
 
 "$TOWERTRAIN" --version | grep -q "backends: cpu"; ok $? "--version lists the backends"
 "$TOWERTRAIN" --help | grep -q "towertrain run JOB.cfg"; ok $? "--help prints the usage"
+"$TOWERTRAIN" run --help > "$T/help.out" 2>&1 && grep -q "towertrain run JOB.cfg" "$T/help.out"
+ok $? "towertrain run --help prints the usage, exit 0"
+tt_refused "--version with an argument: exit 2, one line" "towertrain: --version takes no argument (got 'x')" "" \
+  "$TOWERTRAIN" --version x
 
 tt_done
