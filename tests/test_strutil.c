@@ -69,6 +69,17 @@ int main(void)
     escape("a\xe6\x97\xa5", 4, "a");
     escape("a\xe6\x97\xa5", 5, "a\xe6\x97\xa5");
     escape("anything", 1, "");
+    /* str_utf8_len: the character lengths RFC 3629 allows, 0 for the rest */
+    static const struct {
+        const char *s;
+        int len;
+    } chars[] = {{"a", 1}, {"\x7f", 1}, {"", 0}, {"\xc3\xa9", 2}, {"\xc2\x80", 2},
+                 {"\xe6\x97\xa5", 3}, {"\xf0\x9f\x98\x80", 4}, {"\xc0\xaf", 0},
+                 {"\xe0\x80\xaf", 0}, {"\xed\xa0\x80", 0}, {"\xf4\x90\x80\x80", 0},
+                 {"\xe6\x97", 0}, {"\x80", 0}, {"\xff", 0}};
+    for (size_t i = 0; i < sizeof(chars) / sizeof(chars[0]); i++)
+        tt_ok(str_utf8_len(chars[i].s) == chars[i].len, "str_utf8_len case %zu: %d (want %d)", i,
+              str_utf8_len(chars[i].s), chars[i].len);
     char twice[64], once[64];
     str_escape("\x1b\xff\n", once, sizeof(once));
     str_escape(once, twice, sizeof(twice));

@@ -112,20 +112,13 @@ static bool has_other_image_extension(const char *name)
  * byte: surrogateescape), and its length in bytes. */
 static uint32_t name_char(const unsigned char *s, int *len)
 {
-    unsigned c = s[0];
-    int n = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
-          : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-    unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    bool ok = n == 1 || (n > 1 && s[1] >= lo && s[1] <= hi);
-    for (int k = 2; ok && k < n; k++)
-        ok = (s[k] & 0xc0) == 0x80;
-    *len = ok ? n : 1;
-    if (!ok)
-        return 0xdc00 + c;
+    int n = str_utf8_len((const char *)s);
+    *len = n > 0 ? n : 1;
+    if (n == 0)
+        return 0xdc00 + s[0];
     if (n == 1)
-        return c;
-    uint32_t cp = c & (0x7f >> n);
+        return s[0];
+    uint32_t cp = s[0] & (0x7f >> n);
     for (int k = 1; k < n; k++)
         cp = cp << 6 | (s[k] & 0x3f);
     return cp;

@@ -25,6 +25,7 @@
 
 #include "util/crc32c.h"
 #include "util/fileio.h"
+#include "util/strutil.h"
 
 #define PANEL_W 440
 #define PANEL_H 290
@@ -71,22 +72,12 @@ static void sb_printf(sbuf *b, const char *fmt, ...)
 }
 
 /* The length of the UTF-8 sequence at s that XML 1.0 admits as a character
- * (1 to 4), or 0: a stray or overlong byte, a surrogate, U+FFFE, U+FFFF,
- * beyond U+10FFFF, or a sequence the NUL cuts short. */
-static int xml_char_len(const unsigned char *s)
+ * (1 to 4), or 0: not well-formed (str_utf8_len), U+FFFE or U+FFFF. */
+static int xml_char_len(const char *s)
 {
-    unsigned c = s[0];
-    if (c < 0x80)
-        return 1;
-    int n = c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
-    unsigned lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
-    unsigned hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
-    if (n == 0 || s[1] < lo || s[1] > hi)
-        return 0;
-    for (int k = 2; k < n; k++)
-        if ((s[k] & 0xc0) != 0x80)
-            return 0;
-    if (c == 0xef && s[1] == 0xbf && s[2] >= 0xbe) /* U+FFFE, U+FFFF */
+    const unsigned char *u = (const unsigned char *)s;
+    int n = str_utf8_len(s);
+    if (n == 3 && u[0] == 0xef && u[1] == 0xbf && u[2] >= 0xbe) /* U+FFFE, U+FFFF */
         return 0;
     return n;
 }
@@ -97,7 +88,7 @@ static void sb_escaped(sbuf *b, const char *s)
 {
     while (*s) {
         const unsigned char *u = (const unsigned char *)s;
-        int n = xml_char_len(u);
+        int n = xml_char_len(s);
         if (*s == '<')
             sb_printf(b, "&lt;");
         else if (*s == '>')
@@ -149,17 +140,22 @@ static int points_add(points *s, double x, double y)
     return 0;
 }
 
+/* Where to cut s to at most n bytes: n, or before the UTF-8 sequence a cut
+ * at n would split (back over at most 3 continuation bytes). */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    for (int k = 0; k < 3 && n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80; k++)
+        n--;
+    return n;
+}
+
 /* A name of len bytes (ending at a NUL before that, if any) as a series
- * keeps it: cut to 63 bytes where longer, before the UTF-8 sequence the cut
- * would split. */
+ * keeps it: cut to 63 bytes where longer, whole characters. */
 static void name_copy(char out[NAME_BYTES], const char *name, size_t len)
 {
     size_t n = strnlen(name, len);
-    if (n >= NAME_BYTES) {
-        n = NAME_BYTES - 1;
-        for (int k = 0; k < 3 && n > 0 && ((unsigned char)name[n] & 0xc0) == 0x80; k++)
-            n--;
-    }
+    if (n >= NAME_BYTES)
+        n = utf8_cut(name, NAME_BYTES - 1);
     memcpy(out, name, n);
     out[n] = '\0';
 }
@@ -528,9 +524,7 @@ static void draw_panel(sbuf *b, const panel *pn, const series *all, int index, d
          * bytes, at least as many as characters), before a UTF-8 sequence */
         size_t room = (size_t)((PANEL_W - 14 - 30 - 14) / (11 * CHAR_W));
         if (strlen(text) > room) {
-            size_t cut = room - 3;
-            while (cut > 0 && ((unsigned char)text[cut] & 0xc0) == 0x80)
-                cut--;
+            size_t cut = utf8_cut(text, room - 3);
             snprintf(text + cut, sizeof(text) - cut, "...");
         }
         sb_printf(b, "<g class=\"legend\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "

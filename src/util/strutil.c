@@ -148,14 +148,14 @@ void str_clean_tag(char *tag)
         tag[n - 2] = '\0';
 }
 
-/* Length of the well-formed UTF-8 character at p (2-4), or 0 (RFC 3629:
- * no overlong forms, no surrogates, nothing above U+10FFFF). C1 controls
- * (U+0080-U+009F) count as not printable: some terminals obey them. */
-static int utf8_char_len(const unsigned char *p)
+int str_utf8_len(const char *s)
 {
+    const unsigned char *p = (const unsigned char *)s;
     unsigned char c = p[0];
+    if (c != 0 && c < 0x80)
+        return 1;
     if (c >= 0xc2 && c <= 0xdf)
-        return (p[1] & 0xc0) == 0x80 && !(c == 0xc2 && p[1] < 0xa0) ? 2 : 0;
+        return (p[1] & 0xc0) == 0x80 ? 2 : 0;
     if (c >= 0xe0 && c <= 0xef) {
         unsigned char lo = c == 0xe0 ? 0xa0 : 0x80, hi = c == 0xed ? 0x9f : 0xbf;
         return p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 ? 3 : 0;
@@ -168,6 +168,17 @@ static int utf8_char_len(const unsigned char *p)
     return 0;
 }
 
+/* Printable ASCII, or a well-formed UTF-8 character other than the C1
+ * controls (U+0080-U+009F: some terminals obey them): its length, else 0. */
+static int printable_len(const unsigned char *p)
+{
+    if (*p < 0x80)
+        return *p >= 0x20 && *p < 0x7f ? 1 : 0;
+    if (p[0] == 0xc2 && p[1] < 0xa0)
+        return 0;
+    return str_utf8_len((const char *)p);
+}
+
 size_t str_escape(const char *src, char *out, size_t n)
 {
     static const char hex[] = "0123456789abcdef";
@@ -175,7 +186,7 @@ size_t str_escape(const char *src, char *out, size_t n)
     size_t len = 0;
     while (*p != '\0') {
         /* the continuation bytes checked stop at a NUL: it is never 10xxxxxx */
-        int k = *p >= 0x20 && *p < 0x7f ? 1 : utf8_char_len(p);
+        int k = printable_len(p);
         if (k > 0) {
             if (len + (size_t)k >= n)
                 break;

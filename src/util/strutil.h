@@ -20,6 +20,11 @@ int path_resolve(const char *base, const char *rel, char *out, size_t out_len);
  * "jobs/fashion_mnist_lenet.cfg" -> "fashion_mnist_lenet". */
 void path_stem(const char *path, char *out, size_t out_len);
 
+/* The length of the character at s: 1 for a byte below 0x80 (NUL: 0), 2 to 4
+ * for a well-formed UTF-8 sequence (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF; a NUL inside ends it), else 0. */
+int str_utf8_len(const char *s);
+
 /* Copies src into out (n bytes, always NUL-terminated, n >= 1) so that it is
  * safe to print as one line of an error: every byte that is not printable
  * ASCII or part of a well-formed UTF-8 character (C1 controls U+0080-U+009F
