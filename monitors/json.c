@@ -55,18 +55,15 @@ static int json_resume_check(monitor_t *mon, trainer_t *tr, tt_err *err)
     return 0;
 }
 
-/* The entries of epochs that will be run again (from the resumed epoch on)
- * are dropped from the earlier file. */
+/* A resume continues the earlier file (read by json_resume_check, which
+ * trainer_restore runs): the entries of epochs that will be run again (from
+ * the resumed epoch on) are dropped. */
 static int json_open(monitor_t *mon, trainer_t *tr, tt_err *err)
 {
     json_state *s = mon->state;
-    if (tr->global_step == 0)
-        return 0;
-    if (s->earlier == NULL && json_resume_check(mon, tr, err) != 0)
-        return -1;
     cJSON *old = s->earlier;
     if (old == NULL)
-        return 0; /* none */
+        return 0; /* a fresh run, or no earlier file */
     s->earlier = NULL;
     cJSON *e = old->child;
     while (e != NULL) {

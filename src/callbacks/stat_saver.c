@@ -82,7 +82,7 @@ static int stat_saver_before_train(callback_t *cb, trainer_t *tr, tt_err *err)
                        read_err.msg[0] ? read_err.msg : "written before it was kept");
         safetensors_free(f);
     }
-    if (dist_size() > 1)
+    if (tr->n_ranks > 1)
         dist_broadcast(&best, sizeof(best), 0);
     s->best = best;
     return 0;

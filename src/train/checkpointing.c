@@ -338,10 +338,10 @@ int trainer_restore(trainer_t *tr, const char *path, tt_err *err)
     if (s.learning_rate > 0 && s.job_learning_rate == job_lr) {
         trainer_set_learning_rate(tr, s.learning_rate);
         tr->learning_rate_restored = true;
-    }
-    else if (s.learning_rate > 0 && s.learning_rate != job_lr)
+    } else if (s.learning_rate > 0 && s.learning_rate != job_lr) {
         log_printf("resume: optimizer.learning_rate is now %g (the run had %g in effect): "
                    "%g is used\n", (double)job_lr, (double)s.learning_rate, (double)job_lr);
+    }
     int rc = callback_state_restore(tr, s.callback_state, err);
     free(s.callback_state);
     if (rc != 0)

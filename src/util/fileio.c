@@ -48,6 +48,17 @@ static int fsync_dir_of(const char *path)
     return rc;
 }
 
+/* A path the user gave that cannot be created or written: a directory that
+ * is not there, not a directory, not writable, or a directory where a file
+ * goes is the user's to fix (exit 2); anything else (a full disk) the
+ * machine's (exit 1). */
+static int path_error_code(int e)
+{
+    bool users = e == ENOENT || e == ENOTDIR || e == EACCES || e == EROFS || e == EISDIR ||
+                 e == ENAMETOOLONG;
+    return users ? TT_ERR_USAGE : TT_ERR_RUNTIME;
+}
+
 int file_write_atomic(const char *path, const void *data, size_t len, tt_err *err)
 {
     char tmp[4200];
@@ -55,14 +66,9 @@ int file_write_atomic(const char *path, const void *data, size_t len, tt_err *er
     if (k < 0 || (size_t)k >= sizeof(tmp))
         return err_set(err, TT_ERR_RUNTIME, "%s: path too long", path);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        /* named as the user named it; a directory that is not there or not
-         * writable is the user's to fix (exit 2), a full one the machine's */
+    if (fd < 0) { /* named as the user named it */
         int e = errno;
-        bool usage = e == ENOENT || e == ENOTDIR || e == EACCES || e == EROFS || e == EISDIR ||
-                     e == ENAMETOOLONG;
-        return err_set(err, usage ? TT_ERR_USAGE : TT_ERR_RUNTIME, "%s: cannot write: %s", path,
-                       strerror(e));
+        return err_set(err, path_error_code(e), "%s: cannot write: %s", path, strerror(e));
     }
     const char *p = data;
     size_t left = len;
@@ -93,11 +99,10 @@ int file_write_atomic(const char *path, const void *data, size_t len, tt_err *er
         unlink(tmp);
         return err_set(err, TT_ERR_RUNTIME, "%s: write failed: %s", path, strerror(e));
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno; /* a directory in the file's place is the user's to move */
+    if (rename(tmp, path) != 0) { /* a directory in the file's place, say */
+        int e = errno;
         unlink(tmp);
-        return err_set(err, e == EISDIR ? TT_ERR_USAGE : TT_ERR_RUNTIME, "%s: cannot write: %s",
-                       path, strerror(e));
+        return err_set(err, path_error_code(e), "%s: cannot write: %s", path, strerror(e));
     }
     if (fsync_dir_of(path) != 0)
         return err_set(err, TT_ERR_RUNTIME, "%s: fsync of directory failed: %s", path,
@@ -150,10 +155,9 @@ int dir_create(const char *path, tt_err *err)
             char c = *p;
             *p = '\0';
             if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
-                int e = errno; /* a path through a file, or not ours to write: the user's */
-                bool usage = e == ENOTDIR || e == EACCES || e == EROFS || e == ENAMETOOLONG;
-                return err_set(err, usage ? TT_ERR_USAGE : TT_ERR_RUNTIME, "cannot create %s: %s",
-                               buf, strerror(e));
+                int e = errno;
+                return err_set(err, path_error_code(e), "cannot create %s: %s", buf,
+                               strerror(e));
             }
             *p = c;
             if (c == '\0')
