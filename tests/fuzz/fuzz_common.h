@@ -85,6 +85,14 @@ static inline bool fuzz_head(const uint8_t **data, size_t *size, int *flags, siz
     return true;
 }
 
+/* Pixels a reader scaled from bytes lie in [0, 1] (NaN included in the abort). */
+static inline void fuzz_check_pixels(const float *x, size_t n)
+{
+    for (size_t k = 0; k < n; k++)
+        if (!(x[k] >= 0.0f && x[k] <= 1.0f))
+            abort();
+}
+
 /* An error must be set, one line of printable text (UTF-8 allowed), and a
  * usage error (bad input) unless memory ran out. */
 static inline void fuzz_check_error(const tt_err *err, int rc)

@@ -48,9 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int y = dataset_read(ds, i, x, &s, &scratch, &rerr);
         if (y < 0 || y > 255 || shape3_size(s) > dataset_max_floats(ds))
             abort(); /* an opened IDX file has every sample */
-        for (size_t k = 0; k < shape3_size(s); k++)
-            if (!(x[k] >= 0.0f && x[k] <= 1.0f))
-                abort(); /* pixels are scaled to [0, 1] */
+        fuzz_check_pixels(x, shape3_size(s));
     }
     dataset_scratch_free(&scratch);
     free(x);

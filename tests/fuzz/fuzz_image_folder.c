@@ -84,9 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         shape3 own = dataset_sample_shape(ds, i);
         if (!src.skip_corrupt && (s.h != own.h || s.w != own.w || y != (int)i))
             abort();
-        for (size_t k = 0; k < shape3_size(s); k++)
-            if (!(x[k] >= 0.0f && x[k] <= 1.0f))
-                abort(); /* pixels are scaled to [0, 1] */
+        fuzz_check_pixels(x, shape3_size(s));
     }
     dataset_scratch_free(&scratch);
     free(x);
