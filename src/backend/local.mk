@@ -1,7 +1,7 @@
 # The backends: one folder each. The CPU backend is always built; the CUDA
 # backend's kernels when configure finds nvcc (else none.c answers "no GPU").
 libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c %reldir%/device_wait.c %reldir%/comm_queue.c \
-	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
+	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_isa.c %reldir%/cpu/cpu_isa.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c \
 	%reldir%/cpu/conv_small.c %reldir%/cpu/transpose.c %reldir%/cpu/transpose.h %reldir%/cpu/bf16_io.h \
 	%reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \

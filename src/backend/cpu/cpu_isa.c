@@ -1,0 +1,68 @@
+/* cpu_isa.c - the CPU kernels' instruction-set level (cpu_isa.h). */
+#include "backend/cpu/cpu_isa.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int isa_level = -1; /* cpu_isa()'s answer, once asked */
+
+cpu_isa_t cpu_isa_detected(void)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    static int have = -1;
+    if (have < 0) {
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
+            have = CPU_ISA_AVX512;
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            have = CPU_ISA_AVX2;
+        else
+            have = CPU_ISA_PLAIN;
+    }
+    return (cpu_isa_t)have;
+#else
+    return CPU_ISA_PLAIN;
+#endif
+}
+
+const char *cpu_isa_name(cpu_isa_t isa)
+{
+    return isa == CPU_ISA_AVX512 ? "avx512" : isa == CPU_ISA_AVX2 ? "avx2" : "plain";
+}
+
+/* TT_CPU_ISA's level, or -1 when it is unset; -2 when it names none. */
+static int env_level(void)
+{
+    const char *s = getenv("TT_CPU_ISA");
+    if (s == NULL || *s == '\0')
+        return -1;
+    for (int l = CPU_ISA_PLAIN; l <= CPU_ISA_AVX512; l++)
+        if (strcmp(s, cpu_isa_name((cpu_isa_t)l)) == 0)
+            return l;
+    return -2;
+}
+
+int cpu_isa_check_env(char *why, size_t n)
+{
+    if (env_level() != -2)
+        return 0;
+    snprintf(why, n, "TT_CPU_ISA must be avx512, avx2 or plain, not '%.40s'",
+             getenv("TT_CPU_ISA"));
+    return -1;
+}
+
+cpu_isa_t cpu_isa(void)
+{
+    if (isa_level < 0) {
+        int have = (int)cpu_isa_detected(), cap = env_level();
+        isa_level = cap >= 0 && cap < have ? cap : have;
+    }
+    return (cpu_isa_t)isa_level;
+}
+
+void cpu_isa_set_for_test(cpu_isa_t isa)
+{
+    isa_level = (int)isa <= (int)cpu_isa_detected() ? (int)isa : (int)cpu_isa_detected();
+}
