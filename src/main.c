@@ -32,6 +32,7 @@
 #include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"
+#include "util/cmdline.h"
 #include "util/fileio.h"
 #include "util/log.h"
 
@@ -75,9 +76,143 @@ static int usage_error(const char *fmt, const char *arg)
     return fail(&err);
 }
 
-/* The options of run, resume, validate and eval; each command allows some. */
-enum { OPT_LOGDIR = 1, OPT_QUIET = 2, OPT_MAX_EPOCH = 4, OPT_JOB = 8, OPT_JSON = 16,
-       OPT_PROFILE = 32 };
+/* The commands, as bits of an option's `cmds`. */
+enum { CMD_RUN = 1, CMD_RESUME = 2, CMD_VALIDATE = 4, CMD_EVAL = 8, CMD_PLOT = 16,
+       CMD_PROFILE = 32, CMD_BENCH = 64 };
+
+/* Every option of every command: the one table the command line is read by,
+ * and what `towertrain CMD --help` prints. */
+typedef struct {
+    const char *name;  /* "--set", "-o" */
+    unsigned cmds;     /* the commands that take it */
+    const char *value; /* what its value is, for the help and the errors; NULL: a flag */
+    const char *help;
+} option_spec;
+
+static const option_spec options[] = {
+    {"--logdir", CMD_RUN, "DIR", "the log directory (overrides the job's logdir)"},
+    {"--set", CMD_RUN | CMD_RESUME | CMD_VALIDATE | CMD_EVAL | CMD_PROFILE, "KEY=VALUE",
+     "overrides one key of the job (repeatable)"},
+    {"--max-epoch", CMD_RESUME, "N", "trains until epoch N"},
+    {"--quiet", CMD_RUN | CMD_RESUME, NULL, "prints nothing on standard output"},
+    {"--job", CMD_EVAL, "JOB.cfg", "the job to read the data and model from"},
+    {"--json", CMD_EVAL | CMD_PROFILE | CMD_BENCH, "FILE", "also writes the results as JSON"},
+    {"--steps", CMD_PROFILE, "N", "steps to time (default 20)"},
+    {"--trace", CMD_PROFILE, "FILE", "writes a Chrome trace of the steps"},
+    {"-o", CMD_PLOT, "FILE.svg", "the SVG to write (default LOGDIR/stats.svg)"},
+    {"--device", CMD_BENCH, "cpu|gpu", "the towers' device (default cpu)"},
+    {"--towers", CMD_BENCH, "N", "towers (default: the cores; gpu: every GPU)"},
+    {"--algo", CMD_BENCH, "ALGO", "ring, naive, hierarchical, all, mpi; nccl on GPUs"},
+    {"-b", CMD_BENCH, "BYTES", "the smallest size (default 8)"},
+    {"-e", CMD_BENCH, "BYTES", "the largest size (default 128M)"},
+    {"-f", CMD_BENCH, "F", "the factor between sizes (default 2)"},
+    {"-n", CMD_BENCH, "N", "timed iterations per size (default 20)"},
+    {"-w", CMD_BENCH, "N", "warm-up iterations per size (default 5)"},
+    {"-c", CMD_BENCH, "0|1", "checks the results (default 1)"},
+};
+#define N_OPTIONS (sizeof(options) / sizeof(options[0]))
+
+/* Each command: its name, its bit, its usage line (the words after the
+ * command's name) and how many arguments it takes besides options. */
+typedef struct {
+    const char *name;
+    unsigned bit;
+    const char *args;
+    const char *target_name; /* its one argument, for "missing ..."; NULL: none */
+} command_spec;
+
+static const command_spec commands[] = {
+    {"run", CMD_RUN, "JOB.cfg [options]", "the job file"},
+    {"resume", CMD_RESUME, "LOGDIR|CHECKPOINT.safetensors [options]",
+     "the log directory or checkpoint"},
+    {"validate", CMD_VALIDATE, "JOB.cfg [options]", "the job file"},
+    {"eval", CMD_EVAL, "LOGDIR|CHECKPOINT.safetensors [options]",
+     "the log directory or checkpoint"},
+    {"plot", CMD_PLOT, "LOGDIR [options]", "the log directory"},
+    {"profile", CMD_PROFILE, "JOB.cfg [options]", "the job file"},
+    {"bench", CMD_BENCH, "[options]", NULL},
+};
+
+static const command_spec *command_find(const char *name)
+{
+    for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        if (strcmp(commands[i].name, name) == 0)
+            return &commands[i];
+    return NULL;
+}
+
+/* towertrain CMD --help: its usage line and its options, from the table. */
+static int command_help(const command_spec *c)
+{
+    printf("usage: towertrain %s %s\noptions:\n", c->name, c->args);
+    for (size_t i = 0; i < N_OPTIONS; i++) {
+        if (!(options[i].cmds & c->bit))
+            continue;
+        char head[64];
+        snprintf(head, sizeof(head), "%s%s%s", options[i].name, options[i].value ? " " : "",
+                 options[i].value ? options[i].value : "");
+        printf("  %-22s %s\n", head, options[i].help);
+    }
+    printf("  %-22s %s\nSee towertrain(1).\n", "--help", "prints this");
+    return 0;
+}
+
+/* usage_error with the command's name first: fmt has one %s, arg. */
+static int command_error(const command_spec *c, const char *fmt, const char *arg)
+{
+    char with_cmd[160];
+    snprintf(with_cmd, sizeof(with_cmd), "%s: %s", c->name, fmt);
+    return usage_error(with_cmd, arg);
+}
+
+/* A command line read by the table: the options in their order, with their
+ * values, and the one argument. */
+typedef struct {
+    cmdline_opt opts[MAX_SETS + 32];
+    int n_opts;
+    const char *target;
+} cmdline;
+
+/* Reads argv (the words after the command's name) by the table: an option's
+ * value is the next word or follows '=' ("--max-epoch=5", "-o=x.svg"). */
+static int cmdline_read(const command_spec *c, int argc, char **argv, cmdline *cl)
+{
+    memset(cl, 0, sizeof(*cl));
+    for (int i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (s[0] != '-' || s[1] == '\0') {
+            if (cl->target != NULL || c->target_name == NULL)
+                return command_error(c, "unexpected argument '%s'", s);
+            cl->target = s;
+            continue;
+        }
+        const char *eq = strchr(s, '=');
+        size_t len = eq != NULL ? (size_t)(eq - s) : strlen(s);
+        const option_spec *o = NULL;
+        for (size_t k = 0; k < N_OPTIONS && o == NULL; k++)
+            if ((options[k].cmds & c->bit) && strlen(options[k].name) == len &&
+                strncmp(options[k].name, s, len) == 0)
+                o = &options[k];
+        if (o == NULL)
+            return command_error(c, "unknown option '%s'", s);
+        if (o->value == NULL && eq != NULL)
+            return command_error(c, "%s takes no value", o->name);
+        const char *v = eq != NULL ? eq + 1 : NULL;
+        if (o->value != NULL && v == NULL && ++i < argc)
+            v = argv[i];
+        if (o->value != NULL && v == NULL) {
+            char what[96];
+            snprintf(what, sizeof(what), "%s needs %s", o->name, o->value);
+            return command_error(c, "%s", what);
+        }
+        if (cl->n_opts == MAX_SETS + 32)
+            return command_error(c, "%s: too many options", s);
+        cl->opts[cl->n_opts++] = (cmdline_opt){o->name, v};
+    }
+    if (cl->target == NULL && c->target_name != NULL)
+        return command_error(c, "missing %s", c->target_name);
+    return 0;
+}
 
 typedef struct {
     const char *target;    /* the job file; resume, eval: the log directory or checkpoint */
@@ -92,91 +227,57 @@ typedef struct {
     char max_epoch_set[64];
 } cmd_args;
 
-/* The value of "--name VALUE" or "--name=VALUE" at argv[*i], or NULL when
- * argv[*i] is another option; *missing is set when the value is absent. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, bool *missing)
+/* An integer option's value from lo to hi, or -1 after the usage error. */
+static long option_int(const char *name, const char *v, long lo, long hi)
 {
-    size_t len = strlen(name);
-    const char *s = argv[*i];
-    if (strncmp(s, name, len) != 0 || (s[len] != '\0' && s[len] != '='))
-        return NULL;
-    if (s[len] == '=')
-        return s + len + 1;
-    if (*i + 1 < argc)
-        return argv[++*i];
-    *missing = true;
-    return NULL;
+    char *end = NULL;
+    long n = strtol(v, &end, 10);
+    if (*v != '\0' && *end == '\0' && n >= lo && n <= hi)
+        return n;
+    char what[160];
+    snprintf(what, sizeof(what), "%s %.40s: must be an integer from %ld to %ld", name, v, lo, hi);
+    usage_error("%s", what);
+    return -1;
 }
 
-/* target_name says what the one argument is, for the error when it is missing. */
-static int parse_args(int argc, char **argv, const char *cmd, const char *target_name,
-                      unsigned allowed, cmd_args *a)
+/* The options of run, resume, validate, eval and profile, read into a. */
+static int parse_args(int argc, char **argv, const char *cmd, cmd_args *a)
 {
     memset(a, 0, sizeof(*a));
+    static cmdline cl;
+    int rc = cmdline_read(command_find(cmd), argc, argv, &cl);
+    if (rc != 0)
+        return rc;
+    a->target = cl.target;
     const char *logdir = NULL;
-    for (int i = 0; i < argc; i++) {
-        const char *s = argv[i], *v;
-        bool missing = false;
-        if ((v = option_value(argc, argv, &i, "--set", &missing)) != NULL || missing) {
-            if (v == NULL)
-                return usage_error("%s: needs KEY=VALUE", "--set");
+    for (int i = 0; i < cl.n_opts; i++) {
+        const char *n = cl.opts[i].name, *v = cl.opts[i].value;
+        bool empty = v != NULL && *v == '\0';
+        long k;
+        if (strcmp(n, "--set") == 0) {
             if (a->n_sets == MAX_SETS)
                 return usage_error("%s: too many overrides", "--set");
             a->sets[a->n_sets++].arg = v;
-        } else if ((allowed & OPT_LOGDIR) &&
-                   ((v = option_value(argc, argv, &i, "--logdir", &missing)) != NULL || missing)) {
-            if (v == NULL || *v == '\0')
-                return usage_error("%s: needs a directory", "--logdir");
+        } else if (empty) {
+            return usage_error("%s needs a value", n);
+        } else if (strcmp(n, "--logdir") == 0) {
             if (strchr(v, '"') || strchr(v, '\\'))
                 return usage_error("--logdir %s: quotes and backslashes are not supported", v);
             logdir = v;
-        } else if ((allowed & OPT_MAX_EPOCH) &&
-                   ((v = option_value(argc, argv, &i, "--max-epoch", &missing)) != NULL ||
-                    missing)) {
-            if (v == NULL)
-                return usage_error("%s: needs an integer >= 1", "--max-epoch");
-            char *end = NULL;
-            long n = strtol(v, &end, 10);
-            if (*v == '\0' || *end != '\0' || n < 1 || n > 1000000000)
-                return usage_error("--max-epoch %s: must be an integer >= 1", v);
-            snprintf(a->max_epoch_set, sizeof(a->max_epoch_set), "max_epoch=%ld", n);
-        } else if ((allowed & OPT_JOB) &&
-                   ((v = option_value(argc, argv, &i, "--job", &missing)) != NULL || missing)) {
-            if (v == NULL || *v == '\0')
-                return usage_error("%s: needs a job file", "--job");
-            a->job = v;
-        } else if ((allowed & OPT_JSON) &&
-                   ((v = option_value(argc, argv, &i, "--json", &missing)) != NULL || missing)) {
-            if (v == NULL || *v == '\0')
-                return usage_error("%s: needs a file name", "--json");
-            a->json = v;
-        } else if ((allowed & OPT_PROFILE) &&
-                   ((v = option_value(argc, argv, &i, "--trace", &missing)) != NULL || missing)) {
-            if (v == NULL || *v == '\0')
-                return usage_error("%s: needs a file name", "--trace");
-            a->trace = v;
-        } else if ((allowed & OPT_PROFILE) &&
-                   ((v = option_value(argc, argv, &i, "--steps", &missing)) != NULL || missing)) {
-            char *end = NULL;
-            long n = v != NULL ? strtol(v, &end, 10) : 0;
-            if (v == NULL || *v == '\0' || *end != '\0' || n < 1 || n > 100000)
-                return usage_error("--steps %s: must be an integer from 1 to 100000",
-                                   v != NULL ? v : "");
-            a->steps = (int)n;
-        } else if ((allowed & OPT_QUIET) && strcmp(s, "--quiet") == 0) {
+        } else if (strcmp(n, "--max-epoch") == 0) {
+            if ((k = option_int(n, v, 1, 1000000000)) < 0)
+                return TT_ERR_USAGE;
+            snprintf(a->max_epoch_set, sizeof(a->max_epoch_set), "max_epoch=%ld", k);
+        } else if (strcmp(n, "--steps") == 0) {
+            if ((k = option_int(n, v, 1, 100000)) < 0)
+                return TT_ERR_USAGE;
+            a->steps = (int)k;
+        } else if (strcmp(n, "--quiet") == 0) {
             a->quiet = true;
-        } else if (s[0] == '-' && s[1] != '\0') {
-            return usage_error("unknown option '%s'", s);
-        } else if (a->target == NULL) {
-            a->target = s;
         } else {
-            return usage_error("unexpected argument '%s'", s);
+            *(strcmp(n, "--job") == 0 ? &a->job : strcmp(n, "--json") == 0 ? &a->json
+                                                                            : &a->trace) = v;
         }
-    }
-    if (a->target == NULL) {
-        char what[128];
-        snprintf(what, sizeof(what), "%s: missing %s", cmd, target_name);
-        return usage_error("%s", what);
     }
     if (logdir != NULL) {
         snprintf(a->logdir_set, sizeof(a->logdir_set), "logdir=\"%s\"", logdir);
@@ -190,7 +291,7 @@ static int parse_args(int argc, char **argv, const char *cmd, const char *target
 static int cmd_validate(int argc, char **argv)
 {
     cmd_args a;
-    int rc = parse_args(argc, argv, "validate", "the job file", 0, &a);
+    int rc = parse_args(argc, argv, "validate", &a);
     if (rc != 0)
         return rc;
     job_t job;
@@ -299,7 +400,7 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
 static int cmd_run(int argc, char **argv)
 {
     cmd_args a;
-    int rc = parse_args(argc, argv, "run", "the job file", OPT_LOGDIR | OPT_QUIET, &a);
+    int rc = parse_args(argc, argv, "run", &a);
     if (rc != 0)
         return rc;
     log_set_quiet(a.quiet);
@@ -342,8 +443,7 @@ static int locate_checkpoint(const char *cmd, const char *target, char *logdir, 
 static int cmd_resume(int argc, char **argv)
 {
     cmd_args a;
-    int rc = parse_args(argc, argv, "resume", "the log directory or checkpoint",
-                        OPT_QUIET | OPT_MAX_EPOCH, &a);
+    int rc = parse_args(argc, argv, "resume", &a);
     if (rc != 0)
         return rc;
     const char *target = a.target;
@@ -388,8 +488,7 @@ static int cmd_resume(int argc, char **argv)
 static int cmd_eval(int argc, char **argv)
 {
     cmd_args a;
-    int rc = parse_args(argc, argv, "eval", "the log directory or checkpoint", OPT_JOB | OPT_JSON,
-                        &a);
+    int rc = parse_args(argc, argv, "eval", &a);
     if (rc != 0)
         return rc;
     const char *target = a.target, *job_file = a.job, *json = a.json;
@@ -432,19 +531,11 @@ static int cmd_eval(int argc, char **argv)
 /* towertrain plot LOGDIR [-o FILE.svg] */
 static int cmd_plot(int argc, char **argv)
 {
-    const char *logdir = NULL, *out = NULL;
-    for (int i = 0; i < argc; i++) {
-        if (strcmp(argv[i], "-o") == 0 && i + 1 < argc)
-            out = argv[++i];
-        else if (argv[i][0] == '-')
-            return usage_error("plot: unknown or incomplete option '%s'", argv[i]);
-        else if (logdir == NULL)
-            logdir = argv[i];
-        else
-            return usage_error("unexpected argument '%s'", argv[i]);
-    }
-    if (logdir == NULL)
-        return usage_error("%s: missing the log directory", "plot");
+    static cmdline cl;
+    int rc = cmdline_read(command_find("plot"), argc, argv, &cl);
+    if (rc != 0)
+        return rc;
+    const char *logdir = cl.target, *out = cl.n_opts > 0 ? cl.opts[cl.n_opts - 1].value : NULL;
     char svg[4200];
     snprintf(svg, sizeof(svg), "%s", out ? out : "");
     if (out == NULL)
@@ -458,9 +549,13 @@ static int cmd_plot(int argc, char **argv)
 
 static int cmd_bench(int argc, char **argv)
 {
+    static cmdline cl;
+    int rc = cmdline_read(command_find("bench"), argc, argv, &cl);
+    if (rc != 0)
+        return rc;
     bench_opts o;
     tt_err err = {0};
-    if (bench_parse(argc, argv, &o, &err) != 0)
+    if (bench_parse(cl.opts, cl.n_opts, &o, &err) != 0)
         return fail(&err);
     long wrong = bench_run(&o, &err);
     if (wrong < 0)
@@ -473,7 +568,7 @@ static int cmd_bench(int argc, char **argv)
 static int cmd_profile(int argc, char **argv)
 {
     cmd_args a;
-    int rc = parse_args(argc, argv, "profile", "the job file", OPT_JSON | OPT_PROFILE, &a);
+    int rc = parse_args(argc, argv, "profile", &a);
     if (rc != 0)
         return rc;
     job_t job;
@@ -526,10 +621,7 @@ int main(int argc, char **argv)
     }
     const char *cmd = argv[1];
     bool help = strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0;
-    /* "towertrain run --help" too; "--help x" and "--version x" take nothing more */
-    if (!help && argc == 3 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0))
-        help = true;
-    else if ((help || strcmp(cmd, "--version") == 0) && argc > 2) {
+    if ((help || strcmp(cmd, "--version") == 0) && argc > 2) {
         fprintf(stderr, "towertrain: %s takes no argument (got '%s')\n", cmd, argv[2]);
         return TT_ERR_USAGE;
     }
@@ -537,6 +629,11 @@ int main(int argc, char **argv)
         fputs(usage, stdout);
         return 0;
     }
+    /* "towertrain CMD ... --help" anywhere on the line: CMD's usage and options */
+    const command_spec *c = command_find(cmd);
+    for (int i = 2; c != NULL && i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+            return command_help(c);
     if (strcmp(cmd, "--version") == 0) {
         printf("towertrain %s (backends: %s%s; images: %s)\n", PACKAGE_VERSION,
                backend_list_built(), dist_built() ? " mpi" : "", image_formats_built());

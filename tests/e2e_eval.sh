@@ -199,6 +199,6 @@ expect "no such path" "no such log directory or checkpoint" "$T/nowhere"
 expect "a checkpoint of another model" "does not match the model" "$T/simple-1" --set "model=\"$TT_SRCDIR/models/mlp.cfg\""
 expect "a bad --set" "--set trainer.nr_tower=0: must be >= 1" "$T/simple-1" --set trainer.nr_tower=0
 expect "an unknown option" "unknown option '--bogus'" "$T/simple-1" --bogus
-expect "--json without a file" "--json: needs a file name" "$T/simple-1" --json
+expect "--json without a file" "eval: --json needs FILE" "$T/simple-1" --json
 
 tt_done

@@ -2,8 +2,8 @@
 # What the tests share: TAP and files, the numerical references (C), and the
 # helpers every e2e script sources.
 EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_blocked.h tests/tt_lib.sh
-TESTS += tests/e2e_run.sh
-EXTRA_DIST += tests/e2e_run.sh
+TESTS += tests/e2e_run.sh tests/e2e_cmdline.sh
+EXTRA_DIST += tests/e2e_run.sh tests/e2e_cmdline.sh
 TESTS += tests/e2e_bad_data.sh
 EXTRA_DIST += tests/e2e_bad_data.sh
 TESTS += tests/e2e_checkpoint.sh

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "util/cmdline.h"
 #include "util/err.h"
 
 typedef struct {
@@ -19,8 +20,9 @@ typedef struct {
     const char *json_path; /* --json FILE or NULL */
 } bench_opts;
 
-/* Parses the bench options (argv after "bench"); TT_ERR_USAGE on bad ones. */
-int bench_parse(int argc, char **argv, bench_opts *o, tt_err *err);
+/* Reads the bench options, as main.c's option table found them (names it
+ * knows, each with its value); TT_ERR_USAGE on a bad value. */
+int bench_parse(const cmdline_opt *opts, int n_opts, bench_opts *o, tt_err *err);
 
 /* Runs the benchmark, prints the table; returns the number of wrong elements
  * seen (0 when correct) or -1 on error. */
