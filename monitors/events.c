@@ -213,11 +213,15 @@ static int events_open(monitor_t *mon, trainer_t *tr, tt_err *err)
     long long now = (long long)time(NULL);
     snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s", tr->job->logdir, now,
              host);
-    /* a resume in the same second must not overwrite the earlier file */
-    for (int k = 1; path_exists(s->path) && k < 1000; k++)
+    /* A resume in the same second must not overwrite the earlier file: the
+     * first name that is free, taken with O_EXCL so that nothing that exists
+     * is ever truncated. */
+    s->fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    for (int k = 1; s->fd < 0 && errno == EEXIST && k < 1000000; k++) {
         snprintf(s->path, sizeof(s->path), "%s/events.out.tfevents.%lld.%s.%d", tr->job->logdir,
                  now, host, k);
-    s->fd = open(s->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        s->fd = open(s->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    }
     if (s->fd < 0)
         return err_set(err, TT_ERR_RUNTIME, "cannot create %s: %s", s->path, strerror(errno));
     s->good = 0;

@@ -91,4 +91,23 @@ except ImportError:
     print("ok - TensorBoard's EventAccumulator reads the file # SKIP tensorboard not installed")
 PYEOF
 tt_tap "$T/checks" $?
+# Names taken: an event file of this second and its .1 to .999 already exist
+# (a run resumed a thousand times in one second, or files put there by hand).
+# The new run takes the next free name and truncates none of them.
+mkdir "$T/taken"
+$PY - "$T/taken" "$(hostname)" <<'PYEOF'
+import sys, time
+now = int(time.time())
+for t in range(now, now + 4):  # the seconds the run may start in
+    for k in range(0, 1000):
+        name = "%s/events.out.tfevents.%d.%s%s" % (sys.argv[1], t, sys.argv[2], "" if k == 0 else ".%d" % k)
+        open(name, "w").write("keep")
+PYEOF
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/taken" --quiet --set max_epoch=1 --set 'callbacks=()' \
+  --set 'monitors=( "events" )' 2>"$T/taken.err"
+rc=$?
+kept=$(grep -l '^keep$' "$T"/taken/events.out.tfevents.* | wc -l)
+new=$(grep -L '^keep$' "$T"/taken/events.out.tfevents.* | wc -l)
+[ $rc = 0 ] && [ "$kept" = 4000 ] && [ "$new" = 1 ]
+ok $? "1000 names of each second taken: the run writes a new event file and truncates none (rc $rc, kept $kept of 4000, new $new; $(head -c 200 "$T/taken.err"))"
 tt_done
