@@ -323,6 +323,14 @@ static int write_job_file(const job_t *job, tt_err *err)
     return rc;
 }
 
+/* Takes back the job.cfg write_job_file wrote, when the run cannot start. */
+static void unlink_job_file(const job_t *job)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/job.cfg", job->logdir);
+    unlink(path);
+}
+
 /* A log directory that already holds a run is never overwritten. */
 static int check_logdir_free(const job_t *job, tt_err *err)
 {
@@ -368,10 +376,16 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
     char log_path[4200];
     snprintf(log_path, sizeof(log_path), "%s/log.log", job->logdir);
     bool writer = dist_rank() == 0;
-    if (writer && (dir_create(job->logdir, &err) != 0 || write_job_file(job, &err) != 0))
+    char made[4200]; /* what dir_create makes, removed again if the start fails */
+    dir_first_missing(job->logdir, made, sizeof(made));
+    if (writer && (dir_create(job->logdir, &err) != 0 || write_job_file(job, &err) != 0)) {
+        dir_remove_made(job->logdir, made);
         return fail(&err);
+    }
     if (writer && log_open(log_path) != 0) {
         err_set(&err, TT_ERR_RUNTIME, "cannot open %s", log_path);
+        unlink_job_file(job);
+        dir_remove_made(job->logdir, made);
         return fail(&err);
     }
     log_printf("towertrain %s: %s job %s, logdir %s\n", PACKAGE_VERSION, what, job->path,

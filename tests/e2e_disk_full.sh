@@ -156,4 +156,13 @@ ok $rc "resume from ${ckpt:-nothing} once space is back, to epoch 10"
 final=$(head -n 1 "$T/disk/log/checkpoint" 2>/dev/null)
 ok "$([ "$final" = model-80.safetensors ]; echo $?)" "the resumed run ends at step 80 ($final)"
 umount "$T/disk"
+# Room for the log directory's parents but not for job.cfg (4 inodes): the
+# run exits 1 naming the file, and every directory it made is gone again.
+mount -t tmpfs -o size=64k,nr_inodes=4 tmpfs "$T/disk"
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/disk/a/b/log" --quiet >/dev/null 2>"$T/err"
+rc=$?
+left=$(ls -A "$T/disk")
+umount "$T/disk"
+[ $rc -eq 1 ] && grep -q "job.cfg" "$T/err" && [ -z "$left" ]
+ok $? "job.cfg cannot be written: exit 1 naming it, no directory left behind (rc $rc, left '$left')"
 tt_done

@@ -176,6 +176,36 @@ int path_exists(const char *path)
     return stat(path, &st) == 0;
 }
 
+void dir_first_missing(const char *path, char *top, size_t n)
+{
+    top[0] = '\0';
+    if (strlen(path) >= n || path_exists(path))
+        return;
+    snprintf(top, n, "%s", path);
+    for (char *slash = strrchr(top, '/'); slash != NULL && slash != top; slash = strrchr(top, '/')) {
+        *slash = '\0';
+        if (path_exists(top)) {
+            *slash = '/';
+            return;
+        }
+    }
+}
+
+void dir_remove_made(const char *path, const char *top)
+{
+    char buf[4096];
+    size_t top_len = strlen(top);
+    if (top_len == 0 || strlen(path) >= sizeof(buf) || strncmp(path, top, top_len) != 0)
+        return;
+    strcpy(buf, path);
+    while (strlen(buf) >= top_len && rmdir(buf) == 0) {
+        char *slash = strrchr(buf, '/');
+        if (slash == NULL)
+            break;
+        *slash = '\0';
+    }
+}
+
 /* The writer's pid of a "<name>.tmp.<pid>" file name, or 0. */
 static long temp_writer_pid(const char *name)
 {

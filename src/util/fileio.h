@@ -21,6 +21,14 @@ int dir_create(const char *path, tt_err *err);
 
 int path_exists(const char *path);
 
+/* The first directory on the way to `path` that is not there yet, into top
+ * (empty when all of it is): what dir_create will make, and what
+ * dir_remove_made removes again when what was to go in it failed. */
+void dir_first_missing(const char *path, char *top, size_t n);
+/* Removes the empty directories from `path` up to and with `top` (as
+ * dir_first_missing gave it; nothing when top is empty). */
+void dir_remove_made(const char *path, const char *top);
+
 /* file_write_atomic names its temporary file <name>.tmp.<pid>; a writer
  * killed mid-write (kill -9, power loss) leaves it behind. Removes, from dir,
  * the temporary files whose writer is no longer running (and only those: a
