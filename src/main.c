@@ -20,6 +20,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cJSON.h>
+
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "checkpoint/checkpoint.h"
@@ -368,9 +370,10 @@ static void install_stop_signals(void)
     backend_device_set_stop(&trainer_stop_signal); /* device waits see it (issue 27) */
 }
 
-/* Everything is checked: takes the log directory, writes job.cfg, trains.
+/* Everything is checked: takes the log directory, writes job.cfg, trains
+ * (resume: from the checkpoint `from`, or from the beginning when NULL).
  * Returns the exit status. */
-static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
+static int train_in_logdir(job_t *job, trainer_t *tr, const char *what, const char *from)
 {
     tt_err err = {0};
     char log_path[4200];
@@ -390,6 +393,12 @@ static int train_in_logdir(job_t *job, trainer_t *tr, const char *what)
     }
     log_printf("towertrain %s: %s job %s, logdir %s\n", PACKAGE_VERSION, what, job->path,
                job->logdir);
+    if (from != NULL)
+        log_printf("resuming from %s: global step %lld, epoch %lld next\n", from,
+                   (long long)tr->global_step, (long long)tr->epoch_num);
+    else if (strcmp(what, "resume") == 0)
+        log_printf("no checkpoint yet (the run stopped before its first): starting the job "
+                   "from the beginning\n");
     if (writer) /* the debris of a run killed mid-write */
         dir_remove_dead_temps(job->logdir);
     if (dist_size() > 1)
@@ -426,7 +435,7 @@ static int cmd_run(int argc, char **argv)
     if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0)
         rc = fail(&err);
     else
-        rc = train_in_logdir(&job, &tr, "run");
+        rc = train_in_logdir(&job, &tr, "run", NULL);
     if (tr.job != NULL)
         trainer_free(&tr);
     job_free(&job);
@@ -453,6 +462,36 @@ static int locate_checkpoint(const char *cmd, const char *target, char *logdir, 
     return 0;
 }
 
+/* A log directory whose run stopped before its first checkpoint (job.cfg,
+ * no checkpoint pointer, no epoch in stats.json) is resumed from the
+ * beginning: `run` refuses it as taken, so resume must take it. */
+static bool stopped_before_checkpoint(const char *target)
+{
+    char path[4500];
+    struct stat st;
+    if (stat(target, &st) != 0 || !S_ISDIR(st.st_mode))
+        return false;
+    snprintf(path, sizeof(path), "%s/checkpoint", target);
+    if (path_exists(path))
+        return false;
+    snprintf(path, sizeof(path), "%s/job.cfg", target);
+    if (!path_exists(path))
+        return false;
+    snprintf(path, sizeof(path), "%s/stats.json", target);
+    char *text = NULL;
+    size_t len = 0;
+    tt_err ignored = {0};
+    if (!path_exists(path))
+        return true;
+    if (file_read_all(path, &text, &len, &ignored) != 0)
+        return false;
+    cJSON *stats = cJSON_ParseWithLength(text, len);
+    bool empty = cJSON_IsArray(stats) && cJSON_GetArraySize(stats) == 0;
+    cJSON_Delete(stats);
+    free(text);
+    return empty;
+}
+
 /* towertrain resume LOGDIR|CHECKPOINT [--max-epoch N] [--set KEY=VALUE]... [--quiet] */
 static int cmd_resume(int argc, char **argv)
 {
@@ -464,8 +503,12 @@ static int cmd_resume(int argc, char **argv)
     log_set_quiet(a.quiet);
 
     tt_err err = {0};
-    char logdir[4400], ckpt[4400], job_path[4500];
-    if (locate_checkpoint("resume", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
+    char logdir[4400], ckpt[4400] = "", job_path[4500];
+    bool from_start = stopped_before_checkpoint(target);
+    if (from_start && realpath(target, logdir) == NULL)
+        from_start = false;
+    if (!from_start &&
+        locate_checkpoint("resume", target, logdir, sizeof(logdir), ckpt, sizeof(ckpt), &err) != 0)
         return fail(&err);
     if (strchr(logdir, '"') || strchr(logdir, '\\')) {
         err_set(&err, TT_ERR_USAGE, "resume: %s: quotes and backslashes are not supported", logdir);
@@ -480,7 +523,8 @@ static int cmd_resume(int argc, char **argv)
     if (job_load_resolved(job_path, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
     trainer_t tr = {0};
-    if (trainer_create(&tr, &job, &err) != 0 || trainer_restore(&tr, ckpt, &err) != 0) {
+    if (trainer_create(&tr, &job, &err) != 0 ||
+        (!from_start && trainer_restore(&tr, ckpt, &err) != 0)) {
         rc = fail(&err);
     } else if (tr.epoch_num > tr.max_epoch) {
         if (!a.quiet) /* --quiet: nothing on standard output */
@@ -489,7 +533,7 @@ static int cmd_resume(int argc, char **argv)
                    (long long)tr.max_epoch);
         rc = 0;
     } else {
-        rc = train_in_logdir(&job, &tr, "resume");
+        rc = train_in_logdir(&job, &tr, "resume", from_start ? NULL : ckpt);
     }
     if (tr.job != NULL)
         trainer_free(&tr);

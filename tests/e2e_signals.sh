@@ -58,4 +58,30 @@ for trainer in sync_replicated sync_parameter_server async; do
         [ -s "$T/err" ] && sed 's/^/# /' "$T/err" | head -n 20
     done
 done
+# Stopped before its first checkpoint (two signals 10 ms apart end a run at
+# once): the log directory holds job.cfg and no checkpoint. `run` refuses it
+# as taken, so `resume` starts the job from the beginning; it ends as a run
+# that was never stopped, bit for bit.
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/whole" --quiet --set max_epoch=2 \
+  --set 'trainer.type="sync_replicated"' >/dev/null 2>&1
+mkdir "$T/early" && cp "$T/whole/job.cfg" "$T/early/"
+last=$(head -n 1 "$T/whole/checkpoint")
+echo "killed before the first step" > "$T/early/log.log"
+"$TOWERTRAIN" resume "$T/early" > "$T/out" 2>"$T/err"
+rc=$?
+[ $rc = 0 ] && grep -q "no checkpoint yet" "$T/early/log.log" && [ -n "$last" ] &&
+  $PY - "$T/whole/$last" "$T/early/$last" <<'PYEOF'
+import json, struct, sys
+def tensors(path):  # the data section and the tensors' header entries
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    head = json.loads(b[8:8 + n])
+    head.pop("__metadata__")
+    return head, b[8 + n:]
+sys.exit(0 if tensors(sys.argv[1]) == tensors(sys.argv[2]) else 1)
+PYEOF
+ok $? "stopped before the first checkpoint: resume starts from the beginning and ends as the whole run, bit for bit (exit $rc)"
+[ -s "$T/err" ] && sed 's/^/# /' "$T/err" | head -n 5
+tt_refused "a log directory with epochs in stats.json and no checkpoint: resume refuses it" \
+  "no checkpoint in it" "" sh -c 'rm "$1/checkpoint" && "$2" resume "$1"' sh "$T/early" "$TOWERTRAIN"
 tt_done
