@@ -290,6 +290,31 @@ static void test_sets(void)
         free(b);
         job_free(&again);
     }
+    /* a group value merges into the job's group: keys it does not name stay */
+    job_override merge[] = {
+        { "trainer={ type = \"simple\"; nr_tower = 1; }" },
+        { "dataflow={ batch_size = 64; }" },
+        { "optimizer={ type = \"adam\"; learning_rate = 0.001; }" },
+        { "callbacks[1].every_k_steps=7" }, /* "throughput", a bare name */
+    };
+    err_clear(&err);
+    rc = job_load("jobs/lenet.cfg", merge, 4, &again, &err);
+    if (tt_ok(rc == 0, "--set of groups and into a bare plug-in name (%s)", err.msg)) {
+        tt_ok(again.trainer.type == TRAINER_SIMPLE && again.trainer.nr_tower == 1,
+              "--set trainer={...}: the keys it names");
+        tt_ok(again.dataflow.batch_size == 64 && again.dataflow.limit == 0 &&
+                  again.dataflow.n_augment == 3 && again.seed == 42,
+              "--set dataflow={ batch_size = 64; }: the job's source, augment and limit stay");
+        tt_ok(again.optimizer.type == OPT_ADAM && fabsf(again.optimizer.beta1 - 0.9f) < 1e-7f,
+              "--set optimizer={ type = \"adam\"; }: the momentum optimizer's momentum is "
+              "dropped, not refused");
+        int every = -1;
+        tt_ok(again.n_callbacks > 1 && strcmp(again.callbacks[1].type, "throughput") == 0 &&
+                  config_setting_lookup_int(again.callbacks[1].settings, "every_k_steps",
+                                            &every) && every == 7,
+              "--set callbacks[1].every_k_steps on the bare name \"throughput\" (%d)", every);
+        job_free(&again);
+    }
     /* a resolved job lists towers; --set nr_tower on it still works */
     job_override nr2[] = { { "trainer.nr_tower=2" } };
     err_clear(&err);

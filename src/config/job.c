@@ -27,10 +27,98 @@ static bool valid_name(const char *s, size_t n)
     return true;
 }
 
+/* A group value for a key that is a group merges into it:
+ * trainer={type="async"; nr_tower=2;} changes those two keys and keeps the
+ * job's others (its device, say). Each member replaces its namesake, a group
+ * merging in turn; a list or a value is replaced whole. */
+static int merge_group(config_setting_t *into, const config_setting_t *from, void *hook)
+{
+    /* another type: the keys kept from the file may belong to the old one */
+    const char *was = NULL, *now = NULL;
+    config_setting_lookup_string(into, "type", &was);
+    config_setting_lookup_string(from, "type", &now);
+    for (int i = 0; was != NULL && now != NULL && strcmp(was, now) != 0 &&
+                    i < config_setting_length(into); i++)
+        config_setting_set_hook(config_setting_get_elem(into, (unsigned)i), SCHEMA_HOOK_OTHER_TYPE);
+    for (int i = 0; i < config_setting_length(from); i++) {
+        const config_setting_t *m = config_setting_get_elem(from, (unsigned)i);
+        const char *name = config_setting_name(m);
+        config_setting_t *old = config_setting_get_member(into, name);
+        if (old != NULL && config_setting_type(old) == CONFIG_TYPE_GROUP &&
+            config_setting_type(m) == CONFIG_TYPE_GROUP) {
+            if (merge_group(old, m, hook) != 0)
+                return -1;
+            continue;
+        }
+        if (old != NULL)
+            config_setting_remove(into, name);
+        config_setting_t *copy = schema_copy(into, name, m);
+        if (copy == NULL)
+            return -1;
+        config_setting_set_hook(copy, hook);
+    }
+    return 0;
+}
+
+/* Sets the last key of a --set: a group value onto a group merges
+ * (merge_group); anything else replaces the key. NULL on a bad value. */
+static config_setting_t *set_value(config_t *cfg, config_setting_t *parent, const char *name,
+                                   const char *value, void *hook)
+{
+    config_setting_t *old = config_setting_get_member(parent, name);
+    if (old == NULL || config_setting_type(old) != CONFIG_TYPE_GROUP)
+        return schema_add_value(parent, name, value);
+    config_setting_t *root = config_root_setting(cfg);
+    config_setting_t *scratch = config_setting_add(root, "tt-set", CONFIG_TYPE_GROUP);
+    config_setting_t *v = scratch != NULL ? schema_add_value(scratch, name, value) : NULL;
+    config_setting_t *out = NULL;
+    if (v != NULL && config_setting_type(v) == CONFIG_TYPE_GROUP)
+        out = merge_group(old, v, hook) == 0 ? old : NULL;
+    else if (v != NULL)
+        out = schema_add_value(parent, name, value);
+    config_setting_remove(root, "tt-set");
+    return out;
+}
+
+/* A plug-in list's bare names become groups ("model_saver" ->
+ * { type = "model_saver"; }) so that a --set can pick a key inside one
+ * (callbacks[2].max_to_keep); the list keeps its order. */
+static config_setting_t *plugin_names_to_groups(config_setting_t *parent, config_setting_t *list)
+{
+    const char *name = config_setting_name(list);
+    config_setting_t *fresh = config_setting_add(parent, "tt-groups", CONFIG_TYPE_LIST);
+    for (int i = 0; fresh != NULL && i < config_setting_length(list); i++) {
+        config_setting_t *e = config_setting_get_elem(list, (unsigned)i);
+        if (config_setting_type(e) != CONFIG_TYPE_STRING) {
+            if (schema_copy(fresh, NULL, e) == NULL)
+                return NULL;
+            continue;
+        }
+        config_setting_t *g = config_setting_add(fresh, NULL, CONFIG_TYPE_GROUP);
+        config_setting_t *t = g != NULL ? config_setting_add(g, "type", CONFIG_TYPE_STRING) : NULL;
+        if (t == NULL)
+            return NULL;
+        config_setting_set_string(t, config_setting_get_string(e));
+        config_setting_set_hook(g, config_setting_get_hook(e));
+    }
+    if (fresh == NULL)
+        return NULL;
+    void *hook = config_setting_get_hook(list);
+    char key[128];
+    snprintf(key, sizeof(key), "%s", name);
+    config_setting_remove(parent, key);
+    config_setting_t *out = schema_copy(parent, key, fresh);
+    config_setting_remove(parent, "tt-groups");
+    if (out != NULL)
+        config_setting_set_hook(out, hook);
+    return out;
+}
+
 /* KEY is dotted ("trainer.nr_tower"); a segment may pick an element of a list,
- * "callbacks[0].max_to_keep". The value replaces the key (a list whole); absent
- * groups on the way are created. The new settings carry the --set's number as
- * their hook, so messages about them name the --set. */
+ * "callbacks[0].max_to_keep" (a bare plug-in name there becomes its group).
+ * The value replaces the key (a list whole; a group merges into a group);
+ * absent groups on the way are created. The new settings carry the --set's
+ * number as their hook, so messages about them name the --set. */
 static int apply_set(config_t *cfg, const job_override *set, int idx, tt_err *err)
 {
     const char *arg = set->arg;
@@ -72,7 +160,7 @@ static int apply_set(config_t *cfg, const job_override *set, int idx, tt_err *er
             return err_set(err, TT_ERR_USAGE, "--set %s: cannot set one element of a list; "
                            "set the whole list", arg);
         if (last) {
-            config_setting_t *s = schema_add_value(cur, name, value);
+            config_setting_t *s = set_value(cfg, cur, name, value, hook);
             if (s == NULL)
                 return err_set(err, TT_ERR_USAGE, "--set %s: invalid value", arg);
             config_setting_set_hook(s, hook);
@@ -86,6 +174,10 @@ static int apply_set(config_t *cfg, const job_override *set, int idx, tt_err *er
             if (index >= config_setting_length(child))
                 return err_set(err, TT_ERR_USAGE, "--set %s: '%s' has no element [%ld]", arg,
                                name, index);
+            if (config_setting_type(config_setting_get_elem(child, (unsigned)index)) ==
+                    CONFIG_TYPE_STRING &&
+                (child = plugin_names_to_groups(cur, child)) == NULL)
+                return err_set(err, TT_ERR_RUNTIME, "out of memory");
             child = config_setting_get_elem(child, (unsigned)index);
             if (config_setting_type(child) != CONFIG_TYPE_GROUP)
                 return err_set(err, TT_ERR_USAGE, "--set %s: '%s[%ld]' is not a group", arg,

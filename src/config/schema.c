@@ -756,6 +756,15 @@ static int check_type_key(vctx *c, config_setting_t *g, const group_spec *spec,
     return schema_error(c, t, key, "unknown %s '%s'%s", spec->what, name, hint);
 }
 
+/* Whether `name` is a key of some type of this group. */
+static bool wrong_variant_key_of(const group_spec *spec, const char *name)
+{
+    for (const variant_spec *o = spec->variants; o->name != NULL; o++)
+        if (find_key(o->keys, name) != NULL)
+            return true;
+    return false;
+}
+
 /* A key that belongs to other types of this group: say which. */
 static int wrong_variant_key(vctx *c, config_setting_t *s, const group_spec *spec,
                              const variant_spec *v, const char *key)
@@ -788,6 +797,11 @@ int schema_check_group(vctx *c, config_setting_t *g, const group_spec *spec, con
             continue;
         char key[PATH_LEN];
         join_key(key, path, name);
+        if (v != NULL && config_setting_get_hook(s) == SCHEMA_HOOK_OTHER_TYPE &&
+            wrong_variant_key_of(spec, name)) {
+            config_setting_remove_elem(g, (unsigned)i--); /* the old type's key */
+            continue;
+        }
         if (v != NULL) {
             int r = wrong_variant_key(c, s, spec, v, key);
             if (r <= 0)

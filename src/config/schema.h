@@ -16,6 +16,7 @@
 
 #include <libconfig.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "util/err.h"
@@ -92,6 +93,12 @@ struct vctx {
     tt_err *err;
     struct model_cfg *model; /* job: where the `model` key's parse builds it */
 };
+
+/* The hook of a key a --set kept from the file in a group whose `type` it
+ * changed (job.c's merge_group): a key of the old type only is dropped
+ * instead of refused (optimizer={type="adam";} on a momentum optimizer
+ * drops its momentum). Not a --set number (those are > 0). */
+#define SCHEMA_HOOK_OTHER_TYPE ((void *)(intptr_t)-1)
 
 /* Validates group g (path "" for the root) against spec: unknown keys, types,
  * ranges, allowed values, required keys; fills defaults into the tree. */
