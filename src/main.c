@@ -300,6 +300,10 @@ static int cmd_validate(int argc, char **argv)
     tt_err err = {0};
     if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
+    if (job_check_files(&job, &err) != 0) {
+        job_free(&job);
+        return fail(&err);
+    }
     rc = job_write(&job, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
     job_free(&job);
     return rc;
@@ -431,6 +435,10 @@ static int cmd_run(int argc, char **argv)
     tt_err err = {0};
     if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
+    if (job_check_files(&job, &err) != 0) {
+        job_free(&job);
+        return fail(&err);
+    }
     trainer_t tr = {0};
     if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0)
         rc = fail(&err);
@@ -523,7 +531,7 @@ static int cmd_resume(int argc, char **argv)
     if (job_load_resolved(job_path, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
     trainer_t tr = {0};
-    if (trainer_create(&tr, &job, &err) != 0 ||
+    if (job_check_files(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0 ||
         (!from_start && trainer_restore(&tr, ckpt, &err) != 0)) {
         rc = fail(&err);
     } else if (tr.epoch_num > tr.max_epoch) {
@@ -633,6 +641,10 @@ static int cmd_profile(int argc, char **argv)
     tt_err err = {0};
     if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
         return fail(&err);
+    if (job_check_files(&job, &err) != 0) {
+        job_free(&job);
+        return fail(&err);
+    }
     profile_opts o = {a.target, a.steps > 0 ? a.steps : 20, a.json, a.trace};
     if (profile_run(&job, &o, &err) != 0)
         rc = fail(&err);

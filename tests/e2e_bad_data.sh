@@ -38,7 +38,7 @@ job truncated "$T/trunc-images" "$T/good-labels";   expect truncated "trunc-imag
 job magic "$T/magic-images" "$T/good-labels";       expect magic "not an IDX image file"
 job count "$T/good-images" "$T/short-labels";       expect count "has 63 labels but"
 job gz "$T/trunc-gz-images.gz" "$T/good-labels";    expect gz "trunc-gz-images.gz: truncated"
-job missing "$T/nothing-here" "$T/good-labels";     expect missing "nothing-here: cannot open"
+job missing "$T/nothing-here" "$T/good-labels";     expect missing "dataflow.source.images: $T/nothing-here: No such file"
 job limit "$T/good-images" "$T/good-labels" "limit = 4;"; expect limit "fewer than one global batch"
 job labels_as_images "$T/good-labels" "$T/good-labels"; expect labels_as_images "not an IDX image file"
 # a random_resized_crop ratio whose fallback crop (ten draws missed) would be

@@ -64,4 +64,22 @@ ok $? "no ESC byte reaches stderr"
 tt_refused "an unknown option with control bytes" "unknown option '--x\x1b[2J'" "$T/logdir_s8" \
     "$TOWERTRAIN" run "$T/good.cfg" "$(printf -- '--x\033[2J')"
 
+# A data or session_init file that is not there: validate, run and resume
+# name the job's file, line and key (towertrain.cfg(5), Errors), exit 2.
+cat >"$T/nodata.cfg" <<JOB
+model = "$TT_SRCDIR/models/mlp.cfg";
+dataflow = { source = { type = "idx"; images = "$T/none-images.gz";
+                        labels = "$T/none-labels.gz"; }; batch_size = 32; };
+optimizer = { type = "sgd"; learning_rate = 0.1; };
+JOB
+tt_refused "validate: a data file that is not there, by file, line and key" \
+    "towertrain: $T/nodata.cfg:2: dataflow.source.images: $T/none-images.gz: No such file" "" \
+    "$TOWERTRAIN" validate "$T/nodata.cfg"
+tt_refused "run: the same, and no log directory" \
+    "towertrain: $T/nodata.cfg:2: dataflow.source.images: $T/none-images.gz: No such file" \
+    "$T/logdir_nodata" "$TOWERTRAIN" run "$T/nodata.cfg" --logdir "$T/logdir_nodata"
+tt_refused "validate: a session_init given by --set that is not there names the --set" \
+    "towertrain: --set session_init=\"$T/none.safetensors\": $T/none.safetensors: No such file" "" \
+    "$TOWERTRAIN" validate "$T/good.cfg" --set "session_init=\"$T/none.safetensors\""
+
 tt_done

@@ -74,15 +74,21 @@ tt_tap "$T/torch" $?
 # The job: Goyal et al. (2017): lr = 0.1 x global batch / 256, reached by a
 # linear warmup from 0.1 over the first 5 epochs, divided by 10 after epochs
 # 30, 60 and 80 of 90; momentum 0.9, weight decay 1e-4.
-"$TOWERTRAIN" validate "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" >"$T/validate.out" 2>&1
-ok $? "towertrain validate jobs/imagenet_resnet50.cfg: exit 0"
 # without the images (copied, so that "../data" is $T/data whatever the
-# source tree holds): exit 2, one line naming the directory, nothing written
+# source tree holds): exit 2, one line naming the job's line and key and the
+# directory, nothing written; validate says the same
 mkdir -p "$T/jobs" "$T/models"
 cp "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" "$T/jobs/" && cp "$TT_SRCDIR/models/resnet50.cfg" "$T/models/"
+line=$(grep -n 'root = "../data/imagenet/train"' "$T/jobs/imagenet_resnet50.cfg" | cut -d: -f1)
 tt_refused "jobs/imagenet_resnet50.cfg without ImageNet: exit 2, one line naming data/imagenet/train" \
-  "data/imagenet/train: cannot open the directory" "$T/in" \
+  "imagenet_resnet50.cfg:$line: dataflow.source.root: $T/data/imagenet/train: No such file" "$T/in" \
   "$TOWERTRAIN" run "$T/jobs/imagenet_resnet50.cfg" --logdir "$T/in" --set 'trainer.device="cpu"'
+tt_refused "validate jobs/imagenet_resnet50.cfg without ImageNet: the same line" \
+  "imagenet_resnet50.cfg:$line: dataflow.source.root: $T/data/imagenet/train: No such file" "" \
+  "$TOWERTRAIN" validate "$T/jobs/imagenet_resnet50.cfg"
+mkdir -p "$T/data/imagenet/train" "$T/data/imagenet/val"
+"$TOWERTRAIN" validate "$T/jobs/imagenet_resnet50.cfg" >"$T/validate.out" 2>&1
+ok $? "towertrain validate jobs/imagenet_resnet50.cfg with its folders there: exit 0"
 $PY - "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" >"$T/job" 2>&1 <<'PYEOF'
 import re, sys
 text = re.sub(r"#.*", "", open(sys.argv[1]).read())

@@ -493,7 +493,8 @@ static int job_load_any(const char *path, const job_override *sets, int n_sets, 
     for (int i = 0; i < n_sets; i++)
         args[i] = sets[i].arg;
     vctx c = { .file = path, .real_path = path, .base = job->path, .sets = args,
-               .n_sets = n_sets, .cfg = cfg, .err = err, .model = &job->model };
+               .n_sets = n_sets, .cfg = cfg, .err = err, .model = &job->model,
+               .missing = job->missing_file, .missing_len = sizeof(job->missing_file) };
     if (schema_read_file(cfg, path, path, err) != 0)
         goto fail;
     for (int i = 0; i < n_sets; i++)
@@ -515,6 +516,13 @@ fail:
     free(args);
     job_free(job);
     return -1;
+}
+
+int job_check_files(const job_t *job, tt_err *err)
+{
+    if (job->missing_file[0] == '\0')
+        return 0;
+    return err_set(err, TT_ERR_USAGE, "%s", job->missing_file);
 }
 
 int job_load(const char *path, const job_override *sets, int n_sets, job_t *job, tt_err *err)

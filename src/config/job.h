@@ -156,6 +156,10 @@ typedef struct {
     int n_monitors;
     dataflow_cfg *eval_dataflow; /* eval.dataflow (towertrain eval), NULL when absent */
     void *tree;              /* the resolved libconfig tree (config_t *) */
+    /* the first data or session_init file that is not there, as a one-line
+     * message naming the job's file, line and key; "" when all are
+     * (job_check_files) */
+    char missing_file[1024];
 } job_t;
 
 /* One --set KEY=VALUE override, as given on the command line. */
@@ -165,6 +169,12 @@ typedef struct {
 
 /* Reads, overrides, validates and resolves a job file. On error fills err
  * (TT_ERR_USAGE, "FILE:LINE: key.path: message") and returns -1. */
+/* 0 when every file the job reads is there; otherwise TT_ERR_USAGE with
+ * the message naming the first one that is not (file:line: key: path: why).
+ * run, resume, validate and profile ask it; the loader itself does not, so
+ * a job can be read where its data is not. */
+int job_check_files(const job_t *job, tt_err *err);
+
 int job_load(const char *path, const job_override *sets, int n_sets, job_t *job, tt_err *err);
 
 /* Loads a resolved job stored in a log directory (no relative path rewriting). */

@@ -426,6 +426,30 @@ int schema_resolve_path(vctx *c, config_setting_t *s, int elem, const char *key)
     return 0;
 }
 
+/* A path key whose file is not there is not refused here (a job may be
+ * checked where its data is not: test tools, eval of its own data), but the
+ * first one is kept, with its file, line and key, for the commands that read
+ * the files (schema.h, vctx.missing). */
+static void note_missing(vctx *c, config_setting_t *s, int elem, const char *key,
+                         const key_spec *k)
+{
+    if (c->missing == NULL || c->missing[0] != '\0')
+        return;
+    const char *v = elem < 0 ? config_setting_get_string(s) : config_setting_get_string_elem(s, elem);
+    struct stat st;
+    if (v == NULL || stat(v, &st) == 0)
+        return;
+    int e = errno;
+    tt_err note = {0};
+    vctx where = *c;
+    where.err = &note;
+    if (e == ENOENT && k->missing_hint != NULL)
+        schema_error(&where, s, key, "%s: no such file: %s", v, k->missing_hint);
+    else
+        schema_error(&where, s, key, "%s: %s", v, strerror(e));
+    snprintf(c->missing, c->missing_len, "%s", note.msg);
+}
+
 /* ---- checking one value ---- */
 
 /* A bound or a value for messages: integers exactly, other numbers in the
@@ -546,8 +570,10 @@ static int check_scalar(vctx *c, config_setting_t *s, const key_spec *k, const c
             suggest(hint, sizeof(hint), v, k->allowed, n, "", true);
             return schema_error(c, s, key, "unknown value '%s'%s", v, hint);
         }
+        if (kind == KEY_PATH && schema_resolve_path(c, s, -1, key) != 0)
+            return -1;
         if (kind == KEY_PATH)
-            return schema_resolve_path(c, s, -1, key);
+            note_missing(c, s, -1, key, k);
         return 0;
     default:
         return 0;
@@ -584,6 +610,7 @@ static int check_array(vctx *c, config_setting_t *s, const key_spec *k, const ch
                                     type_desc(config_setting_type(e)));
             if (schema_resolve_path(c, s, i, ekey) != 0)
                 return -1;
+            note_missing(c, s, i, ekey, k);
         } else if (check_scalar(c, e, k, ekey, ek) != 0) {
             return -1;
         } else if (k->ascending && i > 0 &&

@@ -60,6 +60,8 @@ typedef struct {
      * module that owns the key's meaning, so the engine knows no key. */
     int (*parse)(vctx *c, config_setting_t *s, const char *key);
     const char *doc;
+    /* KEY_PATH(_ARRAY): what to do when the file is not there (vctx.missing) */
+    const char *missing_hint;
 } key_spec;
 
 typedef struct {
@@ -92,6 +94,10 @@ struct vctx {
     config_t *cfg;
     tt_err *err;
     struct model_cfg *model; /* job: where the `model` key's parse builds it */
+    /* job: the first path key whose file is not there, as a message naming
+     * the file, line and key ("" when every one is); NULL: not asked */
+    char *missing;
+    size_t missing_len;
 };
 
 /* The hook of a key a --set kept from the file in a group whose `type` it

@@ -35,7 +35,10 @@ static const key_spec idx_keys[] = {
 };
 static const key_spec cifar_keys[] = {
     { .name = "files", .kind = KEY_PATH_ARRAY, .required = true, .min_len = 1, .max_len = 256,
-      .doc = "CIFAR-10 binary batch files" },
+      .doc = "CIFAR-10 binary batch files",
+      .missing_hint = "get the CIFAR-10 binary version from "
+                      "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz and unpack it so "
+                      "that this path exists" },
     END
 };
 static const key_spec fake_keys[] = {
