@@ -178,4 +178,20 @@ for args in "--max-epoch" "--max-epoch 0" "--set" "--logdir $T/x" "--bogus"; do
   tt_refused "resume $args: one line, exit 2" "towertrain: " "" "$TOWERTRAIN" resume "$T/a" $args
 done
 
+# A --set that moves a callback with a saved state: the log names it by the
+# key it had in the job as it was (extra_callbacks[1]), not by its index in
+# callbacks and extra_callbacks together.
+cat >"$T/moved.cfg" <<JOB
+model = "$TT_SRCDIR/models/mlp.cfg";
+dataflow = { source = { type = "fake"; shape = [784]; classes = 10; size = 128; }; batch_size = 32; };
+optimizer = { type = "sgd"; learning_rate = 0.1; };
+callbacks = ( "model_saver" );
+extra_callbacks = ( "progress_bar", { type = "moving_average_summary"; decay = 0.9; } );
+max_epoch = 1;
+JOB
+"$TOWERTRAIN" run "$T/moved.cfg" --logdir "$T/moved" --quiet &&
+  "$TOWERTRAIN" resume "$T/moved" --quiet --max-epoch 2 \
+    --set 'extra_callbacks=( { type = "moving_average_summary"; decay = 0.9; } )' &&
+  grep -q "resume: extra_callbacks\[1\] (moving_average_summary) of the job as it was is not at that place" "$T/moved/log.log"
+ok $? "a moved callback's note names its key in the job as it was ($(grep 'resume: ' "$T/moved/log.log" | head -n 1))"
 tt_done

@@ -61,21 +61,26 @@ static int merge_group(config_setting_t *into, const config_setting_t *from, voi
 }
 
 /* Sets the last key of a --set: a group value onto a group merges
- * (merge_group); anything else replaces the key. NULL on a bad value. */
+ * (merge_group: only what it sets carries the --set's hook); anything else
+ * replaces the key, hook and all. NULL on a bad value. */
 static config_setting_t *set_value(config_t *cfg, config_setting_t *parent, const char *name,
                                    const char *value, void *hook)
 {
     config_setting_t *old = config_setting_get_member(parent, name);
-    if (old == NULL || config_setting_type(old) != CONFIG_TYPE_GROUP)
-        return schema_add_value(parent, name, value);
+    if (old == NULL || config_setting_type(old) != CONFIG_TYPE_GROUP) {
+        config_setting_t *s = schema_add_value(parent, name, value);
+        if (s != NULL)
+            config_setting_set_hook(s, hook);
+        return s;
+    }
     config_setting_t *root = config_root_setting(cfg);
     config_setting_t *scratch = config_setting_add(root, "tt-set", CONFIG_TYPE_GROUP);
     config_setting_t *v = scratch != NULL ? schema_add_value(scratch, name, value) : NULL;
     config_setting_t *out = NULL;
     if (v != NULL && config_setting_type(v) == CONFIG_TYPE_GROUP)
         out = merge_group(old, v, hook) == 0 ? old : NULL;
-    else if (v != NULL)
-        out = schema_add_value(parent, name, value);
+    else if (v != NULL && (out = schema_add_value(parent, name, value)) != NULL)
+        config_setting_set_hook(out, hook);
     config_setting_remove(root, "tt-set");
     return out;
 }
@@ -160,10 +165,8 @@ static int apply_set(config_t *cfg, const job_override *set, int idx, tt_err *er
             return err_set(err, TT_ERR_USAGE, "--set %s: cannot set one element of a list; "
                            "set the whole list", arg);
         if (last) {
-            config_setting_t *s = set_value(cfg, cur, name, value, hook);
-            if (s == NULL)
+            if (set_value(cfg, cur, name, value, hook) == NULL)
                 return err_set(err, TT_ERR_USAGE, "--set %s: invalid value", arg);
-            config_setting_set_hook(s, hook);
             return 0;
         }
         config_setting_t *child = config_setting_get_member(cur, name);
@@ -516,6 +519,16 @@ fail:
     free(args);
     job_free(job);
     return -1;
+}
+
+void job_plugin_key(const plugin_cfg *p, char *out, size_t n)
+{
+    const config_setting_t *g = p->settings;
+    const config_setting_t *list = g != NULL ? config_setting_parent(g) : NULL;
+    if (list == NULL || config_setting_name(list) == NULL)
+        snprintf(out, n, "%s", p->type);
+    else
+        snprintf(out, n, "%s[%d]", config_setting_name(list), config_setting_index(g));
 }
 
 int job_check_files(const job_t *job, tt_err *err)

@@ -169,6 +169,9 @@ typedef struct {
 
 /* Reads, overrides, validates and resolves a job file. On error fills err
  * (TT_ERR_USAGE, "FILE:LINE: key.path: message") and returns -1. */
+/* The key of a callback or monitor in its job ("extra_callbacks[1]"). */
+void job_plugin_key(const plugin_cfg *p, char *out, size_t n);
+
 /* 0 when every file the job reads is there; otherwise TT_ERR_USAGE with
  * the message naming the first one that is not (file:line: key: path: why).
  * run, resume, validate and profile ask it; the loader itself does not, so

@@ -82,8 +82,11 @@ static int callback_state_collect(trainer_t *tr, char **out, tt_err *err)
         callback_t *cb = &tr->callbacks[i];
         if (cb->ops->state_save == NULL)
             continue;
-        char head[96];
-        int h = snprintf(head, sizeof(head), "%d %s ", i, cb->ops->type);
+        /* "4 moving_average_summary@extra_callbacks[1] ": the index, the
+         * type, and the key it had, for the note when it cannot go back */
+        char head[192], key[96];
+        job_plugin_key(&tr->job->callbacks[i], key, sizeof(key));
+        int h = snprintf(head, sizeof(head), "%d %s@%s ", i, cb->ops->type, key);
         for (size_t room = 4096;; room *= 4) {
             char *p = room <= ((size_t)1 << 30) ? realloc(*out, len + (size_t)h + room + 2) : NULL;
             if (p == NULL) {
@@ -111,22 +114,31 @@ static int callback_state_restore(trainer_t *tr, const char *text, tt_err *err)
     for (const char *p = text; p != NULL && *p != '\0';) {
         const char *eol = strchr(p, '\n');
         size_t n = eol != NULL ? (size_t)(eol - p) : strlen(p);
-        char *line = strndup(p, n), type[64];
+        char *line = strndup(p, n), type[160];
         int index, used = 0;
         p = eol != NULL ? eol + 1 : NULL;
         if (line == NULL)
             return err_set(err, TT_ERR_RUNTIME, "out of memory");
-        if (sscanf(line, "%d %63s %n", &index, type, &used) < 2 || used == 0) {
+        if (sscanf(line, "%d %159s %n", &index, type, &used) < 2 || used == 0) {
             free(line);
             continue;
         }
+        char *key = strchr(type, '@'); /* absent in checkpoints before the key was kept */
+        if (key != NULL)
+            *key++ = '\0';
         callback_t *cb = index >= 0 && index < tr->n_callbacks ? &tr->callbacks[index] : NULL;
         int rc = 0;
-        if (cb == NULL || strcmp(cb->ops->type, type) != 0 || cb->ops->state_load == NULL)
-            log_printf("resume: callbacks[%d] (%s) is not in the job as it was: its state "
-                       "starts afresh\n", index, type);
-        else
+        if (cb == NULL || strcmp(cb->ops->type, type) != 0 || cb->ops->state_load == NULL) {
+            char where[96];
+            if (key != NULL)
+                snprintf(where, sizeof(where), "%s", key);
+            else
+                snprintf(where, sizeof(where), "callback %d", index);
+            log_printf("resume: %s (%s) of the job as it was is not at that place in this job: "
+                       "its state starts afresh\n", where, type);
+        } else {
             rc = cb->ops->state_load(cb, tr, line + used, err);
+        }
         free(line);
         if (rc != 0)
             return -1;
