@@ -192,4 +192,12 @@ rc=$?
 [ $rc = 2 ] && grep -q "start it with mpirun" "$T/out"
 ok $? "bench --algo mpi without mpirun: exit 2, says to use mpirun"
 
+# mpirun's output to a file: a rank's stdout is Open MPI's pseudo-terminal,
+# but no progress bar is drawn into the file (no carriage return, no escape)
+$MPIRUN -np 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/tofile" --set max_epoch=1 \
+  > "$T/tofile.out" 2>&1
+rc=$?
+[ $rc = 0 ] && [ -s "$T/tofile.out" ] && ! grep -q "$(printf '\r')" "$T/tofile.out" &&
+  ! grep -q "$(printf '\033')" "$T/tofile.out" && grep -q "epoch 1" "$T/tofile.out"
+ok $? "mpirun > file: epoch lines, no carriage return or escape code in the file (rc $rc)"
 tt_done

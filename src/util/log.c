@@ -97,7 +97,12 @@ void log_tty(const char *fmt, ...)
     va_end(ap);
 }
 
+/* Under mpirun a rank's standard output is Open MPI's pseudo-terminal
+ * whatever mpirun's own output is (a file, a pipe): it is a terminal only to
+ * isatty. A rank cannot see where mpirun writes, so under mpirun
+ * (OMPI_COMM_WORLD_SIZE set) it draws no bar, and a file of its output holds
+ * no carriage returns or escape codes. */
 bool log_stdout_is_tty(void)
 {
-    return isatty(STDOUT_FILENO) == 1;
+    return isatty(STDOUT_FILENO) == 1 && getenv("OMPI_COMM_WORLD_SIZE") == NULL;
 }
