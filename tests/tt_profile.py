@@ -75,6 +75,10 @@ def main():
     keys = {"job", "steps", "step_ms", "roof_gflops", "layers", "data_wait_ms",
             "allreduce_exposed_ms", "allreduce_hidden_ms", "optimizer_ms", "rest_ms"}
     ok(keys <= set(p), "%s: the JSON has SPEC 1's keys (missing %s)" % (w, keys - set(p)))
+    order = ["job", "steps", "warmup_steps", "towers", "batch", "step_ms", "roof_gflops",
+             "layers", "data_wait_ms", "allreduce_exposed_ms", "allreduce_hidden_ms",
+             "optimizer_ms", "rest_ms"]  # towertrain(1)'s listing
+    ok(list(p) == order, "%s: the keys in towertrain(1)'s order (%s)" % (w, list(p)))
     lkeys = {"name", "type", "shape", "forward_ms", "backward_ms", "gflop", "gflops", "share"}
     ok(all(lkeys <= set(l) for l in p["layers"]),
        "%s: every layer row has %s" % (w, sorted(lkeys)))

@@ -251,8 +251,8 @@ static int profile_write_json(const trainer_t *tr, const profile_opts *o,
                               const profile_result *r, tt_err *err)
 {
     const model_t *m = &tr->model;
-    cJSON *root = cJSON_CreateObject(), *layers = cJSON_AddArrayToObject(root, "layers");
-    bool ok = root != NULL && layers != NULL;
+    cJSON *root = cJSON_CreateObject(), *layers = NULL;
+    bool ok = root != NULL;
     ok = ok && cJSON_AddStringToObject(root, "job", o->job_path);
     ok = ok && cJSON_AddNumberToObject(root, "steps", r->steps);
     ok = ok && cJSON_AddNumberToObject(root, "warmup_steps", r->warmup);
@@ -261,6 +261,7 @@ static int profile_write_json(const trainer_t *tr, const profile_opts *o,
     ok = ok && cJSON_AddNumberToObject(root, "step_ms", r->step_ms);
     ok = ok && (r->roof_gflops > 0 ? cJSON_AddNumberToObject(root, "roof_gflops", r->roof_gflops)
                                    : cJSON_AddNullToObject(root, "roof_gflops"));
+    ok = ok && (layers = cJSON_AddArrayToObject(root, "layers")) != NULL; /* towertrain(1)'s order */
     for (int i = 0; ok && i < m->n_layers; i++) {
         const layer_row *row = &r->layers[i];
         const layer_t *l = &m->layers[i];
