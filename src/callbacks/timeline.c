@@ -144,18 +144,12 @@ static int timeline_create(callback_t *cb, trainer_t *tr, tt_err *err)
     if (s == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     cb->state = s;
-    s->first = 21;
-    s->last = 30;
+    /* the schema filled [21, 30] where the job gave none, and checked that
+     * 1 <= first <= last */
     const config_setting_t *steps =
-        cb->cfg->settings ? config_setting_lookup((config_setting_t *)cb->cfg->settings, "steps")
-                          : NULL;
-    if (steps != NULL && config_setting_length(steps) == 2) {
-        s->first = config_setting_get_int_elem(steps, 0);
-        s->last = config_setting_get_int_elem(steps, 1);
-    }
-    if (s->first < 1 || s->last < s->first)
-        return err_set(err, TT_ERR_USAGE, "callbacks: timeline: steps = [%lld, %lld]: needs "
-                       "1 <= first <= last", (long long)s->first, (long long)s->last);
+        config_setting_lookup((config_setting_t *)cb->cfg->settings, "steps");
+    s->first = config_setting_get_int_elem(steps, 0);
+    s->last = config_setting_get_int_elem(steps, 1);
     return 0;
 }
 
