@@ -71,9 +71,10 @@ print("%s - eval-mode logits equal torchvision's to 1e-4 (max error %.2e, logits
 PYEOF
 tt_tap "$T/torch" $?
 
-# The job: Goyal et al. (2017): lr = 0.1 x global batch / 256, reached by a
-# linear warmup from 0.1 over the first 5 epochs, divided by 10 after epochs
-# 30, 60 and 80 of 90; momentum 0.9, weight decay 1e-4.
+# The job: He et al. (2019, "Bag of Tricks"): lr = 0.1 x global batch / 256,
+# reached by a per-step linear warmup from 0 over the first 5 epochs, then a
+# half cosine to 0 at epoch 120; Nesterov momentum 0.9, weight decay 1e-4
+# without biases and batchnorm, label smoothing 0.1 in the model.
 # without the images (copied, so that "../data" is $T/data whatever the
 # source tree holds): exit 2, one line naming the job's line and key and the
 # directory, nothing written; validate says the same
@@ -89,19 +90,31 @@ tt_refused "validate jobs/imagenet_resnet50.cfg without ImageNet: the same line"
 mkdir -p "$T/data/imagenet/train" "$T/data/imagenet/val"
 "$TOWERTRAIN" validate "$T/jobs/imagenet_resnet50.cfg" >"$T/validate.out" 2>&1
 ok $? "towertrain validate jobs/imagenet_resnet50.cfg with its folders there: exit 0"
-$PY - "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" >"$T/job" 2>&1 <<'PYEOF'
-import re, sys
+$PY - "$TT_SRCDIR/jobs/imagenet_resnet50.cfg" "$TT_SRCDIR/models/resnet50.cfg" >"$T/job" 2>&1 <<'PYEOF'
+import fnmatch, re, sys
 text = re.sub(r"#.*", "", open(sys.argv[1]).read())
+model = re.sub(r"#.*", "", open(sys.argv[2]).read())
 num = lambda key: float(re.search(r"\b%s\s*=\s*([0-9.e-]+)\s*;" % key, text).group(1))
 batch, towers = num("batch_size"), num("nr_tower")
-lr = 0.1 * batch * towers / 256
-sched = [(int(e), float(v)) for e, v in re.findall(r"\(\s*(\d+)\s*,\s*([0-9.e-]+)\s*\)", text)]
-want = [(e, 0.1 + (lr - 0.1) * e / 5) for e in range(6)] + [(30, lr / 10), (60, lr / 100), (80, lr / 1000)]
-good = (len(sched) == len(want) and all(a == c and abs(b - d) < 1e-9 * lr for (a, b), (c, d) in zip(sched, want))
-        and num("learning_rate") == sched[0][1] and num("momentum") == 0.9
-        and num("weight_decay") == 1e-4 and num("max_epoch") == 90)
-print("%s - jobs/imagenet_resnet50.cfg: global batch %d, lr %g, Goyal et al.'s warmup and steps, momentum 0.9, wd 1e-4 (%s)"
-      % ("ok" if good else "not ok", batch * towers, lr, sched))
+lr, spe = 0.1 * batch * towers / 256, 1281167 // int(batch * towers)  # ILSVRC-2012's train set
+sched = re.findall(r"\(\s*(\d+)\s*,\s*([0-9.e-]+)\s*(?:,\s*\"(\w+)\"\s*)?\)", text)
+sched = [(int(s), float(v), k) for s, v, k in sched]
+want = [(0, 0.0, ""), (5 * spe, lr, ""), (120 * spe, 0.0, "cosine")]
+excl = re.search(r"weight_decay_exclude\s*=\s*\[([^]]*)\]", text).group(1)
+globs = re.findall(r'"([^"]+)"', excl)
+names = re.findall(r'name\s*=\s*"([^"]+)";\s*type\s*=\s*"(\w+)"', model)
+params = [(n + ".weight", t) for n, t in names if t in ("conv2d", "dense", "batchnorm")] + \
+         [(n + ".bias", t) for n, t in names if t in ("dense", "batchnorm")]
+decayed = {p for p, t in params if not any(fnmatch.fnmatch(p, g) for g in globs)}
+good = (sched == want and re.search(r"step_based\s*=\s*true", text) and
+        re.search(r'interp\s*=\s*"linear"', text) and num("momentum") == 0.9 and
+        re.search(r"nesterov\s*=\s*true", text) and num("weight_decay") == 1e-4 and
+        num("max_epoch") == 120 and
+        decayed == {p for p, t in params if t in ("conv2d", "dense") and p.endswith(".weight")} and
+        re.search(r"label_smoothing\s*=\s*0\.1\s*;", model))
+print("%s - jobs/imagenet_resnet50.cfg: global batch %d, peak lr %g at step %d, cosine to 0 at step %d, "
+      "Nesterov 0.9, wd 1e-4 on the %d conv and dense weights only, label smoothing 0.1 (%s)"
+      % ("ok" if good else "not ok", batch * towers, lr, 5 * spe, 120 * spe, len(decayed), sched))
 PYEOF
 tt_tap "$T/job" $?
 tt_done
