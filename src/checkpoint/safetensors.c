@@ -140,6 +140,97 @@ static int by_offset(const void *a, const void *b)
     return xd < yd ? -1 : xd > yd;
 }
 
+/* One header entry "name": {dtype, shape, data_offsets} into st, checked
+ * against the data section (data_len bytes); NULL, or why it is refused
+ * (into what, of 160 bytes, when the reason names the tensor). */
+static const char *tensor_entry(const cJSON *t, const char *data, size_t data_len, st_tensor *st,
+                                char *what)
+{
+    cJSON *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype");
+    cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
+    cJSON *range = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+    if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) || !cJSON_IsArray(range) ||
+        cJSON_GetArraySize(range) != 2 || cJSON_GetArraySize(shape) > ST_MAX_DIMS)
+        return "bad tensor entry";
+    st->name = t->string;
+    st->dtype = dtype->valuestring;
+    st->ndim = cJSON_GetArraySize(shape);
+    size_t es = dtype_size(st->dtype);
+    if (es == 0)
+        return "unknown dtype";
+    /* The element count is checked against the data before it is used,
+     * in 64 bits: a header claiming 2^40 elements is refused here. */
+    uint64_t elements = 1;
+    bool too_many = false;
+    for (int d = 0; d < st->ndim; d++) {
+        int64_t v = json_count(cJSON_GetArrayItem(shape, d));
+        if (v < 0)
+            return "bad shape";
+        st->shape[d] = v;
+        too_many |= __builtin_mul_overflow(elements, (uint64_t)v, &elements);
+    }
+    if (too_many || elements > data_len / es) {
+        snprintf(what, 160, "tensor '%.64s' claims %s%" PRIu64 " elements, more than the %zu "
+                 "bytes of data hold", st->name, too_many ? "over " : "",
+                 too_many ? UINT64_MAX : elements, data_len);
+        return what;
+    }
+    int64_t lo = json_count(cJSON_GetArrayItem(range, 0));
+    int64_t hi = json_count(cJSON_GetArrayItem(range, 1));
+    if (lo < 0 || hi < lo || (uint64_t)hi > data_len)
+        return "tensor data past the end of the file";
+    st->bytes = (size_t)(hi - lo);
+    if (st->bytes != elements * es)
+        return "tensor size does not match its shape";
+    st->data = data + lo;
+    return NULL;
+}
+
+/* The tensors tile the data section: no gap, no overlap (as the format
+ * requires), so no two tensors share bytes. NULL, or why not. */
+static const char *tensors_tile(const safetensors_file *f, const char *data, size_t data_len)
+{
+    const st_tensor **order = calloc((size_t)f->n + 1, sizeof(*order));
+    if (order == NULL)
+        return "out of memory";
+    for (int i = 0; i < f->n; i++)
+        order[i] = &f->tensors[i];
+    qsort(order, (size_t)f->n, sizeof(*order), by_offset);
+    const char *next = data, *why = NULL;
+    for (int i = 0; i < f->n && why == NULL; i++) {
+        if (order[i]->bytes == 0)
+            continue; /* shares no bytes wherever it points */
+        if (order[i]->data != next)
+            why = "tensors overlap or leave gaps in the data";
+        next = (const char *)order[i]->data + order[i]->bytes;
+    }
+    free(order);
+    if (why == NULL && next != data + data_len)
+        why = "data section size does not match the tensors";
+    return why;
+}
+
+/* Reads the header's tensor entries into f->tensors; NULL, or why not. */
+static const char *tensors_read(safetensors_file *f, const char *data, size_t data_len,
+                                char *what)
+{
+    for (cJSON *t = f->head->child; t != NULL; t = t->next) {
+        if (strcmp(t->string, "__metadata__") == 0)
+            continue;
+        st_tensor *st = &f->tensors[f->n];
+        const char *why = tensor_entry(t, data, data_len, st, what);
+        if (why != NULL)
+            return why;
+        for (int j = 0; j < f->n; j++)
+            if (strcmp(f->tensors[j].name, st->name) == 0) {
+                snprintf(what, 160, "tensor '%.64s' appears twice", st->name);
+                return what;
+            }
+        f->n++;
+    }
+    return tensors_tile(f, data, data_len);
+}
+
 int safetensors_read(const char *path, safetensors_file **out, tt_err *err)
 {
     safetensors_file *f = calloc(1, sizeof(*f));
@@ -161,92 +252,13 @@ int safetensors_read(const char *path, safetensors_file **out, tt_err *err)
         return corrupt(f, err, path, "header is not a JSON object");
     const char *data = f->raw + 8 + hlen;
     size_t data_len = f->len - 8 - (size_t)hlen;
-    int count = cJSON_GetArraySize(f->head);
-    f->tensors = calloc((size_t)count + 1, sizeof(st_tensor));
-    const st_tensor **order = calloc((size_t)count + 1, sizeof(*order));
-    if (f->tensors == NULL || order == NULL) {
-        free(order);
+    f->tensors = calloc((size_t)cJSON_GetArraySize(f->head) + 1, sizeof(st_tensor));
+    if (f->tensors == NULL) {
         safetensors_free(f);
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
     }
-    const char *why = NULL;
     char what[160];
-    for (cJSON *t = f->head->child; t != NULL && why == NULL; t = t->next) {
-        if (strcmp(t->string, "__metadata__") == 0)
-            continue;
-        st_tensor *st = &f->tensors[f->n];
-        cJSON *dtype = cJSON_GetObjectItemCaseSensitive(t, "dtype");
-        cJSON *shape = cJSON_GetObjectItemCaseSensitive(t, "shape");
-        cJSON *range = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
-        if (!cJSON_IsString(dtype) || !cJSON_IsArray(shape) || !cJSON_IsArray(range) ||
-            cJSON_GetArraySize(range) != 2 || cJSON_GetArraySize(shape) > ST_MAX_DIMS) {
-            why = "bad tensor entry";
-            break;
-        }
-        st->name = t->string;
-        st->dtype = dtype->valuestring;
-        st->ndim = cJSON_GetArraySize(shape);
-        size_t es = dtype_size(st->dtype);
-        if (es == 0) {
-            why = "unknown dtype";
-            break;
-        }
-        /* The element count is checked against the data before it is used,
-         * in 64 bits: a header claiming 2^40 elements is refused here. */
-        uint64_t elements = 1;
-        bool too_many = false;
-        for (int d = 0; d < st->ndim && why == NULL; d++) {
-            int64_t v = json_count(cJSON_GetArrayItem(shape, d));
-            if (v < 0)
-                why = "bad shape";
-            st->shape[d] = v;
-            too_many |= v >= 0 && __builtin_mul_overflow(elements, (uint64_t)v, &elements);
-        }
-        if (why != NULL)
-            break;
-        if (too_many || elements > data_len / es) {
-            snprintf(what, sizeof(what), "tensor '%.64s' claims %s%" PRIu64 " elements, more "
-                     "than the %zu bytes of data hold", st->name, too_many ? "over " : "",
-                     too_many ? UINT64_MAX : elements, data_len);
-            why = what;
-            break;
-        }
-        int64_t lo = json_count(cJSON_GetArrayItem(range, 0));
-        int64_t hi = json_count(cJSON_GetArrayItem(range, 1));
-        if (lo < 0 || hi < lo || (uint64_t)hi > data_len) {
-            why = "tensor data past the end of the file";
-            break;
-        }
-        st->bytes = (size_t)(hi - lo);
-        if (st->bytes != elements * es) {
-            why = "tensor size does not match its shape";
-            break;
-        }
-        for (int j = 0; j < f->n && why == NULL; j++)
-            if (strcmp(f->tensors[j].name, st->name) == 0) {
-                snprintf(what, sizeof(what), "tensor '%.64s' appears twice", st->name);
-                why = what;
-            }
-        st->data = data + lo;
-        order[f->n] = st;
-        f->n++;
-    }
-    /* The tensors tile the data section: no gap, no overlap (as the format
-     * requires), so no two tensors share bytes. */
-    if (why == NULL) {
-        qsort(order, (size_t)f->n, sizeof(*order), by_offset);
-        const char *next = data;
-        for (int i = 0; i < f->n && why == NULL; i++) {
-            if (order[i]->bytes == 0)
-                continue; /* shares no bytes wherever it points */
-            if (order[i]->data != next)
-                why = "tensors overlap or leave gaps in the data";
-            next = (const char *)order[i]->data + order[i]->bytes;
-        }
-        if (why == NULL && next != data + data_len)
-            why = "data section size does not match the tensors";
-    }
-    free(order);
+    const char *why = tensors_read(f, data, data_len, what);
     if (why != NULL)
         return corrupt(f, err, path, why);
     const char *want = safetensors_meta(f, "data_crc32c");
