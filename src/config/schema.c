@@ -231,6 +231,126 @@ void schema_display_path(const char *abs, char *out, size_t n)
  * read a file named relative to the current directory, outside these checks
  * (and /dev/stdin would hang). Returns the new text (malloc'd), or NULL with
  * *line and why set. */
+/* The scan's position: text[i] of len, on line ln. */
+typedef struct {
+    const char *text;
+    size_t len, i;
+    int ln;
+} scan_pos;
+
+static const char *const nul_byte = "a NUL byte (not a text file)";
+
+static bool is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static bool is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '-' ||
+           c == '_' || c == '*';
+}
+
+/* Past a comment or a string whose opening is at p->i (lines counted);
+ * NULL, or why the text is refused. */
+static const char *scan_skip_comment_or_string(scan_pos *p)
+{
+    const char *t = p->text;
+    size_t len = p->len, i = p->i;
+    if (t[i] == '#' || (t[i] == '/' && t[i + 1] == '/')) { /* to the end of the line */
+        while (i < len && t[i] != '\n' && t[i] != '\0')
+            i++;
+    } else if (t[i] == '/') { /* a block comment */
+        for (i += 2; i < len && !(t[i] == '*' && i + 1 < len && t[i + 1] == '/'); i++) {
+            if (t[i] == '\0')
+                return nul_byte;
+            p->ln += t[i] == '\n';
+        }
+        i = i < len ? i + 2 : len;
+    } else { /* a string */
+        for (i++; i < len && t[i] != '"'; i++) {
+            if (t[i] == '\0')
+                return nul_byte;
+            p->ln += t[i] == '\n';
+            if (t[i] == '\\' && i + 1 < len && t[i + 1] != '\0')
+                i++;
+        }
+        i = i < len ? i + 1 : len;
+    }
+    p->i = i;
+    return NULL;
+}
+
+/* Past a number at p->i: integer, hex integer or float, as libconfig's
+ * scanner reads it. *needs_l: an integer beyond 32 bits without its L.
+ * NULL, or why (an integer beyond 64 bits). */
+static const char *scan_number(scan_pos *p, bool *needs_l)
+{
+    const char *t = p->text;
+    size_t len = p->len, i = p->i;
+    bool neg = t[i] == '-', is_float = false, hex = false;
+    if (t[i] == '-' || t[i] == '+')
+        i++;
+    size_t digits = i;
+    if (t[i] == '0' && i + 1 < len && (t[i + 1] == 'x' || t[i + 1] == 'X')) {
+        hex = true;
+        digits = i += 2;
+        while (i < len && (is_digit(t[i]) || ((t[i] | 0x20) >= 'a' && (t[i] | 0x20) <= 'f')))
+            i++;
+    } else {
+        for (; i < len && (is_digit(t[i]) || t[i] == '.'); i++)
+            is_float |= t[i] == '.';
+        if (i < len && (t[i] == 'e' || t[i] == 'E')) {
+            is_float = true;
+            i++;
+            if (i < len && (t[i] == '-' || t[i] == '+'))
+                i++;
+            while (i < len && is_digit(t[i]))
+                i++;
+        }
+    }
+    p->i = i;
+    *needs_l = false;
+    if (is_float || i == digits)
+        return NULL;
+    /* the magnitude, saturated above 2^64 */
+    unsigned __int128 v = 0, cap = (unsigned __int128)1 << 64;
+    for (size_t k = digits; k < i; k++) {
+        int d = t[k] <= '9' ? t[k] - '0' : (t[k] | 0x20) - 'a' + 10;
+        v = v * (hex ? 16 : 10) + (unsigned)d;
+        if (v > cap)
+            v = cap;
+    }
+    if (v > (neg ? (unsigned __int128)1 << 63 : ((unsigned __int128)1 << 63) - 1))
+        return "an integer beyond 64 bits";
+    *needs_l = v > (neg ? 2147483648u : 2147483647u) && !(i < len && t[i] == 'L');
+    return NULL;
+}
+
+/* Past the token at p->i (the first character of a line when at_start);
+ * *needs_l as scan_number. NULL, or why the text is refused. */
+static const char *scan_token(scan_pos *p, bool at_start, bool *needs_l)
+{
+    const char *t = p->text;
+    size_t len = p->len, i = p->i;
+    char ch = t[i];
+    *needs_l = false;
+    if (ch == '@' && at_start)
+        return "@include is not supported";
+    if (ch == '#' || ch == '"' || (ch == '/' && i + 1 < len && (t[i + 1] == '/' || t[i + 1] == '*')))
+        return scan_skip_comment_or_string(p);
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '*') {
+        while (p->i < len && is_name_char(t[p->i]))
+            p->i++;
+        return NULL;
+    }
+    if (is_digit(ch) || ((ch == '-' || ch == '+' || ch == '.') && i + 1 < len &&
+                         (is_digit(t[i + 1]) || t[i + 1] == '.')))
+        return scan_number(p, needs_l);
+    p->i++;
+    return NULL;
+}
+
 static char *scan_text(const char *text, size_t len, int *line, const char **why)
 {
     char *out = malloc(len * 2 + 1); /* at most one L per two bytes */
@@ -239,113 +359,33 @@ static char *scan_text(const char *text, size_t len, int *line, const char **why
         *why = "out of memory";
         return NULL;
     }
-    size_t o = 0, i = 0;
-    int ln = 1;
+    scan_pos p = {text, len, 0, 1};
+    size_t o = 0;
     bool line_start = true;
-#define FAIL(msg) do { *line = ln; *why = (msg); free(out); return NULL; } while (0)
-    while (i < len) {
-        char ch = text[i];
-        if (ch == '\0')
-            FAIL("a NUL byte (not a text file)");
-        if (ch == '\n') {
-            ln++;
-            line_start = true;
-            out[o++] = text[i++];
-            continue;
+    while (p.i < len) {
+        char ch = text[p.i];
+        const char *bad = ch == '\0' ? nul_byte : NULL;
+        bool needs_l = false;
+        size_t from = p.i;
+        if (ch == '\n' || ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f') {
+            p.ln += ch == '\n';
+            line_start = ch == '\n' || line_start;
+            p.i++;
+        } else if (bad == NULL) {
+            bad = scan_token(&p, line_start, &needs_l);
+            line_start = false;
         }
-        if (ch == ' ' || ch == '\t' || ch == '\r' || ch == '\f') {
-            out[o++] = text[i++];
-            continue;
+        if (bad != NULL) {
+            *line = p.ln;
+            *why = bad;
+            free(out);
+            return NULL;
         }
-        bool at_start = line_start;
-        line_start = false;
-        size_t from = i;
-        if (ch == '@' && at_start) {
-            FAIL("@include is not supported");
-        } else if (ch == '#' || (ch == '/' && i + 1 < len && text[i + 1] == '/')) {
-            while (i < len && text[i] != '\n' && text[i] != '\0')
-                i++;
-        } else if (ch == '/' && i + 1 < len && text[i + 1] == '*') {
-            for (i += 2; i < len && !(text[i] == '*' && i + 1 < len && text[i + 1] == '/'); i++) {
-                if (text[i] == '\0')
-                    FAIL("a NUL byte (not a text file)");
-                if (text[i] == '\n')
-                    ln++;
-            }
-            i = i < len ? i + 2 : len;
-        } else if (ch == '"') {
-            for (i++; i < len && text[i] != '"'; i++) {
-                if (text[i] == '\0')
-                    FAIL("a NUL byte (not a text file)");
-                if (text[i] == '\n')
-                    ln++;
-                if (text[i] == '\\' && i + 1 < len && text[i + 1] != '\0')
-                    i++;
-            }
-            i = i < len ? i + 1 : len;
-        } else if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || ch == '*') {
-            while (i < len && ((text[i] >= 'a' && text[i] <= 'z') ||
-                               (text[i] >= 'A' && text[i] <= 'Z') ||
-                               (text[i] >= '0' && text[i] <= '9') || text[i] == '-' ||
-                               text[i] == '_' || text[i] == '*'))
-                i++;
-        } else if ((ch >= '0' && ch <= '9') ||
-                   ((ch == '-' || ch == '+' || ch == '.') && i + 1 < len &&
-                    ((text[i + 1] >= '0' && text[i + 1] <= '9') || text[i + 1] == '.'))) {
-            /* a number: integer, hex integer or float, as libconfig's scanner */
-            bool neg = ch == '-', is_float = false, hex = false;
-            if (ch == '-' || ch == '+')
-                i++;
-            size_t digits = i;
-            if (text[i] == '0' && i + 1 < len && (text[i + 1] == 'x' || text[i + 1] == 'X')) {
-                hex = true;
-                i += 2;
-                digits = i;
-                while (i < len && ((text[i] >= '0' && text[i] <= '9') ||
-                                   (text[i] >= 'a' && text[i] <= 'f') ||
-                                   (text[i] >= 'A' && text[i] <= 'F')))
-                    i++;
-            } else {
-                while (i < len && ((text[i] >= '0' && text[i] <= '9') || text[i] == '.')) {
-                    is_float |= text[i] == '.';
-                    i++;
-                }
-                if (i < len && (text[i] == 'e' || text[i] == 'E')) {
-                    is_float = true;
-                    i++;
-                    if (i < len && (text[i] == '-' || text[i] == '+'))
-                        i++;
-                    while (i < len && text[i] >= '0' && text[i] <= '9')
-                        i++;
-                }
-            }
-            size_t end = i;
-            bool suffix = i < len && text[i] == 'L';
-            if (!is_float && end > digits) {
-                /* the magnitude, saturated above 2^64 */
-                unsigned __int128 v = 0;
-                for (size_t k = digits; k < end; k++) {
-                    int d = text[k] <= '9' ? text[k] - '0' : (text[k] | 0x20) - 'a' + 10;
-                    v = v * (hex ? 16 : 10) + (unsigned)d;
-                    if (v > ((unsigned __int128)1 << 64))
-                        v = (unsigned __int128)1 << 64;
-                }
-                if (v > (neg ? (unsigned __int128)1 << 63 : ((unsigned __int128)1 << 63) - 1))
-                    FAIL("an integer beyond 64 bits");
-                bool fits32 = v <= (neg ? 2147483648u : 2147483647u);
-                memcpy(out + o, text + from, end - from);
-                o += end - from;
-                if (!fits32 && !suffix)
-                    out[o++] = 'L';
-                continue;
-            }
-        } else {
-            i++;
-        }
-        memcpy(out + o, text + from, i - from);
-        o += i - from;
+        memcpy(out + o, text + from, p.i - from);
+        o += p.i - from;
+        if (needs_l)
+            out[o++] = 'L';
     }
-#undef FAIL
     out[o] = '\0';
     return out;
 }
