@@ -480,6 +480,88 @@ static void smooth(const point *p, int n, double *out)
     }
 }
 
+/* A panel's plotting area and its axes. */
+typedef struct {
+    axis ax, ay;
+    double left, top, w, h;
+} frame;
+
+/* The legend: a stroke of each series' colour and its name, cut to the
+ * panel's width (before a UTF-8 sequence, at least as many bytes as
+ * characters fit). */
+static void draw_legend(sbuf *b, const panel *pn, const series *all, double x0, double y0)
+{
+    for (int m = 0; m < pn->n_members; m++) {
+        const series *s = &all[pn->members[m]];
+        double ly = y0 + 38 + 15 * m;
+        char text[160];
+        snprintf(text, sizeof(text), "%s%s", s->name,
+                 s->per_step ? " (per step, smoothed 0.6; raw faint)" : " (per epoch)");
+        size_t room = (size_t)((PANEL_W - 14 - 30 - 14) / (11 * CHAR_W));
+        if (strlen(text) > room) {
+            size_t cut = utf8_cut(text, room - 3);
+            snprintf(text + cut, sizeof(text) - cut, "...");
+        }
+        sb_printf(b, "<g class=\"legend\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                  "stroke=\"%s\" stroke-width=\"2.5\"/><text x=\"%.1f\" y=\"%.1f\" "
+                  "font-size=\"11\">", x0 + 14, ly - 4, x0 + 36, ly - 4, colours[m], x0 + 42, ly);
+        sb_escaped(b, text);
+        sb_printf(b, "</text></g>\n");
+    }
+}
+
+/* The frame's box, its grid lines with their tick labels, and "epoch". */
+static void draw_grid(sbuf *b, const frame *f)
+{
+    double right = f->left + f->w, bottom = f->top + f->h;
+    char lab[64];
+    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+              "stroke=\"#888\"/>\n", f->left, f->top, f->w, f->h);
+    for (double v = f->ay.lo; v <= f->ay.hi + f->ay.step / 2; v += f->ay.step) {
+        double y = bottom - (v - f->ay.lo) / (f->ay.hi - f->ay.lo) * f->h;
+        tick_label(&f->ay, v, lab, sizeof(lab));
+        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                  "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                  "text-anchor=\"end\">%s</text>\n", f->left, y, right, y, f->left - 6, y + 4, lab);
+    }
+    for (double v = f->ax.lo; v <= f->ax.hi + f->ax.step / 2; v += f->ax.step) {
+        double x = f->left + (v - f->ax.lo) / (f->ax.hi - f->ax.lo) * f->w;
+        tick_label(&f->ax, v, lab, sizeof(lab));
+        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
+                  "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                  "text-anchor=\"middle\">%s</text>\n", x, f->top, x, bottom, x, bottom + 15, lab);
+    }
+    sb_printf(b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+              "text-anchor=\"middle\">epoch</text>\n", f->left + f->w / 2, bottom + 31);
+}
+
+/* One series in colour: per step raw faint and smoothed, per epoch a line
+ * with dots. */
+static void draw_series(sbuf *b, const series *s, const char *colour, const frame *f)
+{
+    int n;
+    const point *p = shown(s, &n);
+    if (s->per_step) {
+        double *sm = malloc((size_t)(n ? n : 1) * sizeof(double));
+        polyline(b, "raw", s->name, p, n, NULL, &f->ax, &f->ay, f->left, f->top, f->w, f->h,
+                 colour, "stroke-width=\"1\" stroke-opacity=\"0.25\"");
+        if (sm != NULL) {
+            smooth(p, n, sm);
+            polyline(b, "smoothed", s->name, p, n, sm, &f->ax, &f->ay, f->left, f->top, f->w,
+                     f->h, colour, "stroke-width=\"2\"");
+        }
+        free(sm);
+        return;
+    }
+    polyline(b, "epoch", s->name, p, n, NULL, &f->ax, &f->ay, f->left, f->top, f->w, f->h,
+             colour, "stroke-width=\"2\"");
+    for (int i = 0; i < n; i++)
+        if (isfinite(p[i].y))
+            sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                      f->left + (p[i].x - f->ax.lo) / (f->ax.hi - f->ax.lo) * f->w,
+                      f->top + f->h - (p[i].y - f->ay.lo) / (f->ay.hi - f->ay.lo) * f->h, colour);
+}
+
 static void draw_panel(sbuf *b, const panel *pn, const series *all, int index, double x_lo,
                        double x_hi)
 {
@@ -494,18 +576,18 @@ static void draw_panel(sbuf *b, const panel *pn, const series *all, int index, d
                 hi = fmax(hi, p[i].y);
             }
     }
-    axis ay = make_axis(lo, hi, 5, false);
-    axis ax = make_axis(x_lo, x_hi, 8, true);
+    frame f = {.ay = make_axis(lo, hi, 5, false), .ax = make_axis(x_lo, x_hi, 8, true)};
     /* the widest y label sets the left margin */
     double label_w = 0;
     char lab[64];
-    for (double v = ay.lo; v <= ay.hi + ay.step / 2; v += ay.step) {
-        tick_label(&ay, v, lab, sizeof(lab));
+    for (double v = f.ay.lo; v <= f.ay.hi + f.ay.step / 2; v += f.ay.step) {
+        tick_label(&f.ay, v, lab, sizeof(lab));
         label_w = fmax(label_w, text_w(lab, 11));
     }
-    double left = x0 + 14 + label_w + 8, right = x0 + PANEL_W - 18;
-    double top = y0 + 34 + 15 * pn->n_members, bottom = y0 + PANEL_H - 40;
-    double w = right - left, h = bottom - top;
+    f.left = x0 + 14 + label_w + 8;
+    f.top = y0 + 34 + 15 * pn->n_members;
+    f.w = x0 + PANEL_W - 18 - f.left;
+    f.h = y0 + PANEL_H - 40 - f.top;
 
     sb_printf(b, "<g class=\"panel\" data-quantity=\"");
     sb_escaped(b, pn->title);
@@ -513,70 +595,10 @@ static void draw_panel(sbuf *b, const panel *pn, const series *all, int index, d
               "font-weight=\"bold\">", x0 + 14, y0 + 20);
     sb_escaped(b, pn->title);
     sb_printf(b, "</text>\n");
-    /* legend: a stroke of each series' colour and its name */
-    for (int m = 0; m < pn->n_members; m++) {
-        const series *s = &all[pn->members[m]];
-        double ly = y0 + 38 + 15 * m;
-        char text[160];
-        snprintf(text, sizeof(text), "%s%s", s->name,
-                 s->per_step ? " (per step, smoothed 0.6; raw faint)" : " (per epoch)");
-        /* keep inside the panel: cut the text to the room there is (in
-         * bytes, at least as many as characters), before a UTF-8 sequence */
-        size_t room = (size_t)((PANEL_W - 14 - 30 - 14) / (11 * CHAR_W));
-        if (strlen(text) > room) {
-            size_t cut = utf8_cut(text, room - 3);
-            snprintf(text + cut, sizeof(text) - cut, "...");
-        }
-        sb_printf(b, "<g class=\"legend\"><line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                  "stroke=\"%s\" stroke-width=\"2.5\"/><text x=\"%.1f\" y=\"%.1f\" "
-                  "font-size=\"11\">", x0 + 14, ly - 4, x0 + 36, ly - 4, colours[m], x0 + 42, ly);
-        sb_escaped(b, text);
-        sb_printf(b, "</text></g>\n");
-    }
-    /* grid, ticks and labels */
-    sb_printf(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-              "stroke=\"#888\"/>\n", left, top, w, h);
-    for (double v = ay.lo; v <= ay.hi + ay.step / 2; v += ay.step) {
-        double y = bottom - (v - ay.lo) / (ay.hi - ay.lo) * h;
-        tick_label(&ay, v, lab, sizeof(lab));
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-                  "<text class=\"ytick\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-                  "text-anchor=\"end\">%s</text>\n", left, y, right, y, left - 6, y + 4, lab);
-    }
-    for (double v = ax.lo; v <= ax.hi + ax.step / 2; v += ax.step) {
-        double x = left + (v - ax.lo) / (ax.hi - ax.lo) * w;
-        tick_label(&ax, v, lab, sizeof(lab));
-        sb_printf(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e4e4e4\"/>"
-                  "<text class=\"xtick\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-                  "text-anchor=\"middle\">%s</text>\n", x, top, x, bottom, x, bottom + 15, lab);
-    }
-    sb_printf(b, "<text class=\"xlabel\" x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-              "text-anchor=\"middle\">epoch</text>\n", left + w / 2, bottom + 31);
-    /* the series: per step raw faint and smoothed, per epoch a line with dots */
-    for (int m = 0; m < pn->n_members; m++) {
-        const series *s = &all[pn->members[m]];
-        int n;
-        const point *p = shown(s, &n);
-        if (s->per_step) {
-            double *sm = malloc((size_t)(n ? n : 1) * sizeof(double));
-            polyline(b, "raw", s->name, p, n, NULL, &ax, &ay, left, top, w, h, colours[m],
-                     "stroke-width=\"1\" stroke-opacity=\"0.25\"");
-            if (sm != NULL) {
-                smooth(p, n, sm);
-                polyline(b, "smoothed", s->name, p, n, sm, &ax, &ay, left, top, w, h,
-                         colours[m], "stroke-width=\"2\"");
-            }
-            free(sm);
-        } else {
-            polyline(b, "epoch", s->name, p, n, NULL, &ax, &ay, left, top, w, h, colours[m],
-                     "stroke-width=\"2\"");
-            for (int i = 0; i < n; i++)
-                if (isfinite(p[i].y))
-                    sb_printf(b, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
-                              left + (p[i].x - ax.lo) / (ax.hi - ax.lo) * w,
-                              bottom - (p[i].y - ay.lo) / (ay.hi - ay.lo) * h, colours[m]);
-        }
-    }
+    draw_legend(b, pn, all, x0, y0);
+    draw_grid(b, &f);
+    for (int m = 0; m < pn->n_members; m++)
+        draw_series(b, &all[pn->members[m]], colours[m], &f);
     sb_printf(b, "</g>\n");
 }
 
@@ -590,10 +612,17 @@ static const char *quantity(const char *name)
     return name;
 }
 
-int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
+/* stats.json's epochs: every numeric key becomes an epoch series; the
+ * first and last (epoch_num, global_step) pairs tie steps to epochs. */
+typedef struct {
+    int n_entries;
+    double e_first, e_last, s_first, s_last;
+} epoch_span;
+
+/* Reads stats.json into all[*n_series]; 0, or -1 with err set. */
+static int read_stats(const char *stats_path, series *all, int *n_series, epoch_span *sp,
+                      tt_err *err)
 {
-    char stats_path[4400];
-    snprintf(stats_path, sizeof(stats_path), "%s/stats.json", logdir);
     char *text = NULL;
     size_t len = 0;
     if (file_read_all(stats_path, &text, &len, err) != 0)
@@ -605,64 +634,66 @@ int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
         return err_set(err, TT_ERR_USAGE, "%s: expected a non-empty JSON array of epochs",
                        stats_path);
     }
-    series *all = calloc(MAX_SERIES, sizeof(series));
-    if (all == NULL) {
-        cJSON_Delete(stats);
-        return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    }
-    int n_series = 0, n_entries = 0;
-    double e_first = 0, e_last = 0, s_first = 0, s_last = 0;
+    *sp = (epoch_span){0};
     for (const cJSON *e = stats->child; e; e = e->next) {
         const cJSON *ep = cJSON_GetObjectItemCaseSensitive(e, "epoch_num");
         const cJSON *gs = cJSON_GetObjectItemCaseSensitive(e, "global_step");
         if (!cJSON_IsNumber(ep) || !cJSON_IsNumber(gs))
             continue;
-        if (n_entries++ == 0) {
-            e_first = ep->valuedouble;
-            s_first = gs->valuedouble;
+        if (sp->n_entries++ == 0) {
+            sp->e_first = ep->valuedouble;
+            sp->s_first = gs->valuedouble;
         }
-        e_last = ep->valuedouble;
-        s_last = gs->valuedouble;
+        sp->e_last = ep->valuedouble;
+        sp->s_last = gs->valuedouble;
         for (const cJSON *f = e->child; f; f = f->next) {
             if (!cJSON_IsNumber(f) || strcmp(f->string, "epoch_num") == 0 ||
                 strcmp(f->string, "global_step") == 0)
                 continue;
-            series *s = series_get(all, &n_series, f->string, strlen(f->string));
+            series *s = series_get(all, n_series, f->string, strlen(f->string));
             if (s != NULL)
                 points_add(&s->epoch, ep->valuedouble, f->valuedouble);
         }
     }
     cJSON_Delete(stats);
-    if (n_entries == 0) {
-        free(all);
+    if (sp->n_entries == 0)
         return err_set(err, TT_ERR_USAGE, "%s: no entry has epoch_num and global_step",
                        stats_path);
-    }
-    read_events(logdir, all, &n_series);
+    return 0;
+}
 
-    /* steps to epochs: the steps per epoch of stats.json, counted from the
-     * end of the epoch before its first entry */
-    double spe = e_last > e_first ? (s_last - s_first) / (e_last - e_first)
-                                  : (e_first > 0 ? s_first / e_first : s_first);
+/* The event files' steps in epochs, and each series per step or per epoch
+ * (per step where the events hold it more often than stats.json, or only
+ * there); widens [*x_lo, *x_hi] to the steps drawn. */
+static void steps_to_epochs(series *all, int n_series, const epoch_span *sp, double *x_lo,
+                            double *x_hi)
+{
+    /* the steps per epoch of stats.json, counted from the end of the epoch
+     * before its first entry */
+    double spe = sp->e_last > sp->e_first
+                     ? (sp->s_last - sp->s_first) / (sp->e_last - sp->e_first)
+                     : (sp->e_first > 0 ? sp->s_first / sp->e_first : sp->s_first);
     if (!(spe > 0))
         spe = 1;
-    double x_lo = e_first - 1, x_hi = e_last;
     for (int i = 0; i < n_series; i++) {
         series *s = &all[i];
-        s->per_step = s->step.n > n_entries;
+        s->per_step = s->step.n > sp->n_entries;
         for (int k = 0; k < s->step.n; k++) {
-            s->step.p[k].x = e_first + (s->step.p[k].x - s_first) / spe;
+            s->step.p[k].x = sp->e_first + (s->step.p[k].x - sp->s_first) / spe;
             if (s->per_step) {
-                x_lo = fmin(x_lo, floor(s->step.p[k].x));
-                x_hi = fmax(x_hi, ceil(s->step.p[k].x));
+                *x_lo = fmin(*x_lo, floor(s->step.p[k].x));
+                *x_hi = fmax(*x_hi, ceil(s->step.p[k].x));
             }
         }
         if (!s->per_step && s->epoch.n == 0) /* only in the events, once an epoch */
             s->per_step = s->step.n > 0;
     }
+}
 
-    /* panels: train_X with validation_X, in order of first appearance */
-    panel panels[MAX_SERIES];
+/* The panels: train_X with validation_X (train first), every other series
+ * alone, in order of first appearance. Returns their count. */
+static int make_panels(const series *all, int n_series, panel *panels)
+{
     int n_panels = 0;
     for (int i = 0; i < n_series; i++) {
         const char *q = quantity(all[i].name);
@@ -677,7 +708,6 @@ int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
             panels[n_panels++] = (panel){.title = q, .paired = prefixed};
         panels[p].members[panels[p].n_members++] = i;
     }
-    /* train first, then validation, in a shared panel */
     for (int p = 0; p < n_panels; p++)
         if (panels[p].n_members == 2 &&
             strncmp(all[panels[p].members[0]].name, "validation_", 11) == 0) {
@@ -685,25 +715,43 @@ int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
             panels[p].members[0] = panels[p].members[1];
             panels[p].members[1] = t;
         }
+    return n_panels;
+}
 
-    int rows = (n_panels + COLUMNS - 1) / COLUMNS;
-    int width = COLUMNS * PANEL_W, height = (rows > 0 ? rows : 1) * PANEL_H;
+int plot_logdir_svg(const char *logdir, const char *svg_path, tt_err *err)
+{
+    char stats_path[4400];
+    snprintf(stats_path, sizeof(stats_path), "%s/stats.json", logdir);
+    series *all = calloc(MAX_SERIES, sizeof(series));
+    if (all == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    int n_series = 0, rc = -1;
+    epoch_span sp = {0};
     sbuf b = {0};
-    sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
-              "xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-              "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
-              "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height, width,
-              height);
-    for (int p = 0; p < n_panels; p++)
-        draw_panel(&b, &panels[p], all, p, x_lo, x_hi);
-    sb_printf(&b, "</svg>\n");
+    if (read_stats(stats_path, all, &n_series, &sp, err) == 0) {
+        read_events(logdir, all, &n_series);
+        double x_lo = sp.e_first - 1, x_hi = sp.e_last;
+        steps_to_epochs(all, n_series, &sp, &x_lo, &x_hi);
+        panel panels[MAX_SERIES];
+        int n_panels = make_panels(all, n_series, panels);
+        int rows = (n_panels + COLUMNS - 1) / COLUMNS;
+        int width = COLUMNS * PANEL_W, height = (rows > 0 ? rows : 1) * PANEL_H;
+        sb_printf(&b, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<svg "
+                  "xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+                  "viewBox=\"0 0 %d %d\" font-family=\"DejaVu Sans, Arial, sans-serif\">\n"
+                  "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n", width, height,
+                  width, height);
+        for (int p = 0; p < n_panels; p++)
+            draw_panel(&b, &panels[p], all, p, x_lo, x_hi);
+        sb_printf(&b, "</svg>\n");
+        rc = b.failed ? err_set(err, TT_ERR_RUNTIME, "out of memory")
+                      : file_write_atomic(svg_path, b.text, b.len, err);
+    }
     for (int i = 0; i < n_series; i++) {
         free(all[i].epoch.p);
         free(all[i].step.p);
     }
     free(all);
-    int rc = b.failed ? err_set(err, TT_ERR_RUNTIME, "out of memory")
-                      : file_write_atomic(svg_path, b.text, b.len, err);
     free(b.text);
     return rc;
 }
