@@ -4,7 +4,6 @@
 #include <string.h>
 
 #include "dataflow/dataset_impl.h"
-#include "dataflow/image_decode.h"
 
 /* towertrain.cfg(5), DATAFLOW: every label is in [0, classes), the model's; a source has no class
  * count of its own. The message names the file, the sample and the value. */
@@ -141,14 +140,6 @@ int dataset_read(const dataset_t *ds, size_t i, float *x, shape3 *shape, dataset
     for (size_t k = 0; k < n; k++)
         x[k] = (float)p[k] / 255.0f; /* as torchvision ToTensor */
     return ds->labels[i];
-}
-
-void dataset_scratch_free(dataset_scratch *s)
-{
-    free(s->bytes);
-    free(s->pix);
-    image_decoder_free(s->jpeg);
-    memset(s, 0, sizeof(*s));
 }
 
 void dataset_free(dataset_t *ds)

@@ -340,37 +340,28 @@ static int probe(struct image_folder *f, size_t i, dataset_scratch *s, char *why
     return 0;
 }
 
-int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
+/* The class folders of root, in sorted order, each walked for its images;
+ * the names of up to 3 without any into empty (n_empty counts them all). */
+static int read_classes(struct image_folder *f, walk_stats *ws, char *empty, size_t empty_len,
+                        int *n_empty, tt_err *err)
 {
-    struct image_folder *f = calloc(1, sizeof(*f));
-    if (f == NULL)
-        return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    ds->folder = f;
-    pthread_mutex_init(&f->lock, NULL);
-    snprintf(f->root, sizeof(f->root), "%s", src->root);
-    f->channels = src->channels == 1 ? 1 : 3;
-    f->skip_corrupt = src->skip_corrupt;
-
     dir_list classes;
     if (list_dir(f->root, &classes, err) != 0) {
         dir_list_free(&classes);
         return -1;
     }
-    walk_stats ws = {0};
     int rc = 0;
     if ((f->class_name = calloc((size_t)classes.n + 1, sizeof(size_t))) == NULL)
         rc = err_set(err, TT_ERR_RUNTIME, "out of memory");
-    char empty[256] = "";
-    int n_empty = 0;
     for (int i = 0; rc == 0 && i < classes.n; i++) {
         if (!classes.is_dir[i])
             continue; /* files in root itself are not images of a class */
         size_t first = f->n;
         f->class_name[f->n_classes] = add_name(f, classes.names[i]);
-        rc = walk(f, classes.names[i], f->n_classes, 0, &ws, err);
-        if (rc == 0 && f->n == first && n_empty++ < 3)
-            snprintf(empty + strlen(empty), sizeof(empty) - strlen(empty), "%s'%s'",
-                     n_empty > 1 ? ", " : "", classes.names[i]);
+        rc = walk(f, classes.names[i], f->n_classes, 0, ws, err);
+        if (rc == 0 && f->n == first && (*n_empty)++ < 3)
+            snprintf(empty + strlen(empty), empty_len - strlen(empty), "%s'%s'",
+                     *n_empty > 1 ? ", " : "", classes.names[i]);
         sort_names = f->names; /* stable: f->names does not move during the sort */
         if (f->n - first > 1)
             qsort(f->entries + first, f->n - first, sizeof(folder_entry), cmp_entry);
@@ -385,39 +376,63 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     if (f->n == 0)
         return err_set(err, TT_ERR_USAGE, "%s: no .jpg, .jpeg or .png files in its %d class "
                        "folder(s)", f->root, f->n_classes);
+    return 0;
+}
 
-    /* every header, once; corrupt ones leave the list (skip_corrupt) or stop */
+/* Every header, once; corrupt ones leave the list (skip_corrupt, counted in
+ * *skipped, the first named in first_bad) or stop the open. */
+static int probe_all(struct image_folder *f, size_t *skipped, char *first_bad,
+                     size_t first_bad_len, tt_err *err)
+{
     dataset_scratch s = {0};
-    size_t kept = 0, skipped = 0;
-    char first_bad[1024] = "";
-    for (size_t i = 0; i < f->n; i++) {
+    size_t kept = 0;
+    int rc = 0;
+    for (size_t i = 0; i < f->n && rc == 0; i++) {
         char why[300] = "";
         int rc_probe = probe(f, i, &s, why, sizeof(why));
-        if (rc_probe != 0) {
-            char path[4400];
-            folder_entry keep = f->entries[i];
-            snprintf(path, sizeof(path), "%s/%s/%s", f->root, f->names + keep.dir,
-                     f->names + keep.name);
-            if (rc_probe == IMAGE_NOT_BUILT) { /* the build's lack, not the file's fault */
-                dataset_scratch_free(&s);
-                return err_set(err, TT_ERR_USAGE, "%s: %s", path, why);
-            }
-            if (!f->skip_corrupt) {
-                dataset_scratch_free(&s);
-                return err_set(err, TT_ERR_USAGE, "%s: %s (skip_corrupt = true skips files that "
-                               "do not decode)", path, why);
-            }
-            if (skipped++ == 0)
-                snprintf(first_bad, sizeof(first_bad), "%.700s: %s", path, why);
+        if (rc_probe == 0) {
+            f->entries[kept++] = f->entries[i];
             continue;
         }
-        f->entries[kept++] = f->entries[i];
+        char path[4400];
+        folder_entry bad = f->entries[i];
+        snprintf(path, sizeof(path), "%s/%s/%s", f->root, f->names + bad.dir, f->names + bad.name);
+        if (rc_probe == IMAGE_NOT_BUILT) /* the build's lack, not the file's fault */
+            rc = err_set(err, TT_ERR_USAGE, "%s: %s", path, why);
+        else if (!f->skip_corrupt)
+            rc = err_set(err, TT_ERR_USAGE, "%s: %s (skip_corrupt = true skips files that do "
+                         "not decode)", path, why);
+        else if ((*skipped)++ == 0)
+            snprintf(first_bad, first_bad_len, "%.700s: %s", path, why);
     }
     dataset_scratch_free(&s);
+    if (rc != 0)
+        return -1;
     f->n = kept;
     if (f->n == 0)
         return err_set(err, TT_ERR_USAGE, "%s: none of its images decodes (the first: %s)",
                        f->root, first_bad);
+    return 0;
+}
+
+int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
+{
+    struct image_folder *f = calloc(1, sizeof(*f));
+    if (f == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    ds->folder = f;
+    pthread_mutex_init(&f->lock, NULL);
+    snprintf(f->root, sizeof(f->root), "%s", src->root);
+    f->channels = src->channels == 1 ? 1 : 3;
+    f->skip_corrupt = src->skip_corrupt;
+
+    walk_stats ws = {0};
+    char empty[256] = "", first_bad[1024] = "";
+    int n_empty = 0;
+    size_t skipped = 0;
+    if (read_classes(f, &ws, empty, sizeof(empty), &n_empty, err) != 0 ||
+        probe_all(f, &skipped, first_bad, sizeof(first_bad), err) != 0)
+        return -1;
     if ((f->reported = calloc(f->n, 1)) == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
 
@@ -456,6 +471,16 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
         log_printf("image_folder %s: %zu .bmp/.ppm/.pgm/.tif/.tiff/.webp file(s) are not read "
                    "(JPEG and PNG are)\n", root, ws.others);
     return 0;
+}
+
+/* The decoding scratch of a prefetch worker (dataflow.h): the image folder's
+ * file bytes, pixels and JPEG decoder. */
+void dataset_scratch_free(dataset_scratch *s)
+{
+    free(s->bytes);
+    free(s->pix);
+    image_decoder_free(s->jpeg);
+    memset(s, 0, sizeof(*s));
 }
 
 const char *image_folder_class(const struct dataset *ds, int k)
