@@ -347,8 +347,8 @@ static int shape_error(vctx *c, config_setting_t *layers, int i, const char *pre
     return schema_error(c, s ? s : e, NULL, "%s (%s): %s", key, cfg->layers[i].name, f->msg);
 }
 
-static int model_cfg_from_setting(vctx *c, config_setting_t *g, const char *prefix,
-                                  model_cfg *cfg)
+/* The model's input [C, H, W] or [N], classes and loss. */
+static int model_head_read(vctx *c, config_setting_t *g, const char *prefix, model_cfg *cfg)
 {
     char key[300];
     config_setting_t *input = config_setting_get_member(g, "input");
@@ -371,97 +371,117 @@ static int model_cfg_from_setting(vctx *c, config_setting_t *g, const char *pref
                                      ? config_setting_get_member(loss, "label_smoothing")
                                      : NULL;
     cfg->label_smoothing = ls != NULL ? (float)schema_number(ls) : 0.0f;
+    return 0;
+}
 
+/* A layer's keys (the schema checked each) into l; its name must be new. */
+static int layer_keys_read(vctx *c, config_setting_t *e, const char *key, const model_cfg *cfg,
+                           int i, layer_cfg *l)
+{
+    const char *name = NULL, *type = NULL, *act = NULL;
+    config_setting_lookup_string(e, "name", &name);
+    config_setting_lookup_string(e, "type", &type);
+    config_setting_t *ns = config_setting_get_member(e, "name");
+    char nkey[320];
+    snprintf(nkey, sizeof(nkey), "%s.name", key);
+    if (name[0] == '\0' || strlen(name) >= TT_NAME_MAX)
+        return schema_error(c, ns, nkey, "must be 1 to %d characters", TT_NAME_MAX - 1);
+    for (int j = 0; j < i; j++)
+        if (strcmp(cfg->layers[j].name, name) == 0)
+            return schema_error(c, ns, nkey, "duplicate layer name '%s' (also layers[%d])", name,
+                                j);
+    strcpy(l->name, name);
+    for (int t = 0; t < LAYER_TYPE_COUNT; t++)
+        if (strcmp(type, layer_names[t]) == 0)
+            l->type = (layer_type)t;
+    l->bias = true;
+    l->stride = 1;
+    int v;
+    if (config_setting_lookup_int(e, "units", &v)) l->units = v;
+    if (config_setting_lookup_int(e, "filters", &v)) l->filters = v;
+    if (config_setting_lookup_int(e, "kernel", &v)) l->kernel = v;
+    if (config_setting_lookup_int(e, "stride", &v)) l->stride = v;
+    if (config_setting_lookup_int(e, "padding", &v)) l->padding = v;
+    if (config_setting_lookup_bool(e, "bias", &v)) l->bias = v != 0;
+    if (config_setting_lookup_string(e, "activation", &act)) l->relu = strcmp(act, "relu") == 0;
+    config_setting_t *s;
+    if ((s = config_setting_get_member(e, "momentum")) != NULL) l->momentum = (float)schema_number(s);
+    if ((s = config_setting_get_member(e, "epsilon")) != NULL) l->epsilon = (float)schema_number(s);
+    if ((s = config_setting_get_member(e, "rate")) != NULL) l->rate = (float)schema_number(s);
+    return 0;
+}
+
+/* A layer's inputs: indices of earlier layers; none named = the previous. */
+static int layer_inputs_read(vctx *c, config_setting_t *e, const char *key, const model_cfg *cfg,
+                             int i, layer_cfg *l)
+{
+    char ikey[320];
+    config_setting_t *one = config_setting_get_member(e, "input");
+    config_setting_t *many = config_setting_get_member(e, "inputs");
+    if (one != NULL) {
+        snprintf(ikey, sizeof(ikey), "%s.input", key);
+        if (find_input(c, one, ikey, l->name, cfg, i, config_setting_get_string(one),
+                       &l->inputs[0]) != 0)
+            return -1;
+        l->n_inputs = 1;
+    } else if (many != NULL) {
+        for (int k = 0; k < config_setting_length(many); k++) {
+            snprintf(ikey, sizeof(ikey), "%s.inputs[%d]", key, k);
+            if (find_input(c, config_setting_get_elem(many, (unsigned)k), ikey, l->name, cfg, i,
+                           config_setting_get_string_elem(many, k), &l->inputs[k]) != 0)
+                return -1;
+        }
+        l->n_inputs = config_setting_length(many);
+    }
+    return 0;
+}
+
+/* Every layer's shape follows from the input; the last holds `classes`
+ * values. */
+static int model_shapes_check(vctx *c, config_setting_t *layers, const char *prefix,
+                              const model_cfg *cfg)
+{
+    int n = cfg->n_layers;
+    mshape *shapes = calloc((size_t)n, sizeof(mshape));
+    if (shapes == NULL)
+        return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
+    shape_fault f;
+    int bad = 0, rc = 0;
+    if (model_shapes(cfg, shapes, &f, &bad) != 0) {
+        rc = shape_error(c, layers, bad, prefix, cfg, &f);
+    } else if (mshape_size(shapes[n - 1]) != cfg->classes) {
+        char a[96];
+        shape_str(shapes[n - 1], a, sizeof(a));
+        const layer_cfg *l = &cfg->layers[n - 1];
+        fault(&f, l->type == LAYER_DENSE ? "units" : l->type == LAYER_CONV2D ? "filters" : NULL,
+              "the last layer's output %s has %" PRId64 " values, but classes = %d", a,
+              mshape_size(shapes[n - 1]), cfg->classes);
+        rc = shape_error(c, layers, n - 1, prefix, cfg, &f);
+    }
+    free(shapes);
+    return rc != 0 ? -1 : 0;
+}
+
+static int model_cfg_from_setting(vctx *c, config_setting_t *g, const char *prefix,
+                                  model_cfg *cfg)
+{
+    if (model_head_read(c, g, prefix, cfg) != 0)
+        return -1;
     config_setting_t *layers = config_setting_get_member(g, "layers");
     int n = config_setting_length(layers);
     cfg->layers = calloc((size_t)n, sizeof(layer_cfg));
     if (cfg->layers == NULL)
         return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
     cfg->n_layers = n;
-    mshape *shapes = calloc((size_t)n, sizeof(mshape));
-    if (shapes == NULL)
-        return err_set(c->err, TT_ERR_RUNTIME, "out of memory");
-
-    int rc = -1;
     for (int i = 0; i < n; i++) {
         config_setting_t *e = config_setting_get_elem(layers, (unsigned)i);
-        layer_cfg *l = &cfg->layers[i];
+        char key[300];
         snprintf(key, sizeof(key), "%slayers[%d]", prefix, i);
-        const char *name = NULL, *type = NULL, *act = NULL;
-        config_setting_lookup_string(e, "name", &name);
-        config_setting_lookup_string(e, "type", &type);
-        config_setting_t *ns = config_setting_get_member(e, "name");
-        char nkey[320];
-        snprintf(nkey, sizeof(nkey), "%s.name", key);
-        if (name[0] == '\0' || strlen(name) >= TT_NAME_MAX) {
-            schema_error(c, ns, nkey, "must be 1 to %d characters", TT_NAME_MAX - 1);
-            goto out;
-        }
-        for (int j = 0; j < i; j++)
-            if (strcmp(cfg->layers[j].name, name) == 0) {
-                schema_error(c, ns, nkey, "duplicate layer name '%s' (also layers[%d])", name, j);
-                goto out;
-            }
-        strcpy(l->name, name);
-        for (int t = 0; t < LAYER_TYPE_COUNT; t++)
-            if (strcmp(type, layer_names[t]) == 0)
-                l->type = (layer_type)t;
-        l->bias = true;
-        l->stride = 1;
-        int v;
-        if (config_setting_lookup_int(e, "units", &v)) l->units = v;
-        if (config_setting_lookup_int(e, "filters", &v)) l->filters = v;
-        if (config_setting_lookup_int(e, "kernel", &v)) l->kernel = v;
-        if (config_setting_lookup_int(e, "stride", &v)) l->stride = v;
-        if (config_setting_lookup_int(e, "padding", &v)) l->padding = v;
-        if (config_setting_lookup_bool(e, "bias", &v)) l->bias = v != 0;
-        if (config_setting_lookup_string(e, "activation", &act)) l->relu = strcmp(act, "relu") == 0;
-        config_setting_t *s;
-        if ((s = config_setting_get_member(e, "momentum")) != NULL) l->momentum = (float)schema_number(s);
-        if ((s = config_setting_get_member(e, "epsilon")) != NULL) l->epsilon = (float)schema_number(s);
-        if ((s = config_setting_get_member(e, "rate")) != NULL) l->rate = (float)schema_number(s);
-
-        /* inputs: indices of earlier layers; none named = the previous layer */
-        char ikey[320];
-        config_setting_t *one = config_setting_get_member(e, "input");
-        config_setting_t *many = config_setting_get_member(e, "inputs");
-        if (one != NULL) {
-            snprintf(ikey, sizeof(ikey), "%s.input", key);
-            if (find_input(c, one, ikey, name, cfg, i, config_setting_get_string(one),
-                           &l->inputs[0]) != 0)
-                goto out;
-            l->n_inputs = 1;
-        } else if (many != NULL) {
-            for (int k = 0; k < config_setting_length(many); k++) {
-                snprintf(ikey, sizeof(ikey), "%s.inputs[%d]", key, k);
-                if (find_input(c, config_setting_get_elem(many, (unsigned)k), ikey, name, cfg,
-                               i, config_setting_get_string_elem(many, k), &l->inputs[k]) != 0)
-                    goto out;
-            }
-            l->n_inputs = config_setting_length(many);
-        }
+        if (layer_keys_read(c, e, key, cfg, i, &cfg->layers[i]) != 0 ||
+            layer_inputs_read(c, e, key, cfg, i, &cfg->layers[i]) != 0)
+            return -1;
     }
-    shape_fault f;
-    int bad = 0;
-    if (model_shapes(cfg, shapes, &f, &bad) != 0) {
-        shape_error(c, layers, bad, prefix, cfg, &f);
-        goto out;
-    }
-    mshape last = shapes[n - 1];
-    if (mshape_size(last) != cfg->classes) {
-        char a[96];
-        shape_str(last, a, sizeof(a));
-        const layer_cfg *l = &cfg->layers[n - 1];
-        fault(&f, l->type == LAYER_DENSE ? "units" : l->type == LAYER_CONV2D ? "filters" : NULL,
-              "the last layer's output %s has %" PRId64 " values, but classes = %d", a,
-              mshape_size(last), cfg->classes);
-        shape_error(c, layers, n - 1, prefix, cfg, &f);
-        goto out;
-    }
-    rc = 0;
-out:
-    free(shapes);
-    return rc;
+    return model_shapes_check(c, layers, prefix, cfg);
 }
 
 int model_check_batch(vctx *c, const config_setting_t *s, const char *key)
