@@ -213,100 +213,120 @@ static long count_wrong(const bench_job *j)
     return (long)wrong;
 }
 
+/* The algorithms --algo names (mpi: the ring within a rank, when it has
+ * several towers); returns their count. */
+static int bench_algos(const bench_opts *o, allreduce_algo *algos)
+{
+    if (strcmp(o->algo, "mpi") == 0) {
+        algos[0] = ALLREDUCE_RING;
+        return 1;
+    }
+    if (strcmp(o->algo, "all") != 0) {
+        algos[0] = (allreduce_algo)allreduce_algo_parse(o->algo);
+        return 1;
+    }
+    algos[0] = ALLREDUCE_NAIVE;
+    algos[1] = ALLREDUCE_RING;
+    algos[2] = ALLREDUCE_HIERARCHICAL;
+    return 3;
+}
+
+/* Each tower's send and receive buffers of the largest size, and the
+ * timings' room; 0, or -1 with err set (bench_job_free frees what was got). */
+static int bench_job_alloc(bench_job *j, const bench_opts *o, tt_err *err)
+{
+    size_t max_count = o->max_bytes / sizeof(float) > 0 ? o->max_bytes / sizeof(float) : 1;
+    int n = o->towers;
+    memset(j, 0, sizeof(*j));
+    j->send = calloc((size_t)n, sizeof(float *));
+    j->recv = calloc((size_t)n, sizeof(float *));
+    j->us = calloc((size_t)o->iters, sizeof(double));
+    j->ar = allreduce_create(n, err);
+    if (!j->send || !j->recv || !j->us || !j->ar)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory");
+    for (int t = 0; t < n; t++) {
+        j->send[t] = malloc(max_count * sizeof(float));
+        j->recv[t] = malloc(max_count * sizeof(float));
+        if (!j->send[t] || !j->recv[t])
+            return err_set(err, TT_ERR_RUNTIME, "out of memory for %d x 2 buffers of %zu bytes",
+                           n, o->max_bytes);
+    }
+    j->iters = o->iters;
+    j->warmup = o->warmup;
+    j->towers = n;
+    j->rank = dist_rank();
+    j->ranks = dist_size();
+    j->mpi_only = strcmp(o->algo, "mpi") == 0 && n == 1;
+    return 0;
+}
+
+static void bench_job_free(bench_job *j, int towers)
+{
+    allreduce_free(j->ar);
+    for (int t = 0; t < towers && j->send; t++) {
+        free(j->send[t]);
+        if (j->recv)
+            free(j->recv[t]);
+    }
+    free(j->send);
+    free(j->recv);
+    free(j->us);
+}
+
+/* One algorithm's table: its head, then a row per size, out-of-place and
+ * in-place. */
+static void bench_algo_rows(bench_job *j, const bench_opts *o, tower_threads *team,
+                            bench_table *table)
+{
+    bool mpi = strcmp(o->algo, "mpi") == 0;
+    int n = j->towers, ranks = j->ranks;
+    if (ranks > 1)
+        printf("# towertrain bench: float sum all-reduce, %d MPI ranks x %d CPU tower(s), "
+               "algo %s\n", ranks, n, j->mpi_only ? "mpi (MPI_Allreduce)"
+               : mpi ? "mpi (ring within a rank, MPI_Allreduce across)"
+               : allreduce_algo_name(j->algo));
+    else
+        printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n", n,
+               allreduce_algo_name(j->algo));
+    bench_table_heads();
+    size_t counts[BENCH_TABLE_MAX_ROWS];
+    int rows = bench_table_counts(o->min_bytes, o->max_bytes, o->factor, counts);
+    for (int r = 0; r < rows; r++) {
+        size_t count = counts[r], size = count * sizeof(float);
+        j->count = count;
+        bench_table_row(table, mpi ? "mpi" : allreduce_algo_name(j->algo), ranks, n, size,
+                        count);
+        for (int place = 0; place < 2; place++) {
+            j->in_place = place == 1;
+            tower_threads_run(team, bench_tower, j);
+            qsort(j->us, (size_t)o->iters, sizeof(double), cmp_double);
+            bench_table_cell(table, j->in_place, size, j->us[o->iters / 2],
+                             o->check ? count_wrong(j) : 0);
+        }
+        bench_table_end_row(table);
+    }
+}
+
 long bench_run(const bench_opts *o, tt_err *err)
 {
     if (o->gpu)
         return bench_gpu_run(o, err);
-    int n = o->towers, ranks = dist_size();
     allreduce_algo algos[3];
-    int n_algos = 0;
-    bool mpi = strcmp(o->algo, "mpi") == 0;
-    if (mpi) {
-        algos[n_algos++] = ALLREDUCE_RING; /* within a rank, when it has several towers */
-    } else if (strcmp(o->algo, "all") == 0) {
-        algos[n_algos++] = ALLREDUCE_NAIVE;
-        algos[n_algos++] = ALLREDUCE_RING;
-        algos[n_algos++] = ALLREDUCE_HIERARCHICAL;
-    } else {
-        algos[n_algos++] = (allreduce_algo)allreduce_algo_parse(o->algo);
-    }
-    size_t max_count = o->max_bytes / sizeof(float);
-    if (max_count < 1)
-        max_count = 1;
+    int n_algos = bench_algos(o, algos);
     bench_job j;
-    memset(&j, 0, sizeof(j));
-    j.send = calloc((size_t)n, sizeof(float *));
-    j.recv = calloc((size_t)n, sizeof(float *));
-    j.us = calloc((size_t)o->iters, sizeof(double));
-    j.ar = allreduce_create(n, err);
-    tower_threads *team = tower_threads_create(n, err);
-    long total_wrong = 0;
     bench_table table = {0};
-    if (!j.send || !j.recv || !j.us || !j.ar || !team) {
-        total_wrong = -1;
-        err_set(err, TT_ERR_RUNTIME, "out of memory");
-        goto out;
-    }
-    for (int t = 0; t < n; t++) {
-        j.send[t] = malloc(max_count * sizeof(float));
-        j.recv[t] = malloc(max_count * sizeof(float));
-        if (!j.send[t] || !j.recv[t]) {
-            total_wrong = -1;
-            err_set(err, TT_ERR_RUNTIME, "out of memory for %d x 2 buffers of %zu bytes", n,
-                    o->max_bytes);
-            goto out;
+    tower_threads *team = NULL;
+    long total_wrong = -1;
+    if (bench_job_alloc(&j, o, err) == 0 && (team = tower_threads_create(o->towers, err)) &&
+        bench_table_start(&table, o->towers * j.ranks, o->check, err) == 0) {
+        for (int a = 0; a < n_algos; a++) {
+            j.algo = algos[a];
+            bench_algo_rows(&j, o, team, &table);
         }
+        total_wrong = bench_table_finish(&table, o->json_path, err);
     }
-    j.iters = o->iters;
-    j.warmup = o->warmup;
-    j.towers = n;
-    j.rank = dist_rank();
-    j.ranks = ranks;
-    j.mpi_only = mpi && n == 1;
-    if (bench_table_start(&table, n * ranks, o->check, err) != 0) {
-        total_wrong = -1;
-        goto out;
-    }
-    size_t counts[BENCH_TABLE_MAX_ROWS];
-    int rows = bench_table_counts(o->min_bytes, o->max_bytes, o->factor, counts);
-    for (int a = 0; a < n_algos; a++) {
-        j.algo = algos[a];
-        if (ranks > 1)
-            printf("# towertrain bench: float sum all-reduce, %d MPI ranks x %d CPU tower(s), "
-                   "algo %s\n", ranks, n, j.mpi_only ? "mpi (MPI_Allreduce)"
-                   : mpi ? "mpi (ring within a rank, MPI_Allreduce across)"
-                   : allreduce_algo_name(j.algo));
-        else
-            printf("# towertrain bench: float sum all-reduce, %d CPU towers (threads), algo %s\n",
-                   n, allreduce_algo_name(j.algo));
-        bench_table_heads();
-        for (int r = 0; r < rows; r++) {
-            size_t count = counts[r], size = count * sizeof(float);
-            j.count = count;
-            bench_table_row(&table, mpi ? "mpi" : allreduce_algo_name(j.algo), ranks, n, size,
-                            count);
-            for (int place = 0; place < 2; place++) {
-                j.in_place = place == 1;
-                tower_threads_run(team, bench_tower, &j);
-                qsort(j.us, (size_t)o->iters, sizeof(double), cmp_double);
-                bench_table_cell(&table, j.in_place, size, j.us[o->iters / 2],
-                                 o->check ? count_wrong(&j) : 0);
-            }
-            bench_table_end_row(&table);
-        }
-    }
-    total_wrong = bench_table_finish(&table, o->json_path, err);
-out:
     bench_table_free(&table);
     tower_threads_free(team);
-    allreduce_free(j.ar);
-    for (int t = 0; t < n && j.send; t++) {
-        free(j.send[t]);
-        if (j.recv)
-            free(j.recv[t]);
-    }
-    free(j.send);
-    free(j.recv);
-    free(j.us);
+    bench_job_free(&j, o->towers);
     return total_wrong;
 }
