@@ -37,30 +37,26 @@ static void spec_shape(const model_t *m, const param_entry *p, st_tensor *t)
         t->shape[d] = s->dims[d];
 }
 
-int checkpoint_write(const char *path, const model_t *m, const checkpoint_state *s,
-                     tt_err *err)
+/* A diverged model is never saved: it would overwrite a good checkpoint. */
+static int params_finite(const model_t *m, const checkpoint_state *s, const char *path,
+                         tt_err *err)
 {
-    size_t n_slots = (size_t)s->n_slots;
-    int n_tensors = m->n_params * (1 + (int)n_slots) + (s->replica_stats != NULL);
-    st_tensor *ts = calloc((size_t)n_tensors + 1, sizeof(st_tensor));
-    char (*names)[TT_NAME_MAX + 64] = calloc((size_t)n_tensors + 1, sizeof(*names));
-    int64_t *ints = calloc((size_t)m->n_params + 1, sizeof(int64_t)); /* I64 tensors */
-    int rc = -1;
-    if (ts == NULL || names == NULL || ints == NULL) {
-        err_set(err, TT_ERR_RUNTIME, "out of memory writing %s", path);
-        goto out;
-    }
-    /* a diverged model is never saved: it would overwrite a good checkpoint */
     for (int i = 0; i < m->n_params; i++) {
         const param_entry *p = &m->params[i];
-        for (size_t j = 0; j < p->count; j++) {
-            if (!isfinite(s->params[p->offset + j])) {
-                err_set(err, TT_ERR_RUNTIME, "not writing %s: %s is not finite at global step "
-                        "%" PRId64, path, p->name, s->global_step);
-                goto out;
-            }
-        }
+        for (size_t j = 0; j < p->count; j++)
+            if (!isfinite(s->params[p->offset + j]))
+                return err_set(err, TT_ERR_RUNTIME, "not writing %s: %s is not finite at global "
+                               "step %" PRId64, path, p->name, s->global_step);
     }
+    return 0;
+}
+
+/* The tensors of a checkpoint: the parameters (I64 ones through ints), the
+ * optimizer slots (named into names) and the replicas' statistics. Returns
+ * their count. */
+static int tensors_of(const model_t *m, const checkpoint_state *s, st_tensor *ts,
+                      char (*names)[TT_NAME_MAX + 64], int64_t *ints)
+{
     int k = 0;
     for (int i = 0; i < m->n_params; i++, k++) {
         const param_entry *p = &m->params[i];
@@ -72,7 +68,7 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
         }
         spec_shape(m, p, &ts[k]);
     }
-    for (size_t sl = 0; sl < n_slots; sl++) {
+    for (size_t sl = 0; sl < (size_t)s->n_slots; sl++) {
         for (int i = 0; i < m->n_params; i++) {
             const param_entry *p = &m->params[i];
             if (!p->trainable)
@@ -89,43 +85,73 @@ int checkpoint_write(const char *path, const model_t *m, const checkpoint_state 
         ts[k++] = (st_tensor){REPLICA_STATS, "F32", 2, {s->n_replicas, (int64_t)stats},
                               s->replica_stats, (size_t)s->n_replicas * stats * sizeof(float)};
     }
-    char epoch_s[32], step_s[32], local_s[32], batch_s[32], rng_s[64], updates_s[32];
-    snprintf(epoch_s, sizeof(epoch_s), "%" PRId64, s->epochs_done);
-    snprintf(step_s, sizeof(step_s), "%" PRId64, s->global_step);
-    snprintf(local_s, sizeof(local_s), "%" PRId64, s->local_step);
-    snprintf(batch_s, sizeof(batch_s), "%" PRId64, s->global_batch);
-    snprintf(updates_s, sizeof(updates_s), "%" PRId64, s->updates);
-    snprintf(rng_s, sizeof(rng_s), "splitmix64 seed %" PRIu64, s->seed);
-    char scale_s[32], good_s[32];
-    snprintf(scale_s, sizeof(scale_s), "%.9g", (double)s->loss_scale);
-    snprintf(good_s, sizeof(good_s), "%" PRId64, s->loss_scale_good_steps);
-    const char *meta[32] = {"format", "towertrain/1", "epoch_num", epoch_s, "global_step", step_s,
-                            "local_step", local_s, "global_batch", batch_s, "rng", rng_s,
-                            "job", s->job_text ? s->job_text : "", "optimizer_updates", updates_s};
-    int n_meta = 8;
+    return k;
+}
+
+/* The metadata's values, as text. */
+typedef struct {
+    char epoch[32], step[32], local[32], batch[32], rng[64], updates[32];
+    char scale[32], good[32], lr[32], job_lr[32];
+} meta_text;
+
+/* The metadata: key, value pairs into meta (room for 16 pairs); returns
+ * the number of pairs. */
+static int metadata_of(const checkpoint_state *s, meta_text *t, const char **meta)
+{
+    snprintf(t->epoch, sizeof(t->epoch), "%" PRId64, s->epochs_done);
+    snprintf(t->step, sizeof(t->step), "%" PRId64, s->global_step);
+    snprintf(t->local, sizeof(t->local), "%" PRId64, s->local_step);
+    snprintf(t->batch, sizeof(t->batch), "%" PRId64, s->global_batch);
+    snprintf(t->updates, sizeof(t->updates), "%" PRId64, s->updates);
+    snprintf(t->rng, sizeof(t->rng), "splitmix64 seed %" PRIu64, s->seed);
+    const char *fixed[16] = {"format", "towertrain/1", "epoch_num", t->epoch, "global_step",
+                             t->step, "local_step", t->local, "global_batch", t->batch, "rng",
+                             t->rng, "job", s->job_text ? s->job_text : "", "optimizer_updates",
+                             t->updates};
+    memcpy(meta, fixed, sizeof(fixed));
+    int n = 8;
     if (s->loss_scale > 0) {
-        meta[2 * n_meta] = "loss_scale", meta[2 * n_meta + 1] = scale_s;
-        meta[2 * n_meta + 2] = "loss_scale_good_steps", meta[2 * n_meta + 3] = good_s;
-        n_meta += 2;
+        snprintf(t->scale, sizeof(t->scale), "%.9g", (double)s->loss_scale);
+        snprintf(t->good, sizeof(t->good), "%" PRId64, s->loss_scale_good_steps);
+        meta[2 * n] = "loss_scale", meta[2 * n + 1] = t->scale;
+        meta[2 * n + 2] = "loss_scale_good_steps", meta[2 * n + 3] = t->good;
+        n += 2;
     }
-    char lr_s[32], job_lr_s[32];
     if (s->learning_rate > 0 && s->job_learning_rate > 0) {
-        snprintf(lr_s, sizeof(lr_s), "%.9g", (double)s->learning_rate);
-        snprintf(job_lr_s, sizeof(job_lr_s), "%.9g", (double)s->job_learning_rate);
-        meta[2 * n_meta] = "learning_rate", meta[2 * n_meta + 1] = lr_s;
-        meta[2 * n_meta + 2] = "job_learning_rate", meta[2 * n_meta + 3] = job_lr_s;
-        n_meta += 2;
+        snprintf(t->lr, sizeof(t->lr), "%.9g", (double)s->learning_rate);
+        snprintf(t->job_lr, sizeof(t->job_lr), "%.9g", (double)s->job_learning_rate);
+        meta[2 * n] = "learning_rate", meta[2 * n + 1] = t->lr;
+        meta[2 * n + 2] = "job_learning_rate", meta[2 * n + 3] = t->job_lr;
+        n += 2;
     }
     if (s->callback_state != NULL) {
-        meta[2 * n_meta] = "callback_state", meta[2 * n_meta + 1] = s->callback_state;
-        n_meta++;
+        meta[2 * n] = "callback_state", meta[2 * n + 1] = s->callback_state;
+        n++;
     }
     if (s->note_key != NULL) {
-        meta[2 * n_meta] = s->note_key, meta[2 * n_meta + 1] = s->note_value;
-        n_meta++;
+        meta[2 * n] = s->note_key, meta[2 * n + 1] = s->note_value;
+        n++;
     }
-    rc = safetensors_write(path, ts, k, meta, n_meta, err);
-out:
+    return n;
+}
+
+int checkpoint_write(const char *path, const model_t *m, const checkpoint_state *s,
+                     tt_err *err)
+{
+    int n_tensors = m->n_params * (1 + s->n_slots) + (s->replica_stats != NULL);
+    st_tensor *ts = calloc((size_t)n_tensors + 1, sizeof(st_tensor));
+    char (*names)[TT_NAME_MAX + 64] = calloc((size_t)n_tensors + 1, sizeof(*names));
+    int64_t *ints = calloc((size_t)m->n_params + 1, sizeof(int64_t)); /* I64 tensors */
+    int rc = -1;
+    if (ts == NULL || names == NULL || ints == NULL) {
+        err_set(err, TT_ERR_RUNTIME, "out of memory writing %s", path);
+    } else if (params_finite(m, s, path, err) == 0) {
+        int k = tensors_of(m, s, ts, names, ints);
+        meta_text text;
+        const char *meta[32];
+        int n_meta = metadata_of(s, &text, meta);
+        rc = safetensors_write(path, ts, k, meta, n_meta, err);
+    }
     free(ints);
     free(ts);
     free(names);
