@@ -144,98 +144,103 @@ static bool parse_descr(const char *d, npy_header *h)
     return true;
 }
 
+/* The format version's preamble: where the header dict starts and how long
+ * it is. NULL, or why the file is refused. */
+static const char *read_preamble(const uint8_t *b, size_t len, size_t *start, size_t *hlen,
+                                 char *why, size_t why_len)
+{
+    if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0)
+        return "not a .npy file (bad magic)";
+    int major = b[6], minor = b[7];
+    if (major == 2 || major == 3) {
+        if (len < 12)
+            return "truncated header";
+        *hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
+        *start = 12;
+    } else {
+        *hlen = (size_t)b[8] | (size_t)b[9] << 8;
+        *start = 10;
+    }
+    if ((major != 1 && major != 2 && major != 3) || minor != 0) {
+        snprintf(why, why_len, "unsupported .npy format version %d.%d (1.0, 2.0 and 3.0 are "
+                 "read)", major, minor);
+        return why;
+    }
+    if (*hlen > len - *start) {
+        snprintf(why, why_len, "truncated header (%zu bytes announced, %zu present)", *hlen,
+                 len - *start);
+        return why;
+    }
+    return NULL;
+}
+
+static const char *const npy_syntax =
+    "malformed header (expected a dict of 'descr', 'fortran_order' and 'shape')";
+
+/* One key's value of the header dict (seen: the keys read so far, a bit
+ * each). NULL, or why the header is refused. */
+static const char *read_entry(cursor *c, npy_header *h, unsigned *seen, char *why, size_t why_len)
+{
+    char key[32], descr[32];
+    if (!read_string(c, key, sizeof(key)) || !eat(c, ':'))
+        return npy_syntax;
+    if (strcmp(key, "descr") == 0 && !(*seen & 1)) {
+        if (!read_string(c, descr, sizeof(descr)))
+            return "unsupported dtype (a structured or unreadable 'descr')";
+        if (!parse_descr(descr, h)) {
+            snprintf(why, why_len, "unsupported dtype '%s'", descr);
+            return why;
+        }
+        *seen |= 1;
+    } else if (strcmp(key, "fortran_order") == 0 && !(*seen & 2)) {
+        if (read_word(c, "True"))
+            h->fortran = true;
+        else if (!read_word(c, "False"))
+            return npy_syntax;
+        *seen |= 2;
+    } else if (strcmp(key, "shape") == 0 && !(*seen & 4)) {
+        if (!read_shape(c, h))
+            return npy_syntax;
+        *seen |= 4;
+    } else {
+        snprintf(why, why_len, "unexpected key '%s' in the header", key);
+        return why;
+    }
+    return NULL;
+}
+
 /* Fills h from the file's bytes, or sets why. */
 static int parse_header(const uint8_t *b, size_t len, npy_header *h, char *why, size_t why_len)
 {
     memset(h, 0, sizeof(*h));
-    if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0) {
-        snprintf(why, why_len, "not a .npy file (bad magic)");
-        return -1;
-    }
-    int major = b[6], minor = b[7];
-    size_t hlen, start;
-    if (major == 1) {
-        hlen = (size_t)b[8] | (size_t)b[9] << 8;
-        start = 10;
-    } else if (major == 2 || major == 3) {
-        if (len < 12) {
-            snprintf(why, why_len, "truncated header");
-            return -1;
-        }
-        hlen = (size_t)b[8] | (size_t)b[9] << 8 | (size_t)b[10] << 16 | (size_t)b[11] << 24;
-        start = 12;
-    } else {
-        snprintf(why, why_len, "unsupported .npy format version %d.%d (1.0, 2.0 and 3.0 are read)",
-                 major, minor);
-        return -1;
-    }
-    if (minor != 0) {
-        snprintf(why, why_len, "unsupported .npy format version %d.%d (1.0, 2.0 and 3.0 are read)",
-                 major, minor);
-        return -1;
-    }
-    if (hlen > len - start) {
-        snprintf(why, why_len, "truncated header (%zu bytes announced, %zu present)", hlen,
-                 len - start);
-        return -1;
-    }
-    h->data_offset = start + hlen;
+    size_t start = 0, hlen = 0;
+    const char *bad = read_preamble(b, len, &start, &hlen, why, why_len);
+    unsigned seen = 0;
     cursor c = { (const char *)b + start, (const char *)b + start + hlen };
-    bool have_descr = false, have_order = false, have_shape = false;
-    char key[32], descr[32];
-    if (!eat(&c, '{'))
-        goto syntax;
-    while (!eat(&c, '}')) {
-        if (!read_string(&c, key, sizeof(key)) || !eat(&c, ':'))
-            goto syntax;
-        if (strcmp(key, "descr") == 0 && !have_descr) {
-            if (!read_string(&c, descr, sizeof(descr))) {
-                snprintf(why, why_len, "unsupported dtype (a structured or unreadable 'descr')");
-                return -1;
-            }
-            if (!parse_descr(descr, h)) {
-                snprintf(why, why_len, "unsupported dtype '%s'", descr);
-                return -1;
-            }
-            have_descr = true;
-        } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
-            if (read_word(&c, "True"))
-                h->fortran = true;
-            else if (!read_word(&c, "False"))
-                goto syntax;
-            have_order = true;
-        } else if (strcmp(key, "shape") == 0 && !have_shape) {
-            if (!read_shape(&c, h))
-                goto syntax;
-            have_shape = true;
-        } else {
-            snprintf(why, why_len, "unexpected key '%s' in the header", key);
-            return -1;
-        }
-        if (!eat(&c, ',')) {
+    h->data_offset = start + hlen;
+    if (bad == NULL && !eat(&c, '{'))
+        bad = npy_syntax;
+    while (bad == NULL && !eat(&c, '}')) {
+        bad = read_entry(&c, h, &seen, why, why_len);
+        if (bad == NULL && !eat(&c, ',')) {
             if (!eat(&c, '}'))
-                goto syntax;
+                bad = npy_syntax;
             break;
         }
     }
     skip_space(&c);
-    if (c.p != c.end)
-        goto syntax;
-    if (!have_descr || !have_order || !have_shape) {
+    if (bad == NULL && c.p != c.end)
+        bad = npy_syntax;
+    if (bad == NULL && seen != 7) {
         snprintf(why, why_len, "the header lacks '%s'",
-                 !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
-        return -1;
+                 !(seen & 1) ? "descr" : !(seen & 2) ? "fortran_order" : "shape");
+        bad = why;
     }
-    if (h->fortran) {
-        snprintf(why, why_len, "fortran_order is True: save a C-order array "
-                 "(numpy.ascontiguousarray)");
-        return -1;
-    }
-    return 0;
-syntax:
-    snprintf(why, why_len, "malformed header (expected a dict of 'descr', 'fortran_order' and "
-             "'shape')");
-    return -1;
+    if (bad == NULL && h->fortran)
+        bad = "fortran_order is True: save a C-order array (numpy.ascontiguousarray)";
+    if (bad != NULL && bad != why)
+        snprintf(why, why_len, "%s", bad);
+    return bad != NULL ? -1 : 0;
 }
 
 /* Maps a whole file read-only and parses its header. */
