@@ -389,23 +389,9 @@ static int build_plugins(config_setting_t *root, const char *const *keys, int n_
     return 0;
 }
 
-static int build_job(job_t *job, config_t *cfg)
+static int build_optimizer(const config_setting_t *o, optimizer_cfg *opt)
 {
-    config_setting_t *root = config_root_setting(cfg);
-    copy_str(job->logdir, sizeof(job->logdir), get_str(root, "logdir", ""));
-    job->seed = (uint64_t)config_setting_get_int64(config_setting_get_member(root, "seed"));
-    if (config_setting_type(config_setting_get_member(root, "seed")) == CONFIG_TYPE_INT)
-        job->seed = (uint64_t)get_int(root, "seed", 1);
-    job->max_epoch = (int64_t)get_num(root, "max_epoch", 99999);
-    job->steps_per_epoch = (int64_t)get_num(root, "steps_per_epoch", 0);
-    job->starting_epoch = (int64_t)get_num(root, "starting_epoch", 1);
-    copy_str(job->session_init, sizeof(job->session_init), get_str(root, "session_init", ""));
-    if (build_dataflow(config_setting_get_member(root, "dataflow"), &job->dataflow) != 0)
-        return -1;
-
-    const config_setting_t *o = config_setting_get_member(root, "optimizer");
     const char *ot = get_str(o, "type", "sgd");
-    optimizer_cfg *opt = &job->optimizer;
     opt->type = strcmp(ot, "adam") == 0       ? OPT_ADAM
                 : strcmp(ot, "adamw") == 0    ? OPT_ADAMW
                 : strcmp(ot, "lars") == 0     ? OPT_LARS
@@ -427,9 +413,11 @@ static int build_job(job_t *job, config_t *cfg)
         return -1;
     for (int i = 0; i < opt->n_wd_exclude; i++)
         opt->wd_exclude[i] = config_setting_get_string_elem(ex, i);
+    return 0;
+}
 
-    const config_setting_t *t = config_setting_get_member(root, "trainer");
-    trainer_cfg *tr = &job->trainer;
+static void build_trainer(const config_setting_t *t, trainer_cfg *tr)
+{
     const char *tt = get_str(t, "type", "simple");
     tr->type = strcmp(tt, "sync_replicated") == 0         ? TRAINER_SYNC_REPLICATED
                : strcmp(tt, "sync_parameter_server") == 0 ? TRAINER_SYNC_PARAMETER_SERVER
@@ -456,6 +444,23 @@ static int build_job(job_t *job, config_t *cfg)
     tr->precision = strcmp(prec, "bf16") == 0   ? PRECISION_BF16
                     : strcmp(prec, "fp16") == 0 ? PRECISION_FP16
                                                 : PRECISION_FP32;
+}
+
+static int build_job(job_t *job, config_t *cfg)
+{
+    config_setting_t *root = config_root_setting(cfg);
+    copy_str(job->logdir, sizeof(job->logdir), get_str(root, "logdir", ""));
+    job->seed = (uint64_t)config_setting_get_int64(config_setting_get_member(root, "seed"));
+    if (config_setting_type(config_setting_get_member(root, "seed")) == CONFIG_TYPE_INT)
+        job->seed = (uint64_t)get_int(root, "seed", 1);
+    job->max_epoch = (int64_t)get_num(root, "max_epoch", 99999);
+    job->steps_per_epoch = (int64_t)get_num(root, "steps_per_epoch", 0);
+    job->starting_epoch = (int64_t)get_num(root, "starting_epoch", 1);
+    copy_str(job->session_init, sizeof(job->session_init), get_str(root, "session_init", ""));
+    if (build_dataflow(config_setting_get_member(root, "dataflow"), &job->dataflow) != 0 ||
+        build_optimizer(config_setting_get_member(root, "optimizer"), &job->optimizer) != 0)
+        return -1;
+    build_trainer(config_setting_get_member(root, "trainer"), &job->trainer);
 
     const config_setting_t *ev = config_setting_get_member(root, "eval");
     const config_setting_t *evd = ev ? config_setting_get_member(ev, "dataflow") : NULL;
