@@ -30,7 +30,7 @@
 #include "config/job.h"
 #include "dataflow/image_decode.h"
 #include "eval/eval.h"
-#include "train/profile.h"
+#include "profile/profile.h"
 #include "plot/plot.h"
 #include "train/trainer.h"
 #include "util/err.h"

@@ -24,7 +24,7 @@
  * Tower 0 stands for every tower: they run at once, on their share of the
  * cores, and the step waits for the slowest. Nothing is written into the
  * log directory: no callback hook runs, no monitor opens. */
-#include "train/profile.h"
+#include "profile/profile.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +35,7 @@
 #include "callbacks/timeline.h"
 #include "comm/dist.h"
 #include "train/device_towers.h"
-#include "train/roof.h"
+#include "profile/roof.h"
 #include "train/trainer.h"
 #include "util/fileio.h"
 #include "util/log.h"

@@ -1,5 +1,5 @@
 /* roof.c - the fp32 roof (roof.h). */
-#include "train/roof.h"
+#include "profile/roof.h"
 
 #include <ctype.h>
 #include <math.h>
