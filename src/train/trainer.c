@@ -1,4 +1,9 @@
-/* trainer.c - the training loop shared by every trainer type. */
+/* trainer.c - the training loop shared by every trainer type: creating the
+ * trainer (towers, plug-ins, accumulators), the callbacks' hooks, a step,
+ * an epoch and the run; the scalars it reports to the monitors. A tower's part
+ * of a step is tower_step.c's, evaluation trainer_eval.c's, and what the
+ * towers share (parameters, batchnorm statistics, learning rate)
+ * tower_params.c's. */
 #include "train/trainer.h"
 
 #include <math.h>
@@ -11,7 +16,6 @@
 #include "comm/dist.h"
 #include "train/device_towers.h"
 #include "util/log.h"
-#include "util/rng.h"
 #include "util/strutil.h"
 #include "util/threadpool.h"
 #include "util/trace.h"
@@ -299,42 +303,6 @@ static double float_shortest(float f)
     return strtod(buf, NULL);
 }
 
-float trainer_get_learning_rate(trainer_t *tr)
-{
-    return tr->ops->optimizer(tr, 0)->cfg.learning_rate;
-}
-
-void trainer_set_learning_rate(trainer_t *tr, float lr)
-{
-    optimizer_t *opt;
-    for (int i = 0; (opt = tr->ops->optimizer(tr, i)) != NULL; i++)
-        opt->cfg.learning_rate = lr;
-}
-
-int trainer_create_optimizer(trainer_t *tr, backend_t *be, optimizer_t *opt, tt_err *err)
-{
-    const model_t *m = &tr->model;
-    opt_param *params = calloc((size_t)m->n_params + 1, sizeof(opt_param));
-    if (params == NULL)
-        return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    int n = 0;
-    for (int i = 0; i < m->n_params; i++) /* trainable first (model.h) */
-        if (m->params[i].trainable)
-            params[n++] = (opt_param){m->params[i].name, m->params[i].offset, m->params[i].count};
-    int rc = optimizer_create(&tr->job->optimizer, be, m->n_trainable, params, n, opt, err);
-    free(params);
-    return rc;
-}
-
-int trainer_create_optimizers(trainer_t *tr, backend_t **backends, int n, optimizer_t *opts,
-                              tt_err *err)
-{
-    for (int i = 0; i < n; i++)
-        if (trainer_create_optimizer(tr, backends[i], &opts[i], err) != 0)
-            return -1;
-    return 0;
-}
-
 int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err *err)
 {
     char name[64];
@@ -357,190 +325,6 @@ int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err
             return -1;
     }
     return 0;
-}
-
-/* Test hook: TT_FAULT_GRAD=<s> makes tower 0's loss gradient infinite at
- * global step s (from 1), in its first micro-batch only (accumulate), so that
- * its backward gives Inf and NaN gradients, as an fp16 overflow would: loss
- * scaling must skip exactly that update, whatever the other micro-batches.
- * Read once per trainer (trainer_create), not in the step. */
-static bool fault_gradient_step(const trainer_t *tr, int t, int k)
-{
-    return t == 0 && k == 0 && tr->fault_grad_step == tr->global_step + 1;
-}
-
-/* Micro-batch k of the step on tower t: the rank's batch is accumulate
- * micro-batches in order, each nr_tower slices (dataflow_set_parts).
- * unscale: divide the gradients by the loss scale here (not when the caller
- * unscales the accumulated sum once, or the all-reduce's packs do). */
-static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, bool unscale)
-{
-    tower_t *tw = &tr->towers[t];
-    int parts = tr->job->trainer.accumulate;
-    int n = b->n / (tr->n_towers * parts);
-    size_t sample = shape3_size(tr->model.input), at = (size_t)(k * tr->n_towers + t) * n;
-    if (tr->dev != NULL) /* staged: the copy runs beside the device's previous micro-batch */
-        device_tower_load(tr, t, tr->global_step * parts + k, n, b->x + at * sample, b->y + at);
-    else
-        tower_load_batch(tw, n, b->x + at * sample, b->y + at);
-    /* dropout differs per step and per tower, and depends on nothing else:
-     * the tower's global index, so K towers spread over ranks draw the masks
-     * K towers in one process draw */
-    uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
-    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)(tr->global_step * parts + k), tower);
-    float scale = tw->loss_scale;
-    if (fault_gradient_step(tr, t, k)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
-        tw->loss_scale = INFINITY;
-    tower_step(tw, n, true, true, seed);
-    if (tr->dev != NULL)
-        device_tower_consumed(tr, t);
-    /* a power of two: exact both ways. Towers that hand packs to the
-     * device all-reduce during backward unscale each pack before it goes
-     * (sync_replicated.c, tr->packs_unscale): the whole block here would
-     * race with the all-reduce. Any other grad_ready hook (simple.c's) does
-     * not unscale. */
-    if (unscale && tw->loss_scale != 1.0f && !tr->packs_unscale)
-        tw->be->scale(tw->be, tr->model.n_trainable, 1.0f / tw->loss_scale, tw->grads);
-    tw->loss_scale = scale;
-}
-
-/* Every micro-batch of the step on tower t, and their gradients' mean. */
-static void tower_compute_step(trainer_t *tr, int t, const batch_t *b)
-{
-    int parts = tr->job->trainer.accumulate;
-    if (parts == 1) {
-        tower_compute_micro(tr, t, b, 0, true);
-        return;
-    }
-    /* accumulate: grads = the mean of the micro-batches' gradients, summed in
-     * acc (micro-batches 0 .. K-2) and into the last one's, on the tower's
-     * backend (device memory on a device tower). The grad-ready hook hears of
-     * no layer until the sum is final: then of all of them, so the packs are
-     * all-reduced once per update. fp16: the micro-batches' gradients stay
-     * scaled; the sum is unscaled once, with the 1/K (or by the packs, which
-     * unscale as they go). An Inf or NaN in any micro-batch stays in the sum,
-     * whose finite check then skips the whole update. */
-    tower_t *tw = &tr->towers[t];
-    size_t count = tr->model.n_trainable;
-    float *acc = tr->accum[t];
-    bool (*ready)(void *, size_t) = tw->grad_ready;
-    tw->grad_ready = NULL;
-    double loss = 0.0;
-    int correct = 0;
-    for (int k = 0; k < parts; k++) {
-        tower_compute_micro(tr, t, b, k, false);
-        loss += tw->loss_sum;
-        correct += tw->correct;
-        if (k == 0)
-            tw->be->copy(tw->be, acc, tw->grads, count * sizeof(float));
-        else if (k < parts - 1)
-            tw->be->axpy(tw->be, count, 1.0f, tw->grads, acc);
-    }
-    tw->be->axpy(tw->be, count, 1.0f, acc, tw->grads);
-    float unscale = tr->packs_unscale ? 1.0f : tw->loss_scale;
-    tw->be->scale(tw->be, count, 1.0f / ((float)parts * unscale), tw->grads);
-    tw->loss_sum = loss;
-    tw->correct = correct;
-    tw->grad_ready = ready;
-    if (ready != NULL)
-        ready(tw->grad_ready_arg, 0);
-}
-
-void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b)
-{
-    /* the timeline's tower row: the step's span wraps all its micro-batches,
-     * and their layers and packs nest in it (on a device tower, all measured
-     * on the device: device_spans.h) */
-    trace_set_row(TRACE_ROW_TOWER + t);
-    int64_t t0 = trace_begin();
-    tower_compute_step(tr, t, b);
-    trace_end(TRACE_ROW_TOWER + t, t0, TRACE_CAT_TRAINER, "step", tr->global_step + 1);
-}
-
-void trainer_enable_loss_scale(trainer_t *tr)
-{
-    tr->loss_scaling = true;
-    loss_scale_init(&tr->loss_scale);
-}
-
-bool trainer_grads_finite(trainer_t *tr, backend_t *be, const float *g, size_t count)
-{
-    return !tr->loss_scaling || be->all_finite(be, count, g);
-}
-
-bool trainer_loss_scale_step(trainer_t *tr, bool grads_finite)
-{
-    if (!tr->loss_scaling)
-        return true;
-    float before = tr->loss_scale.scale;
-    if (loss_scale_update(&tr->loss_scale, grads_finite))
-        return true;
-    log_printf("global step %lld: gradients hold Inf or NaN at loss scale %g: update skipped, "
-               "loss scale now %g\n", (long long)tr->global_step + 1, (double)before,
-               (double)tr->loss_scale.scale);
-    return false;
-}
-
-void trainer_collect_step(trainer_t *tr, const batch_t *b)
-{
-    double sums[3] = {0.0, 0.0, (double)b->n}; /* loss, correct, samples */
-    for (int t = 0; t < tr->n_towers; t++) {
-        sums[0] += tr->towers[t].loss_sum;
-        sums[1] += tr->towers[t].correct;
-    }
-    if (tr->n_ranks > 1) {
-        dist_sum_doubles(sums, 3);
-        /* a signal reaches one rank or all; every rank stops at the same step */
-        tr->stop_agreed = dist_max_int((int)trainer_stop_signal);
-        if (tr->stop_agreed != 0)
-            trainer_stop_signal = tr->stop_agreed; /* the exit status says which */
-    }
-    tr->step_loss = sums[0] / sums[2];
-    tr->step_accuracy = sums[1] / sums[2];
-}
-
-void trainer_sync_tower0(trainer_t *tr)
-{
-    if (tr->ops->publish != NULL)
-        tr->ops->publish(tr);
-}
-
-float *trainer_average_batchnorm(trainer_t *tr)
-{
-    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
-    if (tr->n_towers * tr->n_ranks < 2 || n == 0)
-        return NULL;
-    float *sum = calloc(n, sizeof(float)), *one = malloc(n * sizeof(float));
-    int ok = sum != NULL && one != NULL;
-    for (int t = 0; ok && t < tr->n_towers; t++) {
-        tower_t *tw = &tr->towers[t];
-        tw->be->download(tw->be, one, tw->params + lo, n * sizeof(float));
-        for (size_t i = 0; i < n; i++)
-            sum[i] += one[i];
-    }
-    for (size_t i = 0; ok && i < n; i++)
-        sum[i] /= (float)tr->n_towers;
-    if (tr->n_ranks > 1 && (ok = dist_max_int(!ok) == 0)) { /* every rank alike */
-        dist_sum_floats(sum, n);
-        for (size_t i = 0; i < n; i++)
-            sum[i] /= (float)tr->n_ranks;
-    }
-    free(one);
-    if (!ok) {
-        free(sum);
-        return NULL; /* out of memory: the statistics stay tower-local */
-    }
-    return sum;
-}
-
-void trainer_sync_batchnorm(trainer_t *tr)
-{
-    size_t lo = tr->model.n_trainable, n = tr->model.n_floats - lo;
-    float *avg = trainer_average_batchnorm(tr);
-    for (int t = 0; avg != NULL && t < tr->n_towers; t++)
-        tr->towers[t].be->upload(tr->towers[t].be, tr->towers[t].params + lo, avg,
-                                 n * sizeof(float));
-    free(avg);
 }
 
 /* Test hook: with TT_DUMP_TOWERS=<dir>, every epoch end writes each tower's
@@ -567,55 +351,6 @@ static void dump_tower_statistics(trainer_t *tr)
             fclose(f);
     }
     free(one);
-}
-
-int trainer_evaluate(trainer_t *tr, dataflow_t *df, double *loss, double *accuracy,
-                     tt_err *err)
-{
-    return trainer_evaluate_each(tr, df, NULL, NULL, loss, accuracy, err);
-}
-
-int trainer_evaluate_each(trainer_t *tr, dataflow_t *df, trainer_eval_visit visit, void *arg,
-                          double *loss, double *accuracy, tt_err *err)
-{
-    tower_t *t = &tr->towers[0];
-    trainer_sync_tower0(tr);
-    if (dataflow_start(df, 0, err) != 0)
-        return -1;
-    int classes = tr->job->model.classes;
-    float *logits = visit ? malloc((size_t)t->max_n * classes * sizeof(float)) : NULL;
-    if (visit && logits == NULL)
-        return err_set(err, TT_ERR_RUNTIME, "out of memory");
-    double sums[3] = {0.0, 0.0, 0.0}; /* loss, correct, samples */
-    const batch_t *b;
-    size_t sample = shape3_size(tr->model.input);
-    /* under MPI the ranks take turns: batch i is rank (i mod ranks)'s */
-    for (int64_t i = 0; (b = dataflow_next(df)) != NULL; i++) {
-        if (i % tr->n_ranks != tr->rank)
-            continue;
-        /* The eval batch may exceed the tower's: run it in tower-sized chunks. */
-        for (int off = 0; off < b->n; off += t->max_n) {
-            int n = b->n - off < t->max_n ? b->n - off : t->max_n;
-            tower_load_batch(t, n, b->x + (size_t)off * sample, b->y + off);
-            const float *out = tower_step(t, n, false, false, 0);
-            if (visit != NULL) {
-                t->be->download(t->be, logits, out, (size_t)n * classes * sizeof(float));
-                visit(arg, logits, b->y + off, n);
-            }
-            sums[0] += t->loss_sum;
-            sums[1] += t->correct;
-            sums[2] += n;
-        }
-    }
-    free(logits);
-    if (dataflow_error(df, err) != 0)
-        return -1;
-    dist_sum_doubles(sums, 3);
-    if (sums[2] == 0)
-        return err_set(err, TT_ERR_USAGE, "inference dataflow is empty");
-    *loss = sums[0] / sums[2];
-    *accuracy = sums[1] / sums[2];
-    return 0;
 }
 
 /* A callback triggers after every every_k_steps-th step when it has one, else at
