@@ -20,23 +20,6 @@
 
 #include "backend/cuda/cuda_impl.h"
 
-tt_bn_grid tt_bn_nhwc_plan(int m, int c)
-{
-    tt_bn_grid g = {m, c, 0, m};
-    size_t coefs = (size_t)TT_BN_COEFS * (size_t)c;
-    if (m <= 0 || c <= 0 || coefs + 2 * (size_t)c > TT_BN_SCRATCH_FLOATS)
-        return g;
-    size_t fit = (TT_BN_SCRATCH_FLOATS - coefs) / (2 * (size_t)c);
-    size_t want = ((size_t)m + TT_BN_MIN_ROWS - 1) / TT_BN_MIN_ROWS;
-    if (want > fit)
-        want = fit;
-    if (want > TT_BN_MAX_PARTIALS)
-        want = TT_BN_MAX_PARTIALS;
-    g.rows = (int)(((size_t)m + want - 1) / want);
-    g.g = (m + g.rows - 1) / g.rows; /* no empty partial */
-    return g;
-}
-
 int cuda_bn_nhwc_setup(cuda_impl *c, tt_err *err)
 {
     tt_err pool_err = {0};
@@ -55,8 +38,8 @@ static tt_bn_grid plan_call(backend_t *be, int n, int ch, int hw)
         c->failed = true;
         err_set(&c->err, TT_ERR_RUNTIME,
                 "cuda:%d: NHWC batchnorm of %d channels (must be NHWC, a multiple of 16 "
-                "and at most %zu)",
-                c->device, ch, TT_BN_SCRATCH_FLOATS / (TT_BN_COEFS + 2));
+                "and at most %d)",
+                c->device, ch, TT_BN_MAX_CHANNELS);
         g.g = 0;
     }
     return g;

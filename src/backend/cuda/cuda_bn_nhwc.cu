@@ -7,7 +7,8 @@
  * floats or 8 bf16), TX = 16 / VEC threads side by side cover the tile,
  * TY = 256 / TX threads walk the rows ty, ty + TY, ... of the range. The
  * reductions then combine the TY threads of a tile in a fixed tree, and a
- * second kernel the CTAs' partials in order, in double. Built with
+ * second kernel (a CTA a channel) the CTAs' partials, in double, each
+ * thread a fixed subset in order and the threads in a fixed tree. Built with
  * --fmad=false (Makefile.am): a*b+c rounds twice, as the CPU's batchnorm
  * computes it.
  */
@@ -139,23 +140,35 @@ __global__ void __launch_bounds__(BN_THREADS) k_bn_stats(const T *x, tt_bn_grid 
         }
 }
 
-/* A thread a channel: the partials in order, in double. */
-__global__ void k_bn_stats_finish(tt_bn_grid g, const float *part, const float *gamma,
-                                  const float *beta, float *running_mean, float *running_var,
-                                  float momentum, float eps, bool training, float *save_mean,
-                                  float *save_invstd, float *k)
+/* A CTA a channel: thread t merges partials t, t + 256, ... in order, in
+ * double, then the threads merge in a fixed tree (a channel of few
+ * channels may have a thousand partials: one thread for them all took
+ * tens of microseconds). */
+__global__ void __launch_bounds__(BN_THREADS)
+    k_bn_stats_finish(tt_bn_grid g, const float *part, const float *gamma, const float *beta,
+                      float *running_mean, float *running_var, float momentum, float eps,
+                      bool training, float *save_mean, float *save_invstd, float *k)
 {
-    int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= g.c)
+    __shared__ double s_n[BN_THREADS], s_mu[BN_THREADS], s_m2[BN_THREADS];
+    int ch = blockIdx.x, t = threadIdx.x;
+    double n = 0, mu = 0, m2 = 0;
+    for (int p = t; training && p < g.g; p += BN_THREADS) {
+        int rows = min(g.rows, g.m - p * g.rows);
+        size_t at = ((size_t)p * g.c + ch) * 2;
+        chan_merge(n, mu, m2, (double)rows, (double)part[at], (double)part[at + 1]);
+    }
+    for (int half = BN_THREADS / 2; half >= 1; half /= 2) {
+        s_n[t] = n, s_mu[t] = mu, s_m2[t] = m2;
+        __syncthreads();
+        if (t < half)
+            chan_merge(n, mu, m2, s_n[t + half], s_mu[t + half], s_m2[t + half]);
+        __syncthreads();
+    }
+    if (t != 0)
         return;
     double mean, var;
     if (training) {
-        double n = 0, mu = 0, m2 = 0, m = (double)g.m;
-        for (int p = 0; p < g.g; p++) {
-            int rows = min(g.rows, g.m - p * g.rows);
-            size_t at = ((size_t)p * g.c + ch) * 2;
-            chan_merge(n, mu, m2, (double)rows, (double)part[at], (double)part[at + 1]);
-        }
+        double m = (double)g.m;
         mean = mu;
         var = m2 / m;
         double unbiased = m > 1 ? m2 / (m - 1) : var;
@@ -257,19 +270,29 @@ __global__ void __launch_bounds__(BN_THREADS)
         }
 }
 
-__global__ void k_bn_grad_finish(tt_bn_grid g, const float *part, const float *gamma,
-                                 const float *mean, const float *invstd, float *dgamma,
-                                 float *dbeta, float *k)
+/* A CTA a channel, as k_bn_stats_finish: partials t, t + 256, ... in
+ * order in double, then a fixed tree. */
+__global__ void __launch_bounds__(BN_THREADS)
+    k_bn_grad_finish(tt_bn_grid g, const float *part, const float *gamma, const float *mean,
+                     const float *invstd, float *dgamma, float *dbeta, float *k)
 {
-    int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= g.c)
-        return;
+    __shared__ double s_a[BN_THREADS], s_b[BN_THREADS];
+    int ch = blockIdx.x, t = threadIdx.x;
     double sdy = 0, sdyx = 0, m = (double)g.m;
-    for (int p = 0; p < g.g; p++) {
+    for (int p = t; p < g.g; p += BN_THREADS) {
         size_t at = ((size_t)p * g.c + ch) * 2;
         sdy += part[at];
         sdyx += part[at + 1];
     }
+    for (int half = BN_THREADS / 2; half >= 1; half /= 2) {
+        s_a[t] = sdy, s_b[t] = sdyx;
+        __syncthreads();
+        if (t < half)
+            sdy += s_a[t + half], sdyx += s_b[t + half];
+        __syncthreads();
+    }
+    if (t != 0)
+        return;
     /* cpu/batchnorm.c's channel_backward */
     float is = invstd[ch];
     sdyx *= is;
@@ -315,11 +338,6 @@ static unsigned elementwise_blocks(const tt_bn_grid &g, int vec)
     return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
 }
 
-static unsigned channel_blocks(const tt_bn_grid &g)
-{
-    return (unsigned)((g.c + BN_THREADS - 1) / BN_THREADS);
-}
-
 extern "C" cudaError_t tt_k_bn_nhwc_stats(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
                                           float *part)
 {
@@ -337,7 +355,7 @@ extern "C" cudaError_t tt_k_bn_nhwc_stats_finish(cudaStream_t s, tt_bn_grid g, c
                                                  float momentum, float eps, bool training,
                                                  float *save_mean, float *save_invstd, float *k)
 {
-    k_bn_stats_finish<<<channel_blocks(g), BN_THREADS, 0, s>>>(
+    k_bn_stats_finish<<<(unsigned)g.c, BN_THREADS, 0, s>>>(
         g, part, gamma, beta, running_mean, running_var, momentum, eps, training, save_mean,
         save_invstd, k);
     return cudaGetLastError();
@@ -376,7 +394,7 @@ extern "C" cudaError_t tt_k_bn_nhwc_grad_finish(cudaStream_t s, tt_bn_grid g, co
                                                 const float *invstd, float *dgamma, float *dbeta,
                                                 float *k)
 {
-    k_bn_grad_finish<<<channel_blocks(g), BN_THREADS, 0, s>>>(g, part, gamma, mean, invstd,
+    k_bn_grad_finish<<<(unsigned)g.c, BN_THREADS, 0, s>>>(g, part, gamma, mean, invstd,
                                                               dgamma, dbeta, k);
     return cudaGetLastError();
 }

@@ -8,11 +8,12 @@
  *   1. each CTA (a 16-channel tile x a range of `rows` rows, partial g)
  *      reduces its rows, thread by thread then over the threads in a fixed
  *      tree, and writes one partial per channel to `part`;
- *   2. a small kernel, a thread a channel, merges partials 0..G-1 in order
- *      in double and writes the per-channel coefficients;
+ *   2. a small kernel, a CTA a channel, merges the partials in double
+ *      (thread t partials t, t + 256, ... in order, then a fixed tree) and
+ *      writes the per-channel coefficients;
  *   3. an element-wise kernel applies them (16-byte loads and stores).
- * Same inputs, same bits, run after run. Each launcher returns the launch
- * status (cudaGetLastError).
+ * Same inputs, same bits, run after run (the split: bn_nhwc_plan.h). Each
+ * launcher returns the launch status (cudaGetLastError).
  */
 #ifndef TT_CUDA_BN_NHWC_H
 #define TT_CUDA_BN_NHWC_H
@@ -22,29 +23,11 @@
 
 #include <cuda_runtime_api.h>
 
+#include "backend/cuda/bn_nhwc_plan.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* The work's split: m rows of c channels, g partials of `rows` rows each
- * (the last may have fewer): tt_bn_nhwc_plan. */
-typedef struct {
-    int m, c, g, rows;
-} tt_bn_grid;
-
-/* The scratch the operations use (cuda_impl.bn_scratch): the per-channel
- * coefficients (TT_BN_COEFS floats a channel) and the partials (2 floats a
- * channel and partial). 8 MiB: 2048 channels get 510 partials. */
-#define TT_BN_SCRATCH_FLOATS ((size_t)2 << 20)
-#define TT_BN_COEFS 4
-
-/* The split of m rows of c channels: partials of at least TT_BN_MIN_ROWS
- * rows, at most TT_BN_MAX_PARTIALS of them, within the scratch. A pure
- * function of (m, c): the order of every sum follows from it. g = 0 when c
- * is too large for the scratch. */
-#define TT_BN_MIN_ROWS 256
-#define TT_BN_MAX_PARTIALS 1024
-tt_bn_grid tt_bn_nhwc_plan(int m, int c);
 
 /* 1. part[(g * c + ch) * 2 + {0, 1}] = the mean and the sum of squared
  *    deviations (Welford, Chan's merge) of channel ch over partial g's rows. */
