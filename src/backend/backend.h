@@ -237,6 +237,30 @@ struct backend {
                                        const float *gamma, const float *save_mean,
                                        const float *save_invstd, const float *y, bool relu,
                                        float *dy, float *dx, float *dgamma, float *dbeta);
+    /* Batchnorm, a residual add and relu in one operation over the
+     * blocked layout (optional; NULL: the batchnorm layer composes them
+     * from batchnorm_forward_blocked, add_blocked, relu_backward_blocked,
+     * copy and axpy, which is also their reference: a backend's fused
+     * operations give the composition's bits). forward:
+     * y = batchnorm(x) + r, then relu if asked, r a blocked activation like
+     * x and y; batchnorm's value is rounded as batchnorm_forward_blocked
+     * stores it (bf16 where blocked_bf16) before the add. backward: g = dy
+     * masked by y when relu (dy may be overwritten with it); dr = g, or
+     * dr += g when dr_accumulate (r has another reader; dr NULL: none
+     * wanted); then batchnorm_backward_blocked of g without relu. The model
+     * calls them for a batchnorm whose only reader is a two-input add
+     * (model.c, fuse_adds). */
+    void (*batchnorm_add_forward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
+                                          const float *gamma, const float *beta,
+                                          float *running_mean, float *running_var,
+                                          float momentum, float eps, bool training,
+                                          const float *r, bool relu, float *y, float *save_mean,
+                                          float *save_invstd);
+    void (*batchnorm_add_backward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
+                                           const float *gamma, const float *save_mean,
+                                           const float *save_invstd, const float *y, bool relu,
+                                           float *dy, float *dx, float *dgamma, float *dbeta,
+                                           float *dr, bool dr_accumulate);
     void (*global_avgpool_blocked_forward)(backend_t *be, int n, int c, int hw, const float *x,
                                            float *y);
     void (*global_avgpool_blocked_backward)(backend_t *be, int n, int c, int hw,

@@ -2,7 +2,9 @@
  * and bias [C] trained; running_mean, running_var [C] and the int64
  * num_batches_tracked kept beside them, tower-local (the trainer averages them
  * across towers at every epoch end and before every checkpoint). Training
- * normalises with the batch statistics, inference with the running ones. */
+ * normalises with the batch statistics, inference with the running ones.
+ * A batchnorm whose only reader is a residual add may do that add (and its
+ * relu) too (layer.h: add_out; model.c: fuse_adds). */
 #include "layers/layer.h"
 
 static int bn_setup(layer_t *l, tt_err *err)
@@ -41,23 +43,81 @@ static size_t bn_state(const layer_t *l, int max_n)
     return 2 * (size_t)l->out.c * sizeof(float);
 }
 
+/* y = batchnorm(x) + r, then the add's relu (layer.h: add_out; r = x[1]):
+ * the backend's fused operation, or the batchnorm and the add one after
+ * the other into y, which are the unfused layers' passes (same bits). */
+static void bn_add_forward(const layer_t *l, layer_call *c, float *save)
+{
+    backend_t *be = c->be;
+    int hw = l->out.h * l->out.w;
+    if (c->blocked_y && be->batchnorm_add_forward_blocked != NULL) {
+        be->batchnorm_add_forward_blocked(be, c->n, l->out.c, hw, c->x[0], c->params[0],
+                                          c->params[1], c->params[2], c->params[3],
+                                          l->cfg->momentum, l->cfg->epsilon, c->training, c->x[1],
+                                          l->relu_out, c->y, save, save + l->out.c);
+        return;
+    }
+    (c->blocked_y ? be->batchnorm_forward_blocked : be->batchnorm_forward)(
+        be, c->n, l->out.c, hw, c->x[0], c->params[0], c->params[1], c->params[2],
+        c->params[3], l->cfg->momentum, l->cfg->epsilon, c->training, false, c->y, save,
+        save + l->out.c);
+    (c->blocked_y ? be->add_blocked : be->add)(be, (size_t)c->n * shape3_size(l->out), c->y,
+                                               c->x[1], l->relu_out, c->y);
+}
+
 static void bn_forward(const layer_t *l, layer_call *c)
 {
     float *save = c->state;
-    /* the blocked layout on both sides (the model never mixes them here) */
-    (c->blocked_y ? c->be->batchnorm_forward_blocked : c->be->batchnorm_forward)(
-        c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0], c->params[1],
-        c->params[2], c->params[3], l->cfg->momentum, l->cfg->epsilon, c->training,
-        l->relu_out, c->y, save, save + l->out.c);
+    if (l->add_out) {
+        bn_add_forward(l, c, save);
+    } else {
+        /* the blocked layout on both sides (the model never mixes them here) */
+        (c->blocked_y ? c->be->batchnorm_forward_blocked : c->be->batchnorm_forward)(
+            c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0], c->params[1],
+            c->params[2], c->params[3], l->cfg->momentum, l->cfg->epsilon, c->training,
+            l->relu_out, c->y, save, save + l->out.c);
+    }
     if (c->training) {
         /* num_batches_tracked += 1 where it lives: on a GPU, no wait */
         c->be->add_scalar(c->be, 1, 1.0f, c->params[4]);
     }
 }
 
+/* The fused add's backward, then batchnorm's: dy masked by the add's relu,
+ * given to r (dx[1]: written, or added where r has another reader), and
+ * batchnorm's backward of it. Without the backend's fused operation: the
+ * mask in place, a copy or axpy to dx[1], batchnorm without relu. */
+static void bn_add_backward(const layer_t *l, layer_call *c, const float *save)
+{
+    backend_t *be = c->be;
+    int hw = l->out.h * l->out.w;
+    size_t count = (size_t)c->n * shape3_size(l->out);
+    if (c->blocked_y && be->batchnorm_add_backward_blocked != NULL) {
+        be->batchnorm_add_backward_blocked(be, c->n, l->out.c, hw, c->x[0], c->params[0], save,
+                                           save + l->out.c, c->y, l->relu_out, c->dy, c->dx[0],
+                                           c->grads[0], c->grads[1], c->dx[1],
+                                           c->dx_accumulate[1]);
+        return;
+    }
+    if (l->relu_out)
+        (c->blocked_y ? be->relu_backward_blocked : be->relu_backward)(be, count, c->y, c->dy,
+                                                                       c->dy);
+    if (c->dx[1] != NULL && c->dx_accumulate[1])
+        be->axpy(be, count, 1.0f, c->dy, c->dx[1]);
+    else if (c->dx[1] != NULL)
+        be->copy(be, c->dx[1], c->dy, count * sizeof(float));
+    (c->blocked_y ? be->batchnorm_backward_blocked : be->batchnorm_backward)(
+        be, c->n, l->out.c, hw, c->x[0], c->params[0], save, save + l->out.c, c->y, false, c->dy,
+        c->dx[0], c->grads[0], c->grads[1]);
+}
+
 static void bn_backward(const layer_t *l, layer_call *c)
 {
     const float *save = c->state;
+    if (l->add_out) {
+        bn_add_backward(l, c, save);
+        return;
+    }
     (c->blocked_y ? c->be->batchnorm_backward_blocked : c->be->batchnorm_backward)(
         c->be, c->n, l->out.c, l->out.h * l->out.w, c->x[0], c->params[0], save,
         save + l->out.c, c->y, l->relu_out, c->dy, c->dx[0], c->grads[0], c->grads[1]);

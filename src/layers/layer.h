@@ -53,6 +53,10 @@ typedef struct {
      * the model sets them where every reader and writer accepts it
      * (layer_accepts_blocked) */
     bool blocked_x[LAYER_MAX_INPUTS], blocked_y;
+    /* dx[i] receives its gradient added to what it holds (another reader
+     * of that input wrote first) instead of overwritten: set only for a
+     * batchnorm doing an add (layer.add_out), for its x[1] */
+    bool dx_accumulate[LAYER_MAX_INPUTS];
     void *state;         /* per-tower state of state_bytes(max batch), e.g. masks */
 } layer_call;
 
@@ -82,6 +86,14 @@ struct layer {
      * relu layer whose work its input layer does, sharing that layer's
      * buffers. */
     bool relu_out, relu_fused;
+    /* Set by model_build too. add_out: a batchnorm that also does the
+     * two-input add layer reading it: y = batchnorm(x) + r, then the add's
+     * relu (as relu_out), r the add's other input, layer add_other (-1: the
+     * model input), which its call gets as x[1] (dx[1] its gradient);
+     * add_fused: that add layer, done by layer add_src and sharing its
+     * buffers. */
+    bool add_out, add_fused;
+    int add_other, add_src;
 };
 
 /* The ops of a layer type (NULL when not implemented). */

@@ -5,3 +5,6 @@ TESTS += tests/test_fusion
 check_PROGRAMS += tests/test_grad_ready
 tests_test_grad_ready_SOURCES = tests/test_grad_ready.c
 TESTS += tests/test_grad_ready
+check_PROGRAMS += tests/test_bn_add_fusion
+tests_test_bn_add_fusion_SOURCES = tests/test_bn_add_fusion.c
+TESTS += tests/test_bn_add_fusion

@@ -50,6 +50,53 @@ static void fuse_relus(model_t *m)
     }
 }
 
+/* Where layer i's reads happen: at i, or for an add done by a batchnorm
+ * (fuse_adds) at that batchnorm. */
+static int read_time(const model_t *m, int i)
+{
+    return m->layers[i].add_fused ? m->layers[i].add_src : i;
+}
+
+/* An add of two inputs, one of them a batchnorm read by nothing else and
+ * later than the other input, runs inside that batchnorm (layer.h,
+ * add_out): y = relu(batchnorm(x) + r) in one pass on a backend with the
+ * fused operations (backend.h), and in backward the add's gradient goes to
+ * r's gradient directly (no copy of it, no scratch and axpy). The add's
+ * reads move back from the add to the batchnorm: allowed only where no
+ * other reader of r runs from the batchnorm to the add, so that r's
+ * gradients are still summed in the same order (same bits). */
+static void fuse_adds(model_t *m)
+{
+    for (int a = 0; a < m->n_layers; a++) {
+        layer_t *add = &m->layers[a];
+        if (add->cfg->type != LAYER_ADD || add->n_in != 2)
+            continue;
+        int in0 = layer_input(add->cfg, a, 0), in1 = layer_input(add->cfg, a, 1);
+        int b = in0 > in1 ? in0 : in1, r = in0 > in1 ? in1 : in0;
+        if (b < 0 || b == r)
+            continue;
+        layer_t *bn = &m->layers[b];
+        if (bn->cfg->type != LAYER_BATCHNORM || m->consumers[b] != 1 || bn->relu_out)
+            continue;
+        bool clash = false;
+        for (int j = 0; j < m->n_layers && !clash; j++) {
+            if (j == a || m->layers[j].relu_fused)
+                continue;
+            int t = read_time(m, j);
+            for (int k = 0; k < m->layers[j].n_in; k++)
+                if (layer_input(m->layers[j].cfg, j, k) == r && t >= b && t <= a)
+                    clash = true;
+        }
+        if (clash)
+            continue;
+        bn->add_out = true;
+        bn->add_other = r;
+        bn->relu_out = add->relu_out;
+        add->add_fused = true;
+        add->add_src = b;
+    }
+}
+
 /* layer_cost of every layer (model.h says what is counted). */
 static void count_costs(model_t *m)
 {
@@ -121,6 +168,7 @@ int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
         }
     }
     fuse_relus(m);
+    fuse_adds(m);
     count_costs(m);
     shape3 out = m->layers[m->n_layers - 1].out;
     if (shape3_size(out) != (size_t)cfg->classes) {
@@ -212,20 +260,43 @@ void model_print_table(const model_t *m)
         size_t n = layer_param_count(l);
         total += n;
         log_printf("%-16s %-15s %-16s %12zu\n", l->cfg->name,
-                   l->relu_fused ? "relu (fused)" : layer_type_name(l->cfg->type), shape, n);
+                   l->relu_fused  ? "relu (fused)"
+                   : l->add_fused ? "add (fused)"
+                                  : layer_type_name(l->cfg->type),
+                   shape, n);
     }
     log_printf("%-16s %-15s %-16s %12zu\n", "total", "", "", total);
 }
 
 /* ---- the tower function ---- */
 
-/* The layer whose buffers layer i uses: itself, or for a fused relu the
- * layer it is fused into. */
+/* Layer i's work is done by another layer, whose buffers it shares: a
+ * fused relu or add. */
+static bool done_elsewhere(const layer_t *l)
+{
+    return l->relu_fused || l->add_fused;
+}
+
+/* The layer whose buffers layer i uses: itself, or for a fused relu or add
+ * the layer it is fused into. */
 static int buffer_owner(const model_t *m, int i)
 {
-    while (m->layers[i].relu_fused)
-        i = layer_input(m->layers[i].cfg, i, 0);
+    while (done_elsewhere(&m->layers[i]))
+        i = m->layers[i].add_fused ? m->layers[i].add_src : layer_input(m->layers[i].cfg, i, 0);
     return i;
+}
+
+/* The layers layer i reads when it runs: its inputs, and for a batchnorm
+ * doing an add the add's other input too (-1: the model input). */
+static int run_input_count(const layer_t *l)
+{
+    return l->n_in + (l->add_out ? 1 : 0);
+}
+
+static int run_input(const model_t *m, int i, int k)
+{
+    const layer_t *l = &m->layers[i];
+    return k < l->n_in ? layer_input(l->cfg, i, k) : l->add_other;
 }
 
 /* ---- where activations stay in the backend's blocked layout ---- */
@@ -350,23 +421,23 @@ static int plan_gradient_buffers(const model_t *m, const size_t *out_bytes, int 
         first[i] = -1;
     first[buffer_owner(m, L - 1)] = L;
     for (int k = 0; k < L; k++) {
-        if (m->layers[k].relu_fused)
+        if (done_elsewhere(&m->layers[k]))
             continue;
-        for (int q = 0; q < m->layers[k].n_in; q++) {
-            int src = layer_input(m->layers[k].cfg, k, q);
+        for (int q = 0; q < run_input_count(&m->layers[k]); q++) {
+            int src = run_input(m, k, q);
             if (src >= 0 && k > first[buffer_owner(m, src)])
                 first[buffer_owner(m, src)] = k;
         }
     }
     for (int i = 0; i < L; i++)
-        if (!m->layers[i].relu_fused && first[i] < 0) { /* never written: private */
+        if (!done_elsewhere(&m->layers[i]) && first[i] < 0) { /* never written: private */
             bytes[nb] = out_bytes[i];
             busy[nb] = true;
             buf_of[i] = nb++;
         }
     for (int time = L; time >= 0; time--) {
         for (int o = 0; o < L; o++) {
-            if (m->layers[o].relu_fused || first[o] != time)
+            if (done_elsewhere(&m->layers[o]) || first[o] != time)
                 continue;
             size_t want = out_bytes[o];
             int pick = -1;
@@ -388,7 +459,7 @@ static int plan_gradient_buffers(const model_t *m, const size_t *out_bytes, int 
             buf_of[o] = pick;
         }
         /* layer `time` has read its gradient: the buffer is free again */
-        if (time < L && !m->layers[time].relu_fused && first[time] >= 0)
+        if (time < L && !done_elsewhere(&m->layers[time]) && first[time] >= 0)
             busy[buf_of[time]] = false;
     }
     free(first);
@@ -446,8 +517,8 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         size_t out = out_bytes[i];
         if (m->consumers[i] > 1 && out > scratch)
             scratch = out;
-        if (l->relu_fused) { /* its input layer's buffers, which hold relu'd values */
-            int src = layer_input(l->cfg, i, 0);
+        if (done_elsewhere(l)) { /* the buffers of the layer doing its work */
+            int src = l->add_fused ? l->add_src : layer_input(l->cfg, i, 0);
             t->act[i] = t->act[src];
             t->dact[i] = t->dact[src];
             continue;
@@ -486,8 +557,8 @@ void tower_free(tower_t *t)
         return;
     const model_t *m = t->model;
     for (int i = 0; m && i < m->n_layers; i++) {
-        if (m->layers[i].relu_fused)
-            continue; /* shares its input layer's buffers */
+        if (done_elsewhere(&m->layers[i]))
+            continue; /* shares another layer's buffers */
         if (t->act)
             be->free(be, t->act[i]);
         if (t->state)
@@ -558,6 +629,11 @@ static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64
         c.x[k] = src < 0 ? t->batch_x : t->act[src];
         c.blocked_x[k] = src >= 0 && t->blocked[src];
     }
+    if (l->add_out) { /* the fused add's other input */
+        int r = l->add_other;
+        c.x[l->n_in] = r < 0 ? t->batch_x : t->act[r];
+        c.blocked_x[l->n_in] = r >= 0 && t->blocked[r];
+    }
     c.y = t->act[i];
     c.blocked_y = t->blocked[i];
     c.ws = t->ws;
@@ -601,8 +677,8 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
      * (nothing is queued between two layers), after the first */
     bool first = true;
     for (int i = 0; i < m->n_layers; i++) {
-        if (m->layers[i].relu_fused)
-            continue; /* done by its input layer */
+        if (done_elsewhere(&m->layers[i]))
+            continue; /* done by the layer it is fused into */
         layer_call c = layer_call_for(t, i, n, training, seed);
         int64_t t0 = first ? trace_begin() : trace_continue();
         first = false;
@@ -632,10 +708,10 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     bool chained = false; /* the last layer's span ended with nothing after it */
     for (int i = last; i >= 0; i--) {
         const layer_t *l = &m->layers[i];
-        if (l->relu_fused) {
-            /* its gradient already sits in the input layer's dact (shared),
-             * and that layer masks it */
-            done[layer_input(l->cfg, i, 0)] = true;
+        if (done_elsewhere(l)) {
+            /* its gradient already sits in the dact it shares with the
+             * layer doing its work, which masks it and passes it on */
+            done[l->add_fused ? l->add_src : layer_input(l->cfg, i, 0)] = true;
             continue;
         }
         int64_t t0 = chained ? trace_continue() : trace_begin();
@@ -653,6 +729,13 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
                 c.dx[k] = t->dlogits_scratch;
                 accumulate[k] = 1;
             }
+        }
+        if (l->add_out && l->add_other >= 0) {
+            /* the fused add's gradient of its other input: written, or
+             * added by the batchnorm itself where another reader wrote first */
+            c.dx[l->n_in] = t->dact[l->add_other];
+            c.dx_accumulate[l->n_in] = done[l->add_other];
+            done[l->add_other] = true;
         }
         /* Several inputs accumulating at once would share the scratch buffer:
          * run them one at a time (only `add` has several inputs). */

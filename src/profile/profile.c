@@ -190,7 +190,9 @@ static void shape_text(shape3 s, char *out, size_t len)
 
 static const char *layer_type_text(const layer_t *l)
 {
-    return l->relu_fused ? "relu (fused)" : layer_type_name(l->cfg->type);
+    return l->relu_fused  ? "relu (fused)"
+           : l->add_fused ? "add (fused)"
+                          : layer_type_name(l->cfg->type);
 }
 
 static void profile_print(const trainer_t *tr, const profile_opts *o, const profile_result *r,

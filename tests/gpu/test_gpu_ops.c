@@ -7,6 +7,9 @@
  * precision: the bf16 and fp16 backends' dense and conv2d, forward and
  * backward, against the fp32 CPU backend within 1e-2, the bias gradients
  * (float32 in every precision) on the CPU's bits, and repeatable bits.
+ * Batchnorm over NHWC activations (float32 and bf16), alone and fused with
+ * the residual add and relu (cuda_bn_nhwc.c): against the CPU, repeatable
+ * bits, fused = unfused bitwise.
  *
  * Without a GPU every check is reported as SKIP (visible in make check).
  * Also run by tests/gpu/run.sh on a GPU machine.
@@ -18,6 +21,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 
 #define TOL 1e-4
@@ -335,6 +339,343 @@ static void test_batchnorm(backend_t *g)
     }
 }
 
+/* ---- batchnorm over NHWC activations, our kernels (cuda_bn_nhwc.c), and
+ *      fused with the residual add and relu ----
+ *
+ * Against the CPU backend's NCHW batchnorm on the same values (bf16
+ * activations: made bf16-exact on the host first, so both read the same
+ * numbers): y within 1e-4 (bf16: 1e-2, y and batchnorm's output before the
+ * add are stored in bf16), statistics and gradients within 1e-4. The relu
+ * mask of the reference backward is the GPU's own y (a value at 0 would
+ * otherwise decide a gradient). Two runs give the same bits (the sums'
+ * order is the shape's), and the fused operations give the bits of
+ * batchnorm_forward_blocked + add + relu and of the mask + copy +
+ * batchnorm_backward_blocked (the add done on the host: float32, as the
+ * GPU's add kernels). The backend's blocked flags are set here for the
+ * call: the kernels read blocked_nhwc and blocked_bf16. */
+
+typedef struct {
+    int n, c, hw;
+    size_t count;
+    bool bf16;
+} bn_case;
+
+/* NCHW index of NHWC element e */
+static size_t nchw_of(const bn_case *k, size_t e)
+{
+    size_t ch = e % (size_t)k->c, row = e / (size_t)k->c;
+    size_t i = row / (size_t)k->hw, p = row % (size_t)k->hw;
+    return (i * (size_t)k->c + ch) * (size_t)k->hw + p;
+}
+
+/* host NCHW floats to a device NHWC tensor: an activation (bf16 when
+ * k->bf16) or a gradient (float32) */
+static void *nhwc_upload(backend_t *g, const bn_case *k, const float *nchw, bool act)
+{
+    bool half = act && k->bf16;
+    size_t esz = half ? 2 : 4;
+    unsigned char *h = malloc(k->count * esz);
+    for (size_t e = 0; e < k->count; e++) {
+        float v = nchw[nchw_of(k, e)];
+        if (half) {
+            uint16_t b = tt_bf16_round(v);
+            memcpy(h + e * 2, &b, 2);
+        } else {
+            memcpy(h + e * 4, &v, 4);
+        }
+    }
+    void *d = g->alloc(g, k->count * esz);
+    g->upload(g, d, h, k->count * esz);
+    free(h);
+    return d;
+}
+
+static void nhwc_download(backend_t *g, const bn_case *k, const void *d, bool act, float *nchw)
+{
+    bool half = act && k->bf16;
+    size_t esz = half ? 2 : 4;
+    unsigned char *h = malloc(k->count * esz);
+    g->download(g, h, d, k->count * esz);
+    for (size_t e = 0; e < k->count; e++) {
+        float v;
+        if (half) {
+            uint16_t b;
+            memcpy(&b, h + e * 2, 2);
+            v = tt_bf16_widen(b);
+        } else {
+            memcpy(&v, h + e * 4, 4);
+        }
+        nchw[nchw_of(k, e)] = v;
+    }
+    free(h);
+}
+
+static double max_rel(const float *a, const float *ref, size_t n)
+{
+    double diff = 0, mag = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(ref[i]))
+            return 1e30;
+        diff = fmax(diff, fabs((double)a[i] - ref[i]));
+        mag = fmax(mag, fabs((double)ref[i]));
+    }
+    return mag > 0 ? diff / mag : diff;
+}
+
+/* The inputs, NCHW on the host (activations bf16-exact for bf16). */
+typedef struct {
+    float *x, *r, *dy, *dr0, *gamma, *beta, *rm, *rv;
+} bn_in;
+
+/* What one GPU forward + backward gave, NCHW on the host. */
+typedef struct {
+    float *y, *dx, *dr, *dg, *db, *rm, *rv, *save;
+} bn_res;
+
+static bn_res bn_res_make(const bn_case *k)
+{
+    size_t n = k->count, c = (size_t)k->c;
+    bn_res o = {calloc(n, 4), calloc(n, 4), calloc(n, 4), calloc(c, 4), calloc(c, 4),
+                calloc(c, 4), calloc(c, 4), calloc(2 * c, 4)};
+    return o;
+}
+
+static void bn_res_free(bn_res *o)
+{
+    free(o->y), free(o->dx), free(o->dr), free(o->dg), free(o->db), free(o->rm), free(o->rv);
+    free(o->save);
+}
+
+static bool bn_res_same(const bn_case *k, const bn_res *a, const bn_res *b)
+{
+    size_t n = k->count * 4, c = (size_t)k->c * 4;
+    return !memcmp(a->y, b->y, n) && !memcmp(a->dx, b->dx, n) && !memcmp(a->dr, b->dr, n) &&
+           !memcmp(a->dg, b->dg, c) && !memcmp(a->db, b->db, c) && !memcmp(a->rm, b->rm, c) &&
+           !memcmp(a->rv, b->rv, c) && !memcmp(a->save, b->save, 2 * c);
+}
+
+/* One training forward and backward on the GPU: fused (with r and dr,
+ * dr += when acc) or batchnorm alone (relu on its output). 0, or -1 on a
+ * device error. */
+static int bn_gpu_run(backend_t *g, const bn_case *k, const bn_in *in, bool fused, bool relu,
+                      bool acc, bn_res *o)
+{
+    size_t c = (size_t)k->c;
+    void *x = nhwc_upload(g, k, in->x, true), *r = nhwc_upload(g, k, in->r, true);
+    void *y = g->alloc(g, k->count * 4);
+    float *dy = nhwc_upload(g, k, in->dy, false), *dr = nhwc_upload(g, k, in->dr0, false);
+    float *dx = g->alloc(g, k->count * 4), *p = g->alloc(g, 8 * c * 4);
+    float *ga = p, *be = p + c, *rm = p + 2 * c, *rv = p + 3 * c, *sv = p + 4 * c, *dg = p + 6 * c,
+          *db = p + 7 * c;
+    g->upload(g, ga, in->gamma, c * 4);
+    g->upload(g, be, in->beta, c * 4);
+    g->upload(g, rm, in->rm, c * 4);
+    g->upload(g, rv, in->rv, c * 4);
+    if (fused) {
+        g->batchnorm_add_forward_blocked(g, k->n, k->c, k->hw, x, ga, be, rm, rv, 0.1f, 1e-5f,
+                                         true, r, relu, y, sv, sv + c);
+        g->batchnorm_add_backward_blocked(g, k->n, k->c, k->hw, x, ga, sv, sv + c, y, relu, dy,
+                                          dx, dg, db, dr, acc);
+    } else {
+        g->batchnorm_forward_blocked(g, k->n, k->c, k->hw, x, ga, be, rm, rv, 0.1f, 1e-5f, true,
+                                     relu, y, sv, sv + c);
+        g->batchnorm_backward_blocked(g, k->n, k->c, k->hw, x, ga, sv, sv + c, y, relu, dy, dx,
+                                      dg, db);
+    }
+    nhwc_download(g, k, y, true, o->y);
+    nhwc_download(g, k, dx, false, o->dx);
+    nhwc_download(g, k, dr, false, o->dr);
+    g->download(g, o->dg, dg, c * 4);
+    g->download(g, o->db, db, c * 4);
+    g->download(g, o->rm, rm, c * 4);
+    g->download(g, o->rv, rv, c * 4);
+    g->download(g, o->save, sv, 2 * c * 4);
+    void *all[] = {x, r, y, dy, dr, dx, p};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
+        g->free(g, all[i]);
+    tt_err err = {0};
+    if (backend_cuda_check(g, &err) != 0) {
+        tt_diag("%s", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The CPU backend's NCHW batchnorm of in (training, no relu): batchnorm's
+ * output, running statistics and saved statistics into ref; with dyp (the
+ * gradient at batchnorm's output), its backward. */
+static void bn_cpu_ref(const bn_case *k, const bn_in *in, const float *dyp, bn_res *ref)
+{
+    size_t n = k->count, c = (size_t)k->c;
+    float *x = cpu_be->alloc(cpu_be, n * 4), *y = cpu_be->alloc(cpu_be, n * 4);
+    float *dy = cpu_be->alloc(cpu_be, n * 4), *dx = cpu_be->alloc(cpu_be, n * 4);
+    memcpy(x, in->x, n * 4);
+    memcpy(ref->rm, in->rm, c * 4);
+    memcpy(ref->rv, in->rv, c * 4);
+    cpu_be->batchnorm_forward(cpu_be, k->n, k->c, k->hw, x, in->gamma, in->beta, ref->rm, ref->rv,
+                              0.1f, 1e-5f, true, false, y, ref->save, ref->save + c);
+    memcpy(ref->y, y, n * 4);
+    if (dyp != NULL) {
+        memcpy(dy, dyp, n * 4);
+        cpu_be->batchnorm_backward(cpu_be, k->n, k->c, k->hw, x, in->gamma, ref->save,
+                                   ref->save + c, y, false, dy, dx, ref->dg, ref->db);
+        memcpy(ref->dx, dx, n * 4);
+    }
+    cpu_be->free(cpu_be, x), cpu_be->free(cpu_be, y), cpu_be->free(cpu_be, dy);
+    cpu_be->free(cpu_be, dx);
+}
+
+/* dy masked by y where relu (the gradient reaching batchnorm) */
+static float *bn_masked(const bn_case *k, const float *dy, const float *y, bool relu)
+{
+    float *g = malloc(k->count * 4);
+    for (size_t i = 0; i < k->count; i++)
+        g[i] = relu && !(y[i] > 0) ? 0.0f : dy[i];
+    return g;
+}
+
+/* The GPU's result a against the CPU's arithmetic. */
+static void bn_check_ref(const bn_case *k, const bn_in *in, bool fused, bool relu, bool acc,
+                         const bn_res *a, const char *tag)
+{
+    size_t n = k->count, c = (size_t)k->c;
+    bn_res ref = bn_res_make(k);
+    float *dyp = bn_masked(k, in->dy, a->y, relu);
+    bn_cpu_ref(k, in, dyp, &ref);
+    for (size_t i = 0; i < n; i++) {
+        float v = ref.y[i] + (fused ? in->r[i] : 0.0f);
+        ref.y[i] = relu && !(v > 0) ? 0.0f : v;
+        ref.dr[i] = fused ? (acc ? in->dr0[i] + dyp[i] : dyp[i]) : in->dr0[i];
+    }
+    double ty = k->bf16 ? 1e-2 : TOL;
+    tt_ok(max_rel(a->y, ref.y, n) <= ty, "%s: y (rel %.2e <= %.0e)", tag, max_rel(a->y, ref.y, n),
+          ty);
+    double es = fmax(max_rel(a->rm, ref.rm, c),
+                     fmax(max_rel(a->rv, ref.rv, c), max_rel(a->save, ref.save, 2 * c)));
+    tt_ok(es <= TOL, "%s: running and saved statistics (rel %.2e)", tag, es);
+    double eg = fmax(max_rel(a->dx, ref.dx, n),
+                     fmax(max_rel(a->dg, ref.dg, c), max_rel(a->db, ref.db, c)));
+    tt_ok(eg <= TOL, "%s: dx, dgamma, dbeta (rel %.2e)", tag, eg);
+    tt_ok(memcmp(a->dr, ref.dr, n * 4) == 0, "%s: r's gradient %s", tag,
+          !fused ? "untouched" : acc ? "+= the masked dy, bitwise" : "= the masked dy, bitwise");
+    free(dyp);
+    bn_res_free(&ref);
+}
+
+/* Fused against batchnorm_*_blocked and the add, relu and mask apart. */
+static void bn_check_unfused(backend_t *g, const bn_case *k, const bn_in *in, bool relu,
+                             const bn_res *a, const char *tag)
+{
+    bn_in apart = *in;
+    float *dyp = bn_masked(k, in->dy, a->y, relu);
+    apart.dy = dyp;
+    bn_res u = bn_res_make(k);
+    if (tt_ok(bn_gpu_run(g, k, &apart, false, false, false, &u) == 0, "%s: unfused runs", tag)) {
+        bool same_y = true;
+        for (size_t i = 0; i < k->count; i++) {
+            float v = u.y[i] + in->r[i];
+            v = relu && !(v > 0) ? 0.0f : v;
+            if (k->bf16)
+                v = tt_bf16_widen(tt_bf16_round(v));
+            same_y = same_y && memcmp(&v, &a->y[i], 4) == 0;
+        }
+        size_t c = (size_t)k->c * 4, n = k->count * 4;
+        tt_ok(same_y && !memcmp(u.rm, a->rm, c) && !memcmp(u.rv, a->rv, c) &&
+                  !memcmp(u.save, a->save, 2 * c),
+              "%s: forward bitwise = batchnorm, then add and relu", tag);
+        tt_ok(!memcmp(u.dx, a->dx, n) && !memcmp(u.dg, a->dg, c) && !memcmp(u.db, a->db, c),
+              "%s: backward bitwise = relu mask, then batchnorm's backward", tag);
+    }
+    free(dyp);
+    bn_res_free(&u);
+}
+
+/* Inference (running statistics) with relu against the CPU's. */
+static void bn_check_inference(backend_t *g, const bn_case *k, const bn_in *in, const char *tag)
+{
+    size_t n = k->count, c = (size_t)k->c;
+    void *x = nhwc_upload(g, k, in->x, true), *y = g->alloc(g, n * 4);
+    float *p = g->alloc(g, 4 * c * 4), *hy = malloc(n * 4);
+    float *cx = cpu_be->alloc(cpu_be, n * 4), *cy = cpu_be->alloc(cpu_be, n * 4);
+    float *rm = malloc(c * 4), *rv = malloc(c * 4);
+    memcpy(rm, in->rm, c * 4), memcpy(rv, in->rv, c * 4), memcpy(cx, in->x, n * 4);
+    g->upload(g, p, in->gamma, c * 4), g->upload(g, p + c, in->beta, c * 4);
+    g->upload(g, p + 2 * c, in->rm, c * 4), g->upload(g, p + 3 * c, in->rv, c * 4);
+    g->batchnorm_forward_blocked(g, k->n, k->c, k->hw, x, p, p + c, p + 2 * c, p + 3 * c, 0.1f,
+                                 1e-5f, false, true, y, NULL, NULL);
+    nhwc_download(g, k, y, true, hy);
+    cpu_be->batchnorm_forward(cpu_be, k->n, k->c, k->hw, cx, in->gamma, in->beta, rm, rv, 0.1f,
+                              1e-5f, false, true, cy, NULL, NULL);
+    double ty = k->bf16 ? 1e-2 : TOL;
+    tt_ok(max_rel(hy, cy, n) <= ty, "%s: inference y (rel %.2e)", tag, max_rel(hy, cy, n));
+    g->free(g, x), g->free(g, y), g->free(g, p), cpu_be->free(cpu_be, cx);
+    cpu_be->free(cpu_be, cy), free(hy), free(rm), free(rv);
+}
+
+static bn_in bn_in_make(const bn_case *k)
+{
+    size_t n = k->count, c = (size_t)k->c;
+    bn_in in = {rand_buf(n, -2, 3), rand_buf(n, -1, 1), rand_buf(n, -1, 1), rand_buf(n, -1, 1),
+                rand_buf(c, 0.5f, 1.5f), rand_buf(c, -0.5f, 0.5f), rand_buf(c, -0.1f, 0.1f),
+                rand_buf(c, 0.9f, 1.1f)};
+    for (size_t i = 0; k->bf16 && i < n; i++) { /* what the GPU will hold */
+        in.x[i] = tt_bf16_widen(tt_bf16_round(in.x[i]));
+        in.r[i] = tt_bf16_widen(tt_bf16_round(in.r[i]));
+    }
+    return in;
+}
+
+static void bn_in_free(bn_in *in)
+{
+    free(in->x), free(in->r), free(in->dy), free(in->dr0), free(in->gamma), free(in->beta);
+    free(in->rm), free(in->rv);
+}
+
+static void test_bn_nhwc_case(backend_t *g, const bn_case *k)
+{
+    bn_in in = bn_in_make(k);
+    for (int v = 0; v < 4; v++) {
+        bool fused = v >= 2, relu = v % 2 == 1, acc = v == 3;
+        char tag[160];
+        snprintf(tag, sizeof(tag), "NHWC batchnorm%s%s [%d, %d, %d] %s%s",
+                 fused ? " + add" : "", relu ? " + relu" : "", k->n, k->c, k->hw,
+                 k->bf16 ? "bf16" : "fp32", fused ? (acc ? ", dr +=" : ", dr =") : "");
+        bn_res a = bn_res_make(k), b = bn_res_make(k);
+        if (tt_ok(bn_gpu_run(g, k, &in, fused, relu, acc, &a) == 0 &&
+                      bn_gpu_run(g, k, &in, fused, relu, acc, &b) == 0,
+                  "%s: runs twice", tag)) {
+            tt_ok(bn_res_same(k, &a, &b), "%s: the same bits both times", tag);
+            bn_check_ref(k, &in, fused, relu, acc, &a, tag);
+            if (fused)
+                bn_check_unfused(g, k, &in, relu, &a, tag);
+        }
+        bn_res_free(&a);
+        bn_res_free(&b);
+    }
+    char tag[96];
+    snprintf(tag, sizeof(tag), "NHWC batchnorm [%d, %d, %d] %s", k->n, k->c, k->hw,
+             k->bf16 ? "bf16" : "fp32");
+    bn_check_inference(g, k, &in, tag);
+    bn_in_free(&in);
+}
+
+/* One partial, several, the most (512 of 256 rows), many channels, C = 48. */
+static void test_bn_nhwc(backend_t *g)
+{
+    int shapes[][3] = {{4, 16, 49}, {16, 64, 196}, {128, 16, 1024}, {2, 2048, 7}, {3, 48, 5}};
+    bool nhwc = g->blocked_nhwc, bf16 = g->blocked_bf16;
+    for (int h = 0; h < 2; h++)
+        for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++) {
+            bn_case k = {shapes[s][0], shapes[s][1], shapes[s][2], 0, h == 1};
+            k.count = (size_t)k.n * k.c * k.hw;
+            g->blocked_nhwc = true;
+            g->blocked_bf16 = k.bf16;
+            test_bn_nhwc_case(g, &k);
+        }
+    g->blocked_nhwc = nhwc;
+    g->blocked_bf16 = bf16;
+}
+
 /* ---- element-wise, dropout, loss, optimizers ---- */
 static void test_elementwise(backend_t *g)
 {
@@ -480,6 +821,8 @@ int main(void)
         tt_skip("the same with tf32 = true, deterministic = false");
         tt_skip("dense and conv2d in bf16 against the fp32 CPU backend within 1e-2");
         tt_skip("dense and conv2d in fp16 against the fp32 CPU backend within 1e-2");
+        tt_skip("NHWC batchnorm, alone and fused with add and relu, fp32 and bf16, against "
+                "the CPU, twice the same bits, fused = unfused bitwise");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
@@ -489,6 +832,7 @@ int main(void)
     test_conv(gpu_be, TOL, "fp32");
     test_pool(gpu_be);
     test_batchnorm(gpu_be);
+    test_bn_nhwc(gpu_be);
     test_elementwise(gpu_be);
     /* TF32 keeps 10 mantissa bits: 1e-2 */
     test_dense(gpu_tf32, 1e-2, "tf32");

@@ -695,6 +695,8 @@ static int cuda_setup(backend_t *be, cuda_impl *c, tt_err *err)
     c->xent_dev = mem_pool_alloc(c->pool, xent, &pool_err);
     if (c->xent_dev == NULL)
         return err_set(err, TT_ERR_USAGE, "cuda:%d: %s", d, pool_err.msg);
+    if (cuda_bn_nhwc_setup(c, err) != 0)
+        return -1;
     if (cuda_check_err(cudaMallocHost((void **)&c->xent_host, xent), d, "cudaMallocHost",
                        TT_ERR_RUNTIME, err) != 0 ||
         (c->loss_done = backend_cuda_event_create(be, false, err)) == NULL)
@@ -749,6 +751,11 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->avgpool_backward = cuda_avgpool_backward;
     be->batchnorm_forward = cuda_batchnorm_forward;
     be->batchnorm_backward = cuda_batchnorm_backward;
+    /* NHWC, our kernels (cuda_bn_nhwc.c): used where blocked_layout is set */
+    be->batchnorm_forward_blocked = cuda_batchnorm_forward_blocked;
+    be->batchnorm_backward_blocked = cuda_batchnorm_backward_blocked;
+    be->batchnorm_add_forward_blocked = cuda_batchnorm_add_forward_blocked;
+    be->batchnorm_add_backward_blocked = cuda_batchnorm_add_backward_blocked;
     be->relu_forward = cuda_relu_forward;
     be->relu_backward = cuda_relu_backward;
     be->dropout_forward = cuda_dropout_forward;

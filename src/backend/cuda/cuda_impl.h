@@ -1,6 +1,7 @@
 /* cuda_impl.h - private to the CUDA backend: a tower's state, the error
  * bookkeeping, and the operations by file (cuda_backend.c: memory, dense and
- * element-wise; cuda_conv.c; cuda_batchnorm.c; kernels in cuda_kernels.cu). */
+ * element-wise; cuda_conv.c; cuda_batchnorm.c; cuda_bn_nhwc.c; kernels in
+ * cuda_kernels.cu and cuda_bn_nhwc.cu). */
 #ifndef TT_CUDA_IMPL_H
 #define TT_CUDA_IMPL_H
 
@@ -44,6 +45,10 @@ typedef struct {
     size_t conv_ws_budget;         /* the largest conv workspace reported to the model */
     bn_eps_entry *bn_eps;
     int n_bn_eps, cap_bn_eps;
+    /* the NHWC batchnorm's coefficients and partial sums (cuda_bn_nhwc.h),
+     * TT_BN_SCRATCH_FLOATS from the pool; its calls follow each other on
+     * the one stream, so they share it */
+    float *bn_scratch;
     /* two results each, device and pinned: [XENT_LOSS] the loss kernel's,
      * read by loss_read after the event loss_done, and [XENT_CHECK] the
      * host checks' (all_finite, sumsq): apart, so that a check queued
@@ -114,5 +119,27 @@ void cuda_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x
                              const float *gamma, const float *save_mean,
                              const float *save_invstd, const float *y, bool relu, float *dy,
                              float *dx, float *dgamma, float *dbeta);
+
+/* cuda_bn_nhwc.c: batchnorm over NHWC activations with our kernels, and
+ * fused with the residual add (backend.h); setup reserves their scratch */
+int cuda_bn_nhwc_setup(cuda_impl *c, tt_err *err);
+void cuda_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *beta, float *running_mean,
+                                    float *running_var, float momentum, float eps, bool training,
+                                    bool relu, float *y, float *save_mean, float *save_invstd);
+void cuda_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                     const float *gamma, const float *save_mean,
+                                     const float *save_invstd, const float *y, bool relu,
+                                     float *dy, float *dx, float *dgamma, float *dbeta);
+void cuda_batchnorm_add_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                        const float *gamma, const float *beta,
+                                        float *running_mean, float *running_var, float momentum,
+                                        float eps, bool training, const float *r, bool relu,
+                                        float *y, float *save_mean, float *save_invstd);
+void cuda_batchnorm_add_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                         const float *gamma, const float *save_mean,
+                                         const float *save_invstd, const float *y, bool relu,
+                                         float *dy, float *dx, float *dgamma, float *dbeta,
+                                         float *dr, bool dr_accumulate);
 
 #endif

@@ -1,0 +1,414 @@
+/* cuda_bn_nhwc.cu - batchnorm's kernels over NHWC activations, float32 or
+ * bf16, with the residual add and relu fused in (cuda_bn_nhwc.h says what
+ * each computes and in which order it sums).
+ *
+ * Threads: a CTA covers one 16-channel tile (the blocked layout's block)
+ * of a range of rows; each thread loads 16 bytes of a row (VEC channels: 4
+ * floats or 8 bf16), TX = 16 / VEC threads side by side cover the tile,
+ * TY = 256 / TX threads walk the rows ty, ty + TY, ... of the range. The
+ * reductions then combine the TY threads of a tile in a fixed tree, and a
+ * second kernel (a CTA a channel) the CTAs' partials, in double, each
+ * thread a fixed subset in order and the threads in a fixed tree. Built with
+ * --fmad=false (Makefile.am): a*b+c rounds twice, as the CPU's batchnorm
+ * computes it.
+ */
+#include "backend/cuda/cuda_bn_nhwc.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/math.h"
+
+#define BN_THREADS 256
+#define BN_TILE 16
+#define MAX_BLOCKS 65535
+
+/* ---- 16 bytes of an activation as VEC floats, and back ---- */
+
+template <typename T> struct act;
+
+template <> struct act<float> {
+    static constexpr int VEC = 4;
+    static __device__ void load(const float *p, float *v)
+    {
+        float4 q = *reinterpret_cast<const float4 *>(p);
+        v[0] = q.x, v[1] = q.y, v[2] = q.z, v[3] = q.w;
+    }
+    static __device__ void store(float *p, const float *v)
+    {
+        *reinterpret_cast<float4 *>(p) = make_float4(v[0], v[1], v[2], v[3]);
+    }
+    static __device__ float round(float v) { return v; }
+};
+
+template <> struct act<__nv_bfloat16> {
+    static constexpr int VEC = 8;
+    static __device__ void load(const __nv_bfloat16 *p, float *v)
+    {
+        uint4 q = *reinterpret_cast<const uint4 *>(p);
+        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&q);
+        for (int i = 0; i < 4; i++) {
+            v[2 * i] = __low2float(h[i]);
+            v[2 * i + 1] = __high2float(h[i]);
+        }
+    }
+    static __device__ void store(__nv_bfloat16 *p, const float *v)
+    {
+        uint4 q;
+        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&q);
+        for (int i = 0; i < 4; i++)
+            h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+        *reinterpret_cast<uint4 *>(p) = q;
+    }
+    static __device__ float round(float v) { return __bfloat162float(__float2bfloat16_rn(v)); }
+};
+
+/* n floats of a gradient (n a multiple of 4, 16-byte aligned) */
+static __device__ void load_f(const float *p, float *v, int n)
+{
+    for (int i = 0; i < n; i += 4) {
+        float4 q = *reinterpret_cast<const float4 *>(p + i);
+        v[i] = q.x, v[i + 1] = q.y, v[i + 2] = q.z, v[i + 3] = q.w;
+    }
+}
+
+static __device__ void store_f(float *p, const float *v, int n)
+{
+    for (int i = 0; i < n; i += 4)
+        *reinterpret_cast<float4 *>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
+}
+
+/* ---- statistics ---- */
+
+/* (n, mean, m2) += (nb, meanb, m2b): Chan et al.'s merge of two Welford
+ * summaries; n == 0 takes the other side as it is. */
+template <typename F>
+static __device__ void chan_merge(F &n, F &mean, F &m2, F nb, F meanb, F m2b)
+{
+    if (nb == 0)
+        return;
+    if (n == 0) {
+        n = nb, mean = meanb, m2 = m2b;
+        return;
+    }
+    F nt = n + nb, d = meanb - mean;
+    mean = mean + d * (nb / nt);
+    m2 = m2 + m2b + d * d * (n * nb / nt);
+    n = nt;
+}
+
+template <typename T>
+__global__ void __launch_bounds__(BN_THREADS) k_bn_stats(const T *x, tt_bn_grid g, float *part)
+{
+    constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
+    __shared__ float s_n[BN_THREADS], s_mean[BN_THREADS][VEC], s_m2[BN_THREADS][VEC];
+    int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+    int ch = blockIdx.x * BN_TILE + tx * VEC;
+    int r0 = blockIdx.y * g.rows, r1 = min(r0 + g.rows, g.m);
+    float n = 0, mean[VEC], m2[VEC], v[VEC];
+    for (int j = 0; j < VEC; j++)
+        mean[j] = m2[j] = 0;
+    for (int r = r0 + ty; r < r1; r += TY) { /* Welford, row by row */
+        act<T>::load(x + (size_t)r * g.c + ch, v);
+        n += 1;
+        for (int j = 0; j < VEC; j++) {
+            float d = v[j] - mean[j];
+            mean[j] += d / n;
+            m2[j] += d * (v[j] - mean[j]);
+        }
+    }
+    /* the TY threads of this channel group: a fixed tree */
+    for (int half = TY / 2; half >= 1; half /= 2) {
+        s_n[threadIdx.x] = n;
+        for (int j = 0; j < VEC; j++)
+            s_mean[threadIdx.x][j] = mean[j], s_m2[threadIdx.x][j] = m2[j];
+        __syncthreads();
+        if (ty < half) {
+            int o = threadIdx.x + half * TX;
+            float nb = s_n[o], na = n;
+            for (int j = 0; j < VEC; j++) {
+                n = na;
+                chan_merge(n, mean[j], m2[j], nb, s_mean[o][j], s_m2[o][j]);
+            }
+        }
+        __syncthreads();
+    }
+    if (ty == 0)
+        for (int j = 0; j < VEC; j++) {
+            size_t at = ((size_t)blockIdx.y * g.c + ch + j) * 2;
+            part[at] = mean[j];
+            part[at + 1] = m2[j];
+        }
+}
+
+/* A CTA a channel: thread t merges partials t, t + 256, ... in order, in
+ * double, then the threads merge in a fixed tree (a channel of few
+ * channels may have a thousand partials: one thread for them all took
+ * tens of microseconds). */
+__global__ void __launch_bounds__(BN_THREADS)
+    k_bn_stats_finish(tt_bn_grid g, const float *part, const float *gamma, const float *beta,
+                      float *running_mean, float *running_var, float momentum, float eps,
+                      bool training, float *save_mean, float *save_invstd, float *k)
+{
+    __shared__ double s_n[BN_THREADS], s_mu[BN_THREADS], s_m2[BN_THREADS];
+    int ch = blockIdx.x, t = threadIdx.x;
+    double n = 0, mu = 0, m2 = 0;
+    for (int p = t; training && p < g.g; p += BN_THREADS) {
+        int rows = min(g.rows, g.m - p * g.rows);
+        size_t at = ((size_t)p * g.c + ch) * 2;
+        chan_merge(n, mu, m2, (double)rows, (double)part[at], (double)part[at + 1]);
+    }
+    for (int half = BN_THREADS / 2; half >= 1; half /= 2) {
+        s_n[t] = n, s_mu[t] = mu, s_m2[t] = m2;
+        __syncthreads();
+        if (t < half)
+            chan_merge(n, mu, m2, s_n[t + half], s_mu[t + half], s_m2[t + half]);
+        __syncthreads();
+    }
+    if (t != 0)
+        return;
+    double mean, var;
+    if (training) {
+        double m = (double)g.m;
+        mean = mu;
+        var = m2 / m;
+        double unbiased = m > 1 ? m2 / (m - 1) : var;
+        running_mean[ch] = (float)((1.0 - momentum) * running_mean[ch] + momentum * mean);
+        running_var[ch] = (float)((1.0 - momentum) * running_var[ch] + momentum * unbiased);
+    } else {
+        mean = running_mean[ch];
+        var = running_var[ch];
+    }
+    float invstd = (float)(1.0 / sqrt(var + eps)), fm = (float)mean;
+    if (training) {
+        save_mean[ch] = fm;
+        save_invstd[ch] = invstd;
+    }
+    float scale = invstd * gamma[ch];
+    k[ch] = scale;
+    k[g.c + ch] = beta[ch] - fm * scale;
+}
+
+/* Element-wise, a 16-byte vector a thread (vectors never cross a row: C % 16 == 0). */
+template <typename T>
+__global__ void k_bn_apply(const T *x, const T *r, const float *k, tt_bn_grid g, bool relu, T *y)
+{
+    constexpr int VEC = act<T>::VEC;
+    size_t vecs = (size_t)g.m * g.c / VEC;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < vecs;
+         i += (size_t)blockDim.x * gridDim.x) {
+        size_t e = i * VEC;
+        int ch = (int)(e % (size_t)g.c);
+        float v[VEC], rv[VEC];
+        act<T>::load(x + e, v);
+        if (r != nullptr)
+            act<T>::load(r + e, rv);
+        for (int j = 0; j < VEC; j++) {
+            float o = v[j] * k[ch + j] + k[g.c + ch + j];
+            if (r != nullptr) /* batchnorm's output as it would be stored, then the add */
+                o = act<T>::round(o) + rv[j];
+            v[j] = relu ? tt_relu(o) : o;
+        }
+        act<T>::store(y + e, v);
+    }
+}
+
+/* ---- backward ---- */
+
+template <typename T>
+__global__ void __launch_bounds__(BN_THREADS)
+    k_bn_grad_sums(const T *x, const T *y, const float *dy, const float *mean, tt_bn_grid g,
+                   bool relu, float *dr, bool dr_add, float *part)
+{
+    constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
+    __shared__ float s_a[BN_THREADS][VEC], s_b[BN_THREADS][VEC];
+    int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
+    int ch = blockIdx.x * BN_TILE + tx * VEC;
+    int r0 = blockIdx.y * g.rows, r1 = min(r0 + g.rows, g.m);
+    float sa[VEC], sb[VEC], mu[VEC], xv[VEC], yv[VEC], gv[VEC], rv[VEC];
+    for (int j = 0; j < VEC; j++)
+        sa[j] = sb[j] = 0, mu[j] = mean[ch + j];
+    for (int r = r0 + ty; r < r1; r += TY) {
+        size_t e = (size_t)r * g.c + ch;
+        act<T>::load(x + e, xv);
+        load_f(dy + e, gv, VEC);
+        if (relu) {
+            act<T>::load(y + e, yv);
+            for (int j = 0; j < VEC; j++)
+                gv[j] = tt_relu_grad(yv[j], gv[j]);
+        }
+        if (dr != nullptr) { /* the add's gradient to its other input */
+            if (dr_add) {
+                load_f(dr + e, rv, VEC);
+                for (int j = 0; j < VEC; j++)
+                    rv[j] += gv[j];
+                store_f(dr + e, rv, VEC);
+            } else {
+                store_f(dr + e, gv, VEC);
+            }
+        }
+        for (int j = 0; j < VEC; j++) {
+            sa[j] += gv[j];
+            sb[j] += gv[j] * (xv[j] - mu[j]);
+        }
+    }
+    for (int half = TY / 2; half >= 1; half /= 2) {
+        for (int j = 0; j < VEC; j++)
+            s_a[threadIdx.x][j] = sa[j], s_b[threadIdx.x][j] = sb[j];
+        __syncthreads();
+        if (ty < half) {
+            int o = threadIdx.x + half * TX;
+            for (int j = 0; j < VEC; j++)
+                sa[j] += s_a[o][j], sb[j] += s_b[o][j];
+        }
+        __syncthreads();
+    }
+    if (ty == 0)
+        for (int j = 0; j < VEC; j++) {
+            size_t at = ((size_t)blockIdx.y * g.c + ch + j) * 2;
+            part[at] = sa[j];
+            part[at + 1] = sb[j];
+        }
+}
+
+/* A CTA a channel, as k_bn_stats_finish: partials t, t + 256, ... in
+ * order in double, then a fixed tree. */
+__global__ void __launch_bounds__(BN_THREADS)
+    k_bn_grad_finish(tt_bn_grid g, const float *part, const float *gamma, const float *mean,
+                     const float *invstd, float *dgamma, float *dbeta, float *k)
+{
+    __shared__ double s_a[BN_THREADS], s_b[BN_THREADS];
+    int ch = blockIdx.x, t = threadIdx.x;
+    double sdy = 0, sdyx = 0, m = (double)g.m;
+    for (int p = t; p < g.g; p += BN_THREADS) {
+        size_t at = ((size_t)p * g.c + ch) * 2;
+        sdy += part[at];
+        sdyx += part[at + 1];
+    }
+    for (int half = BN_THREADS / 2; half >= 1; half /= 2) {
+        s_a[t] = sdy, s_b[t] = sdyx;
+        __syncthreads();
+        if (t < half)
+            sdy += s_a[t + half], sdyx += s_b[t + half];
+        __syncthreads();
+    }
+    if (t != 0)
+        return;
+    /* cpu/batchnorm.c's channel_backward */
+    float is = invstd[ch];
+    sdyx *= is;
+    if (dgamma != nullptr)
+        dgamma[ch] = (float)sdyx;
+    if (dbeta != nullptr)
+        dbeta[ch] = (float)sdy;
+    double scale = gamma[ch] * is / m;
+    k[ch] = (float)(scale * m);
+    k[g.c + ch] = (float)(-scale * is * sdyx);
+    k[2 * g.c + ch] = (float)(scale * (is * sdyx * mean[ch] - sdy));
+}
+
+template <typename T>
+__global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k, tt_bn_grid g,
+                        bool relu, float *dx)
+{
+    constexpr int VEC = act<T>::VEC;
+    size_t vecs = (size_t)g.m * g.c / VEC;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < vecs;
+         i += (size_t)blockDim.x * gridDim.x) {
+        size_t e = i * VEC;
+        int ch = (int)(e % (size_t)g.c);
+        float xv[VEC], yv[VEC], gv[VEC];
+        act<T>::load(x + e, xv);
+        load_f(dy + e, gv, VEC);
+        if (relu) {
+            act<T>::load(y + e, yv);
+            for (int j = 0; j < VEC; j++)
+                gv[j] = tt_relu_grad(yv[j], gv[j]);
+        }
+        for (int j = 0; j < VEC; j++) /* cpu/batchnorm.c's k1 dy + k2 x + k3 */
+            gv[j] = k[ch + j] * gv[j] + k[g.c + ch + j] * xv[j] + k[2 * g.c + ch + j];
+        store_f(dx + e, gv, VEC);
+    }
+}
+
+/* ---- launchers ---- */
+
+static unsigned elementwise_blocks(const tt_bn_grid &g, int vec)
+{
+    size_t b = ((size_t)g.m * g.c / vec + BN_THREADS - 1) / BN_THREADS;
+    return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
+}
+
+extern "C" cudaError_t tt_k_bn_nhwc_stats(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
+                                          float *part)
+{
+    dim3 grid((unsigned)(g.c / BN_TILE), (unsigned)g.g);
+    if (bf16)
+        k_bn_stats<<<grid, BN_THREADS, 0, s>>>((const __nv_bfloat16 *)x, g, part);
+    else
+        k_bn_stats<<<grid, BN_THREADS, 0, s>>>((const float *)x, g, part);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t tt_k_bn_nhwc_stats_finish(cudaStream_t s, tt_bn_grid g, const float *part,
+                                                 const float *gamma, const float *beta,
+                                                 float *running_mean, float *running_var,
+                                                 float momentum, float eps, bool training,
+                                                 float *save_mean, float *save_invstd, float *k)
+{
+    k_bn_stats_finish<<<(unsigned)g.c, BN_THREADS, 0, s>>>(
+        g, part, gamma, beta, running_mean, running_var, momentum, eps, training, save_mean,
+        save_invstd, k);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t tt_k_bn_nhwc_apply(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
+                                          const void *r, const float *k, bool relu, void *y)
+{
+    if (bf16)
+        k_bn_apply<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(
+            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)r, k, g, relu, (__nv_bfloat16 *)y);
+    else
+        k_bn_apply<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>(
+            (const float *)x, (const float *)r, k, g, relu, (float *)y);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, tt_bn_grid g,
+                                              const void *x, const void *y, const float *dy,
+                                              const float *mean, bool relu, float *dr,
+                                              bool dr_add, float *part)
+{
+    dim3 grid((unsigned)(g.c / BN_TILE), (unsigned)g.g);
+    if (bf16)
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const __nv_bfloat16 *)x,
+                                                   (const __nv_bfloat16 *)y, dy, mean, g, relu,
+                                                   dr, dr_add, part);
+    else
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y, dy, mean,
+                                                   g, relu, dr, dr_add, part);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t tt_k_bn_nhwc_grad_finish(cudaStream_t s, tt_bn_grid g, const float *part,
+                                                const float *gamma, const float *mean,
+                                                const float *invstd, float *dgamma, float *dbeta,
+                                                float *k)
+{
+    k_bn_grad_finish<<<(unsigned)g.c, BN_THREADS, 0, s>>>(g, part, gamma, mean, invstd,
+                                                              dgamma, dbeta, k);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
+                                       const void *y, const float *dy, const float *k, bool relu,
+                                       float *dx)
+{
+    if (bf16)
+        k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(
+            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y, dy, k, g, relu, dx);
+    else
+        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>((const float *)x,
+                                                                (const float *)y, dy, k, g, relu,
+                                                                dx);
+    return cudaGetLastError();
+}
