@@ -8,7 +8,7 @@
 # Every run is bounded by `timeout`, so a hang is a failure, not a stuck test.
 . "$(dirname "$0")/tt_lib.sh"
 . "$TT_SRCDIR/tests/hosts.sh"
-CHECKS="2 hosts x 1 rank|2 hosts x 2 ranks|a cut-off host ends the job|resume on the hosts left|loss and delay|a link back in time"
+CHECKS="2 hosts x 1 rank|2 hosts x 2 ranks|a cut-off host ends the job|resume on the hosts left|loss and delay|a link back in time|the launcher killed"
 why="built without MPI"
 if ! "$TOWERTRAIN" --version | grep -q mpi || ! why=$(hosts_can); then
   IFS='|'
@@ -17,7 +17,7 @@ if ! "$TOWERTRAIN" --version | grep -q mpi || ! why=$(hosts_can); then
 fi
 DATA=/usr/share/datasets/fashion-mnist
 LIMIT=8 # trainer.collective_timeout of the cut-off run, seconds
-MPIRUN="mpirun --allow-run-as-root --oversubscribe"
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --mca mpi_yield_when_idle 1"
 cat >"$T/job.cfg" <<CFG
 model = "$TT_SRCDIR/models/mlp.cfg";
 dataflow = { source = { type = "idx"; images = "$DATA/train-images-idx3-ubyte.gz";
@@ -57,16 +57,22 @@ hosts_mpirun 2 2 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/h2r2" --quiet
 same $? "$T/one4" "$T/h2r2"
 echo "# at $(($(date +%s) - START)) s"; ok $? "2 hosts x 2 ranks equal 4 ranks on one host bit for bit"
 
-# wait_for FILE SECONDS: until FILE exists (bounded)
+# wait_for FILE SECONDS: until FILE exists (bounded in time and count)
 wait_for() {
-  i=0
-  while [ ! -e "$1" ] && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+  end=$(($(date +%s) + $2)) i=0
+  while [ ! -e "$1" ] && [ "$(date +%s)" -lt $end ] && [ $i -lt 3000 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
   [ -e "$1" ]
 }
 # gone PATTERN SECONDS: until no process's command line matches (bounded)
 gone() {
-  i=0
-  while pgrep -f "$1" >/dev/null && [ $i -lt $(($2 * 10)) ]; do sleep 0.1; i=$((i + 1)); done
+  end=$(($(date +%s) + $2)) i=0
+  while pgrep -f "$1" >/dev/null && [ "$(date +%s)" -lt $end ] && [ $i -lt 3000 ]; do
+    sleep 0.1
+    i=$((i + 1))
+  done
   ! pgrep -f "$1" >/dev/null
 }
 
@@ -137,6 +143,22 @@ ip -n "$(hosts_ns 1)" link set eth0 up
 wait $mp
 same $? "$T/one2" "$T/back"
 echo "# at $(($(date +%s) - START)) s"; ok $? "a link back within the limit: the run completes, equal to the clean run"
+
+# (5) mpirun killed (SIGKILL: it cannot stop the ranks): the rank it started
+# on host 0 sees its parent gone, host 1's orted its lost connection: every
+# rank ends within 10 s instead of training on as an orphan
+hosts_mpirun 2 1 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/orphan" --quiet \
+  --set max_epoch=1000 >"$T/orphan.out" 2>&1 &
+mp=$!
+wait_for "$T/orphan/model-8.safetensors" 60
+launcher=$(pgrep -f "^mpirun .*--logdir $T/orphan ")
+[ -n "$launcher" ] && kill -9 $launcher
+t0=$(date +%s)
+gone "^$TOWERTRAIN run $T/job.cfg --logdir $T/orphan " 10
+s=$?
+wait $mp
+ok $([ -n "$launcher" ] && [ $s = 0 ]; echo $?) \
+  "the launcher killed: every rank gone in $(($(date +%s) - t0)) s ($(grep -c 'launcher .* is gone' "$T/orphan.out") line(s) say so)"
 
 hosts_down
 tt_done

@@ -12,10 +12,14 @@
 #                   of the first H hosts: ranks on host 0 are its children;
 #                   for the others mpirun's launcher (plm_rsh_agent) is
 #                   $T/hosts_agent, which runs the daemon (orted) inside that
-#                   host's namespace with `ip netns exec`. TCP only (btl
+#                   host's namespace with `ip netns exec`, under a hostname
+#                   of its own (unshare --uts: with one name for all, Open
+#                   MPI takes them for one node and its TCP transport crawls,
+#                   ~100x slower with 2 ranks a host). TCP only (btl
 #                   tcp,self; pml ob1), restricted to 10.213.0.0/24 for the
 #                   ranks (btl_tcp_if_include) and the daemons
-#                   (oob_tcp_if_include).
+#                   (oob_tcp_if_include). Ranks yield when idle: more
+#                   processes than cores here. $HOSTS_MCA: more options.
 #   hosts_ns K      the namespace name of host K (for `ip -n`, `tc -n`).
 #   hosts_down      kills every process in the namespaces and deletes them
 #                   (the veth pairs and the bridge go with them). Installed
@@ -77,7 +81,7 @@ hosts_up() {
 while [ \$# -gt 0 ] && [ "\${1#-}" != "\$1" ]; do shift; done
 host=\$1; shift
 k=\$((\${host##*.} - 1))
-exec ip netns exec "${HOSTS_PREFIX}h\$k" /bin/sh -c "\$*"
+exec ip netns exec "${HOSTS_PREFIX}h\$k" unshare --uts /bin/sh -c "hostname ${HOSTS_PREFIX}h\$k; \$*"
 AGENT
   chmod +x "$T/hosts_agent"
 }
@@ -92,6 +96,6 @@ hosts_mpirun() {
   done
   timeout "${HOSTS_TIMEOUT:-120}" ip netns exec "$(hosts_ns 0)" mpirun --allow-run-as-root --oversubscribe \
     -np $((nh * per)) -H "$list" --mca plm_rsh_agent "$T/hosts_agent" \
-    --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$HOSTS_NET.0/24" \
+    --mca mpi_yield_when_idle 1 --mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_include "$HOSTS_NET.0/24" \
     --mca oob_tcp_if_include "$HOSTS_NET.0/24" $HOSTS_MCA "$@"
 }
