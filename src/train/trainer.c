@@ -186,8 +186,10 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (tr->n_ranks > 1 && job->trainer.type != TRAINER_SYNC_REPLICATED)
         return err_set(err, TT_ERR_USAGE, "trainer.type: only sync_replicated runs across MPI "
                        "ranks (this job has %d)", tr->n_ranks);
-    /* before the first collective (the broadcast of tower 0's initial values) */
-    if (dist_watch_start(job->trainer.collective_timeout, false, err) != 0)
+    /* before the first collective (the broadcast of tower 0's initial
+     * values); one process of CPU towers never waits on another */
+    if ((tr->n_ranks > 1 || on_device) &&
+        dist_watch_start(job->trainer.collective_timeout, false, err) != 0)
         return -1;
     /* accumulate: the global batch is K micro-batches, in each of which
      * rank r has its slices at r * towers (dataflow_set_parts) */
