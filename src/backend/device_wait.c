@@ -57,9 +57,9 @@ int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err),
 {
     if (be->watch == NULL)
         return device_wait_poll(be, query, arg, what, err);
-    dist_watch_begin("device all-reduce (NCCL)", -1);
+    dist_watch_device_begin();
     int rc = device_wait_poll(be, query, arg, what, err);
-    dist_watch_end();
+    dist_watch_device_end();
     return rc;
 }
 

@@ -4,9 +4,12 @@
  * A collective that a peer never answers (its host dropped off the network:
  * its TCP connections do not close) blocks inside MPI, or on a device queue
  * under NCCL, with no time limit of its own. So the wait is watched from
- * outside: the waiting thread marks begin and end (two atomic adds, nothing
- * measurable next to a collective), and a watchdog thread wakes four times a
- * second. When the same wait has been in progress for the timeout, it prints
+ * outside: the waiting thread marks begin and end, and a watchdog thread
+ * wakes four times a second. MPI's collectives have one caller at a time
+ * (MPI_THREAD_SERIALIZED), so their marks are plain stores of a sequence
+ * number (odd: waiting), nothing measurable even next to a 0.25 us
+ * all-reduce; the device waits of several tower threads count themselves
+ * with atomic adds instead (they poll, sleeping, anyway). When the same wait has been in progress for the timeout, it prints
  * one line naming the rank, the global step, the collective and the ranks
  * waited for, aborts the device communicator (ncclCommAbort) if one is
  * registered, and ends the job with dist_abort(1) (MPI_Abort). MPI_Abort
@@ -32,8 +35,9 @@
 #define WATCH_ABORT_GRACE_S 5 /* for MPI_Abort before the process ends itself */
 
 static struct {
-    atomic_int busy;             /* waits in progress (several tower threads may wait) */
-    atomic_ulong moves;          /* begins and ends so far: any change is progress */
+    atomic_ulong seq;            /* MPI: begins and ends so far, odd while waiting */
+    atomic_int busy;             /* device waits in progress (tower threads) */
+    atomic_ulong moves;          /* device waits' begins and ends so far */
     _Atomic(const char *) what;  /* the latest wait's collective */
     atomic_int peer;             /* the rank it waits for, -1: every other */
     atomic_llong step;
@@ -49,13 +53,27 @@ static struct {
 
 void dist_watch_begin(const char *what, int peer)
 {
+    unsigned long s = atomic_load_explicit(&w.seq, memory_order_relaxed);
     atomic_store_explicit(&w.what, what, memory_order_relaxed);
     atomic_store_explicit(&w.peer, peer, memory_order_relaxed);
+    atomic_store_explicit(&w.seq, s + 1, memory_order_release);
+}
+
+void dist_watch_end(void)
+{
+    unsigned long s = atomic_load_explicit(&w.seq, memory_order_relaxed);
+    atomic_store_explicit(&w.seq, s + 1, memory_order_release);
+}
+
+void dist_watch_device_begin(void)
+{
+    atomic_store_explicit(&w.what, "device all-reduce (NCCL)", memory_order_relaxed);
+    atomic_store_explicit(&w.peer, -1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w.busy, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w.moves, 1, memory_order_release);
 }
 
-void dist_watch_end(void)
+void dist_watch_device_end(void)
 {
     atomic_fetch_sub_explicit(&w.busy, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&w.moves, 1, memory_order_release);
@@ -154,9 +172,11 @@ static void *watch_main(void *unused)
             watch_orphaned();
         struct timespec now;
         clock_gettime(CLOCK_MONOTONIC, &now);
-        unsigned long moves = atomic_load_explicit(&w.moves, memory_order_acquire);
+        unsigned long seq = atomic_load_explicit(&w.seq, memory_order_acquire);
+        unsigned long moves = seq + atomic_load_explicit(&w.moves, memory_order_acquire);
+        bool waiting = (seq & 1) != 0 || atomic_load(&w.busy) > 0;
         int limit = atomic_load(&w.timeout_s);
-        if (moves != seen || atomic_load(&w.busy) == 0) {
+        if (moves != seen || !waiting) {
             seen = moves;
             since = now;
             continue;
