@@ -6,6 +6,9 @@
 # mpirun starts the ranks in them: Open MPI's TCP transport crosses the veth
 # links for real. Needs root, iproute2 and mpirun; a visible SKIP elsewhere.
 # Every run is bounded by `timeout`, so a hang is a failure, not a stuck test.
+# About 80 s on 2 busy cores. On the code before trainer.collective_timeout
+# the cut-off case fails after its 120 s timeout (the rank on the cut-off
+# host spins on, mpirun never ends); the others pass there too.
 . "$(dirname "$0")/tt_lib.sh"
 . "$TT_SRCDIR/tests/hosts.sh"
 CHECKS="2 hosts x 1 rank|2 hosts x 2 ranks|a cut-off host ends the job|resume on the hosts left|loss and delay|a link back in time|the launcher killed"
@@ -77,8 +80,8 @@ gone() {
 }
 
 # (2) host 1 drops off mid-epoch (its link down, its processes still up):
-# every rank everywhere ends within the limit + 10 s, mpirun with exit 1 and
-# one line naming the collective; the log directory keeps its last whole
+# every rank everywhere ends within the limit + 10 s, mpirun (exit 1, one
+# line naming the collective) within the limit + 20 s; the log directory keeps its last whole
 # checkpoint, no temporary file; resume on host 0 alone (1 rank) completes.
 # mpirun itself waits for its daemon on the lost host until TCP gives up:
 # tcp_retries2 = 3 (~3 s, towertrain(1), RUNNING ACROSS MACHINES) on host 0,
@@ -103,8 +106,8 @@ lines=$(grep -c "not finished after .*collective_timeout" "$T/cut.out")
 named=$(grep -c "MPI_Allreduce\|MPI_Bcast\|MPI_Barrier" "$T/cut.out")
 ip netns exec "$(hosts_ns 0)" sysctl -q -w net.ipv4.tcp_retries2=15
 echo "# at $(($(date +%s) - START)) s"; ok $([ $running = 0 ] && [ $ranks_gone = 0 ] && [ $rc = 1 ] && [ "$lines" -ge 1 ] && [ "$named" -ge 1 ] &&
-     [ $((t2 - t0)) -le $((LIMIT + 15)) ]; echo $?) \
-  "a cut-off host ends the job (running when cut: $running): every rank gone in $((t1 - t0)) s, mpirun in $((t2 - t0)) s, exit $rc, $lines line(s) naming the collective"
+     [ $((t2 - t0)) -le $((LIMIT + 20)) ]; echo $?) \
+  "a cut-off host ends the job: every rank gone in $((t1 - t0)) s, mpirun in $((t2 - t0)) s, exit $rc, $lines line(s) naming the collective"
 ptr=$(cat "$T/cut/checkpoint" 2>/dev/null)
 tmps=$(ls -A "$T/cut" | grep -c '\.tmp\.')
 hosts_mpirun 1 1 "$TOWERTRAIN" resume "$T/cut" --max-epoch 12 >"$T/resume.out" 2>&1
