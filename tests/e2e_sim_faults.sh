@@ -61,6 +61,32 @@ else
   skip "2 ranks: a stalled all-reduce ends both ranks within 10 s" "built without MPI or no mpirun"
 fi
 
+# ---- a peer gone silent (no asynchronous error ever): trainer.collective_timeout ----
+# ends it: exit 1 within the limit + 10 s, first a line naming the collective
+t0=$(now)
+TT_SIM_FAULT=hang_allreduce:4 timeout 30 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/hang" \
+  --quiet --set 'trainer={type="sync_replicated"; device="sim"; nr_tower=2; collective_timeout=2;}' \
+  >"$T/out" 2>"$T/err"
+rc=$?
+t1=$(now)
+[ $rc = 1 ] && within "$t0" "$t1" 12 &&
+  head -1 "$T/err" | grep -q '^towertrain: rank 0 of 1: device all-reduce (NCCL) at step [0-9]* not finished after 2 s (trainer.collective_timeout)'
+ok $? "a silent hang of the device all-reduce ends at trainer.collective_timeout: exit $rc in $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}') s: $(head -c 200 "$T/err")"
+if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
+  t0=$(now)
+  TT_SIM_FAULT=hang_allreduce:4 timeout 60 mpirun --allow-run-as-root --oversubscribe -np 2 \
+    -x TT_SIM_FAULT "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/mpihang" --quiet \
+    --set 'trainer={type="sync_replicated"; device="sim"; nr_tower=1; collective_timeout=2;}' \
+    >"$T/out" 2>"$T/err"
+  rc=$?
+  t1=$(now)
+  [ $rc = 1 ] && within "$t0" "$t1" 12 &&
+    grep -q '^towertrain: rank [01] of 2: .* not finished after 2 s (trainer.collective_timeout), waiting for rank' "$T/err"
+  ok $? "2 ranks: a silent hang ends both ranks at trainer.collective_timeout (mpirun exit $rc, $(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b - a}') s)"
+else
+  skip "2 ranks: a silent hang ends both ranks at trainer.collective_timeout" "built without MPI or no mpirun"
+fi
+
 # ---- SIGTERM while the collective is stalled ends the process ----
 # the signal comes once the log says the stall began, well before the
 # communicator's error 2 s after it

@@ -3,10 +3,13 @@
  * the communicator's asynchronous error and a stop signal are seen while a
  * collective that will never complete (a peer gone) holds the queue. NCCL
  * says only ncclCommAbort ends such an operation; a blocking wait on the
- * stream would never return to call it. */
+ * stream would never return to call it. A tower with a communicator waits
+ * under comm/dist.h's deadline (trainer.collective_timeout), which aborts
+ * the communicator before it ends the job. */
 #include <time.h>
 
 #include "backend/backend.h"
+#include "comm/dist.h"
 
 static const volatile sig_atomic_t *stop_flag;
 
@@ -15,12 +18,18 @@ void backend_device_set_stop(const volatile sig_atomic_t *flag)
     stop_flag = flag;
 }
 
+static void comm_abort(void *c)
+{
+    ((backend_comm *)c)->abort(c);
+}
+
 void backend_device_watch(backend_t *const *bes, int n, backend_comm *c)
 {
     for (int t = 0; t < n; t++) {
         bes[t]->watch = c;
         bes[t]->watch_index = t;
     }
+    dist_watch_set_hook(c != NULL ? comm_abort : NULL, c);
 }
 
 static double now_s(void)
@@ -40,7 +49,21 @@ int backend_device_wait(backend_t *be, const char *what, tt_err *err)
     return backend_device_wait_for(be, queue_query, be, what, err);
 }
 
+static int device_wait_poll(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
+                            const char *what, tt_err *err);
+
 int backend_device_wait_for(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
+                            const char *what, tt_err *err)
+{
+    if (be->watch == NULL)
+        return device_wait_poll(be, query, arg, what, err);
+    dist_watch_device_begin();
+    int rc = device_wait_poll(be, query, arg, what, err);
+    dist_watch_device_end();
+    return rc;
+}
+
+static int device_wait_poll(backend_t *be, int (*query)(void *arg, tt_err *err), void *arg,
                             const char *what, tt_err *err)
 {
     long sleep_ns = 1000;

@@ -14,6 +14,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/err.h"
 
@@ -43,5 +44,31 @@ void dist_sum_doubles(double *buf, int count);
 int dist_max_int(int v);
 void dist_broadcast(void *buf, size_t bytes, int root);
 void dist_barrier(void);
+
+/* The deadline on waits for other ranks (dist_watch.c): every wait goes
+ * between dist_watch_begin and dist_watch_end (the collectives above do it
+ * themselves), or dist_watch_device_begin and _end (the device all-reduce's
+ * host wait, device_wait.c). One that lasts timeout_s ends the job with one
+ * line and exit 1.
+ *
+ * dist_watch_start: sets the limit in seconds (0: none) and starts the
+ * watchdog thread if needed; launcher: also exit when this process's parent
+ * (mpirun or its orted) is gone. Called by dist_init under mpirun (default
+ * DIST_COLLECTIVE_TIMEOUT_S) and by the trainer with the job's value. */
+#define DIST_COLLECTIVE_TIMEOUT_S 300
+int dist_watch_start(int timeout_s, bool launcher, tt_err *err);
+void dist_watch_stop(void);
+/* what: the collective, a string that lives for the program; peer: the rank
+ * waited for, -1 for every other rank. One caller at a time, as MPI's. */
+void dist_watch_begin(const char *what, int peer);
+void dist_watch_end(void);
+/* From any number of threads at once (the towers' waits on their queues). */
+void dist_watch_device_begin(void);
+void dist_watch_device_end(void);
+/* The global step that messages name. */
+void dist_watch_set_step(int64_t step);
+/* Called (once) before the job is ended: ncclCommAbort of the device
+ * communicator. NULL to remove. */
+void dist_watch_set_hook(void (*fn)(void *), void *arg);
 
 #endif

@@ -47,11 +47,12 @@ int dist_init(int *argc, char ***argv, tt_err *err)
         MPI_Comm_rank(local, &local_rank);
         MPI_Comm_free(&local);
     }
-    return 0;
+    return size > 1 ? dist_watch_start(DIST_COLLECTIVE_TIMEOUT_S, true, err) : 0;
 }
 
 void dist_finalize(void)
 {
+    dist_watch_stop();
     if (active)
         MPI_Finalize();
     active = false;
@@ -98,7 +99,9 @@ void dist_sum_floats(float *buf, size_t count)
 {
     for (size_t off = 0; size > 1 && off < count; off += SLICE) {
         size_t n = count - off < SLICE ? count - off : SLICE;
+        dist_watch_begin("all-reduce (MPI_Allreduce)", -1);
         MPI_Allreduce(MPI_IN_PLACE, buf + off, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        dist_watch_end();
     }
 }
 
@@ -106,9 +109,11 @@ void dist_sum_floats_to(const float *in, float *out, size_t count)
 {
     for (size_t off = 0; off < count; off += SLICE) {
         size_t n = count - off < SLICE ? count - off : SLICE;
-        if (size > 1)
+        if (size > 1) {
+            dist_watch_begin("all-reduce (MPI_Allreduce)", -1);
             MPI_Allreduce(in + off, out + off, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        else if (out != in)
+            dist_watch_end();
+        } else if (out != in)
             for (size_t i = 0; i < n; i++)
                 out[off + i] = in[off + i];
     }
@@ -116,14 +121,20 @@ void dist_sum_floats_to(const float *in, float *out, size_t count)
 
 void dist_sum_doubles(double *buf, int count)
 {
-    if (size > 1)
+    if (size > 1) {
+        dist_watch_begin("sum of statistics (MPI_Allreduce)", -1);
         MPI_Allreduce(MPI_IN_PLACE, buf, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+        dist_watch_end();
+    }
 }
 
 int dist_max_int(int v)
 {
-    if (size > 1)
+    if (size > 1) {
+        dist_watch_begin("agreement (MPI_Allreduce max)", -1);
         MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        dist_watch_end();
+    }
     return v;
 }
 
@@ -131,12 +142,17 @@ void dist_broadcast(void *buf, size_t bytes, int root)
 {
     for (size_t off = 0; size > 1 && off < bytes; off += SLICE) {
         size_t n = bytes - off < SLICE ? bytes - off : SLICE;
+        dist_watch_begin("broadcast (MPI_Bcast)", root == rank ? -1 : root);
         MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, MPI_COMM_WORLD);
+        dist_watch_end();
     }
 }
 
 void dist_barrier(void)
 {
-    if (size > 1)
+    if (size > 1) {
+        dist_watch_begin("barrier (MPI_Barrier)", -1);
         MPI_Barrier(MPI_COMM_WORLD);
+        dist_watch_end();
+    }
 }

@@ -20,6 +20,7 @@ int dist_init(int *argc, char ***argv, tt_err *err)
 
 void dist_finalize(void)
 {
+    dist_watch_stop();
 }
 
 int dist_rank(void)

@@ -1,4 +1,5 @@
-libtowertrain_a_SOURCES += %reldir%/allreduce.c %reldir%/allreduce.h %reldir%/dist.h
+libtowertrain_a_SOURCES += %reldir%/allreduce.c %reldir%/allreduce.h %reldir%/dist.h \
+	%reldir%/dist_watch.c
 if HAVE_MPI
 libtowertrain_a_SOURCES += %reldir%/dist_mpi.c
 else

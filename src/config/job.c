@@ -440,6 +440,7 @@ static void build_trainer(const config_setting_t *t, trainer_cfg *tr)
     tr->tf32 = get_bool(t, "tf32", false);
     tr->deterministic = get_bool(t, "deterministic", true);
     tr->accumulate = get_int(t, "accumulate", 1);
+    tr->collective_timeout = get_int(t, "collective_timeout", 300);
     const char *prec = get_str(t, "precision", "fp32");
     tr->precision = strcmp(prec, "bf16") == 0   ? PRECISION_BF16
                     : strcmp(prec, "fp16") == 0 ? PRECISION_FP16

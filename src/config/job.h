@@ -119,6 +119,7 @@ typedef struct {
     bool tf32;                 /* GPU: TF32 tensor cores in fp32 matmul and conv */
     bool deterministic;        /* GPU: deterministic cuDNN algorithms only */
     int accumulate;            /* micro-batches averaged per update, default 1 */
+    int collective_timeout;    /* seconds a rank waits in one collective; 0 = forever */
 } trainer_cfg;
 
 /* ---- callbacks and monitors (CALLBACKS, MONITORS) ---- */

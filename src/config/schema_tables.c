@@ -386,6 +386,9 @@ static const group_spec trainer_spec = {
         { .name = "deterministic", .kind = KEY_BOOL, .def = "true" },
         { .name = "accumulate", .kind = KEY_INT, .def = "1", .lo_kind = GE, .lo = 1,
           .hi_kind = LE, .hi = 65536, .doc = "micro-batches averaged per update" },
+        { .name = "collective_timeout", .kind = KEY_INT, .def = "300", .lo_kind = GE, .lo = 0,
+          .hi_kind = LE, .hi = 86400,
+          .doc = "seconds a rank waits in one collective; 0 = forever" },
         END },
     .variants = trainer_variants, .default_type = "simple", .check = check_trainer,
 };

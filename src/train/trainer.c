@@ -190,6 +190,11 @@ int trainer_create(trainer_t *tr, const job_t *job, tt_err *err)
     if (tr->n_ranks > 1 && job->trainer.type != TRAINER_SYNC_REPLICATED)
         return err_set(err, TT_ERR_USAGE, "trainer.type: only sync_replicated runs across MPI "
                        "ranks (this job has %d)", tr->n_ranks);
+    /* before the first collective (the broadcast of tower 0's initial
+     * values); one process of CPU towers never waits on another */
+    if ((tr->n_ranks > 1 || on_device) &&
+        dist_watch_start(job->trainer.collective_timeout, false, err) != 0)
+        return -1;
     /* accumulate: the global batch is K micro-batches, in each of which
      * rank r has its slices at r * towers (dataflow_set_parts) */
     int parts = job->trainer.accumulate;
@@ -462,6 +467,7 @@ int trainer_step(trainer_t *tr, tt_err *err)
      * tr->loss_scale while other towers still compute) */
     for (int t = 0; t < tr->n_towers && tr->loss_scaling; t++)
         tr->towers[t].loss_scale = tr->loss_scale.scale;
+    dist_watch_set_step(tr->global_step + 1); /* what a collective that times out names */
     if (tr->ops->run_step(tr, b, err) != 0)
         return -1;
     /* simple's tower 0 may have taken this thread's row: the callbacks'

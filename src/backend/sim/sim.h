@@ -96,9 +96,13 @@ void sim_drain(backend_t *be);
 /* Records the first error of a sim backend (its check and sync return it). */
 void sim_fail(backend_t *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* TT_SIM_FAULT=stall_allreduce:S: whether an all-reduce started now (at
- * the global step of the tower's last staged batch) stalls. */
+/* TT_SIM_FAULT=stall_allreduce:S (or hang_allreduce:S): whether an
+ * all-reduce started now (at the global step of the tower's last staged
+ * batch) stalls. */
 bool sim_fault_stalls(backend_t *be, int64_t *step);
+/* hang_allreduce: the stall never becomes an asynchronous error (a peer
+ * gone silent; only trainer.collective_timeout ends it). */
+bool sim_fault_silent(void);
 
 /* The in-process communicator (sim_comm.c). */
 backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err);

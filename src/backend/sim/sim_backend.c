@@ -97,6 +97,7 @@ void sim_drain(backend_t *be)
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static int64_t fault_stall_from = -1;
 static bool fault_download_checkpoint;
+static bool fault_silent;
 
 static void fault_parse(void)
 {
@@ -106,7 +107,10 @@ static void fault_parse(void)
         return;
     if (sscanf(f, "stall_allreduce:%lld", &step) == 1 && step >= 0)
         fault_stall_from = step;
-    else if (strcmp(f, "download_error:checkpoint") == 0)
+    else if (sscanf(f, "hang_allreduce:%lld", &step) == 1 && step >= 0) {
+        fault_stall_from = step;
+        fault_silent = true;
+    } else if (strcmp(f, "download_error:checkpoint") == 0)
         fault_download_checkpoint = true;
 }
 
@@ -115,6 +119,12 @@ bool sim_fault_stalls(backend_t *be, int64_t *step)
     pthread_once(&fault_once, fault_parse);
     *step = S(be)->step;
     return fault_stall_from >= 0 && S(be)->step >= fault_stall_from;
+}
+
+bool sim_fault_silent(void)
+{
+    pthread_once(&fault_once, fault_parse);
+    return fault_silent;
 }
 
 /* The host's waits go through backend_device_wait (polling, watching the
