@@ -61,6 +61,11 @@ TESTS += tests/test_cpu_ops
 check_PROGRAMS += tests/test_blocked_layout
 tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
 TESTS += tests/test_blocked_layout
+# The simulated GPU in the blocked layout (bf16 NHWC), and activation
+# buffers shared by lifetime, bit for bit.
+check_PROGRAMS += tests/test_sim_blocked
+tests_test_sim_blocked_SOURCES = tests/test_sim_blocked.c
+TESTS += tests/test_sim_blocked
 
 # global_avgpool stays float32 in bf16 / fp16 on device (sim) towers.
 check_PROGRAMS += tests/test_gap_precision
