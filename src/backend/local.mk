@@ -28,17 +28,20 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
 	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
-	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h
+	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h %reldir%/cuda/cuda_nhwc.c \
+	%reldir%/cuda/cuda_nhwc_kernels.h
 if HAVE_CUDA
 noinst_LIBRARIES += libttcuda.a
-libttcuda_a_SOURCES = $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu
+libttcuda_a_SOURCES = $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu \
+	%reldir%/cuda/cuda_nhwc_kernels.cu
 libttcuda_a_CFLAGS = $(AM_CFLAGS) -Werror
 libtowertrain_a_LIBADD = $(libttcuda_a_OBJECTS)
 libtowertrain_a_DEPENDENCIES = $(libttcuda_a_OBJECTS)
 else
 libtowertrain_a_SOURCES += %reldir%/cuda/none.c
 endif
-EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/none.c
+EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu \
+	%reldir%/cuda/cuda_nhwc_kernels.cu %reldir%/cuda/none.c
 
 # The GPU-independent logic of the CUDA backend, on the CPU.
 check_PROGRAMS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
