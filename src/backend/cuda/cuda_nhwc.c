@@ -4,21 +4,27 @@
  * pooling operations over it (cuda_nhwc_kernels.cu).
  *
  * The layout is turned on only when every operation that reads or writes
- * a blocked activation can: the ones here, the batchnorm ones
- * (batchnorm_forward_blocked / batchnorm_backward_blocked, written apart in
- * cuda_bn_nhwc.*; NULL until then), and conv2d and the pools with
- * blocked_x / blocked_y (CUDA_NHWC_CONV below: not yet, cuda_conv.c still
- * narrows and widens NCHW float32). Until all are there a GPU tower runs
- * today's proven NCHW float32 path, whatever the precision; sim runs the
- * layout in make check (sim_blocked.c) meanwhile. No GPU has run this code.
+ * a blocked activation can: the ones here (and the pools, whose blocked
+ * x takes the NHWC kernels), conv2d (cuda_conv.c's NHWC path), and the
+ * batchnorm ones (batchnorm_forward_blocked / batchnorm_backward_blocked,
+ * written apart in cuda_bn_nhwc.*; NULL until then, and the layout off).
+ * TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
+ * fallback while no GPU has run this code; towertrain(1)). sim runs the
+ * same layout in make check (sim_blocked.c).
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend/cuda/cuda_impl.h"
 #include "backend/cuda/cuda_nhwc_kernels.h"
 #include "backend/precision.h"
 
-/* conv2d and the pools read and write blocked_x / blocked_y in bf16 NHWC
- * (cuDNN NHWC tensor descriptors; not done yet) */
-#define CUDA_NHWC_CONV false
+/* TT_CUDA_LAYOUT=nchw: today's NCHW float32 activations in every precision */
+static bool layout_nchw_forced(void)
+{
+    const char *e = getenv("TT_CUDA_LAYOUT");
+    return e != NULL && strcmp(e, "nchw") == 0;
+}
 
 static void nhwc_relu_forward(backend_t *be, size_t count, const float *x, float *y)
 {
@@ -57,6 +63,49 @@ static void nhwc_gap_backward(backend_t *be, int n, int c, int hw, const float *
                 "NHWC global average pooling backward kernel");
 }
 
+/* Pools: a blocked x takes the NHWC kernels, an NCHW one today's */
+static void nhwc_maxpool_forward(backend_t *be, const window_desc *d, const float *x, float *y,
+                                 int32_t *mask)
+{
+    cudaStream_t s = cuda_of(be)->stream;
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be),
+                d->blocked_x ? tt_k_maxpool_nhwc_forward(s, *d, x, y, mask)
+                             : tt_k_maxpool_forward(s, *d, x, y, mask),
+                "maxpool kernel");
+}
+
+static void nhwc_maxpool_backward(backend_t *be, const window_desc *d, const float *dy,
+                                  const int32_t *mask, float *dx)
+{
+    cudaStream_t s = cuda_of(be)->stream;
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be),
+                d->blocked_x ? tt_k_pool_nhwc_backward(s, *d, true, dy, mask, dx)
+                             : tt_k_maxpool_backward(s, *d, dy, mask, dx),
+                "maxpool backward kernel");
+}
+
+static void nhwc_avgpool_forward(backend_t *be, const window_desc *d, const float *x, float *y)
+{
+    cudaStream_t s = cuda_of(be)->stream;
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be),
+                d->blocked_x ? tt_k_avgpool_nhwc_forward(s, *d, x, y)
+                             : tt_k_avgpool_forward(s, *d, x, y),
+                "avgpool kernel");
+}
+
+static void nhwc_avgpool_backward(backend_t *be, const window_desc *d, const float *dy, float *dx)
+{
+    cudaStream_t s = cuda_of(be)->stream;
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be),
+                d->blocked_x ? tt_k_pool_nhwc_backward(s, *d, false, dy, NULL, dx)
+                             : tt_k_avgpool_backward(s, *d, dy, dx),
+                "avgpool backward kernel");
+}
+
 void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
 {
     prec_layout lay = prec_layout_of(prec, tf32, false);
@@ -69,7 +118,11 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
     be->add_blocked = nhwc_add;
     be->global_avgpool_blocked_forward = nhwc_gap_forward;
     be->global_avgpool_blocked_backward = nhwc_gap_backward;
+    be->maxpool_forward = nhwc_maxpool_forward;
+    be->maxpool_backward = nhwc_maxpool_backward;
+    be->avgpool_forward = nhwc_avgpool_forward;
+    be->avgpool_backward = nhwc_avgpool_backward;
     bool bn = be->batchnorm_forward_blocked != NULL && be->batchnorm_backward_blocked != NULL;
-    be->blocked_layout = bn && CUDA_NHWC_CONV;
+    be->blocked_layout = bn && !layout_nchw_forced();
     be->blocked_nhwc = be->blocked_bf16 = be->blocked_layout;
 }
