@@ -2,9 +2,12 @@
  * compute in a 16-bit type, what a GPU needs for it, and where the 16-bit
  * copies of a dense or conv2d call's operands live.
  *
- * A CUDA backend of precision "bf16" or "fp16" keeps every tensor float32,
- * as backend.h says (the parameters are the fp32 master weights, as
- * torch.autocast keeps them). Its dense and conv2d operations, forward,
+ * A CUDA backend of precision "fp16" keeps every tensor float32, as
+ * backend.h says (the parameters are the fp32 master weights, as
+ * torch.autocast keeps them); one of precision "bf16" keeps its
+ * activations between layers in bf16 NHWC instead where it has every
+ * operation for that (prec_layout_of below; cuda_nhwc.c), its
+ * convolutions reading and writing them in place. Its dense and conv2d operations, forward,
  * backward-data and backward-weights, round their float32 operands (x, w,
  * dy) to the 16-bit type (to nearest even) in one scratch region of the
  * tower's memory pool, multiply them on tensor cores with float32
