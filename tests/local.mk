@@ -50,3 +50,6 @@ EXTRA_DIST += tests/e2e_sim.sh tests/e2e_sim_precision.sh tests/e2e_sim_threads.
 	tests/e2e_sim_gpu_trainers.sh
 TESTS += tests/e2e_device_stats.sh
 EXTRA_DIST += tests/e2e_device_stats.sh
+# bf16 ResNet-20 on sim in the NHWC bf16 layout, and its peak memory
+TESTS += tests/e2e_sim_nhwc.sh
+EXTRA_DIST += tests/e2e_sim_nhwc.sh

@@ -55,8 +55,8 @@ static inline size_t tt_blocked_floats(int n, int c, int pixels)
 }
 
 /* A backend may keep the blocked layout's 16-channel vectors in NHWC order
- * instead (blocked_nhwc: the CPU backend in bf16, whose AMX convolutions
- * compute in NHWC): vector (n, cb, p) at ((n * P + p) * CB + cb) * 16, the
+ * instead (blocked_nhwc: the backends in bf16, whose AMX / cuDNN tensor-core
+ * convolutions compute in NHWC; precision.h's prec_layout_of decides): vector (n, cb, p) at ((n * P + p) * CB + cb) * 16, the
  * same floats in another order; with CB = 1 both orders are one. The
  * strides, in floats, of vector (n, cb, p) = n * img + cb * cstride +
  * p * pstride in either: */

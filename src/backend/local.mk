@@ -24,17 +24,18 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/cuda/bn_nhwc_plan.c %reldir%/cuda/bn_nhwc_plan.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h \
-	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
 	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
 	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h \
-	%reldir%/cuda/cuda_bn_nhwc.c %reldir%/cuda/cuda_bn_nhwc.h
+	%reldir%/cuda/cuda_bn_nhwc.c %reldir%/cuda/cuda_bn_nhwc.h %reldir%/cuda/cuda_nhwc.c \
+	%reldir%/cuda/cuda_nhwc_kernels.h
 if HAVE_CUDA
 noinst_LIBRARIES += libttcuda.a
 libttcuda_a_SOURCES = $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu \
-	%reldir%/cuda/cuda_bn_nhwc.cu
+	%reldir%/cuda/cuda_bn_nhwc.cu %reldir%/cuda/cuda_nhwc_kernels.cu
 libttcuda_a_CFLAGS = $(AM_CFLAGS) -Werror
 libtowertrain_a_LIBADD = $(libttcuda_a_OBJECTS)
 libtowertrain_a_DEPENDENCIES = $(libttcuda_a_OBJECTS)
@@ -42,7 +43,7 @@ else
 libtowertrain_a_SOURCES += %reldir%/cuda/none.c
 endif
 EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/cuda_bn_nhwc.cu \
-	%reldir%/cuda/none.c
+	%reldir%/cuda/cuda_nhwc_kernels.cu %reldir%/cuda/none.c
 
 # The GPU-independent logic of the CUDA backend, on the CPU.
 check_PROGRAMS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
@@ -66,6 +67,11 @@ TESTS += tests/test_cpu_ops
 check_PROGRAMS += tests/test_blocked_layout
 tests_test_blocked_layout_SOURCES = tests/test_blocked_layout.c
 TESTS += tests/test_blocked_layout
+# The simulated GPU in the blocked layout (bf16 NHWC), and activation
+# buffers shared by lifetime, bit for bit.
+check_PROGRAMS += tests/test_sim_blocked
+tests_test_sim_blocked_SOURCES = tests/test_sim_blocked.c
+TESTS += tests/test_sim_blocked
 
 # global_avgpool stays float32 in bf16 / fp16 on device (sim) towers.
 check_PROGRAMS += tests/test_gap_precision

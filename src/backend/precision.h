@@ -2,9 +2,12 @@
  * compute in a 16-bit type, what a GPU needs for it, and where the 16-bit
  * copies of a dense or conv2d call's operands live.
  *
- * A CUDA backend of precision "bf16" or "fp16" keeps every tensor float32,
- * as backend.h says (the parameters are the fp32 master weights, as
- * torch.autocast keeps them). Its dense and conv2d operations, forward,
+ * A CUDA backend of precision "fp16" keeps every tensor float32, as
+ * backend.h says (the parameters are the fp32 master weights, as
+ * torch.autocast keeps them); one of precision "bf16" keeps its
+ * activations between layers in bf16 NHWC instead where it has every
+ * operation for that (prec_layout_of below; cuda_nhwc.c), its
+ * convolutions reading and writing them in place. Its dense and conv2d operations, forward,
  * backward-data and backward-weights, round their float32 operands (x, w,
  * dy) to the 16-bit type (to nearest even) in one scratch region of the
  * tower's memory pool, multiply them on tensor cores with float32
@@ -69,6 +72,21 @@ int prec_check_device(prec_t p, int device, const char *gpu_name, int major, int
  * fp32", for the tower table and --version. */
 void prec_describe(prec_t p, char *buf, size_t len);
 
+/* Where a backend keeps its activations between layers (backend.h's blocked
+ * layout): the one policy the CPU, sim and CUDA backends share.
+ *   blocked: the blocked layout at all (else everything NCHW float32);
+ *   nhwc:    its NHWC order (plain NHWC when C % 16 == 0), what tensor-core
+ *            convolutions (cuDNN, oneDNN on AMX) read and write;
+ *   bf16:    the blocked activations hold bf16 (gradients stay float32).
+ * bf16 -> bf16 NHWC everywhere. fp16 -> NCHW float32 (nothing stores fp16
+ * activations yet). fp32 -> nChw16c float32 where the backend's float32
+ * convolutions compute in it (`fp32_nchw16c`: the CPU with oneDNN), else
+ * NCHW; with tf32 (a device's trainer.tf32) PREC_TF32_NHWC decides. */
+typedef struct {
+    bool blocked, nhwc, bf16;
+} prec_layout;
+prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c);
+
 /* The 16-bit copies of one dense call, y[n,out] = x[n,in] w[out,in]^T:
  * byte offsets in the scratch region (each MEM_POOL_ALIGN-aligned) of x,
  * w and dy [n,out], and the region's size. cuBLAS writes y, dx and dw in
@@ -79,7 +97,11 @@ typedef struct {
 } prec_dense_copies;
 void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l);
 
-/* The same for one conv2d call (cuDNN reads and writes one type):
+/* The same for one conv2d call (cuDNN reads and writes one type). With
+ * bf16 activations (prec_layout's bf16) a blocked x or y is read and
+ * written in place; the places stay, for backward data's dx and
+ * backward's dy, which are float32 gradients in every layout, and w in
+ * the filter layout the activations' layout asks (KRSC for NHWC):
  *   x  [n,c,h,w]    x for forward and backward filter; backward data's dx
  *   w  [f,c,k,k]    w for forward and backward data
  *   y  [n,f,oh,ow]  forward's y; backward's dy

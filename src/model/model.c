@@ -467,6 +467,99 @@ static int plan_gradient_buffers(const model_t *m, const size_t *out_bytes, int 
     return nb;
 }
 
+/* Does layer i's own backward read its output? (relu masks by it; a
+ * fused relu makes conv2d, batchnorm, dense and add mask by it too) */
+static bool backward_reads_output(const layer_t *l)
+{
+    return l->relu_out || l->cfg->type == LAYER_RELU;
+}
+
+/* Does layer l's backward read its input x? (the weight gradient and
+ * batchnorm's statistics; global_avgpool's counted too, to be safe) */
+static bool backward_reads_input(const layer_t *l)
+{
+    layer_type t = l->cfg->type;
+    return t == LAYER_CONV2D || t == LAYER_BATCHNORM || t == LAYER_DENSE ||
+           t == LAYER_GLOBAL_AVGPOOL;
+}
+
+/* Layer i's output is read by forward passes only (a batchnorm feeding a
+ * residual add, ResNet's bn2 and projection batchnorm): it is dead once
+ * its last reader's forward has run, so such outputs can share buffers.
+ * The last layer's output (the logits) is read by the loss and returned. */
+static int transient_until(const model_t *m, int i)
+{
+    const layer_t *l = &m->layers[i];
+    /* a batchnorm doing an add holds the add's output, read by the add's
+     * readers (fuse_adds): never transient */
+    if (i == m->n_layers - 1 || done_elsewhere(l) || l->add_out || backward_reads_output(l))
+        return -1;
+    int last = -1;
+    for (int j = i + 1; j < m->n_layers; j++)
+        for (int k = 0; k < m->layers[j].n_in; k++)
+            if (layer_input(m->layers[j].cfg, j, k) == i) {
+                if (m->layers[j].relu_fused || backward_reads_input(&m->layers[j]))
+                    return -1;
+                last = j;
+            }
+    return last;
+}
+
+/* TT_ACT_SHARING=0 turns the sharing off (the test of its bits). */
+static bool act_sharing_on(void)
+{
+    const char *e = getenv("TT_ACT_SHARING");
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
+/* Activation buffers shared by lifetime (the forward-only outputs above):
+ * in forward order, each such output takes a buffer whose last holder's
+ * last reader has run (the smallest that fits, else the largest, grown),
+ * as plan_gradient_buffers does for gradients; every other output keeps a
+ * buffer of its own (-1). ResNet-20 bf16: its nine such outputs share
+ * one. Fills share_of[layer] and bytes[buffer]; returns the buffers. */
+static int plan_shared_activations(const model_t *m, const size_t *act_bytes, int *share_of,
+                                   size_t *bytes, int *free_after)
+{
+    int L = m->n_layers, nb = 0;
+    bool on = act_sharing_on();
+    for (int i = 0; i < L; i++) {
+        share_of[i] = -1;
+        int until = on ? transient_until(m, i) : -1;
+        if (until < 0)
+            continue;
+        int pick = -1;
+        for (int b = 0; b < nb; b++) {
+            if (free_after[b] >= i)
+                continue; /* its holder is still read at or after layer i */
+            bool fits = bytes[b] >= act_bytes[i], pick_fits = pick >= 0 && bytes[pick] >= act_bytes[i];
+            if (pick < 0 || (fits && (!pick_fits || bytes[b] < bytes[pick])) ||
+                (!fits && !pick_fits && bytes[b] > bytes[pick]))
+                pick = b;
+        }
+        if (pick < 0) {
+            pick = nb++;
+            bytes[pick] = 0;
+        }
+        if (bytes[pick] < act_bytes[i])
+            bytes[pick] = act_bytes[i];
+        free_after[pick] = until;
+        share_of[i] = pick;
+    }
+    return nb;
+}
+
+static void tower_plan_free(int *buf_of, int *grad_of, int *free_after, size_t *grad_bytes,
+                            size_t *out_bytes, size_t *act_bytes)
+{
+    free(buf_of);
+    free(grad_of);
+    free(free_after);
+    free(grad_bytes);
+    free(out_bytes);
+    free(act_bytes);
+}
+
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
@@ -485,12 +578,21 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->grad_bufs = calloc((size_t)L, sizeof(float *));
     t->state = calloc((size_t)L, sizeof(void *));
     t->grad_written = calloc((size_t)L, sizeof(bool));
-    if (!buf_of || !grad_bytes || !out_bytes || !t->blocked || !t->act || !t->dact ||
-        !t->grad_bufs || !t->state || !t->grad_written)
+    t->act_bufs = calloc((size_t)L, sizeof(float *));
+    t->act_shared = calloc((size_t)L, sizeof(bool));
+    size_t *act_bytes = malloc((size_t)L * sizeof(size_t));
+    int *grad_of = malloc((size_t)L * sizeof(int)), *free_after = malloc((size_t)L * sizeof(int));
+    if (!grad_of || !free_after || !buf_of || !grad_bytes || !out_bytes || !t->blocked || !t->act || !t->dact ||
+        !t->grad_bufs || !t->state || !t->grad_written || !t->act_bufs || !t->act_shared ||
+        !act_bytes)
         goto oom;
+    /* buf_of and grad_bytes: first the gradients' plan, then (grad_of
+     * keeping the first) the activations' */
     choose_layouts(m, be->blocked_layout, t->blocked);
-    for (int i = 0; i < L; i++)
+    for (int i = 0; i < L; i++) {
         out_bytes[i] = output_bytes(&m->layers[i], n, t->blocked[i]);
+        act_bytes[i] = t->blocked[i] && be->blocked_bf16 ? out_bytes[i] / 2 : out_bytes[i];
+    }
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
     t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
     if (!be->host_memory) {
@@ -511,6 +613,11 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     for (int b = 0; b < t->n_grad_bufs; b++)
         if ((t->grad_bufs[b] = be->alloc(be, grad_bytes[b])) == NULL)
             goto oom;
+    memcpy(grad_of, buf_of, (size_t)L * sizeof(int));
+    t->n_act_bufs = plan_shared_activations(m, act_bytes, buf_of, grad_bytes, free_after);
+    for (int b = 0; b < t->n_act_bufs; b++)
+        if ((t->act_bufs[b] = be->alloc(be, grad_bytes[b])) == NULL)
+            goto oom;
     size_t ws = 0, scratch = 0;
     for (int i = 0; i < L; i++) {
         const layer_t *l = &m->layers[i];
@@ -523,8 +630,9 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
             t->dact[i] = t->dact[src];
             continue;
         }
-        t->act[i] = be->alloc(be, t->blocked[i] && be->blocked_bf16 ? out / 2 : out);
-        t->dact[i] = t->grad_bufs[buf_of[i]];
+        t->dact[i] = t->grad_bufs[grad_of[i]];
+        t->act_shared[i] = buf_of[i] >= 0;
+        t->act[i] = t->act_shared[i] ? t->act_bufs[buf_of[i]] : be->alloc(be, act_bytes[i]);
         if (!t->act[i])
             goto oom;
         size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
@@ -538,14 +646,10 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         goto oom;
     if (scratch > 0 && (t->dlogits_scratch = be->alloc(be, scratch)) == NULL)
         goto oom;
-    free(buf_of);
-    free(grad_bytes);
-    free(out_bytes);
+    tower_plan_free(buf_of, grad_of, free_after, grad_bytes, out_bytes, act_bytes);
     return 0;
 oom:
-    free(buf_of);
-    free(grad_bytes);
-    free(out_bytes);
+    tower_plan_free(buf_of, grad_of, free_after, grad_bytes, out_bytes, act_bytes);
     tower_free(t);
     return err_set(err, TT_ERR_RUNTIME, "out of memory creating a tower for batch %d", max_n);
 }
@@ -559,13 +663,15 @@ void tower_free(tower_t *t)
     for (int i = 0; m && i < m->n_layers; i++) {
         if (done_elsewhere(&m->layers[i]))
             continue; /* shares another layer's buffers */
-        if (t->act)
+        if (t->act && !(t->act_shared && t->act_shared[i]))
             be->free(be, t->act[i]);
         if (t->state)
             be->free(be, t->state[i]);
     }
     for (int b = 0; t->grad_bufs && b < t->n_grad_bufs; b++)
         be->free(be, t->grad_bufs[b]);
+    for (int b = 0; t->act_bufs && b < t->n_act_bufs; b++)
+        be->free(be, t->act_bufs[b]);
     be->free(be, t->params);
     be->free(be, t->grads);
     be->free(be, t->input);
@@ -573,6 +679,8 @@ void tower_free(tower_t *t)
     be->free(be, t->ws);
     be->free(be, t->dlogits_scratch);
     free(t->act);
+    free(t->act_bufs);
+    free(t->act_shared);
     free(t->dact);
     free(t->grad_bufs);
     free(t->blocked);

@@ -78,7 +78,11 @@ typedef struct {
     int32_t *labels;   /* device, [max_n]; NULL on host memory */
     const float *batch_x;   /* the batch the step reads: input, or the */
     const int32_t *batch_y; /* caller's own arrays on host memory */
-    float **act;       /* per layer output, [max_n, out] */
+    float **act;       /* per layer output, [max_n, out]: its own buffer, or */
+    float **act_bufs;  /* one of these, shared by outputs only forward passes
+                        * read and never live at once (model.c) */
+    int n_act_bufs;
+    bool *act_shared;  /* per layer: act[i] is one of act_bufs */
     float **dact;      /* per layer output gradient: views of grad_bufs */
     float **grad_bufs; /* gradient buffers, shared by layers never live at once */
     int n_grad_bufs;

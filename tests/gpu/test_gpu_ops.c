@@ -10,6 +10,11 @@
  * Batchnorm over NHWC activations (float32 and bf16), alone and fused with
  * the residual add and relu (cuda_bn_nhwc.c): against the CPU, repeatable
  * bits, fused = unfused bitwise.
+ * bf16 NHWC (the blocked layout of the bf16 backend, cuda_nhwc.c): relu,
+ * add, global average pooling and the pools on the bits of the CPU
+ * backend's blocked operations in the same layout; conv2d with blocked
+ * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
+ * backend within 1e-2.
  *
  * Without a GPU every check is reported as SKIP (visible in make check).
  * Also run by tests/gpu/run.sh on a GPU machine.
@@ -22,6 +27,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "tt_ref.h"
+#include "tt_blocked.h"
 #include "tt_test.h"
 
 #define TOL 1e-4
@@ -794,6 +800,245 @@ static void test_elementwise(backend_t *g)
     free(hl);
 }
 
+/* ---- bf16 NHWC: the blocked layout of the bf16 backend ---- */
+
+/* count random bf16 values (as uint16) and their floats */
+static uint16_t *bf16_rand(size_t count, float lo, float hi, float **as_float)
+{
+    uint16_t *h = malloc((count ? count : 1) * sizeof(uint16_t));
+    *as_float = malloc((count ? count : 1) * sizeof(float));
+    for (size_t i = 0; i < count; i++) {
+        h[i] = tt_bf16_round(uniform(lo, hi));
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&(*as_float)[i], &u, 4);
+    }
+    return h;
+}
+
+static void *put(backend_t *b, const void *host, size_t bytes)
+{
+    void *d = b->alloc(b, bytes ? bytes : 1);
+    if (host != NULL)
+        b->upload(b, d, host, bytes);
+    return d;
+}
+
+/* The GPU's and the CPU's bytes equal (and no GPU error) */
+static void same_bytes(backend_t *g, const void *gd, const void *cd, size_t bytes,
+                       const char *what)
+{
+    unsigned char *a = malloc(bytes ? bytes : 1), *b = malloc(bytes ? bytes : 1);
+    g->download(g, a, gd, bytes);
+    cpu_be->download(cpu_be, b, cd, bytes);
+    tt_err err = {0};
+    bool ok = backend_cuda_check(g, &err) == 0 && memcmp(a, b, bytes) == 0;
+    tt_ok(ok, "bf16 NHWC %s: the CPU's blocked bits %s", what, err.msg);
+    free(a);
+    free(b);
+}
+
+/* relu, relu backward, add (+relu), global average pooling and back; cn:
+ * a CPU backend whose blocked operations read bf16 NHWC */
+static void test_nhwc_elementwise(backend_t *g, backend_t *cn)
+{
+    int n = 3, c = 48, hw = 49;
+    size_t count = (size_t)n * c * hw;
+    float *fa, *fb;
+    uint16_t *ha = bf16_rand(count, -1, 1, &fa), *hb = bf16_rand(count, -1, 1, &fb);
+    float *hdy = rand_buf(count, -1, 1), *hg = rand_buf((size_t)n * c, -1, 1);
+    void *ga = put(g, ha, count * 2), *gb = put(g, hb, count * 2), *gy = put(g, NULL, count * 4);
+    void *ca = put(cn, ha, count * 2), *cb = put(cn, hb, count * 2), *cy = put(cn, NULL, count * 4);
+    float *gdy = put(g, hdy, count * 4), *cdy = put(cn, hdy, count * 4);
+    g->relu_forward_blocked(g, count, ga, gy);
+    cn->relu_forward_blocked(cn, count, ca, cy);
+    same_bytes(g, gy, cy, count * 2, "relu forward");
+    g->relu_backward_blocked(g, count, ga, gdy, gy);
+    cn->relu_backward_blocked(cn, count, ca, cdy, cy);
+    same_bytes(g, gy, cy, count * 4, "relu backward (float32 gradient)");
+    for (int relu = 0; relu < 2; relu++) {
+        g->add_blocked(g, count, ga, gb, relu, gy);
+        cn->add_blocked(cn, count, ca, cb, relu, cy);
+        same_bytes(g, gy, cy, count * 2, relu ? "add + relu" : "add");
+    }
+    g->global_avgpool_blocked_forward(g, n, c, hw, ga, gy);
+    cn->global_avgpool_blocked_forward(cn, n, c, hw, ca, cy);
+    same_bytes(g, gy, cy, (size_t)n * c * 4, "global average pooling");
+    float *gg = put(g, hg, (size_t)n * c * 4), *cg = put(cn, hg, (size_t)n * c * 4);
+    g->global_avgpool_blocked_backward(g, n, c, hw, gg, gy);
+    cn->global_avgpool_blocked_backward(cn, n, c, hw, cg, cy);
+    same_bytes(g, gy, cy, count * 4, "global average pooling backward");
+    void *gp[] = {ga, gb, gy, gdy, gg}, *cp[] = {ca, cb, cy, cdy, cg};
+    for (int i = 0; i < 5; i++) {
+        g->free(g, gp[i]);
+        cn->free(cn, cp[i]);
+    }
+    free(ha), free(hb), free(fa), free(fb), free(hdy), free(hg);
+}
+
+/* max and average pooling from a bf16 NHWC x, to bf16 NHWC or NCHW */
+static void test_nhwc_pool(backend_t *g, backend_t *cn)
+{
+    int shapes[][5] = {{16, 16, 3, 2, 1}, {9, 7, 3, 1, 1}, {8, 8, 2, 2, 0}};
+    for (int s = 0; s < 3; s++)
+        for (int yb = 0; yb < 2; yb++) {
+            window_desc d = {2, 32, shapes[s][0], shapes[s][1], 32, shapes[s][2], shapes[s][3],
+                             shapes[s][4], 0, 0, true, yb == 1};
+            d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
+            d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
+            size_t xn = (size_t)d.n * d.c * d.h * d.w, yn = (size_t)d.n * d.c * d.oh * d.ow;
+            size_t ybytes = yn * (yb ? 2 : 4);
+            float *fx, *hdy = rand_buf(yn, -1, 1);
+            uint16_t *hx = bf16_rand(xn, -1, 1, &fx);
+            void *gx = put(g, hx, xn * 2), *cx = put(cn, hx, xn * 2);
+            void *gy = put(g, NULL, yn * 4), *cy = put(cn, NULL, yn * 4);
+            int32_t *gm = put(g, NULL, yn * 4), *cm = put(cn, NULL, yn * 4);
+            float *gdy = put(g, hdy, yn * 4), *cdy = put(cn, hdy, yn * 4);
+            float *gdx = put(g, NULL, xn * 4), *cdx = put(cn, NULL, xn * 4);
+            char what[160];
+            snprintf(what, sizeof(what), "pool %dx%d k%d s%d p%d to %s", d.h, d.w, d.k, d.stride,
+                     d.pad, yb ? "NHWC bf16" : "NCHW float32");
+            g->maxpool_forward(g, &d, gx, gy, gm);
+            cn->maxpool_forward(cn, &d, cx, cy, cm);
+            same_bytes(g, gy, cy, ybytes, what);
+            g->maxpool_backward(g, &d, gdy, gm, gdx);
+            cn->maxpool_backward(cn, &d, cdy, cm, cdx);
+            same_bytes(g, gdx, cdx, xn * 4, "maxpool backward");
+            g->avgpool_forward(g, &d, gx, gy);
+            cn->avgpool_forward(cn, &d, cx, cy);
+            same_bytes(g, gy, cy, ybytes, "avgpool forward");
+            g->avgpool_backward(g, &d, gdy, gdx);
+            cn->avgpool_backward(cn, &d, cdy, cdx);
+            same_bytes(g, gdx, cdx, xn * 4, "avgpool backward");
+            void *gp[] = {gx, gy, gm, gdy, gdx}, *cp[] = {cx, cy, cm, cdy, cdx};
+            for (int i = 0; i < 5; i++) {
+                g->free(g, gp[i]);
+                cn->free(cn, cp[i]);
+            }
+            free(hx), free(fx), free(hdy);
+        }
+}
+
+/* A GPU tensor in bf16 NHWC (bf16) or float32 NHWC / NCHW, read into NCHW
+ * floats */
+static float *read_nchw(backend_t *g, const void *gd, int n, int c, int hw, bool nhwc, bool bf16)
+{
+    size_t count = (size_t)n * c * hw;
+    unsigned char *raw = malloc(count * 4);
+    float *out = malloc(count * 4);
+    g->download(g, raw, gd, count * (bf16 ? 2 : 4));
+    for (int i = 0; i < n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (int p = 0; p < hw; p++) {
+                size_t at = nhwc ? ((size_t)i * hw + p) * c + ch : ((size_t)i * c + ch) * hw + p;
+                uint32_t u = 0;
+                if (bf16)
+                    u = (uint32_t)((uint16_t *)raw)[at] << 16;
+                else
+                    memcpy(&u, raw + at * 4, 4);
+                memcpy(&out[((size_t)i * c + ch) * hw + p], &u, 4);
+            }
+    free(raw);
+    return out;
+}
+
+static void rel_check(const float *got, const float *ref, size_t count, const char *what,
+                      const window_desc *d)
+{
+    double e = tt_rel_err_f(got, ref, count);
+    tt_ok(e <= 1e-2, "bf16 NHWC conv %s [%d,%d,%d,%d] f%d k%d s%d (x %s, y %s): within 1e-2 of "
+          "fp32 NCHW on the CPU (%.1e)", what, d->n, d->c, d->h, d->w, d->f, d->k, d->stride,
+          d->blocked_x ? "NHWC" : "NCHW", d->blocked_y ? "NHWC" : "NCHW", e);
+}
+
+/* One conv shape: the CPU's fp32 NCHW against the GPU's bf16 NHWC */
+static void nhwc_conv_case(backend_t *g, window_desc d, bool relu)
+{
+    int hw = d.h * d.w, ohw = d.oh * d.ow;
+    size_t xn = (size_t)d.n * d.c * hw, wn = (size_t)d.f * d.c * d.k * d.k;
+    size_t yn = (size_t)d.n * d.f * ohw;
+    float *fx, *hw_ = rand_buf(wn, -0.3f, 0.3f), *hb = rand_buf(d.f, -0.3f, 0.3f);
+    float *hdy = rand_buf(yn, -1, 1);
+    uint16_t *hx = bf16_rand(xn, -1, 1, &fx); /* NCHW order */
+    float *hx_g = malloc(xn * 4), *hdy_g = malloc(yn * 4);
+    uint16_t *hx16 = malloc(xn * 2);
+    to_blocked16(fx, d.n, d.c, hw, true, hx16);
+    memcpy(hx_g, fx, xn * 4);
+    if (d.blocked_y)
+        to_blocked(hdy, d.n, d.f, ohw, true, hdy_g);
+    else
+        memcpy(hdy_g, hdy, yn * 4);
+    window_desc cd = d;
+    cd.blocked_x = cd.blocked_y = false;
+    size_t cws = cpu_be->conv_workspace(cpu_be, &cd), gws = g->conv_workspace(g, &d);
+    void *cw = put(cpu_be, NULL, cws), *gw = put(g, NULL, gws);
+    float *cx = put(cpu_be, fx, xn * 4), *cwt = put(cpu_be, hw_, wn * 4);
+    float *cb = put(cpu_be, hb, d.f * 4), *cy = put(cpu_be, NULL, yn * 4);
+    float *cdy = put(cpu_be, hdy, yn * 4), *cdx = put(cpu_be, NULL, xn * 4);
+    float *cdw = put(cpu_be, NULL, wn * 4), *cdb = put(cpu_be, NULL, d.f * 4);
+    void *gx = d.blocked_x ? put(g, hx16, xn * 2) : put(g, hx_g, xn * 4);
+    float *gwt = put(g, hw_, wn * 4), *gb = put(g, hb, d.f * 4), *gy = put(g, NULL, yn * 4);
+    float *gdy = put(g, hdy_g, yn * 4), *gdx = put(g, NULL, xn * 4);
+    float *gdw = put(g, NULL, wn * 4), *gdb = put(g, NULL, d.f * 4);
+    cpu_be->conv_forward(cpu_be, &cd, cx, cwt, cb, relu, cy, cw);
+    g->conv_forward(g, &d, gx, gwt, gb, relu, gy, gw);
+    float *y = read_nchw(g, gy, d.n, d.f, ohw, d.blocked_y, d.blocked_y);
+    rel_check(y, cy, yn, "forward + bias", &d);
+    /* backward without relu (the mask of a bf16 y differs near zero) */
+    cpu_be->conv_backward(cpu_be, &cd, cx, cwt, cy, false, cdy, cdx, cdw, cdb, cw);
+    g->conv_backward(g, &d, gx, gwt, gy, false, gdy, gdx, gdw, gdb, gw);
+    float *dx = read_nchw(g, gdx, d.n, d.c, hw, d.blocked_x, false);
+    float *dw = read_nchw(g, gdw, d.f, d.c, d.k * d.k, false, false);
+    float *db = read_nchw(g, gdb, 1, d.f, 1, false, false);
+    rel_check(dx, cdx, xn, "backward data", &d);
+    rel_check(dw, cdw, wn, "backward filter", &d);
+    rel_check(db, cdb, d.f, "bias gradient", &d);
+    void *cp[] = {cw, cx, cwt, cb, cy, cdy, cdx, cdw, cdb};
+    void *gp[] = {gw, gx, gwt, gb, gy, gdy, gdx, gdw, gdb};
+    for (int i = 0; i < 9; i++) {
+        cpu_be->free(cpu_be, cp[i]);
+        g->free(g, gp[i]);
+    }
+    free(fx), free(hw_), free(hb), free(hdy), free(hx), free(hx_g), free(hdy_g), free(hx16);
+    free(y), free(dx), free(dw), free(db);
+}
+
+static void test_nhwc_conv(backend_t *g)
+{
+    /* n, c, h, w, f, k, stride, pad, blocked x, blocked y: ResNet's 3x3
+     * and 1x1 stride 2 inside the layout, a stem from NCHW (c = 3), an
+     * exit to NCHW */
+    int shapes[][10] = {{8, 16, 16, 16, 32, 3, 2, 1, 1, 1}, {8, 32, 8, 8, 32, 1, 1, 0, 1, 1},
+                        {8, 16, 16, 16, 32, 1, 2, 0, 1, 1}, {8, 3, 16, 16, 16, 3, 1, 1, 0, 1},
+                        {4, 32, 8, 8, 16, 3, 1, 1, 1, 0}};
+    for (int s = 0; s < 5; s++) {
+        int *q = shapes[s];
+        window_desc d = {q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7], 0, 0, q[8] == 1,
+                         q[9] == 1};
+        d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
+        d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
+        nhwc_conv_case(g, d, s % 2 == 0);
+    }
+}
+
+/* every bf16 NHWC case; cn: a CPU backend reading bf16 NHWC blocked */
+static void test_nhwc(backend_t *g)
+{
+    tt_err err = {0};
+    backend_t *cn = backend_cpu_create(0, 2, &err);
+    if (cn == NULL) {
+        tt_skip("bf16 NHWC: %s", err.msg);
+        return;
+    }
+    cn->blocked_nhwc = cn->blocked_bf16 = true; /* as the bf16 CPU backend's */
+    tt_ok(g->relu_forward_blocked != NULL && g->add_blocked != NULL &&
+              g->global_avgpool_blocked_forward != NULL,
+          "the bf16 GPU backend has the blocked element-wise operations");
+    test_nhwc_elementwise(g, cn);
+    test_nhwc_pool(g, cn);
+    test_nhwc_conv(g);
+    cn->destroy(cn);
+}
+
 int main(void)
 {
     tt_restore_visible_gpus();
@@ -823,6 +1068,7 @@ int main(void)
         tt_skip("dense and conv2d in fp16 against the fp32 CPU backend within 1e-2");
         tt_skip("NHWC batchnorm, alone and fused with add and relu, fp32 and bf16, against "
                 "the CPU, twice the same bits, fused = unfused bitwise");
+        tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
@@ -841,6 +1087,7 @@ int main(void)
      * products' operands, float32 sums: 1e-2 */
     test_dense(gpu_bf16, 1e-2, "bf16");
     test_conv(gpu_bf16, 1e-2, "bf16");
+    test_nhwc(gpu_bf16);
     test_dense(gpu_fp16, 1e-2, "fp16");
     test_conv(gpu_fp16, 1e-2, "fp16");
     gpu_be->destroy(gpu_be);

@@ -48,6 +48,7 @@
 
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/tile_gemm.h"
+#include "backend/precision.h"
 
 #ifdef HAVE_DNNL
 #include <cpuid.h>
@@ -167,8 +168,11 @@ backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
         return NULL;
     be->precision = "bf16";
     ((cpu_impl *)be->impl)->bf16 = true;
-    be->blocked_nhwc = true; /* the AMX convolutions' layout (conv_dnnl.c) */
-    be->blocked_bf16 = true; /* and their type */
+    /* bf16 NHWC: the AMX convolutions' layout and type (conv_dnnl.c) */
+    prec_layout lay = prec_layout_of(PREC_BF16, false, true);
+    be->blocked_layout = lay.blocked;
+    be->blocked_nhwc = lay.nhwc;
+    be->blocked_bf16 = lay.bf16;
     if (dense_on_tile_gemm()) { /* above */
         be->dense_forward = cpu_dense_tile_bf16_forward;
         be->dense_backward = cpu_dense_tile_bf16_backward;

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/precision.h"
 #ifdef HAVE_DNNL
 #include "backend/cpu/conv_dnnl.h"
 #endif
@@ -117,8 +118,12 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
 #ifdef HAVE_DNNL
     /* oneDNN's convolutions compute in the blocked layout; activations stay
      * in it between the layers that accept it (conv.c knows NCHW only) */
-    be->blocked_layout = true;
+    bool nchw16c = true;
+#else
+    bool nchw16c = false;
 #endif
+    prec_layout lay = prec_layout_of(PREC_FP32, false, nchw16c);
+    be->blocked_layout = lay.blocked;
     be->conv_workspace = conv_workspace;
     be->conv_forward = conv_forward;
     be->conv_backward = conv_backward;

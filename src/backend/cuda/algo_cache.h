@@ -31,6 +31,8 @@ typedef struct {
     int n, c, h, w, f, k, stride, pad;
     int tf32;                 /* trainer.tf32: tensor-core math allowed */
     int deterministic;        /* trainer.deterministic: deterministic algorithms only */
+    int nhwc;                 /* bf16 NHWC tensors (cuda_conv.c: a blocked side); set by
+                               * the caller after algo_key_make (0 there) */
 } algo_key;
 
 algo_key algo_key_make(conv_pass pass, const window_desc *d, bool tf32, bool deterministic);

@@ -771,6 +771,7 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->sgd_step = cuda_sgd_step;
     be->adam_step = cuda_adam_step;
     be->destroy = cuda_destroy;
+    cuda_install_blocked(be, prec, c->opt.tf32); /* last: it reads the batchnorm ops */
     return be;
 }
 

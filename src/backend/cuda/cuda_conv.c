@@ -18,12 +18,21 @@
  * and a kernel widens them to the float32 outputs. Bias, relu and the bias
  * gradient stay float32.
  *
+ * bf16 NHWC (the blocked layout, cuda_nhwc.c): a call with a blocked x or
+ * y runs all three tensors in bf16 NHWC (filters KRSC) in cuDNN. A blocked
+ * x is read and a blocked y written in place, with no conversion; an NCHW
+ * side, the filters, the float32 gradient dy and the results dx and dw go
+ * through the same 16-bit copies, transposed where the layouts differ
+ * (cuda_nhwc_kernels.cu). The filters are converted at each call (not
+ * yet once per step).
+ *
  * Workspace: the model asks conv_workspace(max batch) once per layer at
  * setup and passes a buffer of at least the largest answer to every call.
  * The backend remembers that largest answer (conv_ws_budget) as the limit
  * for shapes first met later (a smaller last evaluation batch).
  */
 #include "backend/cuda/cuda_impl.h"
+#include "backend/cuda/cuda_nhwc_kernels.h"
 
 #include <stdio.h>
 
@@ -56,17 +65,26 @@ static bool tensor_math_ok(const cuda_impl *c)
 
 /* x, y and w in the backend's type (float32 or the 16-bit copies'); the
  * convolution computes in float32 either way */
+/* A call with a blocked side runs in bf16 NHWC (above). */
+static bool conv_nhwc(const window_desc *d)
+{
+    return d->blocked_x || d->blocked_y;
+}
+
+/* ... and its descriptors say so: the dimensions stay (n, c, h, w) and
+ * (k, c, r, s), the memory order is NHWC / KRSC */
 static int set_descs(cuda_impl *c, const window_desc *d, int math_type)
 {
     cudnnStatus_t rc;
     cudnnDataType_t t = cuda_dnn_type(prec_reduced(c->prec, PREC_OP_CONV) ? c->prec : PREC_FP32);
-    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, CUDNN_TENSOR_NCHW, t, d->n, d->c, d->h, d->w);
+    cudnnTensorFormat_t f = conv_nhwc(d) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
+    rc = cu.cudnnSetTensor4dDescriptor(c->x_desc, f, t, d->n, d->c, d->h, d->w);
     if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (x)") != 0)
         return -1;
-    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, CUDNN_TENSOR_NCHW, t, d->n, d->f, d->oh, d->ow);
+    rc = cu.cudnnSetTensor4dDescriptor(c->y_desc, f, t, d->n, d->f, d->oh, d->ow);
     if (cudnn_ok(c, rc, "cudnnSetTensor4dDescriptor (y)") != 0)
         return -1;
-    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, t, CUDNN_TENSOR_NCHW, d->f, d->c, d->k, d->k);
+    rc = cu.cudnnSetFilter4dDescriptor(c->w_desc, t, f, d->f, d->c, d->k, d->k);
     if (cudnn_ok(c, rc, "cudnnSetFilter4dDescriptor") != 0)
         return -1;
     rc = cu.cudnnSetConvolution2dDescriptor(c->conv_desc, d->pad, d->pad, d->stride, d->stride, 1,
@@ -166,6 +184,7 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
 {
     bool tensor = tensor_math_ok(c);
     algo_key key = algo_key_make(pass, d, tensor, c->opt.deterministic);
+    key.nhwc = conv_nhwc(d);
     const algo_choice *found = algo_cache_find(c->algos, &key);
     if (found != NULL)
         return set_descs(c, d, found->math_type) == 0 ? found : NULL;
@@ -288,12 +307,141 @@ static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, con
     return h;
 }
 
+/* ---- bf16 NHWC (a blocked side; the file's header says how) ---- */
+
+/* The 16-bit copies of an NHWC call: w as bf16 KRSC when asked, an NCHW
+ * x as bf16 NHWC when asked and x is not blocked; NULL after an error. */
+static char *nhwc_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
+                         prec_conv_copies *l)
+{
+    prec_conv_copies_of(c->prec, d, l);
+    char *h = cuda_copies(c, l->bytes);
+    if (h == NULL)
+        return NULL;
+    if (w != NULL && cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->f, d->c, d->k * d->k, w,
+                                                       h + l->w),
+                             "conv filter to bf16 KRSC kernel") != 0)
+        return NULL;
+    if (x != NULL && !d->blocked_x &&
+        cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->n, d->c, d->h * d->w, x, h + l->x),
+                "conv input to bf16 NHWC kernel") != 0)
+        return NULL;
+    return h;
+}
+
+static void conv_forward_nhwc(cuda_impl *c, const window_desc *d, const float *x,
+                              const float *w, const float *b, bool relu, float *y, void *ws)
+{
+    size_t limit = ws != NULL ? c->conv_ws_budget : 0;
+    int ohw = d->oh * d->ow;
+    prec_conv_copies l;
+    char *h = nhwc_copies(c, d, x, w, &l);
+    if (h == NULL)
+        return;
+    conv_bufs bufs = {.x = d->blocked_x ? (const void *)x : h + l.x,
+                      .w = h + l.w,
+                      .y = d->blocked_y ? (void *)y : h + l.y,
+                      .ws = ws,
+                      .ws_bytes = limit};
+    const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
+    const float one = 1.0f, zero = 0.0f;
+    if (ch == NULL ||
+        cudnn_ok(c,
+                 cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
+                                            c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
+                                            ch->ws_bytes, &zero, c->y_desc, bufs.y),
+                 "cudnnConvolutionForward (NHWC)") != 0)
+        return;
+    if (d->blocked_y) { /* bias and relu on the bf16 output, in place */
+        cuda_ok(c, tt_k_bias_relu_nhwc_bf16(c->stream, d->n * ohw, d->f, b, relu, y),
+                "conv bias/relu kernel (NHWC)");
+        return;
+    }
+    if (cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->n, d->f, ohw, h + l.y, y),
+                "conv output to NCHW kernel") != 0)
+        return;
+    cuda_ok(c, tt_k_bias_relu(c->stream, d->n, d->f, ohw, b, relu, y), "conv bias/relu kernel");
+}
+
+/* The float32 gradient dy (masked by the relu of a bf16 or float32 y),
+ * its bias gradient, and dy as bf16 NHWC in the copies; -1 after an error */
+static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu, float *dy,
+                   float *db, void *dy16)
+{
+    int ohw = d->oh * d->ow;
+    size_t out = (size_t)d->n * d->f * ohw;
+    if (relu && cuda_ok(c, d->blocked_y ? tt_k_relu_back_bf16(c->stream, out, y, dy, dy)
+                                        : tt_k_relu_backward(c->stream, out, y, dy, dy),
+                        "relu mask kernel") != 0)
+        return -1;
+    /* NHWC dy is [n * ohw, f]: a column sum, rows in order */
+    if (db != NULL && cuda_ok(c, d->blocked_y
+                                     ? tt_k_channel_sum(c->stream, d->n * ohw, d->f, 1, dy, db)
+                                     : tt_k_channel_sum(c->stream, d->n, d->f, ohw, dy, db),
+                              "conv bias gradient kernel") != 0)
+        return -1;
+    if (d->blocked_y)
+        return cuda_to_half(c, out, dy, dy16);
+    return cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->n, d->f, ohw, dy, dy16),
+                   "conv gradient to bf16 NHWC kernel");
+}
+
+/* Backward filter first, then backward data into x's copy (read by then) */
+static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *x,
+                               const float *w, const float *y, bool relu, float *dy, float *dx,
+                               float *dw, float *db, void *ws)
+{
+    size_t limit = ws != NULL ? c->conv_ws_budget : 0;
+    const float one = 1.0f, zero = 0.0f;
+    prec_conv_copies l;
+    char *h = nhwc_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l);
+    if (h == NULL || nhwc_dy(c, d, y, relu, dy, db, h + l.y) != 0)
+        return;
+    const void *xa = d->blocked_x ? (const void *)x : h + l.x, *dya = h + l.y;
+    if (dw != NULL) {
+        conv_bufs bufs = {.x = xa, .dy = dya, .dw = h + l.dw, .ws = ws, .ws_bytes = limit};
+        const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
+        if (ch == NULL ||
+            cudnn_ok(c,
+                     cu.cudnnConvolutionBackwardFilter(
+                         c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
+                         (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes, &zero,
+                         c->w_desc, h + l.dw),
+                     "cudnnConvolutionBackwardFilter (NHWC)") != 0 ||
+            cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->f, d->c, d->k * d->k, h + l.dw, dw),
+                    "conv filter gradient to KCRS kernel") != 0)
+            return;
+    }
+    if (dx == NULL)
+        return;
+    conv_bufs bufs = {.w = h + l.w, .dy = dya, .dx = h + l.x, .ws = ws, .ws_bytes = limit};
+    const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
+    if (ch == NULL ||
+        cudnn_ok(c,
+                 cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, h + l.w, c->y_desc,
+                                                 dya, c->conv_desc,
+                                                 (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
+                                                 ch->ws_bytes, &zero, c->x_desc, h + l.x),
+                 "cudnnConvolutionBackwardData (NHWC)") != 0)
+        return;
+    /* a float32 gradient, in x's layout */
+    if (d->blocked_x)
+        cuda_from_half(c, (size_t)d->n * d->c * d->h * d->w, h + l.x, dx);
+    else
+        cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->n, d->c, d->h * d->w, h + l.x, dx),
+                "conv input gradient to NCHW kernel");
+}
+
 void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
                        const float *b, bool relu, float *y, void *ws)
 {
     cuda_impl *c = cuda_of(be);
     if (d->n <= 0 || !cuda_begin(be))
         return;
+    if (conv_nhwc(d)) {
+        conv_forward_nhwc(c, d, x, w, b, relu, y, ws);
+        return;
+    }
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
     size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
     conv_bufs bufs = {.x = x, .w = w, .y = y, .ws = ws, .ws_bytes = limit};
@@ -330,6 +478,10 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     cuda_impl *c = cuda_of(be);
     if (d->n <= 0 || !cuda_begin(be))
         return;
+    if (conv_nhwc(d)) {
+        conv_backward_nhwc(c, d, x, w, y, relu, dy, dx, dw, db, ws);
+        return;
+    }
     size_t out = (size_t)d->n * d->f * d->oh * d->ow;
     size_t xs = (size_t)d->n * d->c * d->h * d->w, wn = (size_t)d->f * d->c * d->k * d->k;
     if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, out, y, dy, dy), "relu mask kernel") != 0)

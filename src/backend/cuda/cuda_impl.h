@@ -142,4 +142,9 @@ void cuda_batchnorm_add_backward_blocked(backend_t *be, int n, int c, int hw, co
                                          float *dy, float *dx, float *dgamma, float *dbeta,
                                          float *dr, bool dr_accumulate);
 
+/* cuda_nhwc.c: the blocked layout's flags (precision.c's policy) and its
+ * element-wise and global average pooling operations; call after every
+ * other operation is installed (it reads the batchnorm ones). */
+void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32);
+
 #endif

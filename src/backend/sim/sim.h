@@ -104,6 +104,30 @@ bool sim_fault_stalls(backend_t *be, int64_t *step);
  * gone silent; only trainer.collective_timeout ends it). */
 bool sim_fault_silent(void);
 
+/* The CPU backend that does a sim backend's arithmetic. */
+backend_t *sim_cpu(backend_t *be);
+
+/* ---- the blocked layout (sim_blocked.c) ---- */
+/* Host scratch of the blocked convolutions' NCHW operands (x, y or dy, w,
+ * dx), grown as needed; not device memory (sim_blocked.c says why). */
+#define SIM_SCRATCH_N 4
+typedef struct {
+    float *buf[SIM_SCRATCH_N];
+    size_t floats[SIM_SCRATCH_N];
+} sim_scratch;
+sim_scratch *sim_scratch_of(backend_t *be);
+void sim_scratch_free(sim_scratch *sc);
+/* Sets be's layout flags (and its CPU's) as lay says and, with lay.blocked,
+ * installs the queued *_blocked operations. */
+void sim_install_blocked(backend_t *be, prec_layout lay);
+/* conv2d forward / backward with d->blocked_x or d->blocked_y, on the
+ * queue's worker, in precision p (cuDNN's NHWC 16-bit arithmetic). */
+void sim_conv_forward_blocked(backend_t *be, prec_t p, const window_desc *d, const float *x,
+                              const float *w, const float *b, bool relu, float *y, void *ws);
+void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, const float *x,
+                               const float *w, const float *y, bool relu, float *dy, float *dx,
+                               float *dw, float *db, void *ws);
+
 /* The in-process communicator (sim_comm.c). */
 backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err);
 

@@ -40,7 +40,9 @@ typedef struct {
     bool frozen;
     char alloc_error[160];
     size_t copies_reserved;  /* bytes of the 16-bit copies' scratch */
-    float *copies;           /* that scratch: 16-bit values held as floats */
+    float *copies;           /* that scratch: 16-bit values held as floats, host memory */
+    void *copies_dev;        /* its device reservation, of the 16-bit size: what the
+                              * pool counts (a GPU holds 2 bytes an element) */
     tt_err err;              /* the first error */
     sim_queue *compute;      /* the compute queue: the operations, in order */
     sim_clock clock;         /* every queue's events' clock (sim.h) */
@@ -52,10 +54,21 @@ typedef struct {
     int correct;
     backend_event *loss_done;
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
+    sim_scratch scratch;     /* the blocked convolutions' (sim_blocked.c) */
 } sim_impl;
 
 static sim_impl *S(backend_t *be) { return be->impl; }
 static backend_t *C(backend_t *be) { return S(be)->cpu; }
+
+backend_t *sim_cpu(backend_t *be)
+{
+    return C(be);
+}
+
+sim_scratch *sim_scratch_of(backend_t *be)
+{
+    return &S(be)->scratch;
+}
 
 void sim_fail(backend_t *be, const char *fmt, ...)
 {
@@ -351,10 +364,15 @@ static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
     sim_impl *s = S(be);
     if (s->prec == PREC_FP32 || bytes == 0)
         return 0;
-    /* held as floats: twice the 16-bit bytes (the pool counts the 16-bit size) */
-    s->copies = sim_alloc(be, bytes * 2);
-    if (s->copies == NULL)
+    /* the pool counts the 16-bit size; the values, held as floats, take
+     * twice that in host memory beside it */
+    s->copies_dev = sim_alloc(be, bytes);
+    if (s->copies_dev == NULL)
         return err_set(err, TT_ERR_USAGE, "sim:%d: %s", be->device, s->alloc_error);
+    s->copies = calloc(bytes / 2 + 1, sizeof(float));
+    if (s->copies == NULL)
+        return err_set(err, TT_ERR_USAGE, "sim:%d: out of host memory for the 16-bit copies",
+                       be->device);
     s->copies_reserved = bytes;
     return 0;
 }
@@ -418,9 +436,12 @@ static void run_dense_backward(backend_t *be, int n, int in, int out, const floa
     C(be)->dense_backward(C(be), n, in, out, x16, w16, NULL, false, dy16, dx, dw, NULL);
 }
 
+/* a blocked convolution runs as an NCHW one on the CPU (sim_blocked.c) */
 static size_t sim_conv_workspace(backend_t *be, const window_desc *d)
 {
-    return C(be)->conv_workspace(C(be), d);
+    window_desc nd = *d;
+    nd.blocked_x = nd.blocked_y = false;
+    return C(be)->conv_workspace(C(be), &nd);
 }
 
 static size_t conv_x(const window_desc *d) { return (size_t)d->n * d->c * d->h * d->w; }
@@ -437,15 +458,19 @@ static void run_conv_forward(backend_t *be, const window_desc *d, const float *x
                              const float *b, bool relu, float *y, void *ws)
 {
     sim_impl *s = S(be);
-    if (s->prec == PREC_FP32) {
+    if (s->prec == PREC_FP32 && !d->blocked_x && !d->blocked_y) {
         C(be)->conv_forward(C(be), d, x, w, b, relu, y, ws);
         return;
     }
     prec_conv_copies l;
     prec_conv_copies_of(s->prec, d, &l);
     float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
-    if (x16 == NULL)
+    if (x16 == NULL && s->prec != PREC_FP32)
+        return; /* setup reserved too little: an error, as on CUDA */
+    if (d->blocked_x || d->blocked_y) {
+        sim_conv_forward_blocked(be, s->prec, d, x, w, b, relu, y, ws);
         return;
+    }
     sim_round_16bit(s->prec, conv_x(d), x, x16);
     sim_round_16bit(s->prec, conv_w(d), w, w16);
     C(be)->conv_forward(C(be), d, x16, w16, NULL, false, y, ws);
@@ -462,8 +487,16 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
                               float *dw, float *db, void *ws)
 {
     sim_impl *s = S(be);
-    if (s->prec == PREC_FP32) {
+    if (s->prec == PREC_FP32 && !d->blocked_x && !d->blocked_y) {
         C(be)->conv_backward(C(be), d, x, w, y, relu, dy, dx, dw, db, ws);
+        return;
+    }
+    if (d->blocked_x || d->blocked_y) {
+        prec_conv_copies l;
+        prec_conv_copies_of(s->prec, d, &l);
+        if (s->prec != PREC_FP32 && copies_at(be, l.bytes, l.x) == NULL)
+            return; /* setup reserved too little: an error, as on CUDA */
+        sim_conv_backward_blocked(be, s->prec, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }
     if (relu)
@@ -760,12 +793,14 @@ static void sim_destroy(backend_t *be)
     }
     if (s->loss_done != NULL)
         sim_dev_event_free(be, s->loss_done);
-    if (s->copies != NULL)
-        free_now(be, s->copies);
+    if (s->copies_dev != NULL)
+        free_now(be, s->copies_dev);
+    free(s->copies);
     while (s->blocks != NULL) /* what the towers left: freed with the device */
         free_now(be, s->blocks + 1);
     if (s->cpu != NULL)
         s->cpu->destroy(s->cpu);
+    sim_scratch_free(&s->scratch);
     pthread_mutex_destroy(&s->lock);
     sim_clock_destroy(&s->clock);
     free(s);
@@ -825,5 +860,7 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->softmax_xent = sim_softmax_xent;
     be->loss_read = sim_loss_read;
     be->destroy = sim_destroy;
+    /* the CUDA backend's layout for this precision (sim has no tf32) */
+    sim_install_blocked(be, prec_layout_of(p, false, false));
     return be;
 }

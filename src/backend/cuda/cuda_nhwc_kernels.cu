@@ -1,0 +1,342 @@
+/* cuda_nhwc_kernels.cu - the CUDA backend's kernels over the blocked layout
+ * in bf16 NHWC (backend.h: blocked_layout, blocked_nhwc, blocked_bf16; with
+ * C % 16 == 0 plain NHWC, element (i, c, p) at (i * hw + p) * C + c):
+ * relu forward and backward, add (+relu), global average pooling, and
+ * the conversions cuda_conv.c needs at a layout's edge (NCHW float32 to
+ * bf16 NHWC and back, also KCRS filters to KRSC and back: the same
+ * transpose with n = filters, hw = k * k) and the conv bias + relu. The
+ * activations are bf16 (__nv_bfloat16, stored rounded to nearest even by
+ * __float2bfloat16_rn, as bf16_io.h's bf16_from_float rounds on the CPU);
+ * gradients are float32. The arithmetic is backend/math.h's, in float32, as
+ * the CPU's blocked operations (elementwise.c, pool.c) compute it, so the
+ * results are the CPU's bits; tests/gpu/test_gpu_ops.c checks that on a GPU.
+ * Built with --fmad=false (Makefile.am) like cuda_kernels.cu.
+ */
+#include "backend/cuda/cuda_nhwc_kernels.h"
+
+#include <cuda_bf16.h>
+
+#include "backend/math.h"
+
+#define THREADS 256
+#define MAX_BLOCKS 65535
+
+static unsigned blocks_for(size_t n)
+{
+    size_t b = (n + THREADS - 1) / THREADS;
+    return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
+}
+
+#define FOR_EACH(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
+         i += (size_t)blockDim.x * gridDim.x)
+
+__global__ void k_relu_bf16(size_t n, const __nv_bfloat16 *x, __nv_bfloat16 *y)
+{
+    FOR_EACH(i, n) y[i] = __float2bfloat16_rn(tt_relu(__bfloat162float(x[i])));
+}
+
+__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, const float *dy, float *dx)
+{
+    FOR_EACH(i, n) dx[i] = tt_relu_grad(__bfloat162float(y[i]), dy[i]);
+}
+
+/* y = a + b in float32, relu if asked, rounded once (elementwise.c's) */
+__global__ void k_add_bf16(size_t n, const __nv_bfloat16 *a, const __nv_bfloat16 *b, int relu,
+                           __nv_bfloat16 *y)
+{
+    FOR_EACH(i, n)
+    {
+        float v = __bfloat162float(a[i]) + __bfloat162float(b[i]);
+        y[i] = __float2bfloat16_rn(relu ? tt_relu(v) : v);
+    }
+}
+
+/* y[i, c] = one fma chain of x / hw over the pixels in order (pool.c's
+ * gap_blocked_vectors): one thread per (i, c); adjacent threads read
+ * adjacent channels of a pixel, so the loads coalesce. */
+__global__ void k_gap_nhwc_forward(int n, int c, int hw, const __nv_bfloat16 *x, float *y)
+{
+    float inv = 1.0f / (float)hw;
+    FOR_EACH(r, (size_t)n * c)
+    {
+        size_t i = r / (size_t)c, ch = r % (size_t)c;
+        const __nv_bfloat16 *p = x + i * (size_t)hw * c + ch;
+        float s = 0.0f;
+        for (int q = 0; q < hw; q++)
+            s = fmaf(__bfloat162float(p[(size_t)q * c]), inv, s);
+        y[r] = s;
+    }
+}
+
+/* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (float32 gradient, NHWC) */
+__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, float *dx)
+{
+    float inv = 1.0f / (float)hw;
+    FOR_EACH(e, (size_t)n * hw * c)
+    {
+        size_t ch = e % (size_t)c, i = e / ((size_t)hw * c);
+        dx[e] = fmaf(dy[i * c + ch], inv, 0.0f);
+    }
+}
+
+/* y[i, p, c] = bf16(x[i, c, p]): NCHW float32 to NHWC bf16 (one thread per
+ * output element, so the stores coalesce) */
+__global__ void k_nchw_to_nhwc_bf16(int n, int c, int hw, const float *x, __nv_bfloat16 *y)
+{
+    FOR_EACH(e, (size_t)n * hw * c)
+    {
+        size_t ch = e % (size_t)c, p = e / (size_t)c % (size_t)hw, i = e / ((size_t)hw * c);
+        y[e] = __float2bfloat16_rn(x[(i * c + ch) * hw + p]);
+    }
+}
+
+/* y[i, c, p] = float(x[i, p, c]): NHWC bf16 to NCHW float32 (exact) */
+__global__ void k_nhwc_bf16_to_nchw(int n, int c, int hw, const __nv_bfloat16 *x, float *y)
+{
+    FOR_EACH(e, (size_t)n * c * hw)
+    {
+        size_t p = e % (size_t)hw, ch = e / (size_t)hw % (size_t)c, i = e / ((size_t)hw * c);
+        y[e] = __bfloat162float(x[(i * hw + p) * c + ch]);
+    }
+}
+
+/* y[r, ch] = bf16(relu(float(y) + b[ch])) over NHWC rows (b may be NULL) */
+__global__ void k_bias_relu_nhwc_bf16(size_t n, int c, const float *b, int relu, __nv_bfloat16 *y)
+{
+    FOR_EACH(e, n)
+    {
+        float v = __bfloat162float(y[e]) + (b != NULL ? b[e % (size_t)c] : 0.0f);
+        y[e] = __float2bfloat16_rn(relu ? tt_relu(v) : v);
+    }
+}
+
+/* ---- pooling from a blocked (bf16 NHWC) x: y blocked (bf16 NHWC) or NCHW
+ * float32; the mask and dy in y's layout, dx float32 NHWC. The window
+ * arithmetic is backend/math.h's tt_maxpool_window / tt_maxpool_grad /
+ * tt_avgpool_window / tt_avgpool_grad over strided planes (same order,
+ * same bits); the mask holds the argmax's index in its plane. ---- */
+
+/* Element (i, ch, p) of an [n, c, hw] tensor in NHWC or NCHW */
+__device__ static size_t elem_at(bool nhwc, int c, int hw, size_t i, size_t ch, size_t p)
+{
+    return nhwc ? (i * hw + p) * c + ch : (i * c + ch) * hw + p;
+}
+
+/* Output e in y's layout: its image, channel and pixel */
+__device__ static void out_of(const window_desc &d, bool y_nhwc, size_t e, size_t *i, size_t *ch,
+                              int *o)
+{
+    size_t ohw = (size_t)d.oh * d.ow;
+    if (y_nhwc) {
+        *ch = e % d.c;
+        *o = (int)(e / d.c % ohw);
+        *i = e / (d.c * ohw);
+    } else {
+        *o = (int)(e % ohw);
+        *ch = e / ohw % d.c;
+        *i = e / (ohw * d.c);
+    }
+}
+
+__global__ void k_maxpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bfloat16 *x,
+                                       void *y, int32_t *mask)
+{
+    FOR_EACH(e, (size_t)d.n * d.c * d.oh * d.ow)
+    {
+        size_t i, ch;
+        int o;
+        out_of(d, y_nhwc, e, &i, &ch, &o);
+        int oy = o / d.ow, ox = o % d.ow, hw = d.h * d.w;
+        int y0 = oy * d.stride - d.pad, x0 = ox * d.stride - d.pad;
+        int ky0 = y0 < 0 ? -y0 : 0, kx0 = x0 < 0 ? -x0 : 0;
+        int ky1 = y0 + d.k > d.h ? d.h - y0 : d.k, kx1 = x0 + d.k > d.w ? d.w - x0 : d.k;
+        int32_t at = (y0 + ky0) * d.w + x0 + kx0;
+        float best = __bfloat162float(x[elem_at(true, d.c, hw, i, ch, (size_t)at)]);
+        for (int ky = ky0; ky < ky1; ky++)
+            for (int kx = kx0; kx < kx1; kx++) {
+                int q = (y0 + ky) * d.w + x0 + kx;
+                float v = __bfloat162float(x[elem_at(true, d.c, hw, i, ch, (size_t)q)]);
+                if (v > best || (v != v && best == best)) {
+                    best = v;
+                    at = q;
+                }
+            }
+        mask[e] = at;
+        if (y_nhwc)
+            ((__nv_bfloat16 *)y)[e] = __float2bfloat16_rn(best);
+        else
+            ((float *)y)[e] = best;
+    }
+}
+
+__global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bfloat16 *x,
+                                       void *y)
+{
+    FOR_EACH(e, (size_t)d.n * d.c * d.oh * d.ow)
+    {
+        size_t i, ch;
+        int o;
+        out_of(d, y_nhwc, e, &i, &ch, &o);
+        int oy = o / d.ow, ox = o % d.ow;
+        float s = 0.0f;
+        for (int ky = 0; ky < d.k; ky++) {
+            int iy = oy * d.stride - d.pad + ky;
+            if (iy < 0 || iy >= d.h)
+                continue;
+            for (int kx = 0; kx < d.k; kx++) {
+                int ix = ox * d.stride - d.pad + kx;
+                if (ix >= 0 && ix < d.w)
+                    s += __bfloat162float(
+                        x[elem_at(true, d.c, d.h * d.w, i, ch, (size_t)(iy * d.w + ix))]);
+            }
+        }
+        float v = s * (1.0f / (float)(d.k * d.k));
+        if (y_nhwc)
+            ((__nv_bfloat16 *)y)[e] = __float2bfloat16_rn(v);
+        else
+            ((float *)y)[e] = v;
+    }
+}
+
+/* dx (float32 NHWC), one thread per input: the sum in output order of dy
+ * over the outputs whose window holds it (max: whose argmax it is) */
+__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const float *dy,
+                                     const int32_t *mask, float *dx)
+{
+    float inv = 1.0f / (float)(d.k * d.k);
+    int ohw = d.oh * d.ow;
+    FOR_EACH(e, (size_t)d.n * d.h * d.w * d.c)
+    {
+        size_t ch = e % d.c, i = e / ((size_t)d.h * d.w * d.c);
+        int q = (int)(e / d.c % ((size_t)d.h * d.w)), iy = q / d.w, ix = q % d.w;
+        int oy0, oy1, ox0, ox1;
+        tt_pool_outputs_of(iy, d.k, d.stride, d.pad, d.oh, &oy0, &oy1);
+        tt_pool_outputs_of(ix, d.k, d.stride, d.pad, d.ow, &ox0, &ox1);
+        float g = 0.0f;
+        for (int oy = oy0; oy < oy1; oy++)
+            for (int ox = ox0; ox < ox1; ox++) {
+                size_t at = elem_at(y_nhwc, d.c, ohw, i, ch, (size_t)(oy * d.ow + ox));
+                if (!max)
+                    g += dy[at] * inv;
+                else if (mask[at] == q)
+                    g += dy[at];
+            }
+        dx[e] = g;
+    }
+}
+
+extern "C" {
+
+cudaError_t tt_k_relu_bf16(cudaStream_t s, size_t n, const void *x, void *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_relu_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)x,
+                                                   (__nv_bfloat16 *)y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const float *dy,
+                                float *dx)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_add_bf16(cudaStream_t s, size_t n, const void *a, const void *b, bool relu,
+                          void *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_add_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)a,
+                                                  (const __nv_bfloat16 *)b, relu ? 1 : 0,
+                                                  (__nv_bfloat16 *)y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, int n, int c, int hw, const void *x, float *y)
+{
+    size_t count = (size_t)n * c;
+    if (count == 0)
+        return cudaSuccess;
+    k_gap_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw,
+                                                             (const __nv_bfloat16 *)x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const float *dy,
+                                   float *dx)
+{
+    size_t count = (size_t)n * hw * c;
+    if (count == 0)
+        return cudaSuccess;
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_nchw_to_nhwc_bf16(cudaStream_t s, int n, int c, int hw, const float *x, void *y)
+{
+    size_t count = (size_t)n * c * hw;
+    if (count == 0)
+        return cudaSuccess;
+    k_nchw_to_nhwc_bf16<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, x, (__nv_bfloat16 *)y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_nhwc_bf16_to_nchw(cudaStream_t s, int n, int c, int hw, const void *x, float *y)
+{
+    size_t count = (size_t)n * c * hw;
+    if (count == 0)
+        return cudaSuccess;
+    k_nhwc_bf16_to_nchw<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw,
+                                                              (const __nv_bfloat16 *)x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_bias_relu_nhwc_bf16(cudaStream_t s, int rows, int c, const float *b, bool relu,
+                                     void *y)
+{
+    size_t count = (size_t)rows * c;
+    if (count == 0 || (b == NULL && !relu))
+        return cudaSuccess;
+    k_bias_relu_nhwc_bf16<<<blocks_for(count), THREADS, 0, s>>>(count, c, b, relu ? 1 : 0,
+                                                                (__nv_bfloat16 *)y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_maxpool_nhwc_forward(cudaStream_t s, window_desc d, const void *x, void *y,
+                                      int32_t *mask)
+{
+    size_t count = (size_t)d.n * d.c * d.oh * d.ow;
+    if (count == 0)
+        return cudaSuccess;
+    k_maxpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(
+        d, d.blocked_y, (const __nv_bfloat16 *)x, y, mask);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, window_desc d, const void *x, void *y)
+{
+    size_t count = (size_t)d.n * d.c * d.oh * d.ow;
+    if (count == 0)
+        return cudaSuccess;
+    k_avgpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(
+        d, d.blocked_y, (const __nv_bfloat16 *)x, y);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, const float *dy,
+                                    const int32_t *mask, float *dx)
+{
+    size_t count = (size_t)d.n * d.c * d.h * d.w;
+    if (count == 0)
+        return cudaSuccess;
+    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, dy, mask,
+                                                               dx);
+    return cudaGetLastError();
+}
+
+} /* extern "C" */

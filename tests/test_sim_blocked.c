@@ -1,0 +1,365 @@
+/* test_sim_blocked.c - the simulated GPU in the blocked layout (sim_blocked.c):
+ * the sim twin of test_blocked_layout.c.
+ *
+ * In bf16 sim keeps activations as the CUDA backend does (precision.c's
+ * prec_layout_of: bf16 NHWC): convolutions read and write bf16 in place,
+ * batchnorm, add, relu, pools and global average pooling run the CPU's
+ * blocked operations on sim's queue. For a residual model (batchnorm, fused
+ * relus, identity and projection shortcuts, stride 2, global average
+ * pooling), a LeNet-like one and a 32-channel pool, two training steps of a
+ * sim tower in that layout are compared with a sim tower told not to use it
+ * (NCHW, float32 activations, the 16-bit copies of every call): the
+ * layouts chosen, a blocked activation held in bf16 and within bf16's
+ * precision of the NCHW tower's float32 one, logits, loss, gradients and
+ * parameters within bf16's precision (the tolerances of
+ * test_blocked_layout.c's bf16 part, whose reasons hold here: the NCHW
+ * tower's activations are float32). Where the CPU has bf16 kernels, the
+ * same on the CPU's bf16 backend (oneDNN, another summation order) within
+ * bf16's precision too.
+ *
+ * Activations that only forward passes read share buffers by lifetime
+ * (model.c): with and without the sharing (TT_ACT_SHARING=0) sim towers in
+ * fp32 and bf16 train to the same bits, and the sharing really shared.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <math.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "tt_ref.h"
+#include "tt_test.h"
+
+static const char *RESNET =
+    "input = [3, 8, 8]; classes = 5;\n"
+    "layers = (\n"
+    " { name = \"c0\"; type = \"conv2d\"; filters = 16; kernel = 3; padding = 1; bias = false; },\n"
+    " { name = \"b0\"; type = \"batchnorm\"; },\n"
+    " { name = \"r0\"; type = \"relu\"; },\n"
+    " { name = \"c1\"; type = \"conv2d\"; filters = 16; kernel = 3; padding = 1; bias = false; },\n"
+    " { name = \"b1\"; type = \"batchnorm\"; },\n"
+    " { name = \"r1\"; type = \"relu\"; },\n"
+    " { name = \"c2\"; type = \"conv2d\"; filters = 16; kernel = 3; padding = 1; bias = false; },\n"
+    " { name = \"b2\"; type = \"batchnorm\"; },\n"
+    " { name = \"a0\"; type = \"add\"; inputs = [\"b2\", \"r0\"]; },\n"
+    " { name = \"r2\"; type = \"relu\"; },\n"
+    " { name = \"c3\"; type = \"conv2d\"; filters = 32; kernel = 3; stride = 2; padding = 1; bias = false; },\n"
+    " { name = \"b3\"; type = \"batchnorm\"; },\n"
+    " { name = \"p0\"; type = \"conv2d\"; input = \"r2\"; filters = 32; kernel = 1; stride = 2; bias = false; },\n"
+    " { name = \"pb\"; type = \"batchnorm\"; },\n"
+    " { name = \"a1\"; type = \"add\"; inputs = [\"b3\", \"pb\"]; },\n"
+    " { name = \"r3\"; type = \"relu\"; },\n"
+    " { name = \"g\"; type = \"global_avgpool\"; },\n"
+    " { name = \"fc\"; type = \"dense\"; units = 5; }\n"
+    ");\n";
+
+static const char *LENET =
+    "input = [1, 16, 16]; classes = 4;\n"
+    "layers = (\n"
+    " { name = \"c0\"; type = \"conv2d\"; filters = 6; kernel = 3; padding = 1; activation = \"relu\"; },\n"
+    " { name = \"m0\"; type = \"maxpool\"; kernel = 2; },\n"
+    " { name = \"c1\"; type = \"conv2d\"; filters = 16; kernel = 3; padding = 1; activation = \"relu\"; },\n"
+    " { name = \"m1\"; type = \"maxpool\"; kernel = 3; stride = 2; padding = 1; },\n"
+    " { name = \"c2\"; type = \"conv2d\"; filters = 16; kernel = 1; },\n"
+    " { name = \"m2\"; type = \"maxpool\"; kernel = 3; stride = 1; padding = 1; },\n"
+    " { name = \"v0\"; type = \"avgpool\"; kernel = 3; stride = 2; padding = 1; },\n"
+    " { name = \"c3\"; type = \"conv2d\"; filters = 16; kernel = 1; activation = \"relu\"; },\n"
+    " { name = \"v1\"; type = \"avgpool\"; kernel = 2; },\n"
+    " { name = \"fc\"; type = \"dense\"; units = 4; }\n"
+    ");\n";
+
+/* A pool of 32 channels (two blocks), in either order. */
+static const char *WIDE_POOL =
+    "input = [3, 8, 8]; classes = 4;\n"
+    "layers = (\n"
+    " { name = \"c0\"; type = \"conv2d\"; filters = 32; kernel = 3; padding = 1; activation = \"relu\"; },\n"
+    " { name = \"m0\"; type = \"maxpool\"; kernel = 2; },\n"
+    " { name = \"c1\"; type = \"conv2d\"; filters = 16; kernel = 3; padding = 1; activation = \"relu\"; },\n"
+    " { name = \"g\"; type = \"global_avgpool\"; },\n"
+    " { name = \"fc\"; type = \"dense\"; units = 4; }\n"
+    ");\n";
+
+typedef struct {
+    float *logits, *grads, *params;
+    double loss;
+    float *probe; /* the probed layer's output after the last step, NCHW */
+} step_result;
+
+static bool load_model(const char *text, model_cfg *cfg, model_t *m, tt_err *err)
+{
+    char path[] = "/tmp/tt_blocked_XXXXXX";
+    int fd = mkstemp(path);
+    if (fd < 0)
+        return false;
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    bool ok = model_cfg_load(path, cfg, err) == 0;
+    unlink(path);
+    if (!ok)
+        return false;
+    shape3 in = shape3_make(cfg->input[0], cfg->input[1], cfg->input[2]);
+    return model_build(cfg, in, m, err) == 0;
+}
+
+static int layer_index(const model_t *m, const char *name);
+
+/* Layer i's output on tower t, read as the backend's layout says (the
+ * blocked one in nChw16c or NHWC order, bf16 where blocked_bf16) into NCHW
+ * floats. */
+static float *activation_nchw(const tower_t *t, int i, int n)
+{
+    const model_t *m = t->model;
+    backend_t *be = t->be;
+    shape3 s = m->layers[i].out;
+    int P = s.h * s.w;
+    bool blk = t->blocked[i], half = blk && be->blocked_bf16;
+    size_t count = blk ? tt_blocked_floats(n, s.c, P) : (size_t)n * s.c * P;
+    unsigned char *raw = malloc(count * (half ? 2 : 4));
+    float *out = malloc((size_t)n * s.c * P * sizeof(float));
+    be->download(be, raw, t->act[i], count * (half ? 2 : 4));
+    tt_blocked_strides st = tt_blocked_strides_of(s.c, P, be->blocked_nhwc);
+    for (int k = 0; k < n; k++)
+        for (int c = 0; c < s.c; c++)
+            for (int p = 0; p < P; p++) {
+                size_t at = blk ? k * st.img + (size_t)(c / 16) * st.cstride + p * st.pstride + c % 16
+                                : ((size_t)k * s.c + c) * P + p;
+                float v;
+                if (half) {
+                    uint32_t u = (uint32_t)((uint16_t *)raw)[at] << 16;
+                    memcpy(&v, &u, 4);
+                } else {
+                    memcpy(&v, raw + at * 4, 4);
+                }
+                out[((size_t)k * s.c + c) * P + p] = v;
+            }
+    free(raw);
+    return out;
+}
+
+/* One training step (two, so the running statistics move twice) on a
+ * tower of a fresh backend; blocked says whether the backend may use its
+ * blocked layout. Fills r (r->probe: layer `probe`'s output); returns the
+ * tower's layout choice in chosen. */
+static bool run(const model_t *m, bool bf16, bool on_cpu, int threads, bool blocked,
+                const float *x, const int32_t *y, int n, const char *probe, step_result *r,
+                bool *chosen, int *shared_bufs)
+{
+    tt_err err = {0};
+    backend_t *be = on_cpu ? backend_cpu_create_bf16(0, threads, &err)
+                           : backend_sim_create(0, bf16 ? "bf16" : "fp32", &err);
+    if (be == NULL)
+        return false;
+    be->blocked_layout = be->blocked_layout && blocked;
+    if (!on_cpu && be->dev->reserve_copies(be, (size_t)1 << 24, &err) != 0) {
+        be->destroy(be);
+        return false;
+    }
+    tower_t t;
+    if (tower_create(m, be, n, &t, &err) != 0) {
+        be->destroy(be);
+        return false;
+    }
+    float *host = malloc(m->n_floats * sizeof(float));
+    model_init_params(m, 7, host);
+    tower_set_params(&t, host);
+    free(host);
+    size_t classes = (size_t)m->cfg->classes;
+    r->logits = malloc((size_t)n * classes * sizeof(float));
+    r->grads = malloc(m->n_trainable * sizeof(float));
+    r->params = malloc(m->n_floats * sizeof(float));
+    for (int step = 0; step < 2; step++) {
+        tower_load_batch(&t, n, x + (size_t)step * n * shape3_size(m->input), y + step * n);
+        const float *logits = tower_step(&t, n, true, true, 3);
+        be->download(be, r->logits, logits, (size_t)n * classes * sizeof(float));
+    }
+    be->download(be, r->grads, t.grads, m->n_trainable * sizeof(float));
+    tower_get_params(&t, r->params);
+    r->loss = t.loss_sum;
+    r->probe = activation_nchw(&t, layer_index(m, probe), n);
+    memcpy(chosen, t.blocked, (size_t)m->n_layers * sizeof(bool));
+    *shared_bufs = t.n_act_bufs;
+    tower_free(&t);
+    be->destroy(be);
+    return true;
+}
+
+static void free_result(step_result *r)
+{
+    free(r->logits);
+    free(r->grads);
+    free(r->params);
+    free(r->probe);
+}
+
+static int layer_index(const model_t *m, const char *name)
+{
+    for (int i = 0; i < m->n_layers; i++)
+        if (strcmp(m->cfg->layers[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* Inputs of two steps of n samples, labels cycling over the classes. */
+static void make_batch(const model_t *m, int n, float **x, int32_t **y)
+{
+    size_t isz = shape3_size(m->input);
+    *x = malloc(2 * (size_t)n * isz * sizeof(float));
+    *y = malloc(2 * (size_t)n * sizeof(int32_t));
+    uint64_t s = 12345;
+    for (size_t i = 0; i < 2 * (size_t)n * isz; i++) {
+        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+        (*x)[i] = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
+    }
+    for (int i = 0; i < 2 * n; i++)
+        (*y)[i] = i % m->cfg->classes;
+}
+
+/* blk within bf16's precision of ref (tolerances: test_blocked_layout.c) */
+static void within_bf16(const char *label, const char *what, const model_t *m, int n,
+                        const step_result *blk, const step_result *ref, double grad_tol)
+{
+    size_t nl = (size_t)n * m->cfg->classes;
+    double el = tt_rel_err_f(blk->logits, ref->logits, nl),
+           eg = tt_rel_err_f(blk->grads, ref->grads, m->n_trainable),
+           ep = tt_rel_err_f(blk->params, ref->params, m->n_floats);
+    tt_ok(el < 3e-2 && eg < grad_tol && ep < 3e-2 && fabs(blk->loss - ref->loss) < 3e-2 * fabs(ref->loss),
+          "%s: logits, loss, gradients and parameters within bf16's precision of %s "
+          "(%.1e, %.1e, %.1e)", label, what, el, eg, ep);
+}
+
+/* `expect` lists "name=0|1" pairs: the layout each named layer must get. */
+static void check_model(const char *label, const char *text, const char *const *expect, int n,
+                        const char *probe, double grad_tol, bool cpu_bf16)
+{
+    model_cfg cfg;
+    model_t m;
+    tt_err err = {0};
+    if (!tt_ok(load_model(text, &cfg, &m, &err), "%s: model loads %s", label, err.msg))
+        return;
+    float *x;
+    int32_t *y;
+    make_batch(&m, n, &x, &y);
+    step_result plain, blk, cpu;
+    int shared;
+    bool *chosen = calloc((size_t)m.n_layers, sizeof(bool)), *none = calloc((size_t)m.n_layers, 1);
+    bool ran = run(&m, true, false, 1, false, x, y, n, probe, &plain, none, &shared) &&
+               run(&m, true, false, 1, true, x, y, n, probe, &blk, chosen, &shared);
+    if (tt_ok(ran, "%s: sim towers ran, NCHW and blocked", label)) {
+        bool nchw_only = true;
+        for (int i = 0; i < m.n_layers; i++)
+            nchw_only = nchw_only && !none[i];
+        tt_ok(nchw_only, "%s: a sim backend told not to keeps every activation NCHW", label);
+        for (const char *const *e = expect; *e != NULL; e++) {
+            char name[32];
+            snprintf(name, sizeof(name), "%s", *e);
+            char *eq = strchr(name, '=');
+            *eq = '\0';
+            int i = layer_index(&m, name);
+            tt_ok(i >= 0 && chosen[i] == (eq[1] == '1'), "%s: layer %s's output %s", label,
+                  name, eq[1] == '1' ? "blocked" : "NCHW");
+        }
+        int pi = layer_index(&m, probe);
+        size_t np = (size_t)n * shape3_size(m.layers[pi].out), not_bf16 = 0;
+        for (size_t q = 0; q < np; q++) {
+            uint32_t u;
+            memcpy(&u, &blk.probe[q], 4);
+            not_bf16 += (u & 0xffffu) != 0;
+        }
+        double ea = tt_rel_err_f(blk.probe, plain.probe, np);
+        tt_ok(chosen[pi] && ea < 3e-2 && not_bf16 == 0,
+              "%s: blocked activation %s held in bf16, within bf16's precision of NCHW's "
+              "float32 (%.1e)", label, probe, ea);
+        within_bf16(label, "the NCHW sim tower's", &m, n, &blk, &plain, grad_tol);
+        if (cpu_bf16 && run(&m, true, true, 1, true, x, y, n, probe, &cpu, chosen, &shared)) {
+            within_bf16(label, "the CPU's bf16 backend (blocked NHWC)", &m, n, &blk, &cpu,
+                        grad_tol);
+            free_result(&cpu);
+        }
+        free_result(&blk);
+        free_result(&plain);
+    }
+    free(chosen);
+    free(none);
+    free(x);
+    free(y);
+    model_free(&m);
+    model_cfg_free(&cfg);
+}
+
+/* Sharing activation buffers by lifetime changes no bit (sim, fp32 and
+ * bf16): logits, loss, gradients, parameters and the probe. */
+static void check_sharing(const char *label, const char *text, bool bf16, int n,
+                          const char *probe)
+{
+    model_cfg cfg;
+    model_t m;
+    tt_err err = {0};
+    if (!tt_ok(load_model(text, &cfg, &m, &err), "%s: model loads %s", label, err.msg))
+        return;
+    float *x;
+    int32_t *y;
+    make_batch(&m, n, &x, &y);
+    step_result on, off;
+    int shared_on = 0, shared_off = 0;
+    bool *chosen = calloc((size_t)m.n_layers, sizeof(bool));
+    setenv("TT_ACT_SHARING", "0", 1);
+    bool ran = run(&m, bf16, false, 1, true, x, y, n, probe, &off, chosen, &shared_off);
+    unsetenv("TT_ACT_SHARING");
+    ran = ran && run(&m, bf16, false, 1, true, x, y, n, probe, &on, chosen, &shared_on);
+    if (tt_ok(ran, "%s: sim towers ran with and without shared activations", label)) {
+        size_t nl = (size_t)n * m.cfg->classes;
+        size_t np = (size_t)n * shape3_size(m.layers[layer_index(&m, probe)].out);
+        tt_ok(shared_on > 0 && shared_off == 0,
+              "%s: the forward-only outputs share %d buffer(s); none when turned off", label,
+              shared_on);
+        tt_ok(memcmp(on.logits, off.logits, nl * 4) == 0 && on.loss == off.loss &&
+                  memcmp(on.grads, off.grads, m.n_trainable * 4) == 0 &&
+                  memcmp(on.params, off.params, m.n_floats * 4) == 0 &&
+                  memcmp(on.probe, off.probe, np * 4) == 0,
+              "%s: logits, loss, gradients, parameters and %s bitwise equal with and without "
+              "sharing", label, probe);
+        free_result(&on);
+        free_result(&off);
+    }
+    free(chosen);
+    free(x);
+    free(y);
+    model_free(&m);
+    model_cfg_free(&cfg);
+}
+
+int main(void)
+{
+    static const char *const resnet_expect[] = {"c0=1", "b0=1", "r0=1", "c1=1", "b1=1",
+                                                "b2=1", "a0=1", "c3=1", "b3=1", "p0=1",
+                                                "pb=1", "a1=1", "r3=1", "g=0", "fc=0", NULL};
+    static const char *const lenet_expect[] = {"c0=0", "m0=0", "c1=1", "m1=1", "c2=1", "m2=1", "v0=1",
+                                               "c3=1", "v1=0", "fc=0", NULL};
+    static const char *const wide_pool_expect[] = {"c0=1", "m0=1", "c1=1", "fc=0", NULL};
+    char why[256];
+    bool cpu_bf16 = backend_cpu_bf16_isa(why, sizeof(why)) != NULL;
+    if (!cpu_bf16)
+        tt_skip("sim against the CPU's bf16 backend (%s)", why);
+    tt_err err = {0};
+    backend_t *be = backend_sim_create(0, "bf16", &err);
+    tt_ok(be != NULL && be->blocked_layout && be->blocked_nhwc && be->blocked_bf16 &&
+              be->relu_forward_blocked != NULL && be->batchnorm_forward_blocked != NULL,
+          "sim in bf16 keeps activations in bf16 NHWC, as prec_layout_of says");
+    if (be != NULL)
+        be->destroy(be);
+    be = backend_sim_create(0, "fp32", &err);
+    tt_ok(be != NULL && !be->blocked_layout, "sim in fp32 keeps them NCHW float32");
+    if (be != NULL)
+        be->destroy(be);
+    /* 48 images: test_blocked_layout.c's reason (a relu mask flipped by a
+     * bf16 step moves a small batch's gradient by a share of its size) */
+    check_model("residual model, sim bf16", RESNET, resnet_expect, 48, "a1", 1e-1, cpu_bf16);
+    check_model("LeNet-like model, sim bf16", LENET, lenet_expect, 5, "m1", 3e-2, cpu_bf16);
+    check_model("32-channel pool, sim bf16", WIDE_POOL, wide_pool_expect, 5, "m0", 3e-2,
+                cpu_bf16);
+    check_sharing("residual model, sim fp32", RESNET, false, 6, "a1");
+    check_sharing("residual model, sim bf16", RESNET, true, 6, "a1");
+    return tt_done();
+}
