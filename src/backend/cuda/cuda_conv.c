@@ -18,6 +18,10 @@
  * and a kernel widens them to the float32 outputs. Bias, relu and the bias
  * gradient stay float32.
  *
+ * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
+ * data, as PyTorch's does, and times the candidates on random operands:
+ * zeros can run faster than real data and skew the ranking.
+ *
  * Workspace: the model asks conv_workspace(max batch) once per layer at
  * setup and passes a buffer of at least the largest answer to every call.
  * The backend remembers that largest answer (conv_ws_budget) as the limit
@@ -52,6 +56,36 @@ static const char *pass_name(conv_pass p)
 static bool tensor_math_ok(const cuda_impl *c)
 {
     return c->opt.tf32 || prec_reduced(c->prec, PREC_OP_CONV);
+}
+
+/* The math type an algorithm search starts from, as PyTorch's
+ * ConvolutionDescriptor::set: TENSOR_OP for 16-bit data (DEFAULT would
+ * leave the search to float kernels and TF32 ones: no bf16 tensor-core
+ * kernel is tried, GPU_SPEED.md's C1); DEFAULT for float32 with tf32 (it
+ * allows TF32 tensor cores); without tf32, FMA only (DEFAULT allows TF32 on
+ * Ampere and later). */
+static cudnnMathType_t search_math(const cuda_impl *c)
+{
+    if (prec_reduced(c->prec, PREC_OP_CONV))
+        return CUDNN_TENSOR_OP_MATH;
+    return c->opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+/* The element type of the convolutions' operands (float32 or the 16-bit
+ * copies'), for the timing runs' random data. */
+static tt_elem_t conv_elem(const cuda_impl *c)
+{
+    if (!prec_reduced(c->prec, PREC_OP_CONV))
+        return TT_ELEM_FLOAT;
+    return c->prec == PREC_BF16 ? TT_ELEM_BF16 : TT_ELEM_FP16;
+}
+
+/* bytes of scratch filled with random values of the operands' type */
+static int fill_random(cuda_impl *c, void *p, size_t bytes, uint64_t seed)
+{
+    tt_elem_t t = conv_elem(c);
+    size_t n = bytes / (t == TT_ELEM_FLOAT ? sizeof(float) : 2);
+    return cuda_ok(c, tt_k_fill_uniform(c->stream, n, t, seed, p), "random fill kernel");
 }
 
 /* x, y and w in the backend's type (float32 or the 16-bit copies'); the
@@ -169,8 +203,7 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
     const algo_choice *found = algo_cache_find(c->algos, &key);
     if (found != NULL)
         return set_descs(c, d, found->math_type) == 0 ? found : NULL;
-    /* without tf32, FMA math only: cuDNN's default math allows TF32 on Ampere */
-    if (set_descs(c, d, tensor ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) != 0)
+    if (set_descs(c, d, search_math(c)) != 0)
         return NULL;
     algo_perf perf[MAX_ALGOS];
     int n = 0;
@@ -241,9 +274,8 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
         tmp[2] = mem_pool_alloc(c->pool, ys, &ignore);
         tmp[3] = limit > 0 ? mem_pool_alloc(c->pool, limit, &ignore) : NULL;
         if (tmp[0] && tmp[1] && tmp[2] && (tmp[3] || limit == 0) &&
-            cuda_ok(c, cudaMemsetAsync(tmp[0], 0, xs, c->stream), "cudaMemsetAsync") == 0 &&
-            cuda_ok(c, cudaMemsetAsync(tmp[1], 0, wsz, c->stream), "cudaMemsetAsync") == 0 &&
-            cuda_ok(c, cudaMemsetAsync(tmp[2], 0, ys, c->stream), "cudaMemsetAsync") == 0) {
+            fill_random(c, tmp[0], xs, 1) == 0 && fill_random(c, tmp[1], wsz, 2) == 0 &&
+            fill_random(c, tmp[2], ys, 3) == 0) {
             /* x doubles as dx, w as dw, y as dy: a timing run's outputs are scratch */
             bufs = (conv_bufs){.x = tmp[0],
                                .w = tmp[1],
