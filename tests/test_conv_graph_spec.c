@@ -129,7 +129,8 @@ static void test_pick(void)
         {.ok = true, .ws_bytes = 0, .time_ms = 0.30f},
     };
     size_t lim = 1 << 20;
-    tt_ok(cg_pick(c, 5, false, lim) == 3, "timed: the fastest within the limit, the first of a tie");
+    tt_ok(cg_pick(c, 5, false, lim) == 3,
+          "timed: the fastest within the limit, the first of a tie");
     tt_ok(cg_pick(c, 5, true, lim) == 2, "deterministic: the first that finalized, untimed");
     tt_ok(cg_pick(c, 5, false, (size_t)2 << 30) == 1, "a larger limit admits the big one");
     tt_ok(cg_pick(c, 1, false, lim) == -1 && cg_pick(c, 0, true, lim) == -1, "none: -1");

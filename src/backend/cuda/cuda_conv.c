@@ -245,6 +245,19 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
     return algo_cache_find(c->algos, &key);
 }
 
+/* The graph API's hook (cuda_conv_graph.c): the operands are NCHW here.
+ * Runs the pass with the graph API's plan when it has one at least as fast
+ * as the legacy API's choice `legacy`; false: the legacy API runs it. */
+static bool graph_ran(cuda_impl *c, conv_pass pass, const window_desc *d,
+                      const algo_choice *legacy, const void *x, const void *w, const void *y,
+                      void *ws, size_t limit)
+{
+    cg_ptrs p = {(void *)x, (void *)w, (void *)y};
+    const algo_choice *g =
+        cuda_conv_graph_plan(c, pass, d, CG_LAYOUT_NCHW, &p, ws, limit, legacy->time_ms);
+    return g != NULL && cuda_conv_graph_run(c, pass, d, CG_LAYOUT_NCHW, g, &p, ws) == 0;
+}
+
 /* At setup, for the model's largest batch: chooses the three passes and
  * returns the largest workspace they need. Timing runs (deterministic =
  * false) get scratch buffers from the pool, returned at once. */
@@ -296,6 +309,13 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
             break;
         if (ch->ws_bytes > need)
             need = ch->ws_bytes;
+        /* and the graph API's plan, timed on the same scratch */
+        cg_ptrs gp = {tmp[0], tmp[1], tmp[2]};
+        const algo_choice *g = b == NULL ? NULL
+                                         : cuda_conv_graph_plan(c, (conv_pass)p, d, CG_LAYOUT_NCHW,
+                                                                &gp, tmp[3], limit, ch->time_ms);
+        if (g != NULL && g->ws_bytes > need)
+            need = g->ws_bytes;
     }
     /* the scratch may be reused only after the timing runs are done */
     cuda_wait(be, "algorithm search");
@@ -340,7 +360,9 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
     }
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
     const float one = 1.0f, zero = 0.0f;
-    if (ch == NULL ||
+    if (ch == NULL)
+        return;
+    if (!graph_ran(c, CONV_PASS_FORWARD, d, ch, bufs.x, bufs.w, bufs.y, ws, limit) &&
         cudnn_ok(c,
                  cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
                                             c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
@@ -391,7 +413,10 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (dw != NULL) {
         conv_bufs bufs = {.x = xa, .dy = dya, .dw = dwa, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
-        if (ch == NULL || cudnn_ok(c,
+        if (ch == NULL)
+            return;
+        if (!graph_ran(c, CONV_PASS_BACKWARD_FILTER, d, ch, xa, dwa, dya, ws, limit) &&
+            cudnn_ok(c,
                                    cu.cudnnConvolutionBackwardFilter(
                                        c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
                                        (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes,
@@ -404,7 +429,9 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (dx != NULL) {
         conv_bufs bufs = {.w = wa, .dy = dya, .dx = dxa, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
-        if (ch == NULL ||
+        if (ch == NULL)
+            return;
+        if (!graph_ran(c, CONV_PASS_BACKWARD_DATA, d, ch, dxa, wa, dya, ws, limit) &&
             cudnn_ok(c,
                      cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, wa, c->y_desc, dya,
                                                      c->conv_desc,
