@@ -27,3 +27,15 @@ clean-local: clean-gpu-kit
 clean-gpu-kit:
 	rm -rf .gpu-kit-build .gpu-kit-build-baseline
 .PHONY: clean-gpu-kit
+# bench/gpu/convbench (issue 36): ResNet-50's convolutions in every way the
+# CUDA backend can run them; the kit runs it first. Built everywhere for
+# its --dry-run (the shapes and FLOPs, checked against torchvision by
+# tests/gpu/e2e_convbench.sh); the measurements need CUDA.
+check_PROGRAMS += bench/gpu/convbench
+bench_gpu_convbench_SOURCES = bench/gpu/convbench.c bench/gpu/convbench.h
+if HAVE_CUDA
+bench_gpu_convbench_SOURCES += bench/gpu/convbench_gpu.c
+endif
+EXTRA_DIST += bench/gpu/convbench_gpu.c bench/gpu/conv_torch.py
+TESTS += tests/gpu/e2e_convbench.sh
+EXTRA_DIST += tests/gpu/e2e_convbench.sh
