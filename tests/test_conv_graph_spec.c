@@ -176,8 +176,24 @@ static void test_key(void)
     algo_cache_free(c);
 }
 
+static void test_choice(void)
+{
+    cg_spec s = {.layout = CG_LAYOUT_NCHW, .deterministic = true};
+    tt_ok(!cg_worth_trying(&s), "deterministic NCHW: no graph (untimed, it may be far slower)");
+    s.layout = CG_LAYOUT_NHWC;
+    tt_ok(cg_worth_trying(&s) && cg_prefer_graph(&s, 9.0f, 1.0f),
+          "deterministic NHWC: the graph's plan, untimed");
+    s.deterministic = false;
+    s.layout = CG_LAYOUT_NCHW;
+    tt_ok(cg_worth_trying(&s), "timed NCHW: the graph is tried");
+    tt_ok(cg_prefer_graph(&s, 1.0f, 2.0f) && cg_prefer_graph(&s, 2.0f, 2.0f) &&
+              !cg_prefer_graph(&s, 2.5f, 2.0f),
+          "timed: the graph's plan when at least as fast as the legacy algorithm");
+}
+
 int main(void)
 {
+    test_choice();
     test_tensors();
     test_align();
     test_notes();

@@ -343,6 +343,12 @@ static int measure(const options *o, const cb_shape *s, int n)
                     continue;
                 measure_row(g, o, &s[i], p, pass, arr);
                 done++;
+                /* after each row: a run stopped from outside keeps its results */
+                if (o->json != NULL && write_json(o->json, root) != 0) {
+                    cJSON_Delete(root);
+                    cb_gpu_close(g);
+                    return 1;
+                }
             }
     if (done < rows)
         printf("convbench: the budget (%.0f s) was spent after %d of %d rows\n", o->budget, done,

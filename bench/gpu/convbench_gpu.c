@@ -57,7 +57,8 @@ cb_gpu *cb_gpu_open(const cb_shape *s, int n, char *why, size_t len)
     g->filled = -1;
     for (int i = 0; i < n; i++) {
         const window_desc *d = &s[i].d;
-        size_t xb = (size_t)d->n * d->c * d->h * d->w * 4, yb = (size_t)d->n * d->f * d->oh * d->ow * 4;
+        size_t xb = (size_t)d->n * d->c * d->h * d->w * 4;
+        size_t yb = (size_t)d->n * d->f * d->oh * d->ow * 4;
         size_t wb = (size_t)d->f * d->c * d->k * d->k * 4;
         g->xb = xb > g->xb ? xb : g->xb;
         g->yb = yb > g->yb ? yb : g->yb;

@@ -52,6 +52,32 @@ done()
 PYEOF
   tt_tap "$T/tv.tap" $?
 fi
+# conv_torch.py's three calls compute what autograd does (CPU, float64, a
+# strided 3x3 with padding): the times it reports are of the right work
+if "$PY" -c 'import torch' 2>/dev/null; then
+  "$PY" - "$TT_SRCDIR/bench/gpu" >"$T/ct.tap" 2>&1 <<'PYEOF'
+import sys
+import torch
+sys.path.insert(0, sys.argv[1])
+import conv_torch
+from tt_tap import done, ok
+torch.manual_seed(1)
+x = torch.randn(2, 3, 9, 9, dtype=torch.float64, requires_grad=True)
+w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+y = torch.nn.functional.conv2d(x, w, None, 2, 1)
+dy = torch.randn_like(y)
+y.backward(dy)
+fwd = conv_torch.pass_fn("fwd", x.detach(), w.detach(), dy, 2, 1)()
+dx = conv_torch.pass_fn("bwd-data", x.detach(), w.detach(), dy, 2, 1)()[0]
+dw = conv_torch.pass_fn("bwd-filter", x.detach(), w.detach(), dy, 2, 1)()[1]
+ok(torch.allclose(fwd, y.detach()) and torch.allclose(dx, x.grad) and torch.allclose(dw, w.grad),
+   "conv_torch.py: forward, backward data and backward filter as autograd computes them")
+done()
+PYEOF
+  tt_tap "$T/ct.tap" $?
+else
+  skip "conv_torch.py's calls against autograd" "torch not installed"
+fi
 grep -q '^23 distinct shapes of 53 convolutions; 1\.046 TFLOP per pass' "$T/dry-128.txt"
 ok $? "the table's last line: 23 distinct shapes, 53 convolutions, 1.046 TFLOP a pass at batch 128"
 

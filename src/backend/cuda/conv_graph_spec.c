@@ -73,6 +73,16 @@ int cg_pick(const cg_candidate *c, int n, bool deterministic, size_t ws_limit)
     return best;
 }
 
+bool cg_worth_trying(const cg_spec *s)
+{
+    return !(s->deterministic && s->layout == CG_LAYOUT_NCHW);
+}
+
+bool cg_prefer_graph(const cg_spec *s, float graph_ms, float legacy_ms)
+{
+    return s->deterministic || graph_ms <= legacy_ms;
+}
+
 algo_key cg_spec_key(const cg_spec *s)
 {
     bool tensor = s->dtype != CG_DTYPE_FLOAT || s->tf32;

@@ -86,6 +86,16 @@ typedef struct {
  * untimed (a choice by timing could differ from run to run). -1 if none. */
 int cg_pick(const cg_candidate *c, int n, bool deterministic, size_t ws_limit);
 
+/* Whether the backend builds a graph for s at all: not for a deterministic
+ * NCHW pass, whose plan would run untimed, and an NCHW graph plan can be
+ * many times slower than the legacy API's choice (cudnn-frontend#169). */
+bool cg_worth_trying(const cg_spec *s);
+
+/* Whether the graph API's plan (graph_ms, timed) runs the pass rather than
+ * the legacy API's algorithm (legacy_ms, timed by cudnnFind*AlgorithmEx):
+ * when it is at least as fast; deterministic (both untimed): always. */
+bool cg_prefer_graph(const cg_spec *s, float graph_ms, float legacy_ms);
+
 /* The most plans finalized and timed per graph: finalizing can take a
  * second for a runtime-compiled engine (cudnn-frontend#1066). */
 #define CG_MAX_PLANS 8

@@ -562,9 +562,7 @@ const algo_choice *cuda_conv_graph_plan(cuda_impl *c, conv_pass pass, const wind
     if (found != NULL)
         return found->algo >= 0 ? found : NULL;
     algo_choice ch = {.algo = -1};
-    /* untimed, an NCHW graph plan can be many times slower than the legacy
-     * API's choice (cudnn-frontend#169): deterministic NCHW stays legacy */
-    if (!(s.deterministic && layout == CG_LAYOUT_NCHW)) {
+    if (cg_worth_trying(&s)) {
         if (c->graph_plans == NULL)
             c->graph_plans = cg_table_create();
         cg_search how = {.max_plans = CG_MAX_PLANS, .reps = 5};
@@ -576,10 +574,9 @@ const algo_choice *cuda_conv_graph_plan(cuda_impl *c, conv_pass pass, const wind
                                                         &how, p, ws, limit, &wsb, &ms, &err);
         if (k < 0)
             log_legacy(c, &s, err.msg);
-        else if (!s.deterministic && legacy_ms < ms)
-            ; /* the legacy API's algorithm is faster: it runs, silently */
-        else
+        else if (cg_prefer_graph(&s, ms, legacy_ms))
             ch = (algo_choice){.algo = k, .ws_bytes = wsb, .time_ms = ms};
+        /* else the legacy API's algorithm is faster: it runs, silently */
     }
     if (algo_cache_put(c->algos, &key, &ch) != 0) {
         c->failed = true;
