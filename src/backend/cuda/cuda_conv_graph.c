@@ -337,25 +337,40 @@ static int cmp_float(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* median of reps event-timed runs after one warm-up; NaN when a run fails */
-static float time_plan(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t plan,
-                       const cg_ptrs *p, void *ws, int reps, tt_err *err)
+/* One run of plan between two events: its time in *ms. */
+static int timed_run(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t plan,
+                     const cg_ptrs *p, void *ws, cudaEvent_t ev[2], float *ms, tt_err *err)
 {
-    float t[MAX_REPS];
+    if (cudaEventRecord(ev[0], st) != cudaSuccess || execute(h, plan, p, ws, err) != 0 ||
+        cudaEventRecord(ev[1], st) != cudaSuccess || cudaEventSynchronize(ev[1]) != cudaSuccess ||
+        cudaEventElapsedTime(ms, ev[0], ev[1]) != cudaSuccess)
+        return -1;
+    return 0;
+}
+
+/* The median of reps event-timed runs after a timed warm-up; a plan whose
+ * warm-up takes over cutoff_ms (when > 0: a few times the best plan's
+ * median so far) is not timed further and its warm-up time returned: an
+ * NCHW plan can be 20 times slower than the best, and reps of it would
+ * lengthen the search for nothing. NaN when a run fails. */
+static float time_plan(cudnnHandle_t h, cudaStream_t st, cudnnBackendDescriptor_t plan,
+                       const cg_ptrs *p, void *ws, int reps, float cutoff_ms, tt_err *err)
+{
+    float t[MAX_REPS], warm = 0.0f;
     cudaEvent_t ev[2] = {NULL, NULL};
     float med = NAN;
     if (reps > MAX_REPS)
         reps = MAX_REPS;
     if (cudaEventCreate(&ev[0]) != cudaSuccess || cudaEventCreate(&ev[1]) != cudaSuccess ||
-        execute(h, plan, p, ws, err) != 0)
+        timed_run(h, st, plan, p, ws, ev, &warm, err) != 0)
         goto out;
-    for (int i = 0; i < reps; i++) {
-        if (cudaEventRecord(ev[0], st) != cudaSuccess || execute(h, plan, p, ws, err) != 0 ||
-            cudaEventRecord(ev[1], st) != cudaSuccess ||
-            cudaEventSynchronize(ev[1]) != cudaSuccess ||
-            cudaEventElapsedTime(&t[i], ev[0], ev[1]) != cudaSuccess)
-            goto out;
+    if (cutoff_ms > 0.0f && warm > cutoff_ms) {
+        med = warm;
+        goto out;
     }
+    for (int i = 0; i < reps; i++)
+        if (timed_run(h, st, plan, p, ws, ev, &t[i], err) != 0)
+            goto out;
     qsort(t, (size_t)reps, sizeof(float), cmp_float);
     med = reps > 0 ? t[reps / 2] : 0.0f;
 out:
@@ -440,9 +455,13 @@ static int finalize_and_pick(cudnnHandle_t h, cudaStream_t st, const cg_spec *s,
     cg_candidate r[MAX_CONFIGS];
     bool timed = how->reps > 0 && !s->deterministic;
     int done = 0;
+    float best = 0.0f;
     for (int i = 0; i < n; i++) {
         r[i] = (cg_candidate){.ok = false, .time_ms = NAN};
-        if (done >= how->max_plans || !plan_finalize(h, &c[i]))
+        /* a runtime-compiled engine (after the precompiled ones, gather())
+         * only when none of those finalized: its finalize can take a second */
+        if (done >= how->max_plans || (c[i].runtime_compiled && done > 0) ||
+            !plan_finalize(h, &c[i]))
             continue;
         r[i].ws_bytes = c[i].ws_bytes;
         if (c[i].ws_bytes > ws_limit) {
@@ -453,8 +472,10 @@ static int finalize_and_pick(cudnnHandle_t h, cudaStream_t st, const cg_spec *s,
         r[i].ok = true;
         if (timed) {
             tt_err terr = {0};
-            r[i].time_ms = time_plan(h, st, c[i].plan, p, ws, how->reps, &terr);
+            r[i].time_ms = time_plan(h, st, c[i].plan, p, ws, how->reps, 3.0f * best, &terr);
             r[i].ok = r[i].time_ms == r[i].time_ms; /* an engine that fails to run is out */
+            if (r[i].ok && (best == 0.0f || r[i].time_ms < best))
+                best = r[i].time_ms;
         }
     }
     int k = cg_pick(r, n, !timed, ws_limit);
@@ -511,7 +532,7 @@ int cg_table_time(cg_table *t, cudnnHandle_t h, cudaStream_t st, int plan, const
 {
     if (plan < 0 || plan >= t->n)
         return err_set(err, TT_ERR_RUNTIME, "cuDNN graph API: no plan %d", plan);
-    *ms = time_plan(h, st, t->e[plan].plan, p, ws, reps, err);
+    *ms = time_plan(h, st, t->e[plan].plan, p, ws, reps, 0.0f, err);
     return *ms == *ms ? 0 : -1;
 }
 

@@ -4,7 +4,8 @@
  * (conv_graph_spec.h describes it in plain C); its candidate engine configs
  * come from cuDNN's heuristics (mode A, then the fallback list), filtered by
  * their numerical notes as PyTorch filters them; at most CG_MAX_PLANS of
- * them are finalized (precompiled engines before runtime-compiled ones),
+ * them are finalized (precompiled engines; runtime-compiled ones, whose
+ * finalize can take a second, only when none of those finalizes),
  * and when timing is asked each runs on the caller's buffers and the
  * fastest is kept, else the first that finalizes. The chosen plan lives in
  * a cg_table until the table is freed.
