@@ -15,7 +15,7 @@
 #   bin/towertrain     a wrapper: the library path for towertrain alone
 #   libexec/           towertrain with CUDA, test_cuda_libs, test_precision,
 #                      test_gpu_ops, test_gpu_precision, test_bf16,
-#                      test_gpu_conv_graph, convbench (bench/gpu: the runner's first step) (RPATH
+#                      convbench (bench/gpu: the runner's first step) (RPATH
 #                      $ORIGIN/../lib), event_cost (bench/timeline: a timing
 #                      event's cost), cupti_cost (what CUPTI's kernel records
 #                      would cost a step instead); with TT_KIT_BASELINE=REF also
@@ -110,7 +110,7 @@ grep -q '^#define HAVE_CUDA 1' config.h || { echo "kit.sh: configure built no CU
 # ---- 2. the binaries, with an RPATH to the kit's lib/ (DT_RPATH, not
 # RUNPATH: it serves the libraries' own dependencies too, e.g. oneDNN's
 # libgomp). make sees \$$ORIGIN, the shell \$ORIGIN, the linker $ORIGIN.
-PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision tests/test_bf16 tests/gpu/test_gpu_conv_graph bench/gpu/convbench"
+PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision tests/test_bf16 bench/gpu/convbench"
 # shellcheck disable=SC2086
 nice make -j"$JOBS" $PROGS LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1 ||
   die "make failed (see $BUILD/make.out)"

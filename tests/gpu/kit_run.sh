@@ -11,9 +11,9 @@
 # PyTorch), then runs every GPU check, each a TAP stream:
 #   test_cuda_libs, test_precision   the CUDA build's libraries, precisions
 #   test_gpu_ops                     every backend operation against the CPU
-#                                    backend in fp32, tf32, bf16 and fp16
-#   test_gpu_conv_graph              the graph API's convolution plans
-#                                    against float64, each pass and layout
+#                                    backend in fp32, tf32, bf16 and fp16, and
+#                                    the graph API's convolution plans against
+#                                    float64, each pass and layout
 #   test_gpu_precision               fp16 loss scaling in every trainer type
 #   e2e_gpu.sh                       LeNet reaching the CPU run's accuracy,
 #                                    repeatability, checkpoints across devices,
@@ -193,7 +193,8 @@ check() {
 # PyTorch), precisions TT_KIT_CONV_PRECS (default bf16,tf32), bf16 first;
 # into conv.json (convbench's results after each row, PyTorch's as "torch")
 # and run.log. This time comes out of BUDGET. TT_KIT_CONV=0 leaves it out;
-# TT_KIT_CONV_ONLY=1 runs it alone and stops (a slot for convbench) ----
+# TT_KIT_CONV_ONLY=1 runs it and test_gpu_ops (with the graph API's plans
+# against float64) alone, and stops (a slot for convbench) ----
 if [ "${TT_KIT_CONV:-1}" != 0 ]; then
   cb=${TT_KIT_CONV_BUDGET:-120}
   cprec=${TT_KIT_CONV_PRECS:-bf16,tf32}
@@ -208,8 +209,12 @@ if [ "${TT_KIT_CONV:-1}" != 0 ]; then
     echo "   conv_torch.py: exit status $? ($(elapsed)s)"; } | tee -a "$LOG"
   "$KIT/libexec/convbench" --summary "$OUTDIR/conv.json" 2>&1 | tee -a "$LOG"
   if [ "${TT_KIT_CONV_ONLY:-0}" = 1 ]; then
-    say "== $(elapsed)s: TT_KIT_CONV_ONLY=1, the checks and benchmarks not run"
-    [ -s "$OUTDIR/conv.json" ]
+    # and whether the graph API's plans compute the right thing (with
+    # every other backend operation's check)
+    check test_gpu_ops 120 env "LD_LIBRARY_PATH=$LDP" "$KIT/libexec/test_gpu_ops"
+    say "== $(elapsed)s: TT_KIT_CONV_ONLY=1: the other checks and benchmarks not run"
+    say "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" = 0 ] && [ -s "$OUTDIR/conv.json" ]
     exit $?
   fi
 fi
@@ -218,7 +223,7 @@ export TOWERTRAIN="$KIT/bin/towertrain" TT_SRCDIR="$KIT/src" TT_BUILDDIR="$KIT" 
 export TT_FASHION_MNIST="$KIT/data/fashion-mnist"
 unset TT_GPUS
 say "== checks (TAP in $TAP)"
-for p in test_cuda_libs test_precision test_gpu_ops test_gpu_conv_graph test_gpu_precision; do
+for p in test_cuda_libs test_precision test_gpu_ops test_gpu_precision; do
   check "$p" 120 env "LD_LIBRARY_PATH=$LDP" "$KIT/libexec/$p"
 done
 for s in e2e_gpu e2e_gpu_precision e2e_gpu_trainers; do
