@@ -247,7 +247,7 @@ out:
 }
 
 /* Appends the allowed configs of heuristics mode to c[*n] (at most max),
- * skipping engines already there. */
+ * skipping engines already there and configs whose notes cannot be read. */
 static int heuristics(cudnnBackendDescriptor_t graph, const cg_spec *s,
                       cudnnBackendHeurMode_t mode, candidate *c, int *n, int max, tt_err *err)
 {
@@ -275,8 +275,9 @@ static int heuristics(cudnnBackendDescriptor_t graph, const cg_spec *s,
         goto out;
     for (int64_t i = 0; i < got && *n < max; i++) {
         candidate k = {.cfg = cfg[i]};
-        if (config_notes(&k, err) != 0)
-            goto out;
+        tt_err ignore = {0};
+        if (config_notes(&k, &ignore) != 0)
+            continue; /* notes unknown: the filter cannot pass it */
         bool seen = false;
         for (int j = 0; j < *n; j++)
             seen |= c[j].engine == k.engine;
@@ -427,9 +428,9 @@ static int gather(cudnnBackendDescriptor_t graph, const cg_spec *s, candidate *c
         return 0;
     if (ra != 0 && rf != 0)
         return err_set(err, TT_ERR_RUNTIME, "%s", ea.msg);
-    return err_set(err, TT_ERR_RUNTIME, "cuDNN graph API: no engine config %s the numerical "
-                   "notes allow (heuristics A and fallback)",
-                   s->deterministic ? "that is deterministic and" : "");
+    return err_set(err, TT_ERR_RUNTIME, "cuDNN graph API: no engine config of heuristics A "
+                   "and fallback passes the numerical-note filter%s",
+                   s->deterministic ? " (deterministic)" : "");
 }
 
 static int table_add(cg_table *t, const table_entry *e)
