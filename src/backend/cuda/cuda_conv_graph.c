@@ -231,16 +231,18 @@ static int config_notes(candidate *c, tt_err *err)
     c->notes = 0;
     for (int64_t i = 0; i < n && i < CUDNN_NUMERICAL_NOTE_TYPE_COUNT; i++)
         c->notes |= 1u << (unsigned)num[i];
-    if (gk(cu.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
-                                       CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n, beh),
-           "cudnnBackendGetAttribute (behavior notes)", err) != 0)
-        goto out;
+    /* the numerical notes decide whether it may run; the behavior notes
+     * and the index only order and dedupe (unknown: precompiled, unique) */
     c->runtime_compiled = false;
-    for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
-        c->runtime_compiled |= beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
-    rc = gk(cu.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
-                                        &c->engine),
-            "cudnnBackendGetAttribute (engine index)", err);
+    if (cu.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_BEHAVIOR_NOTE, CUDNN_TYPE_BEHAVIOR_NOTE,
+                                    CUDNN_BEHAVIOR_NOTE_TYPE_COUNT, &n,
+                                    beh) == CUDNN_STATUS_SUCCESS)
+        for (int64_t i = 0; i < n && i < CUDNN_BEHAVIOR_NOTE_TYPE_COUNT; i++)
+            c->runtime_compiled |= beh[i] == CUDNN_BEHAVIOR_NOTE_RUNTIME_COMPILATION;
+    if (cu.cudnnBackendGetAttribute(e, CUDNN_ATTR_ENGINE_GLOBAL_INDEX, CUDNN_TYPE_INT64, 1, &n,
+                                    &c->engine) != CUDNN_STATUS_SUCCESS)
+        c->engine = -1;
+    rc = 0;
 out:
     destroy(&e);
     return rc;
@@ -279,7 +281,7 @@ static int heuristics(cudnnBackendDescriptor_t graph, const cg_spec *s,
         if (config_notes(&k, &ignore) != 0)
             continue; /* notes unknown: the filter cannot pass it */
         bool seen = false;
-        for (int j = 0; j < *n; j++)
+        for (int j = 0; j < *n && k.engine >= 0; j++)
             seen |= c[j].engine == k.engine;
         if (seen || !cg_notes_allowed(s, k.notes))
             continue;
