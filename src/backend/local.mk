@@ -22,13 +22,15 @@ EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c %reldir%/cpu/dn
 libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/mem_pool.h %reldir%/cuda/algo_cache.c %reldir%/cuda/algo_cache.h \
 	%reldir%/cuda/bn_nhwc_plan.c %reldir%/cuda/bn_nhwc_plan.h \
+	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h \
 	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
-	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
+	%reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_conv_graph.c %reldir%/cuda/cuda_conv_graph.h \
+	%reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
 	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h \
 	%reldir%/cuda/cuda_bn_nhwc.c %reldir%/cuda/cuda_bn_nhwc.h %reldir%/cuda/cuda_nhwc.c \
 	%reldir%/cuda/cuda_nhwc_kernels.h
@@ -47,8 +49,11 @@ EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/c
 
 # The GPU-independent logic of the CUDA backend, on the CPU.
 check_PROGRAMS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
-	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan
+	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan \
+	tests/test_conv_graph_spec tests/test_cuda_conv_graph
 tests_test_bn_nhwc_plan_SOURCES = tests/test_bn_nhwc_plan.c
+tests_test_conv_graph_spec_SOURCES = tests/test_conv_graph_spec.c
+tests_test_cuda_conv_graph_SOURCES = tests/test_cuda_conv_graph.c
 tests_test_mem_pool_SOURCES = tests/test_mem_pool.c
 tests_test_algo_cache_SOURCES = tests/test_algo_cache.c
 tests_test_staging_ring_SOURCES = tests/test_staging_ring.c
@@ -56,7 +61,8 @@ tests_test_backend_math_SOURCES = tests/test_backend_math.c
 tests_test_cuda_libs_SOURCES = tests/test_cuda_libs.c
 tests_test_precision_SOURCES = tests/test_precision.c
 TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
-	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan
+	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan \
+	tests/test_conv_graph_spec tests/test_cuda_conv_graph
 
 # The CPU backend's own operations and thread pool against float64 references.
 check_PROGRAMS += tests/test_cpu_ops

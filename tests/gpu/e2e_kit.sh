@@ -69,8 +69,8 @@ for b in "$K"/libexec/*; do
     esac
   done <"$T/deps"
 done
-[ -z "$bad" ] && [ "$(ls "$K"/libexec | wc -l)" = 8 ] && [ -s "$K/lib/${dnnl% *}" ]
-ok $? "every library of the kit's 8 binaries resolves inside the kit or to glibc/libstdc++/libgcc_s (loader trace, env -i)${bad:+:$bad}"
+[ -z "$bad" ] && [ "$(ls "$K"/libexec | wc -l)" = 9 ] && [ -s "$K/lib/${dnnl% *}" ]
+ok $? "every library of the kit's 9 binaries resolves inside the kit or to glibc/libstdc++/libgcc_s (loader trace, env -i)${bad:+:$bad}"
 ! ls "$K/lib" | grep -q '^\(libc\|libm\|libstdc++\|libgcc_s\)\.so'
 ok $? "the kit carries no glibc, libstdc++ or libgcc_s ($(ls "$K/lib" | tr '\n' ' '))"
 
@@ -133,7 +133,7 @@ BB=$TT_BUILDDIR/.gpu-kit-build-baseline
 mkdir -p "$T/head" && git -C "$TT_SRCDIR" archive HEAD | tar -xf - -C "$T/head"
 diff -rq "$T/head" "$BB" 2>&1 | grep -v "^Only in $BB" >"$T/base.diff"
 [ $rc = 0 ] && grep -q "^baseline: HEAD ($head_sha): libexec/towertrain-baseline\$" "$KB/BUILD" &&
-  [ ! -s "$T/base.diff" ] && [ "$(ls "$KB"/libexec | wc -l)" = 9 ] &&
+  [ ! -s "$T/base.diff" ] && [ "$(ls "$KB"/libexec | wc -l)" = 10 ] &&
   env -i "$KB/bin/towertrain-baseline" --version >"$T/basever" 2>&1 && grep -q '^cuda: ' "$T/basever"
 ok $? "TT_KIT_BASELINE=HEAD: the kit says 'baseline: HEAD ($head_sha)', its baseline build holds HEAD's files$( [ -s "$T/base.diff" ] && echo " (not: $(head -n 3 "$T/base.diff" | tr '\n' ' '))"), and env -i bin/towertrain-baseline runs (exit status $rc)"
 [ $rc = 0 ] || sed 's/^/# /' "$T/kitb.out" | tail -n 5
@@ -156,6 +156,17 @@ case "$*" in
 esac
 EOF
 chmod +x "$T/fakebin/nvidia-smi"
+# TT_KIT_CONV_ONLY=1: convbench's step (no GPU here: convbench exits 1 and
+# writes no conv.json), then test_gpu_ops alone (its graph API checks), counted, and a stop
+# before the other checks: exit status 1 (no conv.json)
+env -i PATH="$T/fakebin:/usr/bin:/bin" TT_KIT_CONV_ONLY=1 TT_KIT_CONV_BUDGET=30 "$K/run" "$T/convonly" >"$T/convonly.out" 2>&1
+rc=$?
+[ $rc = 1 ] && grep -q '^== convbench: .*(30s, bf16,tf32)$' "$T/convonly.out" &&
+  grep -q '^test_gpu_ops .* [1-9][0-9]* passed   0 failed .* skipped' "$T/convonly.out" &&
+  grep -q '^== [0-9]*s: TT_KIT_CONV_ONLY=1: the other checks and benchmarks not run$' "$T/convonly.out" &&
+  ! grep -q '^test_cuda_libs\|^e2e_gpu' "$T/convonly.out"
+ok $? "TT_KIT_CONV_ONLY=1: convbench, then test_gpu_ops alone (its graph API checks), then a stop (exit status 1 without conv.json, got $rc)"
+[ $rc = 1 ] || sed 's/^/# /' "$T/convonly.out" | tail -n 10
 # and one check script that skips a training check for lack of data, as
 # the GPU scripts do where Fashion-MNIST is missing: the runner must fail on it
 cat >"$K/src/tests/gpu/e2e_gpu_trainers.sh" <<'EOF'
@@ -168,6 +179,8 @@ last=$(tail -n 1 "$T/fake.out")
 [ $rc = 1 ] && echo "$last" | grep -q '^[0-9][0-9]* passed, [0-9][0-9]* failed, [1-9][0-9]* skipped$' &&
   grep -q "skipped with 'no GPU' though nvidia-smi lists 1" "$T/fake.out" &&
   grep -q "^FAIL: 1 training check(s) skipped for lack of data$" "$T/fake.out" &&
+  grep -q '^== convbench: ' "$T/fake.out" && grep -q '^   convbench: exit status 1 ' "$T/fake.out" &&
+  grep -q '^   conv_torch.py: exit status 2 ' "$T/fake.out" &&
   grep -q '^test_cuda_libs .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_gpu_trainers.sh' "$T/fake.out" && grep -q '^compute-sanitizer' "$T/fake.out" &&
   grep -q "^== cupti_cost: timing events against CUPTI's kernel records (/usr/local/cuda/" "$T/fake.out" &&
@@ -177,6 +190,6 @@ last=$(tail -n 1 "$T/fake.out")
   grep -q '^test_bf16 .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q '^e2e_precision.sh .* [1-9][0-9]* passed   0 failed' "$T/fake.out" &&
   grep -q 'libcudnn.so.9 *cuDNN 9\.' "$T/fake.out" && [ -s "$T/fake/checks.tap" ] && [ -s "$T/fake/run.log" ]
-ok $? "the runner (a kit with a baseline) with a GPU towertrain cannot see and a check without its data: every check run and counted, the timeline's cost with both binaries, exit status 1 (got $rc), both reasons, last line '$last'"
+ok $? "the runner (a kit with a baseline) with a GPU towertrain cannot see and a check without its data: convbench first (it finds no GPU: exit status 1), every check run and counted, the timeline's cost with both binaries, exit status 1 (got $rc), both reasons, last line '$last'"
 [ $rc = 1 ] || sed 's/^/# /' "$T/fake.out" | tail -n 15
 tt_done

@@ -14,7 +14,8 @@
 #   run                the runner;  env.sh  what it and bin/towertrain share
 #   bin/towertrain     a wrapper: the library path for towertrain alone
 #   libexec/           towertrain with CUDA, test_cuda_libs, test_precision,
-#                      test_gpu_ops, test_gpu_precision, test_bf16 (RPATH
+#                      test_gpu_ops, test_gpu_precision, test_bf16,
+#                      convbench (bench/gpu: the runner's first step) (RPATH
 #                      $ORIGIN/../lib), event_cost (bench/timeline: a timing
 #                      event's cost), cupti_cost (what CUPTI's kernel records
 #                      would cost a step instead); with TT_KIT_BASELINE=REF also
@@ -109,7 +110,7 @@ grep -q '^#define HAVE_CUDA 1' config.h || { echo "kit.sh: configure built no CU
 # ---- 2. the binaries, with an RPATH to the kit's lib/ (DT_RPATH, not
 # RUNPATH: it serves the libraries' own dependencies too, e.g. oneDNN's
 # libgomp). make sees \$$ORIGIN, the shell \$ORIGIN, the linker $ORIGIN.
-PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision tests/test_bf16"
+PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision tests/test_bf16 bench/gpu/convbench"
 # shellcheck disable=SC2086
 nice make -j"$JOBS" $PROGS LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1 ||
   die "make failed (see $BUILD/make.out)"
@@ -203,7 +204,7 @@ cp "$SRC/tests/gpu/kit_run.sh" "$tmp/run" && cp "$SRC/tests/gpu/kit_env.sh" "$tm
     "$SRC/tests/tt_timeline.py" "$SRC/tests/tt_profile.py" "$tmp/src/tests/" &&
   cp "$SRC"/tests/gpu/e2e_gpu*.sh "$tmp/src/tests/gpu/" && cp "$SRC/tests/e2e_precision.sh" "$tmp/src/tests/" &&
   cp "$SRC"/models/*.cfg "$tmp/src/models/" && cp "$SRC"/jobs/*.cfg "$tmp/src/jobs/" &&
-  cp "$SRC"/bench/gpu/* "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" &&
+  cp "$SRC/bench/gpu/run" "$SRC/bench/gpu/conv_torch.py" "$tmp/src/bench/gpu/" && cp "$SRC/bench/tt_models.py" "$tmp/src/bench/" &&
   cp "$SRC/bench/timeline/run" "$tmp/src/bench/timeline/" &&
   cp "$SRC/bench/roofline/bf16_ratio" "$tmp/src/bench/roofline/" ||
   die "copying the scripts failed"

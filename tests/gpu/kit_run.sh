@@ -6,10 +6,14 @@
 #
 # finds NVIDIA's libraries (env.sh: the CUDA toolkit's, else PyTorch's pip
 # packages), prints the GPU, the driver, the CUDA, cuBLAS, cuDNN and NCCL
-# versions loaded and the CPU (AMX, AVX512_BF16), then runs every GPU check, each a TAP stream:
+# versions loaded and the CPU (AMX, AVX512_BF16), runs convbench first
+# (below: which way of running each ResNet-50 convolution is fast, against
+# PyTorch), then runs every GPU check, each a TAP stream:
 #   test_cuda_libs, test_precision   the CUDA build's libraries, precisions
 #   test_gpu_ops                     every backend operation against the CPU
-#                                    backend in fp32, tf32, bf16 and fp16
+#                                    backend in fp32, tf32, bf16 and fp16, and
+#                                    the graph API's convolution plans against
+#                                    float64, each pass and layout
 #   test_gpu_precision               fp16 loss scaling in every trainer type
 #   e2e_gpu.sh                       LeNet reaching the CPU run's accuracy,
 #                                    repeatability, checkpoints across devices,
@@ -33,7 +37,8 @@
 # one line "no GPU ..." and exit status 2, nothing written.
 #
 # OUTDIR receives few files (the device tool brings back at most 8):
-# run.log (all this prints), checks.tap (every check's TAP, one section a
+# conv.json (convbench's and PyTorch's convolution times, first), run.log
+# (all this prints), checks.tap (every check's TAP, one section a
 # program), stderr.log (what the checks wrote on stderr), sanitizer.log,
 # profile.txt (`towertrain profile` of ResNet-50 in bf16 and tf32: where a
 # step's time goes on this GPU, layer by layer), bench.txt and bench.json.
@@ -177,6 +182,44 @@ check() {
   timeout -k 10 "$secs" "$@" >"$T/$name.tap" 2>>"$ERR"
   count "$name" $? "$T/$name.tap"
 }
+
+# ---- first, convbench (issue 36): ResNet-50's 23 distinct convolution
+# shapes x forward, backward data, backward filter, in each way the CUDA
+# backend can run them (legacy API DEFAULT / TENSOR_OP math, NCHW / NHWC;
+# graph API heuristic top-1 and autotuned), then PyTorch's times for the same
+# shapes (bench/gpu/conv_torch.py: channels_last, cudnn.benchmark), then the
+# summary: which way is fast, shape by shape, against PyTorch. Within
+# TT_KIT_CONV_BUDGET seconds (default 120; two thirds convbench, the rest
+# PyTorch), precisions TT_KIT_CONV_PRECS (default bf16,tf32), bf16 first;
+# into conv.json (convbench's results after each row, PyTorch's as "torch")
+# and run.log. This time comes out of BUDGET. TT_KIT_CONV=0 leaves it out;
+# TT_KIT_CONV_ONLY=1 runs it and test_gpu_ops (with the graph API's plans
+# against float64) alone, and stops (a slot for convbench) ----
+if [ "${TT_KIT_CONV:-1}" != 0 ]; then
+  cb=${TT_KIT_CONV_BUDGET:-120}
+  cprec=${TT_KIT_CONV_PRECS:-bf16,tf32}
+  say "== convbench: ResNet-50's convolutions, every way the backend runs them (${cb}s, $cprec)"
+  echo "# ==== convbench" >>"$ERR"
+  { timeout -k 5 $((cb * 2 / 3 + 15)) env "LD_LIBRARY_PATH=$LDP" "$KIT/libexec/convbench" \
+      --prec "$cprec" --budget $((cb * 2 / 3)) --json "$OUTDIR/conv.json" 2>>"$ERR"
+    echo "   convbench: exit status $? ($(elapsed)s)"; } | tee -a "$LOG"
+  { timeout -k 5 $((cb / 3 + 20)) env PYTHONUNBUFFERED=1 "$PY" "$KIT/src/bench/gpu/conv_torch.py" \
+      --shapes "$OUTDIR/conv.json" --json "$OUTDIR/conv.json" --prec "$cprec" \
+      --budget $((cb / 3)) 2>>"$ERR"
+    echo "   conv_torch.py: exit status $? ($(elapsed)s)"; } | tee -a "$LOG"
+  "$KIT/libexec/convbench" --summary "$OUTDIR/conv.json" 2>&1 | tee -a "$LOG"
+  if [ "${TT_KIT_CONV_ONLY:-0}" = 1 ]; then
+    # and whether the graph API's plans compute the right thing (with
+    # every other backend operation's check), within 60 s of its own
+    echo "# ==== test_gpu_ops" >>"$ERR"
+    timeout -k 5 60 env "LD_LIBRARY_PATH=$LDP" "$KIT/libexec/test_gpu_ops" >"$T/test_gpu_ops.tap" 2>>"$ERR"
+    count test_gpu_ops $? "$T/test_gpu_ops.tap"
+    say "== $(elapsed)s: TT_KIT_CONV_ONLY=1: the other checks and benchmarks not run"
+    say "$passed passed, $failed failed, $skipped skipped"
+    [ "$failed" = 0 ] && [ -s "$OUTDIR/conv.json" ]
+    exit $?
+  fi
+fi
 
 export TOWERTRAIN="$KIT/bin/towertrain" TT_SRCDIR="$KIT/src" TT_BUILDDIR="$KIT" PYTHON3="$PY"
 export TT_FASHION_MNIST="$KIT/data/fashion-mnist"

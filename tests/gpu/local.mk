@@ -8,7 +8,7 @@
 # (the kit's run takes at most 5.5 minutes: with the machine's start that
 # leaves time for one rerun; README.md, Hacking, says more).
 check_PROGRAMS += tests/gpu/test_gpu_ops
-tests_gpu_test_gpu_ops_SOURCES = tests/gpu/test_gpu_ops.c
+tests_gpu_test_gpu_ops_SOURCES = tests/gpu/test_gpu_ops.c tests/gpu/tt_conv_graph.h
 tests_gpu_test_gpu_ops_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests
 TESTS += tests/gpu/test_gpu_ops
 check_PROGRAMS += tests/gpu/test_gpu_precision
@@ -27,3 +27,15 @@ clean-local: clean-gpu-kit
 clean-gpu-kit:
 	rm -rf .gpu-kit-build .gpu-kit-build-baseline
 .PHONY: clean-gpu-kit
+# bench/gpu/convbench (issue 36): ResNet-50's convolutions in every way the
+# CUDA backend can run them; the kit runs it first. Built everywhere for
+# its --dry-run (the shapes and FLOPs, checked against torchvision by
+# tests/gpu/e2e_convbench.sh); the measurements need CUDA.
+check_PROGRAMS += bench/gpu/convbench
+bench_gpu_convbench_SOURCES = bench/gpu/convbench.c bench/gpu/convbench.h
+if HAVE_CUDA
+bench_gpu_convbench_SOURCES += bench/gpu/convbench_gpu.c
+endif
+EXTRA_DIST += bench/gpu/convbench_gpu.c bench/gpu/conv_torch.py
+TESTS += tests/gpu/e2e_convbench.sh
+EXTRA_DIST += tests/gpu/e2e_convbench.sh

@@ -16,6 +16,8 @@
  * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
  * backend within 1e-2.
  *
+ * And tt_conv_graph.h's checks of the graph API's convolution plans.
+ *
  * Without a GPU every check is reported as SKIP (visible in make check).
  * Also run by tests/gpu/run.sh on a GPU machine.
  */
@@ -28,6 +30,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "tt_ref.h"
 #include "tt_blocked.h"
+#include "tt_conv_graph.h"
 #include "tt_test.h"
 
 #define TOL 1e-4
@@ -1042,6 +1045,7 @@ static void test_nhwc(backend_t *g)
 int main(void)
 {
     tt_restore_visible_gpus();
+    tt_conv_graph_checks(); /* the graph API's convolution plans (issue 36) */
     char reason[256] = "";
     int gpus = backend_cuda_device_count(reason, sizeof(reason));
     tt_err err = {0};

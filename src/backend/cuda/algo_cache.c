@@ -36,7 +36,9 @@ static bool key_equal(const algo_key *a, const algo_key *b)
 {
     return a->pass == b->pass && a->n == b->n && a->c == b->c && a->h == b->h && a->w == b->w &&
            a->f == b->f && a->k == b->k && a->stride == b->stride && a->pad == b->pad &&
-           a->tf32 == b->tf32 && a->deterministic == b->deterministic && a->nhwc == b->nhwc;
+           a->tf32 == b->tf32 && a->deterministic == b->deterministic && a->nhwc == b->nhwc &&
+           a->graph == b->graph && a->layout == b->layout && a->dtype == b->dtype &&
+           a->align == b->align;
 }
 
 int algo_pick(const algo_perf *r, int n, bool deterministic, bool tf32, size_t ws_limit)

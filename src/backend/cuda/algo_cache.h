@@ -33,6 +33,11 @@ typedef struct {
     int deterministic;        /* trainer.deterministic: deterministic algorithms only */
     int nhwc;                 /* bf16 NHWC tensors (cuda_conv.c: a blocked side); set by
                                * the caller after algo_key_make (0 there) */
+    /* the graph API's keys (conv_graph_spec.h: cg_spec_key); 0 in the legacy
+     * API's, whose layout (NCHW) and type (the backend's) are fixed */
+    int graph;                /* 1: a plan of the graph API */
+    int layout, dtype;        /* cg_layout, cg_dtype */
+    int align;                /* bytes: the data pointers' alignment */
 } algo_key;
 
 algo_key algo_key_make(conv_pass pass, const window_desc *d, bool tf32, bool deterministic);
@@ -48,7 +53,9 @@ typedef struct {
     int math_type;     /* cudnnMathType_t, to set on the descriptor */
 } algo_perf;
 
-/* The choice for a key. */
+/* The choice for a key. For a graph key, algo is the index of the plan in
+ * the tower's table of finalized plans (cuda_conv_graph.c), or -1 when the
+ * graph API has none for it: the legacy API runs that shape. */
 typedef struct {
     int algo;
     int math_type;

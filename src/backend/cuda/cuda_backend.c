@@ -621,6 +621,7 @@ static void cuda_destroy(backend_t *be)
             cu.cudnnDestroyTensorDescriptor(c->y_desc);
         if (c->bn_desc)
             cu.cudnnDestroyTensorDescriptor(c->bn_desc);
+        cg_table_free(c->graph_plans); /* its plans name the handle: first */
         if (c->cudnn)
             cu.cudnnDestroy(c->cudnn);
         if (c->cublas)

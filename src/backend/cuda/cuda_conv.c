@@ -25,6 +25,9 @@
  * through the same 16-bit copies, transposed where the layouts differ
  * (cuda_nhwc_kernels.cu). The filters are converted at each call (not
  * yet once per step).
+ * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
+ * data, as PyTorch's does, and times the candidates on random operands:
+ * zeros can run faster than real data and skew the ranking.
  *
  * Workspace: the model asks conv_workspace(max batch) once per layer at
  * setup and passes a buffer of at least the largest answer to every call.
@@ -61,6 +64,36 @@ static const char *pass_name(conv_pass p)
 static bool tensor_math_ok(const cuda_impl *c)
 {
     return c->opt.tf32 || prec_reduced(c->prec, PREC_OP_CONV);
+}
+
+/* The math type an algorithm search starts from, as PyTorch's
+ * ConvolutionDescriptor::set: TENSOR_OP for 16-bit data (DEFAULT would
+ * leave the search to float kernels and TF32 ones: no bf16 tensor-core
+ * kernel is tried, GPU_SPEED.md's C1); DEFAULT for float32 with tf32 (it
+ * allows TF32 tensor cores); without tf32, FMA only (DEFAULT allows TF32 on
+ * Ampere and later). */
+static cudnnMathType_t search_math(const cuda_impl *c)
+{
+    if (prec_reduced(c->prec, PREC_OP_CONV))
+        return CUDNN_TENSOR_OP_MATH;
+    return c->opt.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
+}
+
+/* The element type of the convolutions' operands (float32 or the 16-bit
+ * copies'), for the timing runs' random data. */
+static tt_elem_t conv_elem(const cuda_impl *c)
+{
+    if (!prec_reduced(c->prec, PREC_OP_CONV))
+        return TT_ELEM_FLOAT;
+    return c->prec == PREC_BF16 ? TT_ELEM_BF16 : TT_ELEM_FP16;
+}
+
+/* bytes of scratch filled with random values of the operands' type */
+static int fill_random(cuda_impl *c, void *p, size_t bytes, uint64_t seed)
+{
+    tt_elem_t t = conv_elem(c);
+    size_t n = bytes / (t == TT_ELEM_FLOAT ? sizeof(float) : 2);
+    return cuda_ok(c, tt_k_fill_uniform(c->stream, n, t, seed, p), "random fill kernel");
 }
 
 /* x, y and w in the backend's type (float32 or the 16-bit copies'); the
@@ -188,8 +221,7 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
     const algo_choice *found = algo_cache_find(c->algos, &key);
     if (found != NULL)
         return set_descs(c, d, found->math_type) == 0 ? found : NULL;
-    /* without tf32, FMA math only: cuDNN's default math allows TF32 on Ampere */
-    if (set_descs(c, d, tensor ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH) != 0)
+    if (set_descs(c, d, search_math(c)) != 0)
         return NULL;
     algo_perf perf[MAX_ALGOS];
     int n = 0;
@@ -231,6 +263,26 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
     return algo_cache_find(c->algos, &key);
 }
 
+/* The graph API's hook (cuda_conv_graph.c), for operands in layout `lay`
+ * (NCHW; NHWC for a call with a blocked side). Runs the pass with the graph
+ * API's plan when it has one at least as fast as the legacy API's choice
+ * `legacy`; false: the legacy API runs it. */
+static bool graph_ran_in(cuda_impl *c, conv_pass pass, const window_desc *d, cg_layout lay,
+                         const algo_choice *legacy, const void *x, const void *w, const void *y,
+                         void *ws, size_t limit)
+{
+    cg_ptrs p = {(void *)x, (void *)w, (void *)y};
+    const algo_choice *g = cuda_conv_graph_plan(c, pass, d, lay, &p, ws, limit, legacy->time_ms);
+    return g != NULL && cuda_conv_graph_run(c, pass, d, lay, g, &p, ws) == 0;
+}
+
+static bool graph_ran(cuda_impl *c, conv_pass pass, const window_desc *d,
+                      const algo_choice *legacy, const void *x, const void *w, const void *y,
+                      void *ws, size_t limit)
+{
+    return graph_ran_in(c, pass, d, CG_LAYOUT_NCHW, legacy, x, w, y, ws, limit);
+}
+
 /* At setup, for the model's largest batch: chooses the three passes and
  * returns the largest workspace they need. Timing runs (deterministic =
  * false) get scratch buffers from the pool, returned at once. */
@@ -260,9 +312,8 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
         tmp[2] = mem_pool_alloc(c->pool, ys, &ignore);
         tmp[3] = limit > 0 ? mem_pool_alloc(c->pool, limit, &ignore) : NULL;
         if (tmp[0] && tmp[1] && tmp[2] && (tmp[3] || limit == 0) &&
-            cuda_ok(c, cudaMemsetAsync(tmp[0], 0, xs, c->stream), "cudaMemsetAsync") == 0 &&
-            cuda_ok(c, cudaMemsetAsync(tmp[1], 0, wsz, c->stream), "cudaMemsetAsync") == 0 &&
-            cuda_ok(c, cudaMemsetAsync(tmp[2], 0, ys, c->stream), "cudaMemsetAsync") == 0) {
+            fill_random(c, tmp[0], xs, 1) == 0 && fill_random(c, tmp[1], wsz, 2) == 0 &&
+            fill_random(c, tmp[2], ys, 3) == 0) {
             /* x doubles as dx, w as dw, y as dy: a timing run's outputs are scratch */
             bufs = (conv_bufs){.x = tmp[0],
                                .w = tmp[1],
@@ -283,6 +334,13 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
             break;
         if (ch->ws_bytes > need)
             need = ch->ws_bytes;
+        /* and the graph API's plan, timed on the same scratch */
+        cg_ptrs gp = {tmp[0], tmp[1], tmp[2]};
+        const algo_choice *g = b == NULL ? NULL
+                                         : cuda_conv_graph_plan(c, (conv_pass)p, d, CG_LAYOUT_NCHW,
+                                                                &gp, tmp[3], limit, ch->time_ms);
+        if (g != NULL && g->ws_bytes > need)
+            need = g->ws_bytes;
     }
     /* the scratch may be reused only after the timing runs are done */
     cuda_wait(be, "algorithm search");
@@ -346,11 +404,13 @@ static void conv_forward_nhwc(cuda_impl *c, const window_desc *d, const float *x
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
     const float one = 1.0f, zero = 0.0f;
     if (ch == NULL ||
-        cudnn_ok(c,
-                 cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
-                                            c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
-                                            ch->ws_bytes, &zero, c->y_desc, bufs.y),
-                 "cudnnConvolutionForward (NHWC)") != 0)
+        (!graph_ran_in(c, CONV_PASS_FORWARD, d, CG_LAYOUT_NHWC, ch, bufs.x, bufs.w, bufs.y, ws,
+                       limit) &&
+         cudnn_ok(c,
+                  cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
+                                             c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo,
+                                             ws, ch->ws_bytes, &zero, c->y_desc, bufs.y),
+                  "cudnnConvolutionForward (NHWC)") != 0))
         return;
     if (d->blocked_y) { /* bias and relu on the bf16 output, in place */
         cuda_ok(c, tt_k_bias_relu_nhwc_bf16(c->stream, d->n * ohw, d->f, b, relu, y),
@@ -402,12 +462,14 @@ static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *
         conv_bufs bufs = {.x = xa, .dy = dya, .dw = h + l.dw, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
         if (ch == NULL ||
-            cudnn_ok(c,
-                     cu.cudnnConvolutionBackwardFilter(
-                         c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
-                         (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes, &zero,
-                         c->w_desc, h + l.dw),
-                     "cudnnConvolutionBackwardFilter (NHWC)") != 0 ||
+            (!graph_ran_in(c, CONV_PASS_BACKWARD_FILTER, d, CG_LAYOUT_NHWC, ch, xa, h + l.dw, dya,
+                           ws, limit) &&
+             cudnn_ok(c,
+                      cu.cudnnConvolutionBackwardFilter(
+                          c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
+                          (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes, &zero,
+                          c->w_desc, h + l.dw),
+                      "cudnnConvolutionBackwardFilter (NHWC)") != 0) ||
             cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->f, d->c, d->k * d->k, h + l.dw, dw),
                     "conv filter gradient to KCRS kernel") != 0)
             return;
@@ -417,12 +479,14 @@ static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *
     conv_bufs bufs = {.w = h + l.w, .dy = dya, .dx = h + l.x, .ws = ws, .ws_bytes = limit};
     const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
     if (ch == NULL ||
-        cudnn_ok(c,
-                 cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, h + l.w, c->y_desc,
-                                                 dya, c->conv_desc,
-                                                 (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
-                                                 ch->ws_bytes, &zero, c->x_desc, h + l.x),
-                 "cudnnConvolutionBackwardData (NHWC)") != 0)
+        (!graph_ran_in(c, CONV_PASS_BACKWARD_DATA, d, CG_LAYOUT_NHWC, ch, h + l.x, h + l.w, dya,
+                       ws, limit) &&
+         cudnn_ok(c,
+                  cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, h + l.w, c->y_desc,
+                                                  dya, c->conv_desc,
+                                                  (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
+                                                  ch->ws_bytes, &zero, c->x_desc, h + l.x),
+                  "cudnnConvolutionBackwardData (NHWC)") != 0))
         return;
     /* a float32 gradient, in x's layout */
     if (d->blocked_x)
@@ -456,7 +520,9 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
     }
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
     const float one = 1.0f, zero = 0.0f;
-    if (ch == NULL ||
+    if (ch == NULL)
+        return;
+    if (!graph_ran(c, CONV_PASS_FORWARD, d, ch, bufs.x, bufs.w, bufs.y, ws, limit) &&
         cudnn_ok(c,
                  cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
                                             c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo, ws,
@@ -511,7 +577,10 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (dw != NULL) {
         conv_bufs bufs = {.x = xa, .dy = dya, .dw = dwa, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
-        if (ch == NULL || cudnn_ok(c,
+        if (ch == NULL)
+            return;
+        if (!graph_ran(c, CONV_PASS_BACKWARD_FILTER, d, ch, xa, dwa, dya, ws, limit) &&
+            cudnn_ok(c,
                                    cu.cudnnConvolutionBackwardFilter(
                                        c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
                                        (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes,
@@ -524,7 +593,9 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (dx != NULL) {
         conv_bufs bufs = {.w = wa, .dy = dya, .dx = dxa, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
-        if (ch == NULL ||
+        if (ch == NULL)
+            return;
+        if (!graph_ran(c, CONV_PASS_BACKWARD_DATA, d, ch, dxa, wa, dya, ws, limit) &&
             cudnn_ok(c,
                      cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, wa, c->y_desc, dya,
                                                      c->conv_desc,

@@ -14,6 +14,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/algo_cache.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_conv_graph.h"
 #include "backend/cuda/cuda_kernels.h"
 #include "backend/cuda/cuda_libs.h"
 #include "backend/mem_pool.h"
@@ -42,6 +43,7 @@ typedef struct {
     cudnnFilterDescriptor_t w_desc;
     cudnnConvolutionDescriptor_t conv_desc;
     algo_cache *algos;
+    struct cg_table *graph_plans;  /* the graph API's chosen plans (cuda_conv_graph.c), or NULL */
     size_t conv_ws_budget;         /* the largest conv workspace reported to the model */
     bn_eps_entry *bn_eps;
     int n_bn_eps, cap_bn_eps;
@@ -109,6 +111,17 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
 void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, const float *w,
                         const float *y, bool relu, float *dy, float *dx, float *dw, float *db,
                         void *ws);
+
+/* cuda_conv_graph.c: the graph API's plan of a pass (chosen when first met:
+ * timed on p and ws against the legacy API's legacy_ms unless deterministic,
+ * one log line when the graph API has none), or NULL when the legacy API
+ * runs it; and running it (-1: it failed, logged, the legacy API runs it
+ * from now on) */
+const algo_choice *cuda_conv_graph_plan(cuda_impl *c, conv_pass pass, const window_desc *d,
+                                        cg_layout layout, const cg_ptrs *p, void *ws,
+                                        size_t limit, float legacy_ms);
+int cuda_conv_graph_run(cuda_impl *c, conv_pass pass, const window_desc *d, cg_layout layout,
+                        const algo_choice *plan, const cg_ptrs *p, void *ws);
 
 /* cuda_batchnorm.c */
 void cuda_batchnorm_forward(backend_t *be, int n, int c, int hw, const float *x,

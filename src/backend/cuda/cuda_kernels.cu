@@ -101,6 +101,33 @@ __global__ void k_from_fp16(size_t n, const __half *x, float *y)
     FOR_EACH(i, n) y[i] = __half2float(x[i]);
 }
 
+/* ---- timing data: uniform in [-1, 1) from (seed, i) alone (splitmix64),
+ * so that an algorithm search times real-looking operands, not zeros ---- */
+
+static __device__ float uniform_pm1(uint64_t seed, uint64_t i)
+{
+    uint64_t z = seed + (i + 1) * 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return (float)(z >> 40) * (2.0f / 16777216.0f) - 1.0f;
+}
+
+__global__ void k_fill_float(size_t n, uint64_t seed, float *y)
+{
+    FOR_EACH(i, n) y[i] = uniform_pm1(seed, i);
+}
+
+__global__ void k_fill_bf16(size_t n, uint64_t seed, __nv_bfloat16 *y)
+{
+    FOR_EACH(i, n) y[i] = __float2bfloat16_rn(uniform_pm1(seed, i));
+}
+
+__global__ void k_fill_fp16(size_t n, uint64_t seed, __half *y)
+{
+    FOR_EACH(i, n) y[i] = __float2half_rn(uniform_pm1(seed, i));
+}
+
 /* threads that find one all write 1: the same value, no order needed */
 __global__ void k_not_finite(size_t n, const float *x, int *flag)
 {
@@ -378,6 +405,19 @@ cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x)
     if (n == 0)
         return cudaSuccess;
     k_add_scalar<<<blocks_for(n), THREADS, 0, s>>>(n, alpha, x);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_fill_uniform(cudaStream_t s, size_t n, tt_elem_t t, uint64_t seed, void *y)
+{
+    if (n == 0)
+        return cudaSuccess;
+    if (t == TT_ELEM_BF16)
+        k_fill_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, seed, (__nv_bfloat16 *)y);
+    else if (t == TT_ELEM_FP16)
+        k_fill_fp16<<<blocks_for(n), THREADS, 0, s>>>(n, seed, (__half *)y);
+    else
+        k_fill_float<<<blocks_for(n), THREADS, 0, s>>>(n, seed, (float *)y);
     return cudaGetLastError();
 }
 

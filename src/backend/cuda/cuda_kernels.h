@@ -35,6 +35,10 @@ cudaError_t tt_k_add_scalar(cudaStream_t s, size_t n, float alpha, float *x);
  * 16-bit values; and back, exactly, to float32. */
 cudaError_t tt_k_to_half(cudaStream_t s, size_t n, bool bf16, const float *x, void *y);
 cudaError_t tt_k_from_half(cudaStream_t s, size_t n, bool bf16, const void *x, float *y);
+/* n elements of type t, uniform in [-1, 1) (then rounded to t), a function
+ * of (seed, i) alone: the operands of an algorithm search's timing runs. */
+typedef enum { TT_ELEM_FLOAT, TT_ELEM_BF16, TT_ELEM_FP16 } tt_elem_t;
+cudaError_t tt_k_fill_uniform(cudaStream_t s, size_t n, tt_elem_t t, uint64_t seed, void *y);
 /* *flag = 1 when some x[i] is an Inf or a NaN (flag zeroed first). */
 cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag);
 cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool nesterov,

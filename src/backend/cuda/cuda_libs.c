@@ -118,6 +118,13 @@ static int load_cudnn(void)
               (void **)&cu.cudnnBatchNormalizationForwardInference);
     rc |= sym(h, lib, "cudnnBatchNormalizationBackward",
               (void **)&cu.cudnnBatchNormalizationBackward);
+    rc |= sym(h, lib, "cudnnBackendCreateDescriptor", (void **)&cu.cudnnBackendCreateDescriptor);
+    rc |= sym(h, lib, "cudnnBackendDestroyDescriptor",
+              (void **)&cu.cudnnBackendDestroyDescriptor);
+    rc |= sym(h, lib, "cudnnBackendSetAttribute", (void **)&cu.cudnnBackendSetAttribute);
+    rc |= sym(h, lib, "cudnnBackendGetAttribute", (void **)&cu.cudnnBackendGetAttribute);
+    rc |= sym(h, lib, "cudnnBackendFinalize", (void **)&cu.cudnnBackendFinalize);
+    rc |= sym(h, lib, "cudnnBackendExecute", (void **)&cu.cudnnBackendExecute);
     if (rc != 0)
         return -1;
     /* the sub-libraries must be the major version the headers describe */

@@ -68,6 +68,13 @@ typedef struct {
     __typeof__(&cudnnBatchNormalizationForwardTraining) cudnnBatchNormalizationForwardTraining;
     __typeof__(&cudnnBatchNormalizationForwardInference) cudnnBatchNormalizationForwardInference;
     __typeof__(&cudnnBatchNormalizationBackward) cudnnBatchNormalizationBackward;
+    /* the graph (backend) API: cuda_conv_graph.c */
+    __typeof__(&cudnnBackendCreateDescriptor) cudnnBackendCreateDescriptor;
+    __typeof__(&cudnnBackendDestroyDescriptor) cudnnBackendDestroyDescriptor;
+    __typeof__(&cudnnBackendSetAttribute) cudnnBackendSetAttribute;
+    __typeof__(&cudnnBackendGetAttribute) cudnnBackendGetAttribute;
+    __typeof__(&cudnnBackendFinalize) cudnnBackendFinalize;
+    __typeof__(&cudnnBackendExecute) cudnnBackendExecute;
 
     /* NCCL */
     __typeof__(&ncclGetVersion) ncclGetVersion;
