@@ -1,0 +1,267 @@
+/* test_cpu_isa_kernels.c - the CPU kernels that have a variant per
+ * instruction-set level (cpu_isa.h), run at every level this CPU has:
+ * plain always, AVX2 and AVX-512 where cpu_isa_detected() says so (the
+ * test never assumes the machine's features). At each level:
+ *   conv_small's forward (bias, relu), backward-data, backward-weights and
+ *   bias gradient, on LeNet's shapes and on odd ones (k = 3, channel
+ *   counts that split into uneven tiles, a batch that is no multiple of
+ *   16), against a float64 reference within the float32 error bound of
+ *   each sum;
+ * and every result the same bits on 1 and 2 threads. conv_small's AVX2
+ * tiles keep every lane's order of operations of the AVX-512 tiles
+ * (conv_small.c), so where the CPU has both their bits are compared too.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
+#include "tt_ref.h"
+#include "tt_test.h"
+
+static backend_t *be1, *be2; /* 1 and 2 threads */
+
+/* float32's unit roundoff */
+#define U32 (1.0 / 16777216.0)
+
+/* Elements of got outside ref +- (terms + 2) * U32 * abs (abs: the sum of
+ * the magnitudes of the terms of each element's sum): the bound of a
+ * float32 sum of `terms` rounded operations in any order. */
+static long out_of_bound(const float *got, const double *ref, const double *abs, size_t count,
+                         int terms)
+{
+    long bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += !(fabs((double)got[i] - ref[i]) <= (terms + 2) * U32 * abs[i] + 1e-30);
+    return bad;
+}
+
+/* ---- conv_small ---- */
+
+typedef struct {
+    const char *name;
+    int n, c, h, w, f, k, pad;
+    bool relu, bias;
+} conv_case;
+
+typedef struct {
+    float *y, *dy, *dx, *dw, *db; /* dy: as masked by the backward (relu) */
+} conv_out;
+
+static window_desc conv_desc(const conv_case *cc)
+{
+    window_desc d = {.n = cc->n, .c = cc->c, .h = cc->h, .w = cc->w, .f = cc->f, .k = cc->k,
+                     .stride = 1, .pad = cc->pad};
+    d.oh = window_out_size(d.h, d.k, 1, d.pad);
+    d.ow = window_out_size(d.w, d.k, 1, d.pad);
+    return d;
+}
+
+static size_t xsize(const window_desc *d)
+{
+    return (size_t)d->n * d->c * d->h * d->w;
+}
+
+static size_t ysize(const window_desc *d)
+{
+    return (size_t)d->n * d->f * d->oh * d->ow;
+}
+
+static size_t wsize(const window_desc *d)
+{
+    return (size_t)d->f * d->c * d->k * d->k;
+}
+
+/* One forward and backward on be (host results in o, malloc'd). */
+static conv_out conv_run(backend_t *be, const conv_case *cc, const float *x, const float *w,
+                         const float *b, const float *dy)
+{
+    window_desc d = conv_desc(cc);
+    size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
+    size_t wsb = be->conv_workspace(be, &d);
+    float *gx = tt_dev_copy(be, x, nx * 4), *gw = tt_dev_copy(be, w, nw * 4);
+    float *gb = cc->bias ? tt_dev_copy(be, b, (size_t)d.f * 4) : NULL;
+    float *gy = tt_dev_copy(be, NULL, ny * 4), *gdy = tt_dev_copy(be, dy, ny * 4);
+    float *gdx = tt_dev_copy(be, NULL, nx * 4), *gdw = tt_dev_copy(be, NULL, nw * 4);
+    float *gdb = tt_dev_copy(be, NULL, (size_t)d.f * 4);
+    void *ws = tt_dev_copy(be, NULL, wsb);
+    be->conv_forward(be, &d, gx, gw, gb, cc->relu, gy, ws);
+    be->conv_backward(be, &d, gx, gw, gy, cc->relu, gdy, gdx, gdw, gdb, ws);
+    conv_out o = {tt_host_copy(be, gy, ny * 4), tt_host_copy(be, gdy, ny * 4),
+                  tt_host_copy(be, gdx, nx * 4), tt_host_copy(be, gdw, nw * 4),
+                  tt_host_copy(be, gdb, (size_t)d.f * 4)};
+    void *blocks[] = {gx, gw, gb, gy, gdy, gdx, gdw, gdb, ws};
+    for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++)
+        if (blocks[i] != NULL)
+            be->free(be, blocks[i]);
+    return o;
+}
+
+static void conv_out_free(conv_out *o)
+{
+    free(o->y), free(o->dy), free(o->dx), free(o->dw), free(o->db);
+}
+
+static bool conv_same_bits(const window_desc *d, const conv_out *a, const conv_out *b)
+{
+    return tt_same_bits(a->y, b->y, ysize(d)) && tt_same_bits(a->dx, b->dx, xsize(d)) &&
+           tt_same_bits(a->dw, b->dw, wsize(d)) && tt_same_bits(a->db, b->db, (size_t)d->f);
+}
+
+/* x[i][c][iy][ix], zero outside the image */
+static double x_at(const window_desc *d, const float *x, int i, int c, int iy, int ix)
+{
+    if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+        return 0.0;
+    return x[(((size_t)i * d->c + c) * d->h + iy) * d->w + ix];
+}
+
+/* The forward's y before relu, in float64, and the magnitudes' sum. */
+static void ref_forward(const window_desc *d, const float *x, const float *w, const float *b,
+                        double *y, double *abs)
+{
+    int K = d->k;
+    for (int i = 0; i < d->n; i++)
+        for (int f = 0; f < d->f; f++)
+            for (int oy = 0; oy < d->oh; oy++)
+                for (int ox = 0; ox < d->ow; ox++) {
+                    double s = b != NULL ? b[f] : 0.0, a = fabs(s);
+                    for (int c = 0; c < d->c; c++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                double t = w[(((size_t)f * d->c + c) * K + ky) * K + kx] *
+                                           x_at(d, x, i, c, oy + ky - d->pad, ox + kx - d->pad);
+                                s += t;
+                                a += fabs(t);
+                            }
+                    size_t o = (((size_t)i * d->f + f) * d->oh + oy) * d->ow + ox;
+                    y[o] = s;
+                    abs[o] = a;
+                }
+}
+
+/* dx, dw and db of the masked dy g, in float64, and the magnitudes' sums. */
+static void ref_backward(const window_desc *d, const float *x, const float *w, const float *g,
+                         double *dx, double *adx, double *dw, double *adw, double *db,
+                         double *adb)
+{
+    int K = d->k;
+    memset(dx, 0, xsize(d) * 8), memset(adx, 0, xsize(d) * 8);
+    memset(dw, 0, wsize(d) * 8), memset(adw, 0, wsize(d) * 8);
+    memset(db, 0, (size_t)d->f * 8), memset(adb, 0, (size_t)d->f * 8);
+    for (int i = 0; i < d->n; i++)
+        for (int f = 0; f < d->f; f++)
+            for (int oy = 0; oy < d->oh; oy++)
+                for (int ox = 0; ox < d->ow; ox++) {
+                    double gv = g[(((size_t)i * d->f + f) * d->oh + oy) * d->ow + ox];
+                    db[f] += gv;
+                    adb[f] += fabs(gv);
+                    for (int c = 0; c < d->c; c++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                int iy = oy + ky - d->pad, ix = ox + kx - d->pad;
+                                if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                    continue;
+                                size_t wi = (((size_t)f * d->c + c) * K + ky) * K + kx;
+                                size_t xi = (((size_t)i * d->c + c) * d->h + iy) * d->w + ix;
+                                dw[wi] += gv * x[xi];
+                                adw[wi] += fabs(gv * x[xi]);
+                                dx[xi] += gv * w[wi];
+                                adx[xi] += fabs(gv * w[wi]);
+                            }
+                }
+}
+
+/* The level's results against the float64 reference: y (relu applied to
+ * the reference), the mask of dy (where the kernel's own y is positive),
+ * dx, dw and db within each sum's bound. */
+static void conv_check(const conv_case *cc, const char *level, const float *x, const float *w,
+                       const float *b, const float *dy, const conv_out *o)
+{
+    window_desc d = conv_desc(cc);
+    size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
+    double *y = malloc(ny * 8), *ay = malloc(ny * 8), *dx = malloc(nx * 8),
+           *adx = malloc(nx * 8), *dw = malloc(nw * 8), *adw = malloc(nw * 8),
+           *db = malloc((size_t)d.f * 8), *adb = malloc((size_t)d.f * 8);
+    float *g = malloc(ny * 4);
+    ref_forward(&d, x, w, cc->bias ? b : NULL, y, ay);
+    long bad_mask = 0;
+    for (size_t i = 0; i < ny; i++) {
+        if (cc->relu)
+            y[i] = y[i] > 0.0 ? y[i] : 0.0;
+        g[i] = !cc->relu || o->y[i] > 0.0f ? dy[i] : 0.0f;
+        bad_mask += !tt_same_bits(&g[i], &o->dy[i], 1);
+    }
+    int taps = d.c * d.k * d.k;
+    tt_ok(out_of_bound(o->y, y, ay, ny, taps + 1) == 0,
+          "conv_small %s at %s: forward y = float64's within the bound (%ld of %zu out)", cc->name,
+          level, out_of_bound(o->y, y, ay, ny, taps + 1), ny);
+    ref_backward(&d, x, w, g, dx, adx, dw, adw, db, adb);
+    int pixels = d.n * d.oh * d.ow;
+    tt_ok(bad_mask == 0 && out_of_bound(o->dx, dx, adx, nx, d.f * d.k * d.k) == 0,
+          "conv_small %s at %s: dy masked by relu (%ld wrong), dx = float64's within the bound",
+          cc->name, level, bad_mask);
+    tt_ok(out_of_bound(o->dw, dw, adw, nw, pixels) == 0 &&
+              out_of_bound(o->db, db, adb, (size_t)d.f, pixels) == 0,
+          "conv_small %s at %s: dw and db = float64's within the bound (dw %ld of %zu out)",
+          cc->name, level, out_of_bound(o->dw, dw, adw, nw, pixels), nw);
+    free(y), free(ay), free(dx), free(adx), free(dw), free(adw), free(db), free(adb), free(g);
+}
+
+static void test_conv_small(void)
+{
+    const conv_case cases[] = {
+        {"LeNet conv0 (1->6, 5x5, pad 2)", 37, 1, 28, 28, 6, 5, 2, true, true},
+        {"LeNet conv1 (6->16, 5x5)", 33, 6, 14, 14, 16, 5, 0, true, true},
+        {"3->7, 3x3, pad 1, 9x11", 20, 3, 9, 11, 7, 3, 1, false, true},
+        {"10->13, 3x3, pad 2, 7x7", 16, 10, 7, 7, 13, 3, 2, true, false},
+        {"15->9, 5x5, pad 1, 8x13", 5, 15, 8, 13, 9, 5, 1, false, false},
+    };
+    tt_rng rng = tt_rng_make(0xc0de);
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const conv_case *cc = &cases[ci];
+        window_desc d = conv_desc(cc);
+        tt_ok(cpu_conv_small_fits(be1, &d), "%s: a conv_small shape", cc->name);
+        float *x = malloc(xsize(&d) * 4), *w = malloc(wsize(&d) * 4), b[16],
+              *dy = malloc(ysize(&d) * 4);
+        tt_fill(&rng, x, xsize(&d), -1.0, 1.0);
+        tt_fill(&rng, w, wsize(&d), -0.5, 0.5);
+        tt_fill(&rng, b, (size_t)d.f, -0.2, 0.2);
+        tt_fill(&rng, dy, ysize(&d), -1.0, 1.0);
+        conv_out at[3] = {{0}};
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+            const char *level = cpu_isa_name((cpu_isa_t)l);
+            cpu_isa_set_for_test((cpu_isa_t)l);
+            at[l] = conv_run(be1, cc, x, w, b, dy);
+            conv_check(cc, level, x, w, b, dy, &at[l]);
+            conv_out two = conv_run(be2, cc, x, w, b, dy);
+            tt_ok(conv_same_bits(&d, &at[l], &two),
+                  "conv_small %s at %s: the same bits on 1 and 2 threads", cc->name, level);
+            conv_out_free(&two);
+        }
+        if (cpu_isa_detected() == CPU_ISA_AVX512)
+            tt_ok(conv_same_bits(&d, &at[CPU_ISA_AVX2], &at[CPU_ISA_AVX512]),
+                  "conv_small %s: AVX2's bits are AVX-512's", cc->name);
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++)
+            conv_out_free(&at[l]);
+        free(x), free(w), free(dy);
+    }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+
+int main(void)
+{
+    be1 = tt_cpu_backend(1);
+    be2 = tt_cpu_backend(2);
+    if (be1 == NULL || be2 == NULL)
+        return 1;
+    tt_diag("levels run: plain to %s (this CPU's)", cpu_isa_name(cpu_isa_detected()));
+    test_conv_small();
+    be1->destroy(be1);
+    be2->destroy(be2);
+    return tt_done();
+}
