@@ -253,6 +253,131 @@ static void test_conv_small(void)
     cpu_isa_set_for_test(cpu_isa_detected());
 }
 
+/* ---- max pooling: the 2x2 rows over NCHW and the blocked rows ---- */
+
+/* Where element (i, ch, p) of an [n, c, hw] batch sits: NCHW, or the
+ * blocked layout (backend.h) in nChw16c or NHWC order, any c. */
+static size_t at_of(int layout, int i, int ch, int p, int c, int hw)
+{
+    int cb = (c + 15) / 16;
+    if (layout == 0)
+        return ((size_t)i * c + ch) * hw + p;
+    if (layout == 2)
+        return (((size_t)i * hw + p) * cb + ch / 16) * 16 + ch % 16;
+    return (((size_t)i * cb + ch / 16) * hw + p) * 16 + ch % 16;
+}
+
+/* Max pooling in float64's words: the window's first maximum, a NaN
+ * (the first) wins; padding never. Plane index of it in *arg. */
+static float ref_max(const window_desc *d, const float *plane, int oy, int ox, int32_t *arg)
+{
+    int best = -1;
+    for (int ky = 0; ky < d->k; ky++)
+        for (int kx = 0; kx < d->k; kx++) {
+            int iy = oy * d->stride - d->pad + ky, ix = ox * d->stride - d->pad + kx;
+            if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                continue;
+            int i = iy * d->w + ix;
+            if (best < 0 || (!isnan(plane[best]) && (isnan(plane[i]) || plane[i] > plane[best])))
+                best = i;
+        }
+    *arg = best;
+    return plane[best];
+}
+
+typedef struct {
+    float *y;
+    int32_t *mask;
+} pool_out;
+
+/* x (NCHW) through be's max pool with x in layout lx (0 NCHW, 1 nChw16c,
+ * 2 NHWC) and y in ly (0 or lx): y and mask back in NCHW. */
+static pool_out pool_run(backend_t *be, window_desc d, int lx, int ly, const float *x)
+{
+    int cb = (d.c + 15) / 16, hw = d.h * d.w, ohw = d.oh * d.ow;
+    size_t nx = (size_t)d.n * cb * 16 * hw, ny = (size_t)d.n * cb * 16 * ohw;
+    d.blocked_x = lx != 0;
+    d.blocked_y = ly != 0;
+    float *bx = calloc(nx, 4);
+    for (int i = 0; i < d.n; i++)
+        for (int ch = 0; ch < d.c; ch++)
+            for (int p = 0; p < hw; p++)
+                bx[at_of(lx, i, ch, p, d.c, hw)] = x[at_of(0, i, ch, p, d.c, hw)];
+    bool saved = be->blocked_nhwc;
+    be->blocked_nhwc = lx == 2;
+    float *gx = tt_dev_copy(be, bx, nx * 4), *gy = tt_dev_copy(be, NULL, ny * 4);
+    int32_t *gm = tt_dev_copy(be, NULL, ny * 4);
+    be->maxpool_forward(be, &d, gx, gy, gm);
+    be->blocked_nhwc = saved;
+    float *y = tt_host_copy(be, gy, ny * 4);
+    int32_t *m = tt_host_copy(be, gm, ny * 4);
+    pool_out o = {malloc((size_t)d.n * d.c * ohw * 4), malloc((size_t)d.n * d.c * ohw * 4)};
+    for (int i = 0; i < d.n; i++)
+        for (int ch = 0; ch < d.c; ch++)
+            for (int p = 0; p < ohw; p++) {
+                o.y[at_of(0, i, ch, p, d.c, ohw)] = y[at_of(ly, i, ch, p, d.c, ohw)];
+                o.mask[at_of(0, i, ch, p, d.c, ohw)] = m[at_of(ly, i, ch, p, d.c, ohw)];
+            }
+    free(bx), free(y), free(m);
+    be->free(be, gx), be->free(be, gy), be->free(be, gm);
+    return o;
+}
+
+static void test_maxpool(void)
+{
+    /* widths around the AVX2 rows' 8 and AVX-512's 16 windows a step;
+     * values from {0, 1, 2} for ties, NaNs here and there */
+    const int widths[] = {2, 6, 10, 14, 16, 17, 28, 34, 40};
+    /* 2x2 over NCHW (the fast rows); over the blocked layout: 2x2 and
+     * 3x3 / 2 / pad 1, 20 channels (a second, partial block) */
+    const struct {
+        int k, stride, pad, lx, ly;
+    } kinds[] = {{2, 2, 0, 0, 0}, {2, 2, 0, 1, 1}, {3, 2, 1, 1, 0}, {3, 2, 1, 2, 2}, {2, 2, 0, 2, 0}};
+    tt_rng rng = tt_rng_make(0x9001);
+    for (size_t ki = 0; ki < sizeof(kinds) / sizeof(kinds[0]); ki++)
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+            cpu_isa_set_for_test((cpu_isa_t)l);
+            long bad_y = 0, bad_m = 0, checked = 0, nans = 0, bad_bits = 0;
+            for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++) {
+                window_desc d = {.n = 3, .c = kinds[ki].lx ? 20 : 3, .h = 7, .w = widths[wi],
+                                 .k = kinds[ki].k, .stride = kinds[ki].stride,
+                                 .pad = kinds[ki].pad};
+                d.f = d.c;
+                d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
+                d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
+                size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;
+                float *x = malloc(nx * 4);
+                for (size_t i = 0; i < nx; i++)
+                    x[i] = tt_below(&rng, 50) == 0 ? NAN : (float)tt_below(&rng, 3);
+                pool_out o = pool_run(be1, d, kinds[ki].lx, kinds[ki].ly, x);
+                pool_out o2 = pool_run(be2, d, kinds[ki].lx, kinds[ki].ly, x);
+                bad_bits += !tt_same_bits(o.y, o2.y, ny) || memcmp(o.mask, o2.mask, ny * 4) != 0;
+                for (int pl = 0; pl < d.n * d.c; pl++)
+                    for (int q = 0; q < d.oh * d.ow; q++) {
+                        int32_t arg;
+                        float want = ref_max(&d, x + (size_t)pl * d.h * d.w, q / d.ow, q % d.ow,
+                                             &arg);
+                        size_t at = (size_t)pl * d.oh * d.ow + q;
+                        nans += isnan(want);
+                        bad_y += !(o.y[at] == want || (isnan(o.y[at]) && isnan(want)));
+                        bad_m += o.mask[at] != arg;
+                        checked++;
+                    }
+                free(x), free(o.y), free(o.mask), free(o2.y), free(o2.mask);
+            }
+            tt_ok(bad_y == 0 && bad_m == 0 && nans > 0,
+                  "maxpool %dx%d/%d pad %d, x %s, y %s, at %s: %ld of %ld maxima, %ld indices "
+                  "wrong (%ld NaN windows)",
+                  kinds[ki].k, kinds[ki].k, kinds[ki].stride, kinds[ki].pad,
+                  kinds[ki].lx == 0 ? "NCHW" : kinds[ki].lx == 1 ? "nChw16c" : "NHWC",
+                  kinds[ki].ly == 0 ? "NCHW" : "blocked", cpu_isa_name((cpu_isa_t)l), bad_y,
+                  checked, bad_m, nans);
+            tt_ok(bad_bits == 0, "maxpool kind %zu at %s: the same bits on 1 and 2 threads", ki,
+                  cpu_isa_name((cpu_isa_t)l));
+        }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+
 int main(void)
 {
     be1 = tt_cpu_backend(1);
@@ -261,6 +386,7 @@ int main(void)
         return 1;
     tt_diag("levels run: plain to %s (this CPU's)", cpu_isa_name(cpu_isa_detected()));
     test_conv_small();
+    test_maxpool();
     be1->destroy(be1);
     be2->destroy(be2);
     return tt_done();
