@@ -20,6 +20,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_isa.h"
+#include "tt_blocked.h"
 #include "tt_ref.h"
 #include "tt_test.h"
 
@@ -378,6 +379,152 @@ static void test_maxpool(void)
     cpu_isa_set_for_test(cpu_isa_detected());
 }
 
+/* ---- batchnorm over the blocked layout ---- */
+
+/* One training forward (relu) and backward of blocked batchnorm on be, x
+ * (NCHW) in nChw16c or NHWC order (nhwc), float32 or bf16 activations
+ * (bf16: x, y rounded to bf16; the backend's blocked_bf16); y and dx back
+ * in NCHW floats. */
+static void bn_run_blocked(backend_t *be, bool nhwc, bool bf16, int n, int c, int hw,
+                           const float *x, const float *gamma, const float *beta, const float *dy,
+                           bn_out *o)
+{
+    size_t count = (size_t)n * c * hw;
+    bool saved_nhwc = be->blocked_nhwc, saved_bf16 = be->blocked_bf16;
+    be->blocked_nhwc = nhwc;
+    be->blocked_bf16 = bf16;
+    void *bx = malloc(count * 4), *by = malloc(count * 4);
+    float *bg = malloc(count * 4), *bdx = malloc(count * 4);
+    if (bf16)
+        to_blocked16(x, n, c, hw, nhwc, bx);
+    else
+        to_blocked(x, n, c, hw, nhwc, bx);
+    to_blocked(dy, n, c, hw, nhwc, bg);
+    be->batchnorm_forward_blocked(be, n, c, hw, bx, gamma, beta, o->rmean, o->rvar, 0.1f, 1e-5f,
+                                  true, true, by, o->mean, o->invstd);
+    be->batchnorm_backward_blocked(be, n, c, hw, bx, gamma, o->mean, o->invstd, by, true, bg, bdx,
+                                   o->dgamma, o->dbeta);
+    if (bf16) {
+        const uint16_t *h = by;
+        for (int i = 0; i < n; i++)
+            for (int ch = 0; ch < c; ch++)
+                for (int p = 0; p < hw; p++)
+                    o->y[((size_t)i * c + ch) * hw + p] =
+                        tt_bf16_widen(h[blocked_at(i, ch, p, c, hw, nhwc)]);
+    } else {
+        from_blocked(by, n, c, hw, nhwc, o->y);
+    }
+    from_blocked(bdx, n, c, hw, nhwc, o->dx);
+    be->blocked_nhwc = saved_nhwc;
+    be->blocked_bf16 = saved_bf16;
+    free(bx), free(by), free(bg), free(bdx);
+}
+
+static bool bn_same_bits(const bn_out *a, const bn_out *b, size_t count, int c)
+{
+    return tt_same_bits(a->y, b->y, count) && tt_same_bits(a->mean, b->mean, c) &&
+           tt_same_bits(a->invstd, b->invstd, c) && tt_same_bits(a->rmean, b->rmean, c) &&
+           tt_same_bits(a->rvar, b->rvar, c) && tt_same_bits(a->dx, b->dx, count) &&
+           tt_same_bits(a->dgamma, b->dgamma, c) && tt_same_bits(a->dbeta, b->dbeta, c);
+}
+
+/* Norm-wise errors of y, dx, dgamma and dbeta against float64 (the
+ * training forward with relu, then the backward through the relu mask of
+ * the kernel's own y), the largest of them. */
+static double bn_err(int n, int c, int hw, const float *x, const float *gamma, const float *beta,
+                     const float *dy, const bn_out *o)
+{
+    size_t count = (size_t)n * c * hw;
+    double *y = malloc(count * 8), *dx = malloc(count * 8), *dg = malloc(c * 8),
+           *db = malloc(c * 8), m = (double)n * hw;
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, v = 0, sg = 0, sgx = 0;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++)
+                s += x[((size_t)i * c + ch) * hw + p];
+        double mean = s / m;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++) {
+                double d = x[((size_t)i * c + ch) * hw + p] - mean;
+                v += d * d;
+            }
+        double inv = 1.0 / sqrt(v / m + 1e-5);
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++)
+                for (int p = 0; p < hw; p++) {
+                    size_t at = ((size_t)i * c + ch) * hw + p;
+                    double xh = (x[at] - mean) * inv, g = o->y[at] > 0.0f ? dy[at] : 0.0;
+                    if (pass == 0) {
+                        double t = xh * gamma[ch] + beta[ch];
+                        y[at] = t > 0 ? t : 0;
+                        sg += g;
+                        sgx += g * xh;
+                    } else {
+                        dx[at] = gamma[ch] * inv / m * (m * g - sg - xh * sgx);
+                    }
+                }
+        dg[ch] = sgx;
+        db[ch] = sg;
+    }
+    double e[4] = {tt_rel_err(o->y, y, count), tt_rel_err(o->dx, dx, count),
+                   tt_rel_err(o->dgamma, dg, c), tt_rel_err(o->dbeta, db, c)};
+    free(y), free(dx), free(dg), free(db);
+    double worst = 0;
+    for (int i = 0; i < 4; i++)
+        worst = e[i] > worst || isnan(e[i]) ? e[i] : worst;
+    return worst;
+}
+
+static void test_batchnorm_blocked(void)
+{
+    /* 3 blocks and 37 pixels (a tail past the 16-pixel lanes); 1 block, 64 */
+    const int shapes[2][3] = {{5, 48, 37}, {3, 16, 64}};
+    tt_rng rng = tt_rng_make(0xba7c);
+    for (int si = 0; si < 2; si++) {
+        int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
+        size_t count = (size_t)n * c * hw;
+        float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
+        tt_fill(&rng, x, count, -2.0, 3.0);
+        tt_fill(&rng, dy, count, -1.0, 1.0);
+        tt_fill(&rng, gamma, c, 0.5, 1.5);
+        tt_fill(&rng, beta, c, -0.5, 0.5);
+        for (int kind = 0; kind < 4; kind++) { /* nChw16c, NHWC; x float32, bf16 */
+            bool nhwc = kind & 1, bf16 = kind >= 2;
+            bn_out plain = bn_out_make(count, c);
+            for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+                const char *level = cpu_isa_name((cpu_isa_t)l);
+                cpu_isa_set_for_test((cpu_isa_t)l);
+                bn_out o1 = bn_out_make(count, c), o2 = bn_out_make(count, c);
+                bn_run_blocked(be1, nhwc, bf16, n, c, hw, x, gamma, beta, dy, &o1);
+                bn_run_blocked(be2, nhwc, bf16, n, c, hw, x, gamma, beta, dy, &o2);
+                const char *name = nhwc ? "NHWC" : "nChw16c", *type = bf16 ? "bf16" : "float32";
+                if (!bf16) {
+                    /* float32 rounding of sums held in doubles: a few ulps */
+                    double err = bn_err(n, c, hw, x, gamma, beta, dy, &o1);
+                    tt_ok(err < 1e-5, "batchnorm+relu blocked %s [%d %d %d] at %s: float64's "
+                          "within 1e-5 (%.2e)", name, n, c, hw, level, err);
+                }
+                tt_ok(bn_same_bits(&o1, &o2, count, c),
+                      "batchnorm+relu blocked %s %s [%d %d %d] at %s: the same bits on 1 and 2 "
+                      "threads", name, type, n, c, hw, level);
+                if (l == CPU_ISA_PLAIN) {
+                    bn_out_free(&plain);
+                    plain = o1;
+                } else {
+                    tt_ok(bn_same_bits(&o1, &plain, count, c),
+                          "batchnorm+relu blocked %s %s [%d %d %d] at %s: plain C's bits", name,
+                          type, n, c, hw, level);
+                    bn_out_free(&o1);
+                }
+                bn_out_free(&o2);
+            }
+            bn_out_free(&plain);
+        }
+        free(x), free(dy);
+    }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+
 int main(void)
 {
     be1 = tt_cpu_backend(1);
@@ -387,6 +534,7 @@ int main(void)
     tt_diag("levels run: plain to %s (this CPU's)", cpu_isa_name(cpu_isa_detected()));
     test_conv_small();
     test_maxpool();
+    test_batchnorm_blocked();
     be1->destroy(be1);
     be2->destroy(be2);
     return tt_done();

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "backend/cpu/bf16_io.h"
+#include "backend/cpu/bf16_io_avx2.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/simd_target.h"
@@ -335,16 +336,6 @@ __attribute__((target("avx512f"))) static void maxpool_blocked_rows_avx512(const
 #endif
 
 #ifdef X86_KERNELS
-/* 8 activations from element i of p, bf16 ones widened */
-TARGET_AVX2 __attribute__((always_inline)) static inline __m256 act_load8(const void *p, size_t i,
-                                                                         bool bf16)
-{
-    if (!bf16)
-        return _mm256_loadu_ps((const float *)p + i);
-    __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)p + i));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
-
 /* The blocked row for AVX2: the 16 channels as two vectors of 8, the
  * scalar code's strict > and NaN rule as masks, so the same maxima and
  * indices; stored through the scalar code's loop (AVX2 has no scatter). */
