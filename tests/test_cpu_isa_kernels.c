@@ -7,9 +7,19 @@
  *   counts that split into uneven tiles, a batch that is no multiple of
  *   16), against a float64 reference within the float32 error bound of
  *   each sum;
+ *   max pooling's 2x2 rows over NCHW and its blocked rows (nChw16c, NHWC,
+ *   float32 and bf16 activations; 2x2 and 3x3 / 2 / pad 1; widths around
+ *   the 8 and 16 windows of a vector step) against a reference, with ties
+ *   and NaNs: every maximum and index;
+ *   blocked batchnorm+relu forward and backward (nChw16c, NHWC; float32
+ *   against float64, and float32 and bf16 activations against plain C's
+ *   bits, which every level promises);
  * and every result the same bits on 1 and 2 threads. conv_small's AVX2
  * tiles keep every lane's order of operations of the AVX-512 tiles
  * (conv_small.c), so where the CPU has both their bits are compared too.
+ * The blocked layouts and bf16 are switched on the float32 backend by its
+ * flags (blocked_nhwc, blocked_bf16), as test_cpu_ops does, so every CPU
+ * runs them.
  */
 #include <math.h>
 #include <stdint.h>
@@ -292,32 +302,44 @@ typedef struct {
 } pool_out;
 
 /* x (NCHW) through be's max pool with x in layout lx (0 NCHW, 1 nChw16c,
- * 2 NHWC) and y in ly (0 or lx): y and mask back in NCHW. */
-static pool_out pool_run(backend_t *be, window_desc d, int lx, int ly, const float *x)
+ * 2 NHWC) and y in ly (0 or lx), blocked activations in bf16 where bf16
+ * (the backend's blocked_bf16; x's values must be bf16's): y and mask
+ * back in NCHW floats. */
+static pool_out pool_run(backend_t *be, window_desc d, int lx, int ly, bool bf16, const float *x)
 {
     int cb = (d.c + 15) / 16, hw = d.h * d.w, ohw = d.oh * d.ow;
     size_t nx = (size_t)d.n * cb * 16 * hw, ny = (size_t)d.n * cb * 16 * ohw;
     d.blocked_x = lx != 0;
     d.blocked_y = ly != 0;
     float *bx = calloc(nx, 4);
+    uint16_t *hx = (uint16_t *)bx; /* the same tensor in bf16 */
     for (int i = 0; i < d.n; i++)
         for (int ch = 0; ch < d.c; ch++)
-            for (int p = 0; p < hw; p++)
-                bx[at_of(lx, i, ch, p, d.c, hw)] = x[at_of(0, i, ch, p, d.c, hw)];
-    bool saved = be->blocked_nhwc;
+            for (int p = 0; p < hw; p++) {
+                float v = x[at_of(0, i, ch, p, d.c, hw)];
+                if (bf16)
+                    hx[at_of(lx, i, ch, p, d.c, hw)] = tt_bf16_round(v);
+                else
+                    bx[at_of(lx, i, ch, p, d.c, hw)] = v;
+            }
+    bool saved = be->blocked_nhwc, saved_bf16 = be->blocked_bf16;
     be->blocked_nhwc = lx == 2;
+    be->blocked_bf16 = bf16;
     float *gx = tt_dev_copy(be, bx, nx * 4), *gy = tt_dev_copy(be, NULL, ny * 4);
     int32_t *gm = tt_dev_copy(be, NULL, ny * 4);
     be->maxpool_forward(be, &d, gx, gy, gm);
     be->blocked_nhwc = saved;
+    be->blocked_bf16 = saved_bf16;
     float *y = tt_host_copy(be, gy, ny * 4);
     int32_t *m = tt_host_copy(be, gm, ny * 4);
     pool_out o = {malloc((size_t)d.n * d.c * ohw * 4), malloc((size_t)d.n * d.c * ohw * 4)};
     for (int i = 0; i < d.n; i++)
         for (int ch = 0; ch < d.c; ch++)
             for (int p = 0; p < ohw; p++) {
-                o.y[at_of(0, i, ch, p, d.c, ohw)] = y[at_of(ly, i, ch, p, d.c, ohw)];
-                o.mask[at_of(0, i, ch, p, d.c, ohw)] = m[at_of(ly, i, ch, p, d.c, ohw)];
+                size_t at = at_of(ly, i, ch, p, d.c, ohw);
+                o.y[at_of(0, i, ch, p, d.c, ohw)] =
+                    bf16 && ly != 0 ? tt_bf16_widen(((const uint16_t *)y)[at]) : y[at];
+                o.mask[at_of(0, i, ch, p, d.c, ohw)] = m[at];
             }
     free(bx), free(y), free(m);
     be->free(be, gx), be->free(be, gy), be->free(be, gm);
@@ -333,7 +355,10 @@ static void test_maxpool(void)
      * 3x3 / 2 / pad 1, 20 channels (a second, partial block) */
     const struct {
         int k, stride, pad, lx, ly;
-    } kinds[] = {{2, 2, 0, 0, 0}, {2, 2, 0, 1, 1}, {3, 2, 1, 1, 0}, {3, 2, 1, 2, 2}, {2, 2, 0, 2, 0}};
+        bool bf16;
+    } kinds[] = {{2, 2, 0, 0, 0, false}, {2, 2, 0, 1, 1, false}, {3, 2, 1, 1, 0, false},
+                 {3, 2, 1, 2, 2, false}, {2, 2, 0, 2, 0, false}, {2, 2, 0, 1, 1, true},
+                 {3, 2, 1, 2, 0, true}};
     tt_rng rng = tt_rng_make(0x9001);
     for (size_t ki = 0; ki < sizeof(kinds) / sizeof(kinds[0]); ki++)
         for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
@@ -350,8 +375,8 @@ static void test_maxpool(void)
                 float *x = malloc(nx * 4);
                 for (size_t i = 0; i < nx; i++)
                     x[i] = tt_below(&rng, 50) == 0 ? NAN : (float)tt_below(&rng, 3);
-                pool_out o = pool_run(be1, d, kinds[ki].lx, kinds[ki].ly, x);
-                pool_out o2 = pool_run(be2, d, kinds[ki].lx, kinds[ki].ly, x);
+                pool_out o = pool_run(be1, d, kinds[ki].lx, kinds[ki].ly, kinds[ki].bf16, x);
+                pool_out o2 = pool_run(be2, d, kinds[ki].lx, kinds[ki].ly, kinds[ki].bf16, x);
                 bad_bits += !tt_same_bits(o.y, o2.y, ny) || memcmp(o.mask, o2.mask, ny * 4) != 0;
                 for (int pl = 0; pl < d.n * d.c; pl++)
                     for (int q = 0; q < d.oh * d.ow; q++) {
@@ -367,10 +392,11 @@ static void test_maxpool(void)
                 free(x), free(o.y), free(o.mask), free(o2.y), free(o2.mask);
             }
             tt_ok(bad_y == 0 && bad_m == 0 && nans > 0,
-                  "maxpool %dx%d/%d pad %d, x %s, y %s, at %s: %ld of %ld maxima, %ld indices "
+                  "maxpool %dx%d/%d pad %d, x %s%s, y %s, at %s: %ld of %ld maxima, %ld indices "
                   "wrong (%ld NaN windows)",
                   kinds[ki].k, kinds[ki].k, kinds[ki].stride, kinds[ki].pad,
                   kinds[ki].lx == 0 ? "NCHW" : kinds[ki].lx == 1 ? "nChw16c" : "NHWC",
+                  kinds[ki].bf16 ? " bf16" : "",
                   kinds[ki].ly == 0 ? "NCHW" : "blocked", cpu_isa_name((cpu_isa_t)l), bad_y,
                   checked, bad_m, nans);
             tt_ok(bad_bits == 0, "maxpool kind %zu at %s: the same bits on 1 and 2 threads", ki,
