@@ -34,11 +34,12 @@
  * AVX2 + FMA runs smaller tiles (at most 12 accumulators of its 16
  * registers of 8 floats) on each half of the 16 lanes in turn, which keeps
  * the layout and every lane's order of operations, so its bits are
- * AVX-512's; plain C runs the AVX-512 tiles as generic vectors, without
- * fma at the default -march (a multiply and an add: other bits, the same
- * bound). The 64-byte vector type compiled for AVX2 (the old
- * target_clones) kept its vectors in memory: LeNet's convolutions ran at
- * 2-4 GFLOP/s there.
+ * AVX-512's; plain C runs the same small tiles on 4-float vectors, each
+ * quarter of the lanes in turn, without fma at the default -march (a
+ * multiply and an add: other bits, the same bound). The 64-byte vector
+ * type compiled for 16 registers (the old target_clones' AVX2 and default
+ * clones) kept its vectors in memory: LeNet's convolutions ran at 2-4
+ * GFLOP/s there, 30 times slower than these tiles.
  *
  * Precision "bf16" on a CPU with AVX512_BF16 (every bf16 CPU but in builds
  * without the AVX-512 kernels: sanitizers, clang) takes the vdpbf16ps
@@ -228,14 +229,15 @@ static void tile_range(int n, int max, int t, int *lo, int *hi)
     } while (0)
 #define DX_TILES(T) T(1) T(2) T(3) T(4) T(5) T(6) T(7) T(8)
 
-/* The AVX2 tiles (16 registers of 8 floats) run each half of the 16 lanes
- * in turn, 8-float vectors at the same [..][16] strides, so the layout,
- * the transposes and every lane's order of operations stay the AVX-512
- * tiles' (the same bits: each lane is one image's sum, and an fma is an
- * fma at any width). Accumulators at most 12, leaving registers for the
- * operands: forward PX * FT <= 12 with PX + 1 more live (channels at most
- * FWD2_MAX); backward-weights K * FT <= 12 with K + 1 more; backward-data
- * CT <= 8 with 2 more. */
+/* The tiles of 16 vector registers: AVX2's (8 floats) run each half of
+ * the 16 lanes in turn, plain C's (4 floats: SSE2 at x86-64's baseline,
+ * NEON) each quarter, at the same [..][16] strides, so the layout, the
+ * transposes and every lane's order of operations stay the AVX-512
+ * tiles' (AVX2: the same bits; each lane is one image's sum, and an fma
+ * is an fma at any width). Accumulators at most 12, leaving registers for
+ * the operands: forward PX * FT <= 12 with PX + 1 more live (channels at
+ * most FWD2_MAX); backward-weights K * FT <= 12 with K + 1 more;
+ * backward-data CT <= 8 with 2 more. */
 #define FWD2_MAX 6
 #define FWD2_TILES(T) T(1, 6) T(2, 4) T(3, 3) T(4, 3) T(5, 2) T(6, 2)
 #define DW3_2_TILES(T) T(1, 3) T(2, 3) T(3, 3) T(4, 3)
@@ -255,10 +257,10 @@ static void tile_range(int n, int max, int t, int *lo, int *hi)
 static int fwd_px(cpu_isa_t isa, int ft)
 {
 #define FWD_PX(FT, PX) case FT: return PX;
-    if (isa == CPU_ISA_AVX2)
-        switch (ft) { FWD2_TILES(FWD_PX) }
-    else
+    if (isa == CPU_ISA_AVX512)
         switch (ft) { FWD_TILES(FWD_PX) }
+    else
+        switch (ft) { FWD2_TILES(FWD_PX) }
 #undef FWD_PX
     return 0;
 }
@@ -266,16 +268,16 @@ static int fwd_px(cpu_isa_t isa, int ft)
 /* The most output channels of a forward tile. */
 static int fwd_ft_max(cpu_isa_t isa)
 {
-    return isa == CPU_ISA_AVX2 ? FWD2_MAX : MAX_TILE;
+    return isa == CPU_ISA_AVX512 ? MAX_TILE : FWD2_MAX;
 }
 
-/* Channel tiles of backward-weights: at most ACCS / K (AVX2: 12 / K) for
+/* Channel tiles of backward-weights: at most ACCS / K (else 12 / K) for
  * the K accumulators of each. */
 static int dw_ft_max(cpu_isa_t isa, int k)
 {
-    if (isa == CPU_ISA_AVX2)
-        return k == 3 ? 4 : 2;
-    return k == 3 ? 8 : 4;
+    if (isa == CPU_ISA_AVX512)
+        return k == 3 ? 8 : 4;
+    return k == 3 ? 4 : 2;
 }
 
 static int gcd(int a, int b)
@@ -630,6 +632,48 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
 #define FMA_DW_OUT(p, v) (*(p) = hsum16(v))
 #define FMA_DX_OUT(p, c) store16((p), acc[0][c])
 
+/* the plain tiles' operations: 4 lanes, a quarter of a block's 16 at a
+ * time (`quarter` 0 to 3 in the tile function) */
+typedef float v4 __attribute__((vector_size(4 * sizeof(float))));
+typedef int32_t vi4 __attribute__((vector_size(4 * sizeof(int32_t))));
+#define V4_INLINE __attribute__((always_inline)) static inline
+
+V4_INLINE v4 splat4(float s)
+{
+    v4 v = {s};
+    return __builtin_shufflevector(v, v, 0, 0, 0, 0);
+}
+
+V4_INLINE v4 load4(const float *p)
+{
+    return *(const v4 *)p;
+}
+
+V4_INLINE void store4(float *p, v4 v)
+{
+    *(v4 *)p = v;
+}
+
+V4_INLINE v4 relu4(v4 v)
+{
+    vi4 keep = v > splat4(0.0f);
+    return (v4)((vi4)v & keep);
+}
+
+/* v's lanes added to s in lane order (quarter by quarter: hsum16's) */
+V4_INLINE float hsum4(float s, v4 v)
+{
+    for (int l = 0; l < 4; l++)
+        s += v[l];
+    return s;
+}
+
+#define FMA4_BCAST(p) splat4(*(p))
+#define FMA4_ZERO splat4(0.0f)
+#define FMA4_FWD_OUT(p, v) store4((p), relu ? relu4(v) : (v))
+#define FMA4_DW_OUT(p, v) (*(p) = hsum4(quarter ? *(p) : 0.0f, (v)))
+#define FMA4_DX_OUT(p, c) store4((p), acc[0][c])
+
 /* the AVX2 tiles' operations: 8 lanes, one half of a block's 16 at a time
  * (`half` 0 or 1 in the tile function) */
 #ifdef X86_KERNELS
@@ -689,7 +733,7 @@ static inline __attribute__((always_inline)) void fwd_tile(const geom *g, const 
 }
 
 /* The channel tile [f0, f0 + ft), fwd_px(ft) pixels at a time: the
- * instances, compiled plain and for AVX-512 below. */
+ * instances, compiled for AVX-512 below. */
 static inline __attribute__((always_inline)) void fwd_channels16(const geom *g, const float *w,
                                                                  const float *b, bool relu,
                                                                  const float *xt, float *yt,
@@ -701,10 +745,25 @@ static inline __attribute__((always_inline)) void fwd_channels16(const geom *g, 
 #undef FWD_CASE
 }
 
+/* fwd_tile on the 4 lanes of xt and yt (a quarter's first lane). */
+V4_INLINE void fwd_tile4(const geom *g, const float *w, const float *b, bool relu,
+                         const float *xt, float *yt, int f0, const int FT, const int PX)
+{
+    FWD_TILE_LOOPS(v4, v4, float, xt, w, g->d->c, g->d->k, 1, load4, FMA4_BCAST, FMA_MAC, splat4,
+                   FMA4_FWD_OUT);
+}
+
 static void fwd_channels_plain(const geom *g, const float *w, const float *b, bool relu,
                                const float *xt, float *yt, int f0, int ft)
 {
-    fwd_channels16(g, w, b, relu, xt, yt, f0, ft);
+    for (int quarter = 0; quarter < 4; quarter++) {
+        const float *xq = xt + 4 * quarter;
+        float *yq = yt + 4 * quarter;
+#define FWD_CASE(FT, PX)                                                                      \
+    case FT: fwd_tile4(g, w, b, relu, xq, yq, f0, FT, PX); break;
+        switch (ft) { FWD2_TILES(FWD_CASE) }
+#undef FWD_CASE
+    }
 }
 
 #ifdef X86_KERNELS
@@ -1080,10 +1139,23 @@ static inline __attribute__((always_inline)) void dw_channels16(const geom *g, c
 #undef DW_CASE
 }
 
+/* dw_tile on the 4 lanes of xt and dyt; quarters 1 to 3 add their lanes
+ * to the sums before them, in lane order. */
+V4_INLINE void dw_tile4(const geom *g, const float *xt, const float *dyt, float *pdw, int f0,
+                        int quarter, const int FT, const int K)
+{
+    DW_TILE_LOOPS(v4, v4, float, xt, dyt, g->d->ow, 1, load4, FMA_MAC, FMA4_ZERO, FMA4_DW_OUT);
+}
+
 static void dw_channels_plain(const geom *g, const float *xt, const float *dyt, float *pdw,
                               int f0, int ft)
 {
-    dw_channels16(g, xt, dyt, pdw, f0, ft);
+    for (int quarter = 0; quarter < 4; quarter++) {
+        const float *xq = xt + 4 * quarter, *dq = dyt + 4 * quarter;
+#define DW_CASE(FT, K) case FT: dw_tile4(g, xq, dq, pdw, f0, quarter, FT, K); break;
+        DW2_SWITCH(g->d->k, ft, DW_CASE);
+#undef DW_CASE
+    }
 }
 
 #ifdef X86_KERNELS
@@ -1163,10 +1235,24 @@ static inline __attribute__((always_inline)) void dx_channels16(const geom *g, c
 #undef DX_CASE
 }
 
+/* dx_tile on the 4 lanes of dyt and dxt. */
+V4_INLINE void dx_tile4(const geom *g, const float *w, const float *dyt, float *dxt, int c0,
+                        const int CT)
+{
+    DX_TILE_LOOPS(v4, v4, float, w, dyt, g->d->f, 1, load4, FMA4_BCAST, FMA_MAC, FMA4_ZERO,
+                  FMA4_DX_OUT);
+}
+
 static void dx_channels_plain(const geom *g, const float *w, const float *dyt, float *dxt,
                               int c0, int ct)
 {
-    dx_channels16(g, w, dyt, dxt, c0, ct);
+    for (int quarter = 0; quarter < 4; quarter++) {
+        const float *dq = dyt + 4 * quarter;
+        float *xq = dxt + 4 * quarter;
+#define DX_CASE(CT) case CT: dx_tile4(g, w, dq, xq, c0, CT); break;
+        switch (ct) { DX_TILES(DX_CASE) }
+#undef DX_CASE
+    }
 }
 
 #ifdef X86_KERNELS
