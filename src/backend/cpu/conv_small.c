@@ -166,8 +166,9 @@ bool cpu_conv_small_fits(const backend_t *be, const window_desc *d)
 }
 
 /* Whether this call takes the vdpbf16ps path: precision bf16 on a CPU
- * with AVX512_BF16 (the CPU's features only, never timing, so runs stay
- * bitwise repeatable); else float32 fmas on bf16-rounded operands. */
+ * with AVX512_BF16, the kernels at AVX-512 (the CPU's features and
+ * TT_CPU_ISA only, never timing, so runs stay bitwise repeatable); else
+ * float32 fmas on bf16-rounded operands. */
 static bool vdp_wanted(const backend_t *be, cpu_isa_t isa)
 {
     return isa == CPU_ISA_AVX512 && ((const cpu_impl *)be->impl)->bf16 &&
