@@ -3,7 +3,7 @@
 libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.c %reldir%/device_wait.c %reldir%/comm_queue.c \
 	%reldir%/cpu/cpu.h %reldir%/cpu/cpu_isa.c %reldir%/cpu/cpu_isa.h %reldir%/cpu/cpu_backend.c %reldir%/cpu/gemm.c %reldir%/cpu/gemm.h \
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c \
-	%reldir%/cpu/conv_small.c %reldir%/cpu/transpose.c %reldir%/cpu/transpose.h %reldir%/cpu/bf16_io.h \
+	%reldir%/cpu/conv_small.c %reldir%/cpu/simd_target.h %reldir%/cpu/bf16_io_avx2.h %reldir%/cpu/transpose.c %reldir%/cpu/transpose.h %reldir%/cpu/bf16_io.h \
 	%reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
 	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h %reldir%/cpu/bf16.c
 if HAVE_DNNL
@@ -68,6 +68,12 @@ TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
 check_PROGRAMS += tests/test_cpu_ops
 tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c
 TESTS += tests/test_cpu_ops
+
+# The kernels with a variant per instruction-set level (cpu_isa.h) at every
+# level this CPU has, against float64 references, deterministic per level.
+check_PROGRAMS += tests/test_cpu_isa_kernels
+tests_test_cpu_isa_kernels_SOURCES = tests/test_cpu_isa_kernels.c
+TESTS += tests/test_cpu_isa_kernels
 
 # The blocked layout between layers gives NCHW's bits (tower level).
 check_PROGRAMS += tests/test_blocked_layout

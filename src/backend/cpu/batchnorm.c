@@ -10,12 +10,19 @@
  * a vector holds 16 channels of one pixel, so the same lanes are 16
  * accumulators over pixels, and the groups run as parallel tasks. The
  * blocked activations may hold bf16 (backend.h: blocked_bf16): the same
- * float32 arithmetic on their widened values, y rounded to bf16. */
+ * float32 arithmetic on their widened values, y rounded to bf16.
+ *
+ * The blocked passes' sums and element loops have a kernel per level
+ * (cpu_isa.h: AVX-512, AVX2, plain C), picked from cpu_isa() so
+ * TT_CPU_ISA caps them; each does the scalar code's operations in its
+ * order, so every level gives the same bits. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/bf16_io.h"
+#include "backend/cpu/bf16_io_avx2.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/math.h"
 
 #define LANES 16
@@ -511,9 +518,168 @@ block_apply_avx512(const void *x, const float *dy, void *y, float *dx, size_t of
         block_apply_avx512_of(x, dy, y, dx, off, hw, ps, k1, k2, k3, relu, false);
 }
 
-static bool bn_avx512(void)
+#endif
+
+#ifdef X86_KERNELS
+/* ---- the same three kernels for AVX2: 16 registers of 8 floats, so the
+ *      16 channels of a block go as two halves of 8, and the 16 pixel
+ *      accumulators of a half in groups that fit (8 for the sums, 4 for
+ *      the two sums of dy). Every accumulator still sees its pixels in
+ *      order and the lanes reach the doubles in the same order j = 0..15,
+ *      so the bits are the scalar code's. ---- */
+
+/* s_lo, s_hi (channels 0-3, 4-7 of a half) += v's lanes as doubles */
+#define AVX2_ADD_PD(s_lo, s_hi, v)                                                            \
+    do {                                                                                      \
+        (s_lo) = _mm256_add_pd((s_lo), _mm256_cvtps_pd(_mm256_castps256_ps128(v)));           \
+        (s_hi) = _mm256_add_pd((s_hi), _mm256_cvtps_pd(_mm256_extractf128_ps((v), 1)));       \
+    } while (0)
+
+/* block_row_sum's half h (channels 8h..8h+7) */
+TARGET_AVX2 __attribute__((always_inline)) static inline void
+block_row_sum_avx2_of(const void *x, size_t off, int hw, size_t ps, const float *shift, bool sq,
+                      bool bf16, double *part)
 {
-    return __builtin_cpu_supports("avx512f");
+    int full = hw / LANES * LANES;
+    for (int h = 0; h < 2; h++) {
+        __m256 sh = _mm256_loadu_ps(shift + 8 * h);
+        __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
+        for (int grp = 0; grp < 2; grp++) { /* pixels j = 8 grp .. 8 grp + 7 */
+            __m256 acc[8];
+            for (int j = 0; j < 8; j++)
+                acc[j] = _mm256_setzero_ps();
+            for (int q = 0; q < full; q += LANES)
+                for (int j = 0; j < 8; j++) {
+                    size_t o = off + (size_t)(q + 8 * grp + j) * ps + 8 * h;
+                    __m256 d = _mm256_sub_ps(act_load8(x, o, bf16), sh);
+                    acc[j] = _mm256_add_ps(acc[j], sq ? _mm256_mul_ps(d, d) : d);
+                }
+            for (int j = 0; j < 8; j++)
+                AVX2_ADD_PD(lo, hi, acc[j]);
+        }
+        for (int q = full; q < hw; q++) {
+            __m256 d = _mm256_sub_ps(act_load8(x, off + (size_t)q * ps + 8 * h, bf16), sh);
+            AVX2_ADD_PD(lo, hi, sq ? _mm256_mul_ps(d, d) : d);
+        }
+        double *p = part + 8 * h;
+        _mm256_storeu_pd(p, _mm256_add_pd(_mm256_loadu_pd(p), lo));
+        _mm256_storeu_pd(p + 4, _mm256_add_pd(_mm256_loadu_pd(p + 4), hi));
+    }
+}
+
+TARGET_AVX2 static void block_row_sum_avx2(const void *x, size_t off, int hw, size_t ps,
+                                           const float *shift, bool sq, bool bf16, double *part)
+{
+    if (bf16)
+        block_row_sum_avx2_of(x, off, hw, ps, shift, sq, true, part);
+    else
+        block_row_sum_avx2_of(x, off, hw, ps, shift, sq, false, part);
+}
+
+/* dy at element o masked in place by relu where y is set (tt_relu_grad:
+ * dy where y > 0, else 0) */
+TARGET_AVX2 __attribute__((always_inline)) static inline __m256
+dy_masked8(float *dy, const void *y, size_t o, bool bf16)
+{
+    __m256 g = _mm256_loadu_ps(dy + o);
+    if (y != NULL) {
+        __m256 pos = _mm256_cmp_ps(act_load8(y, o, bf16), _mm256_setzero_ps(), _CMP_GT_OQ);
+        g = _mm256_and_ps(g, pos);
+        _mm256_storeu_ps(dy + o, g);
+    }
+    return g;
+}
+
+/* block_row_sums_dy's half h, pixels in groups of 4 */
+TARGET_AVX2 __attribute__((always_inline)) static inline void
+block_row_sums_dy_avx2_of(float *dy, const void *x, const void *y, size_t off, int hw, size_t ps,
+                          const float *mean, bool bf16, double *sdy, double *sdyx)
+{
+    int full = hw / LANES * LANES;
+    for (int h = 0; h < 2; h++) {
+        __m256 mv = _mm256_loadu_ps(mean + 8 * h);
+        __m256d s_lo = _mm256_setzero_pd(), s_hi = s_lo, t_lo = s_lo, t_hi = s_lo;
+        for (int grp = 0; grp < 4; grp++) { /* pixels j = 4 grp .. 4 grp + 3 */
+            __m256 sa[4], sb[4];
+            for (int j = 0; j < 4; j++)
+                sa[j] = sb[j] = _mm256_setzero_ps();
+            for (int q = 0; q < full; q += LANES)
+                for (int j = 0; j < 4; j++) {
+                    size_t o = off + (size_t)(q + 4 * grp + j) * ps + 8 * h;
+                    __m256 g = dy_masked8(dy, y, o, bf16);
+                    sa[j] = _mm256_add_ps(sa[j], g);
+                    sb[j] = _mm256_add_ps(
+                        sb[j], _mm256_mul_ps(g, _mm256_sub_ps(act_load8(x, o, bf16), mv)));
+                }
+            for (int j = 0; j < 4; j++) {
+                AVX2_ADD_PD(s_lo, s_hi, sa[j]);
+                AVX2_ADD_PD(t_lo, t_hi, sb[j]);
+            }
+        }
+        for (int q = full; q < hw; q++) { /* the rest, one by one in double */
+            size_t o = off + (size_t)q * ps + 8 * h;
+            __m256 g = dy_masked8(dy, y, o, bf16);
+            __m256 d = _mm256_sub_ps(act_load8(x, o, bf16), mv);
+            __m256d g_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
+            __m256d g_hi = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
+            s_lo = _mm256_add_pd(s_lo, g_lo);
+            s_hi = _mm256_add_pd(s_hi, g_hi);
+            t_lo = _mm256_add_pd(t_lo, _mm256_mul_pd(g_lo, _mm256_cvtps_pd(_mm256_castps256_ps128(d))));
+            t_hi = _mm256_add_pd(t_hi, _mm256_mul_pd(g_hi, _mm256_cvtps_pd(_mm256_extractf128_ps(d, 1))));
+        }
+        double *ps_ = sdy + 8 * h, *pt = sdyx + 8 * h;
+        _mm256_storeu_pd(ps_, _mm256_add_pd(_mm256_loadu_pd(ps_), s_lo));
+        _mm256_storeu_pd(ps_ + 4, _mm256_add_pd(_mm256_loadu_pd(ps_ + 4), s_hi));
+        _mm256_storeu_pd(pt, _mm256_add_pd(_mm256_loadu_pd(pt), t_lo));
+        _mm256_storeu_pd(pt + 4, _mm256_add_pd(_mm256_loadu_pd(pt + 4), t_hi));
+    }
+}
+
+TARGET_AVX2 static void block_row_sums_dy_avx2(float *dy, const void *x, const void *y,
+                                               size_t off, int hw, size_t ps, const float *mean,
+                                               bool bf16, double *sdy, double *sdyx)
+{
+    if (bf16)
+        block_row_sums_dy_avx2_of(dy, x, y, off, hw, ps, mean, true, sdy, sdyx);
+    else
+        block_row_sums_dy_avx2_of(dy, x, y, off, hw, ps, mean, false, sdy, sdyx);
+}
+
+/* block_apply_avx512's arithmetic (a multiply, then adds: no fma, as the
+ * scalar code) on two halves of 8 channels */
+TARGET_AVX2 __attribute__((always_inline)) static inline void
+block_apply_avx2_of(const void *x, const float *dy, void *y, float *dx, size_t off, int hw,
+                    size_t ps, const float *k1, const float *k2, const float *k3, bool relu,
+                    bool bf16)
+{
+    size_t end = off + (size_t)hw * ps;
+    for (int h = 0; h < 2; h++) {
+        __m256 a = _mm256_loadu_ps(k1 + 8 * h), b = _mm256_loadu_ps(k2 + 8 * h);
+        __m256 zero = _mm256_setzero_ps();
+        if (k3 == NULL) { /* relu: max with 0 (the second operand) is tt_relu */
+            for (size_t q = off + 8 * h; q < end; q += ps) {
+                __m256 v = _mm256_add_ps(_mm256_mul_ps(act_load8(x, q, bf16), a), b);
+                act_store8(y, q, relu ? _mm256_max_ps(v, zero) : v, bf16);
+            }
+            continue;
+        }
+        __m256 c = _mm256_loadu_ps(k3 + 8 * h);
+        for (size_t q = off + 8 * h; q < end; q += ps)
+            _mm256_storeu_ps(dx + q,
+                             _mm256_add_ps(_mm256_add_ps(_mm256_mul_ps(a, _mm256_loadu_ps(dy + q)),
+                                                         _mm256_mul_ps(b, act_load8(x, q, bf16))),
+                                           c));
+    }
+}
+
+TARGET_AVX2 static void block_apply_avx2(const void *x, const float *dy, void *y, float *dx,
+                                         size_t off, int hw, size_t ps, const float *k1,
+                                         const float *k2, const float *k3, bool relu, bool bf16)
+{
+    if (bf16)
+        block_apply_avx2_of(x, dy, y, dx, off, hw, ps, k1, k2, k3, relu, true);
+    else
+        block_apply_avx2_of(x, dy, y, dx, off, hw, ps, k1, k2, k3, relu, false);
 }
 #endif
 
@@ -527,8 +693,14 @@ static void sum_row(const bn_args *a, int g, int b, int i)
     const float *k1 = a->k1 + b * LANES;
     if (a->part2 == NULL) {
 #ifdef CPU_AVX512_KERNELS
-        if (bn_avx512()) {
+        if (cpu_isa() == CPU_ISA_AVX512) {
             block_row_sum_avx512(a->x, off, a->hw, ps, k1, a->k2 != NULL, a->bf16, part);
+            return;
+        }
+#endif
+#ifdef X86_KERNELS
+        if (cpu_isa() >= CPU_ISA_AVX2) {
+            block_row_sum_avx2(a->x, off, a->hw, ps, k1, a->k2 != NULL, a->bf16, part);
             return;
         }
 #endif
@@ -538,8 +710,14 @@ static void sum_row(const bn_args *a, int g, int b, int i)
     double *part2 = a->part2 + (size_t)g * a->cn + (size_t)b * LANES;
     const void *y = a->relu ? a->yc : NULL;
 #ifdef CPU_AVX512_KERNELS
-    if (bn_avx512()) {
+    if (cpu_isa() == CPU_ISA_AVX512) {
         block_row_sums_dy_avx512(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
+        return;
+    }
+#endif
+#ifdef X86_KERNELS
+    if (cpu_isa() >= CPU_ISA_AVX2) {
+        block_row_sums_dy_avx2(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
         return;
     }
 #endif
@@ -643,10 +821,18 @@ CPU_HOT static void bn_blocked_apply_task(void *p, int k, int tasks)
         int i = r / blocks, b = r % blocks;
         size_t off = blk_off(a, i, b);
 #ifdef CPU_AVX512_KERNELS
-        if (bn_avx512()) {
+        if (cpu_isa() == CPU_ISA_AVX512) {
             block_apply_avx512(a->x, a->dy, a->y, a->dx, off, a->hw, a->st.pstride,
                                a->k1 + b * LANES, a->k2 + b * LANES,
                                a->k3 ? a->k3 + b * LANES : NULL, a->relu, a->bf16);
+            continue;
+        }
+#endif
+#ifdef X86_KERNELS
+        if (cpu_isa() >= CPU_ISA_AVX2) {
+            block_apply_avx2(a->x, a->dy, a->y, a->dx, off, a->hw, a->st.pstride,
+                             a->k1 + b * LANES, a->k2 + b * LANES,
+                             a->k3 ? a->k3 + b * LANES : NULL, a->relu, a->bf16);
             continue;
         }
 #endif

@@ -29,6 +29,18 @@
  * The tile sizes are compile-time constants of one always-inlined function per
  * pass (a switch picks the instance), so the accumulators live in registers.
  *
+ * Levels (cpu_isa.h, chosen per call from cpu_isa(), so TT_CPU_ISA caps
+ * them): AVX-512 runs these tiles with 24 accumulators of 32 registers;
+ * AVX2 + FMA runs smaller tiles (at most 12 accumulators of its 16
+ * registers of 8 floats) on each half of the 16 lanes in turn, which keeps
+ * the layout and every lane's order of operations, so its bits are
+ * AVX-512's; plain C runs the same small tiles on 4-float vectors, each
+ * quarter of the lanes in turn, without fma at the default -march (a
+ * multiply and an add: other bits, the same bound). The 64-byte vector
+ * type compiled for 16 registers (the old target_clones' AVX2 and default
+ * clones) kept its vectors in memory: LeNet's convolutions ran at 2-4
+ * GFLOP/s there, 30 times slower than these tiles.
+ *
  * Precision "bf16" on a CPU with AVX512_BF16 (every bf16 CPU but in builds
  * without the AVX-512 kernels: sanitizers, clang) takes the vdpbf16ps
  * path below: the same tiles, each instruction two exact products of bf16
@@ -56,6 +68,8 @@
  */
 #include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/simd_target.h"
 
 #include <stdint.h>
 #include <string.h>
@@ -152,11 +166,13 @@ bool cpu_conv_small_fits(const backend_t *be, const window_desc *d)
 }
 
 /* Whether this call takes the vdpbf16ps path: precision bf16 on a CPU
- * with AVX512_BF16 (the CPU's features only, never timing, so runs stay
- * bitwise repeatable); else float32 fmas on bf16-rounded operands. */
-static bool vdp_wanted(const backend_t *be)
+ * with AVX512_BF16, the kernels at AVX-512 (the CPU's features and
+ * TT_CPU_ISA only, never timing, so runs stay bitwise repeatable); else
+ * float32 fmas on bf16-rounded operands. */
+static bool vdp_wanted(const backend_t *be, cpu_isa_t isa)
 {
-    return ((const cpu_impl *)be->impl)->bf16 && tile_gemm_bf16_supported();
+    return isa == CPU_ISA_AVX512 && ((const cpu_impl *)be->impl)->bf16 &&
+           tile_gemm_bf16_supported();
 }
 
 /* ---- geometry ---- */
@@ -168,6 +184,7 @@ static size_t round_up16(size_t n)
 
 typedef struct {
     const window_desc *d;
+    cpu_isa_t isa;       /* the level whose tiles run (cpu_isa()) */
     int hp, wp;          /* padded input */
     int owr;             /* OW rounded up to every forward tile's pixels */
     size_t xt, yt, dxt;  /* floats of each scratch tensor */
@@ -213,16 +230,55 @@ static void tile_range(int n, int max, int t, int *lo, int *hi)
     } while (0)
 #define DX_TILES(T) T(1) T(2) T(3) T(4) T(5) T(6) T(7) T(8)
 
+/* The tiles of 16 vector registers: AVX2's (8 floats) run each half of
+ * the 16 lanes in turn, plain C's (4 floats: SSE2 at x86-64's baseline,
+ * NEON) each quarter, at the same [..][16] strides, so the layout, the
+ * transposes and every lane's order of operations stay the AVX-512
+ * tiles' (AVX2: the same bits; each lane is one image's sum, and an fma
+ * is an fma at any width). Accumulators at most 12, leaving registers for
+ * the operands: forward PX * FT <= 12 with PX + 1 more live (channels at
+ * most FWD2_MAX); backward-weights K * FT <= 12 with K + 1 more;
+ * backward-data CT <= 8 with 2 more. */
+#define FWD2_MAX 6
+#define FWD2_TILES(T) T(1, 6) T(2, 4) T(3, 3) T(4, 3) T(5, 2) T(6, 2)
+#define DW3_2_TILES(T) T(1, 3) T(2, 3) T(3, 3) T(4, 3)
+#define DW5_2_TILES(T) T(1, 5) T(2, 5)
+#define DW2_SWITCH(k, ft, CASE)                                                               \
+    do {                                                                                      \
+        if ((k) == 3)                                                                         \
+            switch (ft) { DW3_2_TILES(CASE) }                                                 \
+        else                                                                                  \
+            switch (ft) { DW5_2_TILES(CASE) }                                                 \
+    } while (0)
+
 /* Pixels per forward tile for FT channels: PX * FT <= ACCS accumulators,
  * and PX input vectors + FT weights loaded per PX * FT fmas, which keeps
  * the fma units busier than the two load ports. fwd_channels() has these
  * as constants. */
-static int fwd_px(int ft)
+static int fwd_px(cpu_isa_t isa, int ft)
 {
 #define FWD_PX(FT, PX) case FT: return PX;
-    switch (ft) { FWD_TILES(FWD_PX) }
+    if (isa == CPU_ISA_AVX512)
+        switch (ft) { FWD_TILES(FWD_PX) }
+    else
+        switch (ft) { FWD2_TILES(FWD_PX) }
 #undef FWD_PX
     return 0;
+}
+
+/* The most output channels of a forward tile. */
+static int fwd_ft_max(cpu_isa_t isa)
+{
+    return isa == CPU_ISA_AVX512 ? MAX_TILE : FWD2_MAX;
+}
+
+/* Channel tiles of backward-weights: at most ACCS / K (else 12 / K) for
+ * the K accumulators of each. */
+static int dw_ft_max(cpu_isa_t isa, int k)
+{
+    if (isa == CPU_ISA_AVX512)
+        return k == 3 ? 8 : 4;
+    return k == 3 ? 4 : 2;
 }
 
 static int gcd(int a, int b)
@@ -232,24 +288,24 @@ static int gcd(int a, int b)
 
 /* A multiple of every forward tile's pixel count (channel tiles come in at
  * most two sizes). */
-static int fwd_px_lcm(const window_desc *d)
+static int fwd_px_lcm(const window_desc *d, cpu_isa_t isa)
 {
     int l = 1;
-    for (int t = 0; t < tiles_of(d->f, MAX_TILE); t++) {
+    for (int t = 0; t < tiles_of(d->f, fwd_ft_max(isa)); t++) {
         int lo, hi;
-        tile_range(d->f, MAX_TILE, t, &lo, &hi);
-        int px = fwd_px(hi - lo);
+        tile_range(d->f, fwd_ft_max(isa), t, &lo, &hi);
+        int px = fwd_px(isa, hi - lo);
         l = l / gcd(l, px) * px;
     }
     return l;
 }
 
-static geom geom_of(const backend_t *be, const window_desc *d)
+static geom geom_of(const backend_t *be, const window_desc *d, cpu_isa_t isa)
 {
-    geom g = {.d = d};
+    geom g = {.d = d, .isa = isa};
     g.hp = d->h + 2 * d->pad;
     g.wp = d->w + 2 * d->pad;
-    int px = fwd_px_lcm(d);
+    int px = fwd_px_lcm(d, isa);
     g.owr = (d->ow + px - 1) / px * px;
     /* the last tile of a row reads up to owr - ow columns past it */
     g.xt = ((size_t)d->c * g.hp * g.wp + (size_t)(g.owr - d->ow) + 1) * LANES;
@@ -260,7 +316,7 @@ static geom geom_of(const backend_t *be, const window_desc *d)
     g.blocks = (d->n + LANES - 1) / LANES;
     g.yst = tt_blocked_strides_of(d->f, d->oh * d->ow, be->blocked_nhwc);
     g.y_bf16 = d->blocked_y && be->blocked_bf16;
-    g.vdp = vdp_wanted(be);
+    g.vdp = vdp_wanted(be, isa);
     if (g.vdp) {
         /* the forward's vdpbf16ps per output: C * K * ceil(K / 2) pairing
          * taps, ceil(C / 2) * K * K pairing channels (LeNet's conv0, C = 1:
@@ -291,13 +347,26 @@ static size_t vdp_wd(const geom *g)
     return g->vdp ? round_up16((size_t)g->f2 * g->d->c * g->d->k * g->d->k) : 0;
 }
 
-size_t cpu_conv_small_workspace(backend_t *be, const window_desc *d)
+/* The workspace of a call at level `isa`. */
+static size_t workspace_at(backend_t *be, const window_desc *d, cpu_isa_t isa)
 {
-    geom g = geom_of(be, d);
+    geom g = geom_of(be, d, isa);
     size_t fckk = (size_t)d->f * d->c * d->k * d->k;
     size_t partial = (size_t)g.blocks * (fckk + d->f);
     return ((size_t)be->threads * g.task + partial + round_up16(fckk) + vdp_wf(&g) + vdp_wd(&g)) *
            sizeof(float);
+}
+
+/* The most any level the CPU has needs (the tiles' row rounding differs),
+ * so a workspace sized once fits whatever level a unit test then sets. */
+size_t cpu_conv_small_workspace(backend_t *be, const window_desc *d)
+{
+    size_t most = 0;
+    for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+        size_t n = workspace_at(be, d, (cpu_isa_t)l);
+        most = n > most ? n : most;
+    }
+    return most;
 }
 
 /* ---- the transposes between NCHW (or blocked) and a block's lanes ---- */
@@ -486,8 +555,8 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
 
 /* Backward-weights: the K taps of a kernel row x FT channels, summed over
  * NJ steps j of each output row (x at column XS * j + kx, dy at
- * DY[f][oy][j], rows NJ long), then the lanes (HSUM). */
-#define DW_TILE_LOOPS(ACC, OPD, E, X, DY, NJ, XS, LOAD, MAC, ZERO, HSUM)                       \
+ * DY[f][oy][j], rows NJ long); OUT(p, acc) sums the lanes into *p. */
+#define DW_TILE_LOOPS(ACC, OPD, E, X, DY, NJ, XS, LOAD, MAC, ZERO, OUT)                       \
     do {                                                                                      \
         const window_desc *d = g->d;                                                          \
         size_t plane = (size_t)g->hp * g->wp * LANES, Q = (size_t)d->oh * (NJ);               \
@@ -513,8 +582,8 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
                 }                                                                             \
                 for (int f = 0; f < FT; f++)                                                  \
                     for (int kx = 0; kx < K; kx++)                                            \
-                        pdw[(((size_t)(f0 + f) * d->c + c) * K + ky) * K + kx] =              \
-                            HSUM(acc[kx][f]);                                                 \
+                        OUT(&pdw[(((size_t)(f0 + f) * d->c + c) * K + ky) * K + kx],          \
+                            acc[kx][f]);                                                      \
             }                                                                                 \
     } while (0)
 
@@ -561,7 +630,95 @@ static void dy_in(const geom *g, const float *y, bool relu, float *dy, int n0, i
 #define FMA_BCAST(p) splat(*(p))
 #define FMA_ZERO splat(0.0f)
 #define FMA_FWD_OUT(p, v) store16((p), relu ? relu16(v) : (v))
+#define FMA_DW_OUT(p, v) (*(p) = hsum16(v))
 #define FMA_DX_OUT(p, c) store16((p), acc[0][c])
+
+/* the plain tiles' operations: 4 lanes, a quarter of a block's 16 at a
+ * time (`quarter` 0 to 3 in the tile function) */
+typedef float v4 __attribute__((vector_size(4 * sizeof(float))));
+typedef int32_t vi4 __attribute__((vector_size(4 * sizeof(int32_t))));
+#define V4_INLINE __attribute__((always_inline)) static inline
+
+V4_INLINE v4 splat4(float s)
+{
+    v4 v = {s};
+    return __builtin_shufflevector(v, v, 0, 0, 0, 0);
+}
+
+V4_INLINE v4 load4(const float *p)
+{
+    return *(const v4 *)p;
+}
+
+V4_INLINE void store4(float *p, v4 v)
+{
+    *(v4 *)p = v;
+}
+
+V4_INLINE v4 relu4(v4 v)
+{
+    vi4 keep = v > splat4(0.0f);
+    return (v4)((vi4)v & keep);
+}
+
+/* v's lanes added to s in lane order (quarter by quarter: hsum16's) */
+V4_INLINE float hsum4(float s, v4 v)
+{
+    for (int l = 0; l < 4; l++)
+        s += v[l];
+    return s;
+}
+
+#define FMA4_BCAST(p) splat4(*(p))
+#define FMA4_ZERO splat4(0.0f)
+#define FMA4_FWD_OUT(p, v) store4((p), relu ? relu4(v) : (v))
+#define FMA4_DW_OUT(p, v) (*(p) = hsum4(quarter ? *(p) : 0.0f, (v)))
+#define FMA4_DX_OUT(p, c) store4((p), acc[0][c])
+
+/* the AVX2 tiles' operations: 8 lanes, one half of a block's 16 at a time
+ * (`half` 0 or 1 in the tile function) */
+#ifdef X86_KERNELS
+typedef float v8 __attribute__((vector_size(8 * sizeof(float))));
+typedef int32_t vi8 __attribute__((vector_size(8 * sizeof(int32_t))));
+#define AVX2_INLINE TARGET_AVX2 __attribute__((always_inline)) static inline
+
+AVX2_INLINE v8 splat8(float s)
+{
+    v8 v = {s};
+    return __builtin_shufflevector(v, v, 0, 0, 0, 0, 0, 0, 0, 0);
+}
+
+AVX2_INLINE v8 load8(const float *p)
+{
+    return *(const v8 *)p;
+}
+
+AVX2_INLINE void store8(float *p, v8 v)
+{
+    *(v8 *)p = v;
+}
+
+AVX2_INLINE v8 relu8(v8 v)
+{
+    vi8 keep = v > splat8(0.0f);
+    return (v8)((vi8)v & keep);
+}
+
+/* v's lanes added to s in lane order: half 0 from 0.0f, then half 1 from
+ * half 0's sum is hsum16's order */
+AVX2_INLINE float hsum8(float s, v8 v)
+{
+    for (int l = 0; l < 8; l++)
+        s += v[l];
+    return s;
+}
+
+#define FMA8_BCAST(p) splat8(*(p))
+#define FMA8_ZERO splat8(0.0f)
+#define FMA8_FWD_OUT(p, v) store8((p), relu ? relu8(v) : (v))
+#define FMA8_DW_OUT(p, v) (*(p) = hsum8(half ? *(p) : 0.0f, (v)))
+#define FMA8_DX_OUT(p, c) store8((p), acc[0][c])
+#endif
 
 /* ---- forward ---- */
 
@@ -576,14 +733,85 @@ static inline __attribute__((always_inline)) void fwd_tile(const geom *g, const 
                    FMA_FWD_OUT);
 }
 
-/* The channel tile [f0, f0 + ft), fwd_px(ft) pixels at a time. */
-CPU_HOT static void fwd_channels(const geom *g, const float *w, const float *b, bool relu,
-                                 const float *xt, float *yt, int f0, int ft)
+/* The channel tile [f0, f0 + ft), fwd_px(ft) pixels at a time: the
+ * instances, compiled for AVX-512 below. */
+static inline __attribute__((always_inline)) void fwd_channels16(const geom *g, const float *w,
+                                                                 const float *b, bool relu,
+                                                                 const float *xt, float *yt,
+                                                                 int f0, int ft)
 {
 #define FWD_CASE(FT, PX)                                                                      \
     case FT: fwd_tile(g, w, b, relu, xt, yt, f0, FT, PX); break;
     switch (ft) { FWD_TILES(FWD_CASE) }
 #undef FWD_CASE
+}
+
+/* fwd_tile on the 4 lanes of xt and yt (a quarter's first lane). */
+V4_INLINE void fwd_tile4(const geom *g, const float *w, const float *b, bool relu,
+                         const float *xt, float *yt, int f0, const int FT, const int PX)
+{
+    FWD_TILE_LOOPS(v4, v4, float, xt, w, g->d->c, g->d->k, 1, load4, FMA4_BCAST, FMA_MAC, splat4,
+                   FMA4_FWD_OUT);
+}
+
+static void fwd_channels_plain(const geom *g, const float *w, const float *b, bool relu,
+                               const float *xt, float *yt, int f0, int ft)
+{
+    for (int quarter = 0; quarter < 4; quarter++) {
+        const float *xq = xt + 4 * quarter;
+        float *yq = yt + 4 * quarter;
+#define FWD_CASE(FT, PX)                                                                      \
+    case FT: fwd_tile4(g, w, b, relu, xq, yq, f0, FT, PX); break;
+        switch (ft) { FWD2_TILES(FWD_CASE) }
+#undef FWD_CASE
+    }
+}
+
+#ifdef X86_KERNELS
+TARGET_AVX512 static void fwd_channels_avx512(const geom *g, const float *w, const float *b,
+                                              bool relu, const float *xt, float *yt, int f0,
+                                              int ft)
+{
+    fwd_channels16(g, w, b, relu, xt, yt, f0, ft);
+}
+
+/* fwd_tile on the 8 lanes of xt and yt (a half's first lane). */
+AVX2_INLINE void fwd_tile8(const geom *g, const float *w, const float *b, bool relu,
+                           const float *xt, float *yt, int f0, const int FT, const int PX)
+{
+    FWD_TILE_LOOPS(v8, v8, float, xt, w, g->d->c, g->d->k, 1, load8, FMA8_BCAST, FMA_MAC, splat8,
+                   FMA8_FWD_OUT);
+}
+
+TARGET_AVX2 static void fwd_channels_avx2(const geom *g, const float *w, const float *b,
+                                          bool relu, const float *xt, float *yt, int f0, int ft)
+{
+    for (int half = 0; half < 2; half++) {
+        const float *xh = xt + 8 * half;
+        float *yh = yt + 8 * half;
+#define FWD_CASE(FT, PX)                                                                      \
+    case FT: fwd_tile8(g, w, b, relu, xh, yh, f0, FT, PX); break;
+        switch (ft) { FWD2_TILES(FWD_CASE) }
+#undef FWD_CASE
+    }
+}
+#endif
+
+/* The channel tile [f0, f0 + ft) at the call's level. */
+static void fwd_channels(const geom *g, const float *w, const float *b, bool relu,
+                         const float *xt, float *yt, int f0, int ft)
+{
+#ifdef X86_KERNELS
+    if (g->isa == CPU_ISA_AVX512) {
+        fwd_channels_avx512(g, w, b, relu, xt, yt, f0, ft);
+        return;
+    }
+    if (g->isa == CPU_ISA_AVX2) {
+        fwd_channels_avx2(g, w, b, relu, xt, yt, f0, ft);
+        return;
+    }
+#endif
+    fwd_channels_plain(g, w, b, relu, xt, yt, f0, ft);
 }
 
 /* ---- the vdpbf16ps path (g->vdp) ----
@@ -732,6 +960,7 @@ VDP_INLINE __m512bh vdp_splat(const uint32_t *p)
 #define VDP_MAC(acc, a, b) ((acc) = _mm512_dpbf16_ps((acc), (a), (b)))
 /* relu: max(y, 0) picks 0 for NaN and -0, as tt_relu */
 #define VDP_FWD_OUT(p, v) _mm512_store_ps((p), relu ? _mm512_max_ps((v), _mm512_setzero_ps()) : (v))
+#define VDP_DW_OUT(p, v) (*(p) = vdp_hsum(v))
 #define VDP_DX_OUT(p, c) _mm512_store_ps((p), _mm512_add_ps(acc[0][c], acc[1][c]))
 
 /* lanes summed in lane order, as hsum16; a copy, not a call: hsum16 takes
@@ -774,7 +1003,7 @@ VDP_INLINE void dw_tile_vdp(const geom *g, const uint32_t *xq, const uint32_t *d
                             int f0, const int FT, const int K)
 {
     DW_TILE_LOOPS(__m512, __m512bh, uint32_t, xq, dyq, g->ow2, 2, vdp_load, VDP_MAC,
-                  _mm512_setzero_ps(), vdp_hsum);
+                  _mm512_setzero_ps(), VDP_DW_OUT);
 }
 
 __attribute__((target(VDP_TARGET))) static void dw_channels_vdp(const geom *g, const uint32_t *xq,
@@ -824,7 +1053,7 @@ typedef struct {
 static void args_init(backend_t *be, const window_desc *d, small_args *a)
 {
     size_t fckk = (size_t)d->f * d->c * d->k * d->k;
-    a->g = geom_of(be, d);
+    a->g = geom_of(be, d, cpu_isa());
     float *wr = a->ws + (size_t)be->threads * a->g.task;
     a->bf16 = ((cpu_impl *)be->impl)->bf16;
     a->wf = (uint32_t *)(wr + round_up16(fckk));
@@ -868,9 +1097,9 @@ static void forward_task(void *p, int k, int tasks)
         if (g->vdp)
             vdp_pack_x(g, xt, g->fwd_kx, xp);
 #endif
-        for (int t = 0; t < tiles_of(d->f, MAX_TILE); t++) {
+        for (int t = 0; t < tiles_of(d->f, fwd_ft_max(g->isa)); t++) {
             int f0, f1;
-            tile_range(d->f, MAX_TILE, t, &f0, &f1);
+            tile_range(d->f, fwd_ft_max(g->isa), t, &f0, &f1);
 #ifdef CPU_AVX512_KERNELS
             if (g->vdp) {
                 fwd_channels_vdp(g, a->wf, a->b, a->relu, xp, yt, f0, f1 - f0);
@@ -899,21 +1128,78 @@ static inline __attribute__((always_inline)) void dw_tile(const geom *g, const f
                                                           const float *dyt, float *pdw, int f0,
                                                           const int FT, const int K)
 {
-    DW_TILE_LOOPS(v16, v16, float, xt, dyt, g->d->ow, 1, load16, FMA_MAC, FMA_ZERO, hsum16);
+    DW_TILE_LOOPS(v16, v16, float, xt, dyt, g->d->ow, 1, load16, FMA_MAC, FMA_ZERO, FMA_DW_OUT);
 }
 
-/* Channel tiles of at most ACCS / K for the K accumulators of each. */
-static int dw_ft_max(int k)
-{
-    return k == 3 ? 8 : 4;
-}
-
-CPU_HOT static void dw_channels(const geom *g, const float *xt, const float *dyt, float *pdw,
-                                int f0, int ft)
+static inline __attribute__((always_inline)) void dw_channels16(const geom *g, const float *xt,
+                                                                const float *dyt, float *pdw,
+                                                                int f0, int ft)
 {
 #define DW_CASE(FT, K) case FT: dw_tile(g, xt, dyt, pdw, f0, FT, K); break;
     DW_SWITCH(g->d->k, ft, DW_CASE);
 #undef DW_CASE
+}
+
+/* dw_tile on the 4 lanes of xt and dyt; quarters 1 to 3 add their lanes
+ * to the sums before them, in lane order. */
+V4_INLINE void dw_tile4(const geom *g, const float *xt, const float *dyt, float *pdw, int f0,
+                        int quarter, const int FT, const int K)
+{
+    DW_TILE_LOOPS(v4, v4, float, xt, dyt, g->d->ow, 1, load4, FMA_MAC, FMA4_ZERO, FMA4_DW_OUT);
+}
+
+static void dw_channels_plain(const geom *g, const float *xt, const float *dyt, float *pdw,
+                              int f0, int ft)
+{
+    for (int quarter = 0; quarter < 4; quarter++) {
+        const float *xq = xt + 4 * quarter, *dq = dyt + 4 * quarter;
+#define DW_CASE(FT, K) case FT: dw_tile4(g, xq, dq, pdw, f0, quarter, FT, K); break;
+        DW2_SWITCH(g->d->k, ft, DW_CASE);
+#undef DW_CASE
+    }
+}
+
+#ifdef X86_KERNELS
+TARGET_AVX512 static void dw_channels_avx512(const geom *g, const float *xt, const float *dyt,
+                                             float *pdw, int f0, int ft)
+{
+    dw_channels16(g, xt, dyt, pdw, f0, ft);
+}
+
+/* dw_tile on the 8 lanes of xt and dyt; half 1 adds its lanes to half 0's
+ * sums, in lane order. */
+AVX2_INLINE void dw_tile8(const geom *g, const float *xt, const float *dyt, float *pdw, int f0,
+                          int half, const int FT, const int K)
+{
+    DW_TILE_LOOPS(v8, v8, float, xt, dyt, g->d->ow, 1, load8, FMA_MAC, FMA8_ZERO, FMA8_DW_OUT);
+}
+
+TARGET_AVX2 static void dw_channels_avx2(const geom *g, const float *xt, const float *dyt,
+                                         float *pdw, int f0, int ft)
+{
+    for (int half = 0; half < 2; half++) {
+        const float *xh = xt + 8 * half, *dh = dyt + 8 * half;
+#define DW_CASE(FT, K) case FT: dw_tile8(g, xh, dh, pdw, f0, half, FT, K); break;
+        DW2_SWITCH(g->d->k, ft, DW_CASE);
+#undef DW_CASE
+    }
+}
+#endif
+
+static void dw_channels(const geom *g, const float *xt, const float *dyt, float *pdw, int f0,
+                        int ft)
+{
+#ifdef X86_KERNELS
+    if (g->isa == CPU_ISA_AVX512) {
+        dw_channels_avx512(g, xt, dyt, pdw, f0, ft);
+        return;
+    }
+    if (g->isa == CPU_ISA_AVX2) {
+        dw_channels_avx2(g, xt, dyt, pdw, f0, ft);
+        return;
+    }
+#endif
+    dw_channels_plain(g, xt, dyt, pdw, f0, ft);
 }
 
 /* The bias gradient: each channel's vectors summed over the pixels, then
@@ -941,12 +1227,77 @@ static inline __attribute__((always_inline)) void dx_tile(const geom *g, const f
                   FMA_DX_OUT);
 }
 
-CPU_HOT static void dx_channels(const geom *g, const float *w, const float *dyt, float *dxt,
-                                int c0, int ct)
+static inline __attribute__((always_inline)) void dx_channels16(const geom *g, const float *w,
+                                                                const float *dyt, float *dxt,
+                                                                int c0, int ct)
 {
 #define DX_CASE(CT) case CT: dx_tile(g, w, dyt, dxt, c0, CT); break;
     switch (ct) { DX_TILES(DX_CASE) }
 #undef DX_CASE
+}
+
+/* dx_tile on the 4 lanes of dyt and dxt. */
+V4_INLINE void dx_tile4(const geom *g, const float *w, const float *dyt, float *dxt, int c0,
+                        const int CT)
+{
+    DX_TILE_LOOPS(v4, v4, float, w, dyt, g->d->f, 1, load4, FMA4_BCAST, FMA_MAC, FMA4_ZERO,
+                  FMA4_DX_OUT);
+}
+
+static void dx_channels_plain(const geom *g, const float *w, const float *dyt, float *dxt,
+                              int c0, int ct)
+{
+    for (int quarter = 0; quarter < 4; quarter++) {
+        const float *dq = dyt + 4 * quarter;
+        float *xq = dxt + 4 * quarter;
+#define DX_CASE(CT) case CT: dx_tile4(g, w, dq, xq, c0, CT); break;
+        switch (ct) { DX_TILES(DX_CASE) }
+#undef DX_CASE
+    }
+}
+
+#ifdef X86_KERNELS
+TARGET_AVX512 static void dx_channels_avx512(const geom *g, const float *w, const float *dyt,
+                                             float *dxt, int c0, int ct)
+{
+    dx_channels16(g, w, dyt, dxt, c0, ct);
+}
+
+/* dx_tile on the 8 lanes of dyt and dxt. */
+AVX2_INLINE void dx_tile8(const geom *g, const float *w, const float *dyt, float *dxt, int c0,
+                          const int CT)
+{
+    DX_TILE_LOOPS(v8, v8, float, w, dyt, g->d->f, 1, load8, FMA8_BCAST, FMA_MAC, FMA8_ZERO,
+                  FMA8_DX_OUT);
+}
+
+TARGET_AVX2 static void dx_channels_avx2(const geom *g, const float *w, const float *dyt,
+                                         float *dxt, int c0, int ct)
+{
+    for (int half = 0; half < 2; half++) {
+        const float *dh = dyt + 8 * half;
+        float *xh = dxt + 8 * half;
+#define DX_CASE(CT) case CT: dx_tile8(g, w, dh, xh, c0, CT); break;
+        switch (ct) { DX_TILES(DX_CASE) }
+#undef DX_CASE
+    }
+}
+#endif
+
+static void dx_channels(const geom *g, const float *w, const float *dyt, float *dxt, int c0,
+                        int ct)
+{
+#ifdef X86_KERNELS
+    if (g->isa == CPU_ISA_AVX512) {
+        dx_channels_avx512(g, w, dyt, dxt, c0, ct);
+        return;
+    }
+    if (g->isa == CPU_ISA_AVX2) {
+        dx_channels_avx2(g, w, dyt, dxt, c0, ct);
+        return;
+    }
+#endif
+    dx_channels_plain(g, w, dyt, dxt, c0, ct);
 }
 
 static void backward_task(void *p, int k, int tasks)
@@ -975,9 +1326,9 @@ static void backward_task(void *p, int k, int tasks)
             if (g->vdp)
                 vdp_pack_x(g, xt, true, xq);
 #endif
-            for (int t = 0; t < tiles_of(d->f, dw_ft_max(d->k)); t++) {
+            for (int t = 0; t < tiles_of(d->f, dw_ft_max(g->isa, d->k)); t++) {
                 int f0, f1;
-                tile_range(d->f, dw_ft_max(d->k), t, &f0, &f1);
+                tile_range(d->f, dw_ft_max(g->isa, d->k), t, &f0, &f1);
 #ifdef CPU_AVX512_KERNELS
                 if (g->vdp) {
                     dw_channels_vdp(g, xq, dyq, a->pdw + blk * fckk, f0, f1 - f0);

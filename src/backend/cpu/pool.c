@@ -6,14 +6,22 @@
  * bf16: a blocked x, a blocked y and global average pooling's blocked x are
  * then bf16 (bf16_io.h), read widened and computed in float32 as in float32
  * mode, a bf16 y rounded once at the store; the gradients and the masks stay
- * float32 and int32. */
+ * float32 and int32.
+ *
+ * Max pooling's 2x2 rows over NCHW and its blocked rows have a kernel per
+ * level (cpu_isa.h: AVX-512, AVX2, plain C), picked from cpu_isa() so
+ * TT_CPU_ISA caps them; each makes the scalar code's comparisons, so every
+ * level gives the same bits. */
 #include <math.h>
 #include <string.h>
 
 #include "backend/cpu/bf16_io.h"
+#include "backend/cpu/bf16_io_avx2.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
+#include "backend/cpu/simd_target.h"
 
-#ifdef CPU_AVX512_KERNELS
+#if defined(CPU_AVX512_KERNELS) || defined(X86_KERNELS)
 #include <immintrin.h>
 #endif
 
@@ -122,6 +130,53 @@ maxpool2x2_row_avx512(const float *r0, const float *r1, float *yr, int32_t *mr, 
         _mm512_mask_storeu_ps(yr + ox, out, _mm512_mask_blend_ps(k3, m1, m2));
         _mm512_mask_storeu_epi32(mr + ox, out, _mm512_mask_blend_epi32(k3, i1, i2));
         nan |= out & (_mm512_cmp_ps_mask(p, b, _CMP_UNORD_Q) | _mm512_cmp_ps_mask(q, e, _CMP_UNORD_Q));
+    }
+    return nan != 0;
+}
+#endif
+
+#ifdef X86_KERNELS
+/* lanes i < n of an 8-lane mask (all bits set), for the AVX2 kernels'
+ * masked loads and stores */
+TARGET_AVX2 __attribute__((always_inline)) static inline __m256i lanes_below(int n)
+{
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* maxpool2x2_row for AVX2, 8 windows per step: masked loads of the two
+ * rows' 16 columns, a permute into even and odd columns, and the same
+ * strict > comparisons (ordered: false for NaN), so the same bits. */
+TARGET_AVX2 static int maxpool2x2_row_avx2(const float *r0, const float *r1, float *yr,
+                                           int32_t *mr, int ow, int32_t base, int w)
+{
+    const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+    const __m256i even = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const __m256i down = _mm256_set1_epi32(w);
+    int nan = 0;
+    for (int ox = 0; ox < ow; ox += 8) {
+        int n = ow - ox < 8 ? ow - ox : 8; /* windows in this step */
+        __m256i out = lanes_below(n), lo = lanes_below(2 * n), hi = lanes_below(2 * n - 8);
+        const float *a = r0 + 2 * ox, *c = r1 + 2 * ox;
+        /* each half as [even columns | odd columns], then the halves joined */
+        __m256 a0 = _mm256_permutevar8x32_ps(_mm256_maskload_ps(a, lo), split);
+        __m256 a1 = _mm256_permutevar8x32_ps(_mm256_maskload_ps(a + 8, hi), split);
+        __m256 c0 = _mm256_permutevar8x32_ps(_mm256_maskload_ps(c, lo), split);
+        __m256 c1 = _mm256_permutevar8x32_ps(_mm256_maskload_ps(c + 8, hi), split);
+        __m256 p = _mm256_permute2f128_ps(a0, a1, 0x20), b = _mm256_permute2f128_ps(a0, a1, 0x31);
+        __m256 q = _mm256_permute2f128_ps(c0, c1, 0x20), e = _mm256_permute2f128_ps(c0, c1, 0x31);
+        __m256i i0 = _mm256_add_epi32(_mm256_set1_epi32(base + 2 * ox), even);
+        __m256 k1 = _mm256_cmp_ps(b, p, _CMP_GT_OQ), k2 = _mm256_cmp_ps(e, q, _CMP_GT_OQ);
+        __m256 m1 = _mm256_blendv_ps(p, b, k1), m2 = _mm256_blendv_ps(q, e, k2);
+        /* a true comparison is -1 as an integer: i - k is i + 1 there */
+        __m256i i1 = _mm256_sub_epi32(i0, _mm256_castps_si256(k1));
+        __m256i i2 = _mm256_add_epi32(_mm256_sub_epi32(i0, _mm256_castps_si256(k2)), down);
+        __m256 k3 = _mm256_cmp_ps(m2, m1, _CMP_GT_OQ);
+        _mm256_maskstore_ps(yr + ox, out, _mm256_blendv_ps(m1, m2, k3));
+        _mm256_maskstore_epi32(
+            mr + ox, out,
+            _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(i1), _mm256_castsi256_ps(i2), k3)));
+        __m256 un = _mm256_or_ps(_mm256_cmp_ps(p, b, _CMP_UNORD_Q), _mm256_cmp_ps(q, e, _CMP_UNORD_Q));
+        nan |= _mm256_movemask_ps(_mm256_and_ps(un, _mm256_castsi256_ps(out)));
     }
     return nan != 0;
 }
@@ -280,6 +335,74 @@ __attribute__((target("avx512f"))) static void maxpool_blocked_rows_avx512(const
 }
 #endif
 
+#ifdef X86_KERNELS
+/* The blocked row for AVX2: the 16 channels as two vectors of 8, the
+ * scalar code's strict > and NaN rule as masks, so the same maxima and
+ * indices; stored through the scalar code's loop (AVX2 has no scatter). */
+TARGET_AVX2 __attribute__((always_inline)) static inline void
+maxpool_blocked_row_avx2(const pool_args *a, int i, int c0, bool bf16)
+{
+    const window_desc *d = a->d;
+    const void *x = a->x;
+    bool x16 = bf16, y16 = bf16 && d->blocked_y; /* the blocked x, a blocked y */
+    size_t xr = row_base(&a->xs, i, c0), ps = a->xs.pstride;
+    for (int oy = 0; oy < d->oh; oy++)
+        for (int ox = 0; ox < d->ow; ox++) {
+            int y0, x0, ky0, ky1, kx0, kx1;
+            window_bounds(d, oy, ox, &y0, &x0, &ky0, &ky1, &kx0, &kx1);
+            int first = (y0 + ky0) * d->w + x0 + kx0;
+            __m256 best[2];
+            __m256i arg[2];
+            for (int h = 0; h < 2; h++) {
+                best[h] = act_load8(x, xr + (size_t)first * ps + 8 * h, x16);
+                arg[h] = _mm256_set1_epi32(first);
+            }
+            for (int ky = ky0; ky < ky1; ky++)
+                for (int kx = kx0; kx < kx1; kx++) {
+                    int at = (y0 + ky) * d->w + x0 + kx;
+                    __m256 atv = _mm256_castsi256_ps(_mm256_set1_epi32(at));
+                    for (int h = 0; h < 2; h++) {
+                        __m256 v = act_load8(x, xr + (size_t)at * ps + 8 * h, x16);
+                        __m256 take = _mm256_or_ps(
+                            _mm256_cmp_ps(v, best[h], _CMP_GT_OQ),
+                            _mm256_andnot_ps(_mm256_cmp_ps(best[h], best[h], _CMP_UNORD_Q),
+                                             _mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
+                        best[h] = _mm256_blendv_ps(best[h], v, take);
+                        arg[h] = _mm256_castps_si256(
+                            _mm256_blendv_ps(_mm256_castsi256_ps(arg[h]), atv, take));
+                    }
+                }
+            float bt[16];
+            int32_t it[16];
+            for (int h = 0; h < 2; h++) {
+                _mm256_storeu_ps(bt + 8 * h, best[h]);
+                _mm256_storeu_si256((__m256i *)(it + 8 * h), arg[h]);
+            }
+            int op = oy * d->ow + ox;
+            for (int l = 0; l < 16; l++) {
+                if (c0 + l >= d->c && !d->blocked_y)
+                    break;
+                size_t o = out_index(a, i, c0 + l, op);
+                act_store(a->y, o, c0 + l < d->c ? bt[l] : 0.0f, y16);
+                a->mask[o] = c0 + l < d->c ? it[l] : -1;
+            }
+        }
+}
+
+/* Rows lo..hi - 1 */
+TARGET_AVX2 static void maxpool_blocked_rows_avx2(const pool_args *a, int lo, int hi)
+{
+    int cbs = (a->d->c + 15) / 16;
+    for (int r = lo; r < hi; r++) {
+        if (a->bf16)
+            maxpool_blocked_row_avx2(a, r / cbs, (r % cbs) * 16, true);
+        else
+            maxpool_blocked_row_avx2(a, r / cbs, (r % cbs) * 16, false);
+    }
+}
+#endif
+
+/* The rows of a blocked max pool at the kernels' level (cpu_isa()). */
 CPU_HOT static void maxpool_blocked_forward_task(void *p, int k, int tasks)
 {
     pool_args *a = p;
@@ -287,8 +410,14 @@ CPU_HOT static void maxpool_blocked_forward_task(void *p, int k, int tasks)
     int cbs = (d->c + 15) / 16, lo, hi;
     cpu_range(blocked_rows(d), tasks, k, &lo, &hi);
 #ifdef CPU_AVX512_KERNELS
-    if (__builtin_cpu_supports("avx512f")) {
+    if (cpu_isa() == CPU_ISA_AVX512) {
         maxpool_blocked_rows_avx512(a, lo, hi);
+        return;
+    }
+#endif
+#ifdef X86_KERNELS
+    if (cpu_isa() >= CPU_ISA_AVX2) {
+        maxpool_blocked_rows_avx2(a, lo, hi);
         return;
     }
 #endif
@@ -486,8 +615,12 @@ CPU_HOT static void maxpool_forward_task(void *p, int k, int tasks)
              * (the data decides the comparisons, so branches mispredict). */
             int (*row)(const float *, const float *, float *, int32_t *, int, int32_t, int) =
                 maxpool2x2_row;
+#ifdef X86_KERNELS
+            if (cpu_isa() >= CPU_ISA_AVX2)
+                row = maxpool2x2_row_avx2;
+#endif
 #ifdef CPU_AVX512_KERNELS
-            if (__builtin_cpu_supports("avx512f"))
+            if (cpu_isa() == CPU_ISA_AVX512)
                 row = maxpool2x2_row_avx512;
 #endif
             for (int oy = 0; oy < d->oh; oy++) {

@@ -1,0 +1,567 @@
+/* test_cpu_isa_kernels.c - the CPU kernels that have a variant per
+ * instruction-set level (cpu_isa.h), run at every level this CPU has:
+ * plain always, AVX2 and AVX-512 where cpu_isa_detected() says so (the
+ * test never assumes the machine's features). At each level:
+ *   conv_small's forward (bias, relu), backward-data, backward-weights and
+ *   bias gradient, on LeNet's shapes and on odd ones (k = 3, channel
+ *   counts that split into uneven tiles, a batch that is no multiple of
+ *   16), against a float64 reference within the float32 error bound of
+ *   each sum;
+ *   max pooling's 2x2 rows over NCHW and its blocked rows (nChw16c, NHWC,
+ *   float32 and bf16 activations; 2x2 and 3x3 / 2 / pad 1; widths around
+ *   the 8 and 16 windows of a vector step) against a reference, with ties
+ *   and NaNs: every maximum and index;
+ *   blocked batchnorm+relu forward and backward (nChw16c, NHWC; float32
+ *   against float64, and float32 and bf16 activations against plain C's
+ *   bits, which every level promises);
+ * and every result the same bits on 1 and 2 threads. conv_small's AVX2
+ * tiles keep every lane's order of operations of the AVX-512 tiles
+ * (conv_small.c), so where the CPU has both their bits are compared too.
+ * The blocked layouts and bf16 are switched on the float32 backend by its
+ * flags (blocked_nhwc, blocked_bf16), as test_cpu_ops does, so every CPU
+ * runs them.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
+#include "tt_blocked.h"
+#include "tt_ref.h"
+#include "tt_test.h"
+
+static backend_t *be1, *be2; /* 1 and 2 threads */
+
+/* float32's unit roundoff */
+#define U32 (1.0 / 16777216.0)
+
+/* Elements of got outside ref +- (terms + 2) * U32 * abs (abs: the sum of
+ * the magnitudes of the terms of each element's sum): the bound of a
+ * float32 sum of `terms` rounded operations in any order. */
+static long out_of_bound(const float *got, const double *ref, const double *abs, size_t count,
+                         int terms)
+{
+    long bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += !(fabs((double)got[i] - ref[i]) <= (terms + 2) * U32 * abs[i] + 1e-30);
+    return bad;
+}
+
+/* ---- conv_small ---- */
+
+typedef struct {
+    const char *name;
+    int n, c, h, w, f, k, pad;
+    bool relu, bias;
+} conv_case;
+
+typedef struct {
+    float *y, *dy, *dx, *dw, *db; /* dy: as masked by the backward (relu) */
+} conv_out;
+
+static window_desc conv_desc(const conv_case *cc)
+{
+    window_desc d = {.n = cc->n, .c = cc->c, .h = cc->h, .w = cc->w, .f = cc->f, .k = cc->k,
+                     .stride = 1, .pad = cc->pad};
+    d.oh = window_out_size(d.h, d.k, 1, d.pad);
+    d.ow = window_out_size(d.w, d.k, 1, d.pad);
+    return d;
+}
+
+static size_t xsize(const window_desc *d)
+{
+    return (size_t)d->n * d->c * d->h * d->w;
+}
+
+static size_t ysize(const window_desc *d)
+{
+    return (size_t)d->n * d->f * d->oh * d->ow;
+}
+
+static size_t wsize(const window_desc *d)
+{
+    return (size_t)d->f * d->c * d->k * d->k;
+}
+
+/* One forward and backward on be (host results in o, malloc'd). */
+static conv_out conv_run(backend_t *be, const conv_case *cc, const float *x, const float *w,
+                         const float *b, const float *dy)
+{
+    window_desc d = conv_desc(cc);
+    size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
+    size_t wsb = be->conv_workspace(be, &d);
+    float *gx = tt_dev_copy(be, x, nx * 4), *gw = tt_dev_copy(be, w, nw * 4);
+    float *gb = cc->bias ? tt_dev_copy(be, b, (size_t)d.f * 4) : NULL;
+    float *gy = tt_dev_copy(be, NULL, ny * 4), *gdy = tt_dev_copy(be, dy, ny * 4);
+    float *gdx = tt_dev_copy(be, NULL, nx * 4), *gdw = tt_dev_copy(be, NULL, nw * 4);
+    float *gdb = tt_dev_copy(be, NULL, (size_t)d.f * 4);
+    void *ws = tt_dev_copy(be, NULL, wsb);
+    be->conv_forward(be, &d, gx, gw, gb, cc->relu, gy, ws);
+    be->conv_backward(be, &d, gx, gw, gy, cc->relu, gdy, gdx, gdw, gdb, ws);
+    conv_out o = {tt_host_copy(be, gy, ny * 4), tt_host_copy(be, gdy, ny * 4),
+                  tt_host_copy(be, gdx, nx * 4), tt_host_copy(be, gdw, nw * 4),
+                  tt_host_copy(be, gdb, (size_t)d.f * 4)};
+    void *blocks[] = {gx, gw, gb, gy, gdy, gdx, gdw, gdb, ws};
+    for (size_t i = 0; i < sizeof(blocks) / sizeof(blocks[0]); i++)
+        if (blocks[i] != NULL)
+            be->free(be, blocks[i]);
+    return o;
+}
+
+static void conv_out_free(conv_out *o)
+{
+    free(o->y), free(o->dy), free(o->dx), free(o->dw), free(o->db);
+}
+
+static bool conv_same_bits(const window_desc *d, const conv_out *a, const conv_out *b)
+{
+    return tt_same_bits(a->y, b->y, ysize(d)) && tt_same_bits(a->dx, b->dx, xsize(d)) &&
+           tt_same_bits(a->dw, b->dw, wsize(d)) && tt_same_bits(a->db, b->db, (size_t)d->f);
+}
+
+/* x[i][c][iy][ix], zero outside the image */
+static double x_at(const window_desc *d, const float *x, int i, int c, int iy, int ix)
+{
+    if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+        return 0.0;
+    return x[(((size_t)i * d->c + c) * d->h + iy) * d->w + ix];
+}
+
+/* The forward's y before relu, in float64, and the magnitudes' sum. */
+static void ref_forward(const window_desc *d, const float *x, const float *w, const float *b,
+                        double *y, double *abs)
+{
+    int K = d->k;
+    for (int i = 0; i < d->n; i++)
+        for (int f = 0; f < d->f; f++)
+            for (int oy = 0; oy < d->oh; oy++)
+                for (int ox = 0; ox < d->ow; ox++) {
+                    double s = b != NULL ? b[f] : 0.0, a = fabs(s);
+                    for (int c = 0; c < d->c; c++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                double t = w[(((size_t)f * d->c + c) * K + ky) * K + kx] *
+                                           x_at(d, x, i, c, oy + ky - d->pad, ox + kx - d->pad);
+                                s += t;
+                                a += fabs(t);
+                            }
+                    size_t o = (((size_t)i * d->f + f) * d->oh + oy) * d->ow + ox;
+                    y[o] = s;
+                    abs[o] = a;
+                }
+}
+
+/* dx, dw and db of the masked dy g, in float64, and the magnitudes' sums. */
+static void ref_backward(const window_desc *d, const float *x, const float *w, const float *g,
+                         double *dx, double *adx, double *dw, double *adw, double *db,
+                         double *adb)
+{
+    int K = d->k;
+    memset(dx, 0, xsize(d) * 8), memset(adx, 0, xsize(d) * 8);
+    memset(dw, 0, wsize(d) * 8), memset(adw, 0, wsize(d) * 8);
+    memset(db, 0, (size_t)d->f * 8), memset(adb, 0, (size_t)d->f * 8);
+    for (int i = 0; i < d->n; i++)
+        for (int f = 0; f < d->f; f++)
+            for (int oy = 0; oy < d->oh; oy++)
+                for (int ox = 0; ox < d->ow; ox++) {
+                    double gv = g[(((size_t)i * d->f + f) * d->oh + oy) * d->ow + ox];
+                    db[f] += gv;
+                    adb[f] += fabs(gv);
+                    for (int c = 0; c < d->c; c++)
+                        for (int ky = 0; ky < K; ky++)
+                            for (int kx = 0; kx < K; kx++) {
+                                int iy = oy + ky - d->pad, ix = ox + kx - d->pad;
+                                if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                    continue;
+                                size_t wi = (((size_t)f * d->c + c) * K + ky) * K + kx;
+                                size_t xi = (((size_t)i * d->c + c) * d->h + iy) * d->w + ix;
+                                dw[wi] += gv * x[xi];
+                                adw[wi] += fabs(gv * x[xi]);
+                                dx[xi] += gv * w[wi];
+                                adx[xi] += fabs(gv * w[wi]);
+                            }
+                }
+}
+
+/* The level's results against the float64 reference: y (relu applied to
+ * the reference), the mask of dy (where the kernel's own y is positive),
+ * dx, dw and db within each sum's bound. */
+static void conv_check(const conv_case *cc, const char *level, const float *x, const float *w,
+                       const float *b, const float *dy, const conv_out *o)
+{
+    window_desc d = conv_desc(cc);
+    size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
+    double *y = malloc(ny * 8), *ay = malloc(ny * 8), *dx = malloc(nx * 8),
+           *adx = malloc(nx * 8), *dw = malloc(nw * 8), *adw = malloc(nw * 8),
+           *db = malloc((size_t)d.f * 8), *adb = malloc((size_t)d.f * 8);
+    float *g = malloc(ny * 4);
+    ref_forward(&d, x, w, cc->bias ? b : NULL, y, ay);
+    long bad_mask = 0;
+    for (size_t i = 0; i < ny; i++) {
+        if (cc->relu)
+            y[i] = y[i] > 0.0 ? y[i] : 0.0;
+        g[i] = !cc->relu || o->y[i] > 0.0f ? dy[i] : 0.0f;
+        bad_mask += !tt_same_bits(&g[i], &o->dy[i], 1);
+    }
+    int taps = d.c * d.k * d.k;
+    tt_ok(out_of_bound(o->y, y, ay, ny, taps + 1) == 0,
+          "conv_small %s at %s: forward y = float64's within the bound (%ld of %zu out)", cc->name,
+          level, out_of_bound(o->y, y, ay, ny, taps + 1), ny);
+    ref_backward(&d, x, w, g, dx, adx, dw, adw, db, adb);
+    int pixels = d.n * d.oh * d.ow;
+    tt_ok(bad_mask == 0 && out_of_bound(o->dx, dx, adx, nx, d.f * d.k * d.k) == 0,
+          "conv_small %s at %s: dy masked by relu (%ld wrong), dx = float64's within the bound",
+          cc->name, level, bad_mask);
+    tt_ok(out_of_bound(o->dw, dw, adw, nw, pixels) == 0 &&
+              out_of_bound(o->db, db, adb, (size_t)d.f, pixels) == 0,
+          "conv_small %s at %s: dw and db = float64's within the bound (dw %ld of %zu out)",
+          cc->name, level, out_of_bound(o->dw, dw, adw, nw, pixels), nw);
+    free(y), free(ay), free(dx), free(adx), free(dw), free(adw), free(db), free(adb), free(g);
+}
+
+static void test_conv_small(void)
+{
+    const conv_case cases[] = {
+        {"LeNet conv0 (1->6, 5x5, pad 2)", 37, 1, 28, 28, 6, 5, 2, true, true},
+        {"LeNet conv1 (6->16, 5x5)", 33, 6, 14, 14, 16, 5, 0, true, true},
+        {"3->7, 3x3, pad 1, 9x11", 20, 3, 9, 11, 7, 3, 1, false, true},
+        {"10->13, 3x3, pad 2, 7x7", 16, 10, 7, 7, 13, 3, 2, true, false},
+        {"15->9, 5x5, pad 1, 8x13", 5, 15, 8, 13, 9, 5, 1, false, false},
+    };
+    tt_rng rng = tt_rng_make(0xc0de);
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const conv_case *cc = &cases[ci];
+        window_desc d = conv_desc(cc);
+        tt_ok(cpu_conv_small_fits(be1, &d), "%s: a conv_small shape", cc->name);
+        float *x = malloc(xsize(&d) * 4), *w = malloc(wsize(&d) * 4), b[16],
+              *dy = malloc(ysize(&d) * 4);
+        tt_fill(&rng, x, xsize(&d), -1.0, 1.0);
+        tt_fill(&rng, w, wsize(&d), -0.5, 0.5);
+        tt_fill(&rng, b, (size_t)d.f, -0.2, 0.2);
+        tt_fill(&rng, dy, ysize(&d), -1.0, 1.0);
+        conv_out at[3] = {{0}};
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+            const char *level = cpu_isa_name((cpu_isa_t)l);
+            cpu_isa_set_for_test((cpu_isa_t)l);
+            at[l] = conv_run(be1, cc, x, w, b, dy);
+            conv_check(cc, level, x, w, b, dy, &at[l]);
+            conv_out two = conv_run(be2, cc, x, w, b, dy);
+            tt_ok(conv_same_bits(&d, &at[l], &two),
+                  "conv_small %s at %s: the same bits on 1 and 2 threads", cc->name, level);
+            conv_out_free(&two);
+        }
+        if (cpu_isa_detected() == CPU_ISA_AVX512)
+            tt_ok(conv_same_bits(&d, &at[CPU_ISA_AVX2], &at[CPU_ISA_AVX512]),
+                  "conv_small %s: AVX2's bits are AVX-512's", cc->name);
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++)
+            conv_out_free(&at[l]);
+        free(x), free(w), free(dy);
+    }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+
+/* ---- max pooling: the 2x2 rows over NCHW and the blocked rows ---- */
+
+/* Where element (i, ch, p) of an [n, c, hw] batch sits: NCHW, or the
+ * blocked layout (backend.h) in nChw16c or NHWC order, any c. */
+static size_t at_of(int layout, int i, int ch, int p, int c, int hw)
+{
+    int cb = (c + 15) / 16;
+    if (layout == 0)
+        return ((size_t)i * c + ch) * hw + p;
+    if (layout == 2)
+        return (((size_t)i * hw + p) * cb + ch / 16) * 16 + ch % 16;
+    return (((size_t)i * cb + ch / 16) * hw + p) * 16 + ch % 16;
+}
+
+/* Max pooling in float64's words: the window's first maximum, a NaN
+ * (the first) wins; padding never. Plane index of it in *arg. */
+static float ref_max(const window_desc *d, const float *plane, int oy, int ox, int32_t *arg)
+{
+    int best = -1;
+    for (int ky = 0; ky < d->k; ky++)
+        for (int kx = 0; kx < d->k; kx++) {
+            int iy = oy * d->stride - d->pad + ky, ix = ox * d->stride - d->pad + kx;
+            if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                continue;
+            int i = iy * d->w + ix;
+            if (best < 0 || (!isnan(plane[best]) && (isnan(plane[i]) || plane[i] > plane[best])))
+                best = i;
+        }
+    *arg = best;
+    return plane[best];
+}
+
+typedef struct {
+    float *y;
+    int32_t *mask;
+} pool_out;
+
+/* x (NCHW) through be's max pool with x in layout lx (0 NCHW, 1 nChw16c,
+ * 2 NHWC) and y in ly (0 or lx), blocked activations in bf16 where bf16
+ * (the backend's blocked_bf16; x's values must be bf16's): y and mask
+ * back in NCHW floats. */
+static pool_out pool_run(backend_t *be, window_desc d, int lx, int ly, bool bf16, const float *x)
+{
+    int cb = (d.c + 15) / 16, hw = d.h * d.w, ohw = d.oh * d.ow;
+    size_t nx = (size_t)d.n * cb * 16 * hw, ny = (size_t)d.n * cb * 16 * ohw;
+    d.blocked_x = lx != 0;
+    d.blocked_y = ly != 0;
+    float *bx = calloc(nx, 4);
+    uint16_t *hx = (uint16_t *)bx; /* the same tensor in bf16 */
+    for (int i = 0; i < d.n; i++)
+        for (int ch = 0; ch < d.c; ch++)
+            for (int p = 0; p < hw; p++) {
+                float v = x[at_of(0, i, ch, p, d.c, hw)];
+                if (bf16)
+                    hx[at_of(lx, i, ch, p, d.c, hw)] = tt_bf16_round(v);
+                else
+                    bx[at_of(lx, i, ch, p, d.c, hw)] = v;
+            }
+    bool saved = be->blocked_nhwc, saved_bf16 = be->blocked_bf16;
+    be->blocked_nhwc = lx == 2;
+    be->blocked_bf16 = bf16;
+    float *gx = tt_dev_copy(be, bx, nx * 4), *gy = tt_dev_copy(be, NULL, ny * 4);
+    int32_t *gm = tt_dev_copy(be, NULL, ny * 4);
+    be->maxpool_forward(be, &d, gx, gy, gm);
+    be->blocked_nhwc = saved;
+    be->blocked_bf16 = saved_bf16;
+    float *y = tt_host_copy(be, gy, ny * 4);
+    int32_t *m = tt_host_copy(be, gm, ny * 4);
+    pool_out o = {malloc((size_t)d.n * d.c * ohw * 4), malloc((size_t)d.n * d.c * ohw * 4)};
+    for (int i = 0; i < d.n; i++)
+        for (int ch = 0; ch < d.c; ch++)
+            for (int p = 0; p < ohw; p++) {
+                size_t at = at_of(ly, i, ch, p, d.c, ohw);
+                o.y[at_of(0, i, ch, p, d.c, ohw)] =
+                    bf16 && ly != 0 ? tt_bf16_widen(((const uint16_t *)y)[at]) : y[at];
+                o.mask[at_of(0, i, ch, p, d.c, ohw)] = m[at];
+            }
+    free(bx), free(y), free(m);
+    be->free(be, gx), be->free(be, gy), be->free(be, gm);
+    return o;
+}
+
+static void test_maxpool(void)
+{
+    /* widths around the AVX2 rows' 8 and AVX-512's 16 windows a step;
+     * values from {0, 1, 2} for ties, NaNs here and there */
+    const int widths[] = {2, 6, 10, 14, 16, 17, 28, 34, 40};
+    /* 2x2 over NCHW (the fast rows); over the blocked layout: 2x2 and
+     * 3x3 / 2 / pad 1, 20 channels (a second, partial block) */
+    const struct {
+        int k, stride, pad, lx, ly;
+        bool bf16;
+    } kinds[] = {{2, 2, 0, 0, 0, false}, {2, 2, 0, 1, 1, false}, {3, 2, 1, 1, 0, false},
+                 {3, 2, 1, 2, 2, false}, {2, 2, 0, 2, 0, false}, {2, 2, 0, 1, 1, true},
+                 {3, 2, 1, 2, 0, true}};
+    tt_rng rng = tt_rng_make(0x9001);
+    for (size_t ki = 0; ki < sizeof(kinds) / sizeof(kinds[0]); ki++)
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+            cpu_isa_set_for_test((cpu_isa_t)l);
+            long bad_y = 0, bad_m = 0, checked = 0, nans = 0, bad_bits = 0;
+            for (size_t wi = 0; wi < sizeof(widths) / sizeof(widths[0]); wi++) {
+                window_desc d = {.n = 3, .c = kinds[ki].lx ? 20 : 3, .h = 7, .w = widths[wi],
+                                 .k = kinds[ki].k, .stride = kinds[ki].stride,
+                                 .pad = kinds[ki].pad};
+                d.f = d.c;
+                d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
+                d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
+                size_t nx = (size_t)d.n * d.c * d.h * d.w, ny = (size_t)d.n * d.c * d.oh * d.ow;
+                float *x = malloc(nx * 4);
+                for (size_t i = 0; i < nx; i++)
+                    x[i] = tt_below(&rng, 50) == 0 ? NAN : (float)tt_below(&rng, 3);
+                pool_out o = pool_run(be1, d, kinds[ki].lx, kinds[ki].ly, kinds[ki].bf16, x);
+                pool_out o2 = pool_run(be2, d, kinds[ki].lx, kinds[ki].ly, kinds[ki].bf16, x);
+                bad_bits += !tt_same_bits(o.y, o2.y, ny) || memcmp(o.mask, o2.mask, ny * 4) != 0;
+                for (int pl = 0; pl < d.n * d.c; pl++)
+                    for (int q = 0; q < d.oh * d.ow; q++) {
+                        int32_t arg;
+                        float want = ref_max(&d, x + (size_t)pl * d.h * d.w, q / d.ow, q % d.ow,
+                                             &arg);
+                        size_t at = (size_t)pl * d.oh * d.ow + q;
+                        nans += isnan(want);
+                        bad_y += !(o.y[at] == want || (isnan(o.y[at]) && isnan(want)));
+                        bad_m += o.mask[at] != arg;
+                        checked++;
+                    }
+                free(x), free(o.y), free(o.mask), free(o2.y), free(o2.mask);
+            }
+            tt_ok(bad_y == 0 && bad_m == 0 && nans > 0,
+                  "maxpool %dx%d/%d pad %d, x %s%s, y %s, at %s: %ld of %ld maxima, %ld indices "
+                  "wrong (%ld NaN windows)",
+                  kinds[ki].k, kinds[ki].k, kinds[ki].stride, kinds[ki].pad,
+                  kinds[ki].lx == 0 ? "NCHW" : kinds[ki].lx == 1 ? "nChw16c" : "NHWC",
+                  kinds[ki].bf16 ? " bf16" : "",
+                  kinds[ki].ly == 0 ? "NCHW" : "blocked", cpu_isa_name((cpu_isa_t)l), bad_y,
+                  checked, bad_m, nans);
+            tt_ok(bad_bits == 0, "maxpool kind %zu at %s: the same bits on 1 and 2 threads", ki,
+                  cpu_isa_name((cpu_isa_t)l));
+        }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+
+/* ---- batchnorm over the blocked layout ---- */
+
+/* One training forward (relu) and backward of blocked batchnorm on be, x
+ * (NCHW) in nChw16c or NHWC order (nhwc), float32 or bf16 activations
+ * (bf16: x, y rounded to bf16; the backend's blocked_bf16); y and dx back
+ * in NCHW floats. */
+static void bn_run_blocked(backend_t *be, bool nhwc, bool bf16, int n, int c, int hw,
+                           const float *x, const float *gamma, const float *beta, const float *dy,
+                           bn_out *o)
+{
+    size_t count = (size_t)n * c * hw;
+    bool saved_nhwc = be->blocked_nhwc, saved_bf16 = be->blocked_bf16;
+    be->blocked_nhwc = nhwc;
+    be->blocked_bf16 = bf16;
+    void *bx = malloc(count * 4), *by = malloc(count * 4);
+    float *bg = malloc(count * 4), *bdx = malloc(count * 4);
+    if (bf16)
+        to_blocked16(x, n, c, hw, nhwc, bx);
+    else
+        to_blocked(x, n, c, hw, nhwc, bx);
+    to_blocked(dy, n, c, hw, nhwc, bg);
+    be->batchnorm_forward_blocked(be, n, c, hw, bx, gamma, beta, o->rmean, o->rvar, 0.1f, 1e-5f,
+                                  true, true, by, o->mean, o->invstd);
+    be->batchnorm_backward_blocked(be, n, c, hw, bx, gamma, o->mean, o->invstd, by, true, bg, bdx,
+                                   o->dgamma, o->dbeta);
+    if (bf16) {
+        const uint16_t *h = by;
+        for (int i = 0; i < n; i++)
+            for (int ch = 0; ch < c; ch++)
+                for (int p = 0; p < hw; p++)
+                    o->y[((size_t)i * c + ch) * hw + p] =
+                        tt_bf16_widen(h[blocked_at(i, ch, p, c, hw, nhwc)]);
+    } else {
+        from_blocked(by, n, c, hw, nhwc, o->y);
+    }
+    from_blocked(bdx, n, c, hw, nhwc, o->dx);
+    be->blocked_nhwc = saved_nhwc;
+    be->blocked_bf16 = saved_bf16;
+    free(bx), free(by), free(bg), free(bdx);
+}
+
+static bool bn_same_bits(const bn_out *a, const bn_out *b, size_t count, int c)
+{
+    return tt_same_bits(a->y, b->y, count) && tt_same_bits(a->mean, b->mean, c) &&
+           tt_same_bits(a->invstd, b->invstd, c) && tt_same_bits(a->rmean, b->rmean, c) &&
+           tt_same_bits(a->rvar, b->rvar, c) && tt_same_bits(a->dx, b->dx, count) &&
+           tt_same_bits(a->dgamma, b->dgamma, c) && tt_same_bits(a->dbeta, b->dbeta, c);
+}
+
+/* Norm-wise errors of y, dx, dgamma and dbeta against float64 (the
+ * training forward with relu, then the backward through the relu mask of
+ * the kernel's own y), the largest of them. */
+static double bn_err(int n, int c, int hw, const float *x, const float *gamma, const float *beta,
+                     const float *dy, const bn_out *o)
+{
+    size_t count = (size_t)n * c * hw;
+    double *y = malloc(count * 8), *dx = malloc(count * 8), *dg = malloc(c * 8),
+           *db = malloc(c * 8), m = (double)n * hw;
+    for (int ch = 0; ch < c; ch++) {
+        double s = 0, v = 0, sg = 0, sgx = 0;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++)
+                s += x[((size_t)i * c + ch) * hw + p];
+        double mean = s / m;
+        for (int i = 0; i < n; i++)
+            for (int p = 0; p < hw; p++) {
+                double d = x[((size_t)i * c + ch) * hw + p] - mean;
+                v += d * d;
+            }
+        double inv = 1.0 / sqrt(v / m + 1e-5);
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++)
+                for (int p = 0; p < hw; p++) {
+                    size_t at = ((size_t)i * c + ch) * hw + p;
+                    double xh = (x[at] - mean) * inv, g = o->y[at] > 0.0f ? dy[at] : 0.0;
+                    if (pass == 0) {
+                        double t = xh * gamma[ch] + beta[ch];
+                        y[at] = t > 0 ? t : 0;
+                        sg += g;
+                        sgx += g * xh;
+                    } else {
+                        dx[at] = gamma[ch] * inv / m * (m * g - sg - xh * sgx);
+                    }
+                }
+        dg[ch] = sgx;
+        db[ch] = sg;
+    }
+    double e[4] = {tt_rel_err(o->y, y, count), tt_rel_err(o->dx, dx, count),
+                   tt_rel_err(o->dgamma, dg, c), tt_rel_err(o->dbeta, db, c)};
+    free(y), free(dx), free(dg), free(db);
+    double worst = 0;
+    for (int i = 0; i < 4; i++)
+        worst = e[i] > worst || isnan(e[i]) ? e[i] : worst;
+    return worst;
+}
+
+static void test_batchnorm_blocked(void)
+{
+    /* 3 blocks and 37 pixels (a tail past the 16-pixel lanes); 1 block, 64 */
+    const int shapes[2][3] = {{5, 48, 37}, {3, 16, 64}};
+    tt_rng rng = tt_rng_make(0xba7c);
+    for (int si = 0; si < 2; si++) {
+        int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
+        size_t count = (size_t)n * c * hw;
+        float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
+        tt_fill(&rng, x, count, -2.0, 3.0);
+        tt_fill(&rng, dy, count, -1.0, 1.0);
+        tt_fill(&rng, gamma, c, 0.5, 1.5);
+        tt_fill(&rng, beta, c, -0.5, 0.5);
+        for (int kind = 0; kind < 4; kind++) { /* nChw16c, NHWC; x float32, bf16 */
+            bool nhwc = kind & 1, bf16 = kind >= 2;
+            bn_out plain = bn_out_make(count, c);
+            for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+                const char *level = cpu_isa_name((cpu_isa_t)l);
+                cpu_isa_set_for_test((cpu_isa_t)l);
+                bn_out o1 = bn_out_make(count, c), o2 = bn_out_make(count, c);
+                bn_run_blocked(be1, nhwc, bf16, n, c, hw, x, gamma, beta, dy, &o1);
+                bn_run_blocked(be2, nhwc, bf16, n, c, hw, x, gamma, beta, dy, &o2);
+                const char *name = nhwc ? "NHWC" : "nChw16c", *type = bf16 ? "bf16" : "float32";
+                if (!bf16) {
+                    /* float32 rounding of sums held in doubles: a few ulps */
+                    double err = bn_err(n, c, hw, x, gamma, beta, dy, &o1);
+                    tt_ok(err < 1e-5, "batchnorm+relu blocked %s [%d %d %d] at %s: float64's "
+                          "within 1e-5 (%.2e)", name, n, c, hw, level, err);
+                }
+                tt_ok(bn_same_bits(&o1, &o2, count, c),
+                      "batchnorm+relu blocked %s %s [%d %d %d] at %s: the same bits on 1 and 2 "
+                      "threads", name, type, n, c, hw, level);
+                if (l == CPU_ISA_PLAIN) {
+                    bn_out_free(&plain);
+                    plain = o1;
+                } else {
+                    tt_ok(bn_same_bits(&o1, &plain, count, c),
+                          "batchnorm+relu blocked %s %s [%d %d %d] at %s: plain C's bits", name,
+                          type, n, c, hw, level);
+                    bn_out_free(&o1);
+                }
+                bn_out_free(&o2);
+            }
+            bn_out_free(&plain);
+        }
+        free(x), free(dy);
+    }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+
+int main(void)
+{
+    be1 = tt_cpu_backend(1);
+    be2 = tt_cpu_backend(2);
+    if (be1 == NULL || be2 == NULL)
+        return 1;
+    tt_diag("levels run: plain to %s (this CPU's)", cpu_isa_name(cpu_isa_detected()));
+    test_conv_small();
+    test_maxpool();
+    test_batchnorm_blocked();
+    be1->destroy(be1);
+    be2->destroy(be2);
+    return tt_done();
+}
