@@ -154,26 +154,6 @@ static void cuda_free(backend_t *be, void *p)
     mem_pool_free(cuda_of(be)->pool, p);
 }
 
-/* A failed wait of the host: the backend's error (its first). */
-static int wait_failed(cuda_impl *c, const tt_err *e)
-{
-    if (!c->failed) {
-        c->failed = true;
-        err_set(&c->err, e->code, "cuda:%d: %s", c->device, e->msg);
-    }
-    return -1;
-}
-
-/* The host's wait for the stream: backend_device_wait polls cudaStreamQuery
- * with the communicator's asynchronous error (never cudaStreamSynchronize,
- * which a stalled NCCL kernel upstream of the stream would never let
- * return); its error is the backend's. */
-int cuda_wait(backend_t *be, const char *what)
-{
-    tt_err e = {0};
-    return backend_device_wait(be, what, &e) == 0 ? 0 : wait_failed(cuda_of(be), &e);
-}
-
 /* Host to device, in stream order; the call waits for the copy, so the
  * caller may reuse the buffer (pinned or pageable, below). */
 static void cuda_upload(backend_t *be, void *dst, const void *host_src, size_t bytes)
@@ -213,58 +193,6 @@ static void cuda_copy(backend_t *be, void *dst, const void *src, size_t bytes)
         return;
     cuda_ok(c, cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, c->stream),
             "cudaMemcpyAsync (copy)");
-}
-
-/* ---- the 16-bit copies of mixed precision (precision.h) ---- */
-
-void *cuda_copies(cuda_impl *c, size_t bytes)
-{
-    if (bytes <= c->copies_bytes && c->copies != NULL)
-        return c->copies;
-    if (mem_pool_frozen(c->pool)) {
-        c->failed = true;
-        err_set(&c->err, TT_ERR_RUNTIME,
-                "cuda:%d: the %s copies of a layer need %zu bytes but setup reserved %zu",
-                c->device, prec_name(c->prec), bytes, c->copies_bytes);
-        return NULL;
-    }
-    /* the old block's pending users run on this stream, before any new one */
-    mem_pool_free(c->pool, c->copies);
-    c->copies = NULL;
-    c->copies_bytes = 0;
-    tt_err err = {0};
-    c->copies = mem_pool_alloc(c->pool, bytes, &err);
-    if (c->copies == NULL) {
-        snprintf(c->alloc_error, sizeof(c->alloc_error), "%s", err.msg);
-        c->failed = true;
-        err_set(&c->err, TT_ERR_USAGE, "cuda:%d: %s", c->device, err.msg);
-        return NULL;
-    }
-    c->copies_bytes = bytes;
-    return c->copies;
-}
-
-cudaDataType_t cuda_blas_type(prec_t p)
-{
-    return p == PREC_BF16 ? CUDA_R_16BF : p == PREC_FP16 ? CUDA_R_16F : CUDA_R_32F;
-}
-
-cudnnDataType_t cuda_dnn_type(prec_t p)
-{
-    return p == PREC_BF16 ? CUDNN_DATA_BFLOAT16 : p == PREC_FP16 ? CUDNN_DATA_HALF
-                                                                   : CUDNN_DATA_FLOAT;
-}
-
-int cuda_to_half(cuda_impl *c, size_t count, const float *src, void *dst)
-{
-    return cuda_ok(c, tt_k_to_half(c->stream, count, c->prec == PREC_BF16, src, dst),
-                   "float32 to 16-bit kernel");
-}
-
-int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst)
-{
-    return cuda_ok(c, tt_k_from_half(c->stream, count, c->prec == PREC_BF16, src, dst),
-                   "16-bit to float32 kernel");
 }
 
 /* ---- dense through cuBLAS ----
@@ -557,7 +485,7 @@ static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *lo
                 "cudaMemcpyAsync (loss)") != 0)
         return;
     if (backend_cuda_event_record(be, c->loss_done, backend_cuda_queue(be), &e) != 0)
-        wait_failed(c, &e);
+        cuda_wait_failed(c, &e);
 }
 
 static void cuda_loss_read(backend_t *be, double *loss_sum, int *correct)
@@ -570,7 +498,7 @@ static void cuda_loss_read(backend_t *be, double *loss_sum, int *correct)
     if (!cuda_begin(be))
         return;
     if (backend_device_wait_event(be, c->loss_done, "loss", &e) != 0) {
-        wait_failed(c, &e);
+        cuda_wait_failed(c, &e);
         return;
     }
     *loss_sum = host->loss;

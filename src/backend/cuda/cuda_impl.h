@@ -88,6 +88,8 @@ bool cuda_begin(backend_t *be);
 /* The host's wait for the compute stream (backend_device_wait: polling,
  * with the communicator's error); a failed wait is the backend's error. */
 int cuda_wait(backend_t *be, const char *what);
+/* Records a failed host wait's error e as the backend's (its first); -1. */
+int cuda_wait_failed(cuda_impl *c, const tt_err *e);
 
 /* The scratch region of the 16-bit copies, at least `bytes` long: grown
  * while the pool is not frozen (setup; work queued on the tower's one
