@@ -57,6 +57,9 @@ void dist_barrier(void);
  * DIST_COLLECTIVE_TIMEOUT_S) and by the trainer with the job's value. */
 #define DIST_COLLECTIVE_TIMEOUT_S 300
 int dist_watch_start(int timeout_s, bool launcher, tt_err *err);
+/* Who this process is for the watch's line, and how it ends every rank
+ * (dist_mpi.c's dist_init gives its rank, size and dist_abort). */
+void dist_watch_set_ranks(int rank, int size, void (*abort_fn)(int code));
 void dist_watch_stop(void);
 /* what: the collective, a string that lives for the program; peer: the rank
  * waited for, -1 for every other rank. One caller at a time, as MPI's. */

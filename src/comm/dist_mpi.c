@@ -47,6 +47,7 @@ int dist_init(int *argc, char ***argv, tt_err *err)
         MPI_Comm_rank(local, &local_rank);
         MPI_Comm_free(&local);
     }
+    dist_watch_set_ranks(rank, size, dist_abort);
     return size > 1 ? dist_watch_start(DIST_COLLECTIVE_TIMEOUT_S, true, err) : 0;
 }
 

@@ -92,10 +92,23 @@ void dist_watch_set_hook(void (*fn)(void *), void *arg)
     pthread_mutex_unlock(&w.lock);
 }
 
+/* This process's rank, the ranks, and how to end them all: dist_mpi.c's,
+ * given at dist_init (dist_watch_set_ranks), so the watch calls nothing of
+ * the communicator that calls it. One process: rank 0 of 1, exit. */
+static int w_rank, w_size = 1;
+static void (*w_abort)(int code);
+
+void dist_watch_set_ranks(int rank, int size, void (*abort_fn)(int code))
+{
+    w_rank = rank;
+    w_size = size;
+    w_abort = abort_fn;
+}
+
 /* "ranks 0, 2, 3" for a collective over every rank (up to 8 named). */
 static void watch_format_peers(char *buf, size_t len, int peer)
 {
-    int me = dist_rank(), n = dist_size(), used = 0, named = 0;
+    int me = w_rank, n = w_size, used = 0, named = 0;
     if (n < 2) {
         snprintf(buf, len, "the other towers' queues");
         return;
@@ -121,7 +134,7 @@ static void *watch_last_resort(void *unused)
     (void)unused;
     sleep(WATCH_ABORT_GRACE_S);
     fprintf(stderr, "towertrain: rank %d: MPI_Abort did not end the job in %d s; exiting\n",
-            dist_rank(), WATCH_ABORT_GRACE_S);
+            w_rank, WATCH_ABORT_GRACE_S);
     _exit(1);
 }
 
@@ -130,8 +143,8 @@ _Noreturn static void watch_fire(int waited_s)
     char peers[128];
     watch_format_peers(peers, sizeof(peers), atomic_load(&w.peer));
     fprintf(stderr, "towertrain: rank %d of %d: %s at step %" PRId64 " not finished after %d s "
-            "(trainer.collective_timeout), waiting for %s; ending the job\n", dist_rank(),
-            dist_size(), atomic_load(&w.what), (int64_t)atomic_load(&w.step), waited_s, peers);
+            "(trainer.collective_timeout), waiting for %s; ending the job\n", w_rank,
+            w_size, atomic_load(&w.what), (int64_t)atomic_load(&w.step), waited_s, peers);
     pthread_t t;
     if (pthread_create(&t, NULL, watch_last_resort, NULL) != 0)
         _exit(1);
@@ -141,14 +154,17 @@ _Noreturn static void watch_fire(int waited_s)
     pthread_mutex_unlock(&w.lock);
     if (hook != NULL)
         hook(arg); /* ncclCommAbort: the device queues drain */
-    dist_abort(1);
+    if (w_abort != NULL)
+        w_abort(1); /* MPI_Abort: every rank */
+    fflush(stdout);
+    _exit(1);
 }
 
 /* The launcher gone: nobody will end or collect this rank. */
 _Noreturn static void watch_orphaned(void)
 {
     fprintf(stderr, "towertrain: rank %d of %d: its launcher (mpirun or orted, pid %d) is "
-            "gone; exiting\n", dist_rank(), dist_size(), (int)w.parent);
+            "gone; exiting\n", w_rank, w_size, (int)w.parent);
     _exit(1);
 }
 
