@@ -479,6 +479,8 @@ int backend_device_query(const char *kind, int device, backend_device_info *info
 /* The simulated GPU (src/backend/sim/): a test device. */
 #define TT_MAX_SIM_DEVICES 64
 backend_t *backend_sim_create(int device, const char *precision, tt_err *err);
+/* A simulated device's description (backend_device_query's "sim"). */
+int backend_sim_device_info(int device, backend_device_info *info, tt_err *err);
 
 /* The CPU backend (precision "fp32"): `threads` workers (>= 1) of the
  * process-wide pool. */

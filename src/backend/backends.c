@@ -41,15 +41,7 @@ int backend_device_count(const char *kind, char *reason, size_t reason_len)
 
 int backend_device_query(const char *kind, int device, backend_device_info *info, tt_err *err)
 {
-    if (strcmp(kind, "sim") != 0)
-        return backend_cuda_device_info(device, info, err);
-    if (device < 0 || device >= TT_MAX_SIM_DEVICES)
-        return err_set(err, TT_ERR_USAGE, "sim:%d: no such simulated device (0 to %d)", device,
-                       TT_MAX_SIM_DEVICES - 1);
-    memset(info, 0, sizeof(*info));
-    snprintf(info->name, sizeof(info->name), "simulated GPU %d (test device)", device);
-    info->major = 8;
-    info->total_bytes = (size_t)80 << 30;
-    info->sm_count = 1;
-    return 0;
+    if (strcmp(kind, "sim") == 0)
+        return backend_sim_device_info(device, info, err);
+    return backend_cuda_device_info(device, info, err);
 }

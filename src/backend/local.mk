@@ -25,7 +25,7 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h \
-	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \

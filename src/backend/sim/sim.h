@@ -45,8 +45,6 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
                     size_t size);
 void sim_queue_drain(sim_queue *q);
 bool sim_queue_idle(sim_queue *q);
-/* The backend's compute queue. */
-sim_queue *sim_compute_queue(backend_t *be);
 
 /* A device's clock, one for all its queues (sim_queue.c): it advances while
  * at least one of them runs an operation (not while they are all empty or
@@ -63,7 +61,6 @@ typedef struct {
 } sim_clock;
 void sim_clock_init(sim_clock *c);
 void sim_clock_destroy(sim_clock *c);
-sim_clock *sim_device_clock(backend_t *be);
 
 /* backend.h's queue, event, pinned memory and copy entries (sim_queue.c).
  * An event's device time is its device's clock (sim_clock) when the
@@ -84,14 +81,10 @@ void sim_dev_host_free(backend_t *be, void *p);
 int sim_dev_copy_async(backend_t *be, void *dst, const void *src, size_t bytes, backend_queue *q,
                        tt_err *err);
 
-/* The compute queue, as sim_enqueue_on / sim_queue_drain. */
 /* x rounded to the 16-bit type of p as a GPU stores it (bf16 or fp16: to
  * nearest even; fp16 past 65504 to Inf), held as floats in y (y may be x). */
 void sim_round_16bit(prec_t p, size_t count, const float *x, float *y);
 
-void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
-                 size_t size);
-void sim_drain(backend_t *be);
 
 /* Records the first error of a sim backend (its check and sync return it). */
 void sim_fail(backend_t *be, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -103,9 +96,9 @@ bool sim_fault_stalls(backend_t *be, int64_t *step);
 /* hang_allreduce: the stall never becomes an asynchronous error (a peer
  * gone silent; only trainer.collective_timeout ends it). */
 bool sim_fault_silent(void);
+/* download_error:checkpoint: the first download of the first save fails. */
+bool sim_fault_download_checkpoint(void);
 
-/* The CPU backend that does a sim backend's arithmetic. */
-backend_t *sim_cpu(backend_t *be);
 
 /* ---- the blocked layout (sim_blocked.c) ---- */
 /* Host scratch of the blocked convolutions' NCHW operands (x, y or dy, w,
@@ -115,7 +108,6 @@ typedef struct {
     float *buf[SIM_SCRATCH_N];
     size_t floats[SIM_SCRATCH_N];
 } sim_scratch;
-sim_scratch *sim_scratch_of(backend_t *be);
 void sim_scratch_free(sim_scratch *sc);
 /* Sets be's layout flags (and its CPU's) as lay says and, with lay.blocked,
  * installs the queued *_blocked operations. */
@@ -130,5 +122,49 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
 
 /* The in-process communicator (sim_comm.c). */
 backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err);
+
+/* ---- a sim backend's state (be->impl), for the files of this folder ---- */
+typedef struct sim_block sim_block; /* one allocation (sim_backend.c) */
+typedef struct {
+    backend_t *cpu;          /* the arithmetic */
+    prec_t prec;
+    pthread_mutex_t lock;    /* the block list and counters (setup and teardown may
+                              * come from another thread than the tower's) */
+    sim_block *blocks;
+    size_t in_use, peak;
+    bool frozen;
+    char alloc_error[160];
+    size_t copies_reserved;  /* bytes of the 16-bit copies' scratch */
+    float *copies;           /* that scratch: 16-bit values held as floats, host memory */
+    void *copies_dev;        /* its device reservation, of the 16-bit size: what the
+                              * pool counts (a GPU holds 2 bytes an element) */
+    tt_err err;              /* the first error */
+    sim_queue *compute;      /* the compute queue: the operations, in order */
+    sim_clock clock;         /* every queue's events' clock (sim.h) */
+    int64_t step;            /* the key of the last staged batch (dev->step) */
+    /* the last loss (softmax_xent): its result, written by the compute
+     * queue as a GPU's copy to pinned memory is, and the event recorded
+     * after it, which loss_read waits for */
+    double loss_sum;
+    int correct;
+    backend_event *loss_done;
+    bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
+    sim_scratch scratch;     /* the blocked convolutions' (sim_blocked.c) */
+} sim_impl;
+
+static inline sim_impl *sim_impl_of(backend_t *be) { return be->impl; }
+/* The CPU backend that does a sim backend's arithmetic. */
+static inline backend_t *sim_cpu(backend_t *be) { return sim_impl_of(be)->cpu; }
+static inline sim_scratch *sim_scratch_of(backend_t *be) { return &sim_impl_of(be)->scratch; }
+/* The backend's compute queue, and its device clock (every queue's). */
+static inline sim_queue *sim_compute_queue(backend_t *be) { return sim_impl_of(be)->compute; }
+static inline sim_clock *sim_device_clock(backend_t *be) { return &sim_impl_of(be)->clock; }
+/* The compute queue, as sim_enqueue_on / sim_queue_drain. */
+static inline void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args),
+                               const void *args, size_t size)
+{
+    sim_enqueue_on(sim_impl_of(be)->compute, run, args, size);
+}
+static inline void sim_drain(backend_t *be) { sim_queue_drain(sim_impl_of(be)->compute); }
 
 #endif

@@ -24,121 +24,14 @@
 #define ALIGN 64
 
 /* One allocation: [header | data (bytes, rounded up) | GUARD guard bytes]. */
-typedef struct sim_block {
+struct sim_block {
     struct sim_block *prev, *next;
     size_t bytes;
     char pad[ALIGN - 2 * sizeof(void *) - sizeof(size_t)];
-} sim_block;
-
-typedef struct {
-    backend_t *cpu;          /* the arithmetic */
-    prec_t prec;
-    pthread_mutex_t lock;    /* the block list and counters (setup and teardown may
-                              * come from another thread than the tower's) */
-    sim_block *blocks;
-    size_t in_use, peak;
-    bool frozen;
-    char alloc_error[160];
-    size_t copies_reserved;  /* bytes of the 16-bit copies' scratch */
-    float *copies;           /* that scratch: 16-bit values held as floats, host memory */
-    void *copies_dev;        /* its device reservation, of the 16-bit size: what the
-                              * pool counts (a GPU holds 2 bytes an element) */
-    tt_err err;              /* the first error */
-    sim_queue *compute;      /* the compute queue: the operations, in order */
-    sim_clock clock;         /* every queue's events' clock (sim.h) */
-    int64_t step;            /* the key of the last staged batch (dev->step) */
-    /* the last loss (softmax_xent): its result, written by the compute
-     * queue as a GPU's copy to pinned memory is, and the event recorded
-     * after it, which loss_read waits for */
-    double loss_sum;
-    int correct;
-    backend_event *loss_done;
-    bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
-    sim_scratch scratch;     /* the blocked convolutions' (sim_blocked.c) */
-} sim_impl;
+};
 
 static sim_impl *S(backend_t *be) { return be->impl; }
 static backend_t *C(backend_t *be) { return S(be)->cpu; }
-
-backend_t *sim_cpu(backend_t *be)
-{
-    return C(be);
-}
-
-sim_scratch *sim_scratch_of(backend_t *be)
-{
-    return &S(be)->scratch;
-}
-
-void sim_fail(backend_t *be, const char *fmt, ...)
-{
-    sim_impl *s = S(be);
-    pthread_mutex_lock(&s->lock);
-    if (s->err.code == TT_OK) {
-        char msg[sizeof(s->err.msg)];
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(msg, sizeof(msg), fmt, ap);
-        va_end(ap);
-        err_set(&s->err, TT_ERR_RUNTIME, "sim:%d: %s", be->device, msg);
-    }
-    pthread_mutex_unlock(&s->lock);
-}
-
-sim_queue *sim_compute_queue(backend_t *be)
-{
-    return S(be)->compute;
-}
-
-sim_clock *sim_device_clock(backend_t *be)
-{
-    return &S(be)->clock;
-}
-
-void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *args), const void *args,
-                 size_t size)
-{
-    sim_enqueue_on(S(be)->compute, run, args, size);
-}
-
-void sim_drain(backend_t *be)
-{
-    sim_queue_drain(S(be)->compute);
-}
-
-/* TT_SIM_FAULT (sim.h): parsed once. */
-static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
-static int64_t fault_stall_from = -1;
-static bool fault_download_checkpoint;
-static bool fault_silent;
-
-static void fault_parse(void)
-{
-    const char *f = getenv("TT_SIM_FAULT");
-    long long step;
-    if (f == NULL)
-        return;
-    if (sscanf(f, "stall_allreduce:%lld", &step) == 1 && step >= 0)
-        fault_stall_from = step;
-    else if (sscanf(f, "hang_allreduce:%lld", &step) == 1 && step >= 0) {
-        fault_stall_from = step;
-        fault_silent = true;
-    } else if (strcmp(f, "download_error:checkpoint") == 0)
-        fault_download_checkpoint = true;
-}
-
-bool sim_fault_stalls(backend_t *be, int64_t *step)
-{
-    pthread_once(&fault_once, fault_parse);
-    *step = S(be)->step;
-    return fault_stall_from >= 0 && S(be)->step >= fault_stall_from;
-}
-
-bool sim_fault_silent(void)
-{
-    pthread_once(&fault_once, fault_parse);
-    return fault_silent;
-}
 
 /* The host's waits go through backend_device_wait (polling, watching the
  * communicator); a failed wait is the backend's error. */
@@ -274,76 +167,6 @@ static void sim_copy(backend_t *be, void *dst, const void *src, size_t bytes)
     sim_enqueue(be, q_copy_run, &a, sizeof(a));
 }
 
-/* ---- 16-bit storage, as the GPU rounds it ---- */
-
-static float round_bf16(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof(u));
-    if ((u & 0x7fffffffu) > 0x7f800000u)
-        return f; /* NaN */
-    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&f, &u, sizeof(f));
-    return f;
-}
-
-/* fp16: to nearest even; past 65504 (half-way to 65536 and beyond) Inf.
- * The compiler's conversion is a libgcc call per element (without F16C in
- * the build's target): the reference, and the tail of the F16C path. */
-static float round_fp16(float f)
-{
-    return (float)(_Float16)f;
-}
-
-#if defined(__x86_64__)
-/* The same 8 at a time with F16C's vcvtps2ph (IEEE round to nearest even,
- * overflow to Inf, subnormals kept) and back: what the scalar loop cost
- * was 43% of an fp16 sim run. */
-__attribute__((target("avx,f16c"))) static void round_fp16_f16c(size_t count, const float *x,
-                                                                 float *y)
-{
-    size_t i = 0;
-    for (; i + 8 <= count; i += 8) {
-        __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT);
-        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(h));
-    }
-    for (; i < count; i++)
-        y[i] = round_fp16(x[i]);
-}
-
-/* F16C: CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not
- * know "f16c"); its 256-bit form needs the OS's AVX state, which
- * __builtin_cpu_supports("avx") checks. Asked once: CPUID traps to the
- * hypervisor in a guest, and this runs for every 16-bit operand. */
-static bool has_f16c(void)
-{
-    static atomic_int have = -1;
-    int h = atomic_load_explicit(&have, memory_order_relaxed);
-    if (h < 0) {
-        unsigned a, b, c, d;
-        h = __builtin_cpu_supports("avx") && __get_cpuid(1, &a, &b, &c, &d) && (c >> 29 & 1u);
-        atomic_store_explicit(&have, h, memory_order_relaxed);
-    }
-    return h;
-}
-#endif
-
-void sim_round_16bit(prec_t p, size_t count, const float *x, float *y)
-{
-    if (p == PREC_FP16) {
-#if defined(__x86_64__)
-        if (has_f16c()) {
-            round_fp16_f16c(count, x, y);
-            return;
-        }
-#endif
-        for (size_t i = 0; i < count; i++)
-            y[i] = round_fp16(x[i]);
-        return;
-    }
-    for (size_t i = 0; i < count; i++)
-        y[i] = round_bf16(x[i]);
-}
 
 /* The 16-bit scratch for a call needing `bytes` (precision.h's layout):
  * an error, as on CUDA, when setup reserved less. */
@@ -666,9 +489,22 @@ static void sim_loss_read(backend_t *be, double *loss_sum, int *correct)
 
 /* ---- the device side ---- */
 
+int backend_sim_device_info(int device, backend_device_info *info, tt_err *err)
+{
+    if (device < 0 || device >= TT_MAX_SIM_DEVICES)
+        return err_set(err, TT_ERR_USAGE, "sim:%d: no such simulated device (0 to %d)", device,
+                       TT_MAX_SIM_DEVICES - 1);
+    memset(info, 0, sizeof(*info));
+    snprintf(info->name, sizeof(info->name), "simulated GPU %d (test device)", device);
+    info->major = 8;
+    info->total_bytes = (size_t)80 << 30;
+    info->sm_count = 1;
+    return 0;
+}
+
 static int sim_info(backend_t *be, backend_device_info *info, tt_err *err)
 {
-    return backend_device_query("sim", be->device, info, err);
+    return backend_sim_device_info(be->device, info, err);
 }
 
 static int sim_bind(backend_t *be, tt_err *err)
@@ -719,8 +555,7 @@ static void sim_step(backend_t *be, int64_t step)
 static void sim_mark(backend_t *be, const char *phase)
 {
     static atomic_bool armed;
-    pthread_once(&fault_once, fault_parse);
-    if (fault_download_checkpoint && strcmp(phase, "checkpoint") == 0 &&
+    if (sim_fault_download_checkpoint() && strcmp(phase, "checkpoint") == 0 &&
         !atomic_exchange(&armed, true))
         S(be)->fail_download = true;
 }
