@@ -65,12 +65,16 @@ check-valgrind:
 # scripts, given TT_EMULATOR, run towertrain and their test programs through
 # it (tests/tt_lib.sh); python runs natively. QEMU 7.2 (Debian 12) emulates
 # SSE to AVX2, FMA and F16C (TCG), and no AVX-512, AVX-VNNI, AVX512_BF16 or
-# AMX at all: the AVX-512 paths run only in make check on an AVX-512 CPU
-# (CI's machines), where every test runs again at each lower level
-# (TT_CPU_ISA). The -cpu model minus the features TCG lacks, so that qemu
-# warns about none on stderr (tests count stderr lines). About 10-50x slower
-# than the CPU itself: the chosen tests are the short ones; about 3 minutes
-# on 2 cores. Its summary: cpus-suite.log.
+# AMX at all: -cpu Skylake-Server or Cooperlake drop every AVX-512 feature
+# with a warning, and CPUID says AVX2 at most (tests/tt_cpuid). Under
+# qemu-user /proc/cpuinfo is the host's, so no test reads it. The AVX-512
+# paths (and bf16) run only in make check on an AVX-512 CPU (CI's
+# machines), where the kernel tests run again at each lower level
+# (TT_CPU_ISA). The -cpu model is EPYC-v1 minus the features TCG lacks, so
+# that qemu warns about none on stderr (tests count stderr lines). About
+# 45x slower than the CPU itself (16 LeNet steps: 0.14 s, 6.4 s under qemu):
+# the chosen tests are short; about 90 s of CPU time. Its summary:
+# cpus-suite.log.
 CPUS_QEMU_CPU = EPYC-v1,-rdseed,-sha-ni,-fxsr-opt,-misalignsse,-3dnowprefetch,-osvw,-topoext,-nrip-save,-xsavec
 CPUS_EMULATOR = qemu-x86_64 -cpu $(CPUS_QEMU_CPU)
 CPUS_TESTPROGS = $(filter-out tests/tt_%,$(check_PROGRAMS))
