@@ -29,19 +29,34 @@ tt_refused "an unknown precision: one line, exit 2" "unknown value 'fp8'" "$T/ru
 ok $? "the default precision is fp32, written into the resolved job"
 
 # bf16 where oneDNN may use nothing above AVX-512: refused, naming what is
-# missing (a build without oneDNN names that instead)
+# missing (a build without oneDNN names that instead). The level oneDNN
+# finds under a cap is the CPU's (tt_dnnl_isa): AVX512_CORE on an AVX-512
+# CPU, AVX2 on an AVX2-only one.
+core=$(tt_dnnl_isa AVX512_CORE) avx2=$(tt_dnnl_isa AVX2)
 if "$TOWERTRAIN" --version | grep -q '^cpu precision: fp32 (bf16 needs oneDNN'; then
   missing='trainer.precision = "bf16" needs oneDNN, and this build has none'
   capped='bf16 needs oneDNN'
 else
-  missing='trainer.precision = "bf16" needs a CPU with AVX512_BF16 or AMX, and oneDNN finds AVX512_CORE at most here (ONEDNN_MAX_CPU_ISA=AVX512_CORE)'
-  capped='bf16 needs a CPU with AVX512_BF16 or AMX, and oneDNN finds AVX2 at most here'
+  missing="trainer.precision = \"bf16\" needs a CPU with AVX512_BF16 or AMX, and oneDNN finds $core at most here (ONEDNN_MAX_CPU_ISA=AVX512_CORE)"
+  capped="bf16 needs a CPU with AVX512_BF16 or AMX, and oneDNN finds $avx2 at most here"
 fi
-tt_refused "bf16 without AVX512_BF16 or AMX (ONEDNN_MAX_CPU_ISA=AVX512_CORE): one line, exit 2, nothing written" \
+tt_refused "bf16 without AVX512_BF16 or AMX (ONEDNN_MAX_CPU_ISA=AVX512_CORE; oneDNN finds $core on this CPU): one line, exit 2, nothing written" \
   "$missing" "$T/run" env ONEDNN_MAX_CPU_ISA=AVX512_CORE \
   "$TOWERTRAIN" run "$JOB" --logdir "$T/run" --quiet --set 'trainer.precision="bf16"'
 ONEDNN_MAX_CPU_ISA=AVX2 "$TOWERTRAIN" --version | grep -q "^cpu precision: fp32 ($capped"
 ok $? "--version says bf16 is not available with oneDNN capped at AVX2 ($capped)"
+# whether bf16 runs here at all, and on what, follows from the CPU (CPUID)
+# and the build: --version names the level oneDNN finds on this CPU
+here=$(tt_dnnl_isa)
+case $here in
+  AVX512_CORE_AMX) want='fp32 bf16 (bf16 on AMX)' ;;
+  AVX512_CORE_BF16) want='fp32 bf16 (bf16 on AVX512_BF16)' ;;
+  *) want="fp32 (bf16 needs a CPU with AVX512_BF16 or AMX, and oneDNN finds $here at most here${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)})" ;;
+esac
+got=$("$TOWERTRAIN" --version | sed -n 's/^cpu precision: //p')
+case $got in "fp32 (bf16 needs oneDNN"*) want=$got ;; esac
+[ "$got" = "$want" ]
+ok $? "--version names the level oneDNN finds on this CPU (CPUID: $here): '$got'"
 
 if ! "$TOWERTRAIN" --version | grep -q '^cpu precision: fp32 bf16'; then
   why=$("$TOWERTRAIN" --version | sed -n 's/^cpu precision: fp32 (bf16 \(.*\))$/\1/p')
@@ -65,7 +80,7 @@ if [ -z "${TT_PRECISION_INNER:-}" ]; then
     [ "$(grep -c '# SKIP needs a CPU with AVX512_BF16 or AMX' "$T/inner")" = 10 ]
   ok $? "with ONEDNN_MAX_CPU_ISA=AVX512_CORE this script SKIPs its 10 bf16 checks visibly and passes (exit $rc)"
   if [ -x "$TT_BUILDDIR/tests/test_bf16" ]; then
-    ONEDNN_MAX_CPU_ISA=AVX512_CORE "$TT_BUILDDIR/tests/test_bf16" >"$T/inner" 2>&1
+    ONEDNN_MAX_CPU_ISA=AVX512_CORE $TT_RUN "$TT_BUILDDIR/tests/test_bf16" >"$T/inner" 2>&1
     rc=$?
     [ $rc = 0 ] && grep -q '# SKIP' "$T/inner" && ! grep -q '^not ok' "$T/inner"
     ok $? "with ONEDNN_MAX_CPU_ISA=AVX512_CORE test_bf16 SKIPs visibly and passes (exit $rc)"

@@ -12,6 +12,10 @@ MPIRUN=""
 if "$TOWERTRAIN" --version | grep -q mpi && command -v mpirun >/dev/null; then
   MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 fi
+# whether bf16 runs here follows from the CPU (CPUID) and the build: where it
+# does, a refused bf16 run fails instead of skipping
+if tt_bf16_here; then TT_BF16_HERE=1; else TT_BF16_HERE=0; fi
+export TT_BF16_HERE
 $PY "$TT_SRCDIR/tests/recipe_check.py" "$T" "$MPIRUN" >"$T/out" 2>&1
 tt_tap "$T/out" $?
 tt_done

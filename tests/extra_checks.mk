@@ -56,9 +56,39 @@ check-valgrind:
 	  $(MAKE) $(AM_MAKEFLAGS) check check_PROGRAMS="$(VALGRIND_TESTPROGS)" \
 	    TESTS="$(VALGRIND_TESTPROGS) tests/e2e_valgrind.sh" LOG_COMPILER="$(VALGRIND_CMD)"
 
+# ---- make check-cpus: the tests that depend on the CPU, on another CPU ----
+# QEMU's user mode (Debian: qemu-user) runs them as on an AMD EPYC of family
+# 23 model 1 (Zen 1: AVX2, FMA, F16C, no AVX-512), the CPU of issue 37:
+# towertrain's kernel dispatch (CPUID), oneDNN's and OpenBLAS's, and the
+# tests' own reading (tests/tt_cpuid) all see that CPU. In this build tree:
+# the unit test programs run under qemu-x86_64 (LOG_COMPILER), and the
+# scripts, given TT_EMULATOR, run towertrain and their test programs through
+# it (tests/tt_lib.sh); python runs natively. QEMU 7.2 (Debian 12) emulates
+# SSE to AVX2, FMA and F16C (TCG), and no AVX-512, AVX-VNNI, AVX512_BF16 or
+# AMX at all: -cpu Skylake-Server or Cooperlake drop every AVX-512 feature
+# with a warning, and CPUID says AVX2 at most (tests/tt_cpuid). Under
+# qemu-user /proc/cpuinfo is the host's, so no test reads it. The AVX-512
+# paths (and bf16) run only in make check on an AVX-512 CPU (CI's
+# machines), where the kernel tests run again at each lower level
+# (TT_CPU_ISA). The -cpu model is EPYC-v1 minus the features TCG lacks, so
+# that qemu warns about none on stderr (tests count stderr lines). About
+# 45x slower than the CPU itself (16 LeNet steps: 0.14 s, 6.4 s under qemu):
+# the chosen tests are short; about 90 s of CPU time. Its summary:
+# cpus-suite.log.
+CPUS_QEMU_CPU = EPYC-v1,-rdseed,-sha-ni,-fxsr-opt,-misalignsse,-3dnowprefetch,-osvw,-topoext,-nrip-save,-xsavec
+CPUS_EMULATOR = qemu-x86_64 -cpu $(CPUS_QEMU_CPU)
+CPUS_TESTPROGS = $(filter-out tests/tt_%,$(check_PROGRAMS))
+CPUS_TESTS = $(CPUS_TESTPROGS) tests/e2e_precision.sh tests/e2e_cpu_isa.sh tests/gpu/e2e_kit.sh
+check-cpus:
+	@command -v qemu-x86_64 >/dev/null || { echo "check-cpus: no qemu-x86_64 (Debian: apt-get install qemu-user)"; exit 1; }
+	@test "`uname -m`" = x86_64 || { echo "check-cpus: runs on x86-64 hosts only"; exit 1; }
+	@echo "check-cpus: the unit tests, e2e_precision.sh, e2e_cpu_isa.sh and e2e_kit.sh under $(CPUS_EMULATOR)"
+	@TT_EMULATOR="$(CPUS_EMULATOR)" $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(CPUS_TESTS)" \
+	  LOG_COMPILER="$(CPUS_EMULATOR)" TEST_SUITE_LOG=cpus-suite.log
+
 clean-extra-checks:
-	rm -rf $(TSAN_DIR) $(VALGRIND_DIR)
-.PHONY: check-tsan check-valgrind clean-extra-checks
+	rm -rf $(TSAN_DIR) $(VALGRIND_DIR) cpus-suite.log
+.PHONY: check-tsan check-valgrind check-cpus clean-extra-checks
 EXTRA_DIST += tests/extra_checks.mk tests/tsan.supp tests/valgrind.supp tests/e2e_valgrind.sh
 
 # A real full disk (a tmpfs in a private mount namespace; SKIPs without root),

@@ -2,8 +2,10 @@
 # What the tests share: TAP and files, the numerical references (C), and the
 # helpers every e2e script sources.
 EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_blocked.h tests/tt_lib.sh
-TESTS += tests/e2e_run.sh tests/e2e_cmdline.sh
-EXTRA_DIST += tests/e2e_run.sh tests/e2e_cmdline.sh
+# tests/e2e_run.sh: in TESTS first (Makefile.am)
+EXTRA_DIST += tests/e2e_run.sh
+TESTS += tests/e2e_cmdline.sh
+EXTRA_DIST += tests/e2e_cmdline.sh
 TESTS += tests/e2e_bad_data.sh
 EXTRA_DIST += tests/e2e_bad_data.sh
 TESTS += tests/e2e_checkpoint.sh
@@ -24,10 +26,15 @@ TESTS += tests/e2e_resnet.sh
 EXTRA_DIST += tests/e2e_resnet.sh
 TESTS += tests/e2e_resnet50.sh
 EXTRA_DIST += tests/e2e_resnet50.sh
-check_PROGRAMS += tests/tt_logits
+check_PROGRAMS += tests/tt_logits tests/tt_cpuid
 tests_tt_logits_SOURCES = tests/tt_logits.c
+tests_tt_cpuid_SOURCES = tests/tt_cpuid.c
+tests_tt_cpuid_LDADD =
 TESTS += tests/e2e_precision.sh
 EXTRA_DIST += tests/e2e_precision.sh
+# a short training run on the CPU under test (make check-cpus: an emulated one)
+TESTS += tests/e2e_cpu_isa.sh
+EXTRA_DIST += tests/e2e_cpu_isa.sh
 TESTS += tests/e2e_readme.sh
 EXTRA_DIST += tests/e2e_readme.sh
 TESTS += tests/e2e_resume.sh

@@ -240,13 +240,16 @@ for name in CONFIGS:
     # another order.
     logdir = "%s/%s_bf16" % (T, name)
     rc = train(logdir, job_text(CONFIGS[name], "sync_replicated", 2, 4, 2, 'precision = "bf16";'))
-    if rc == 2:
-        skip("%s: bf16" % name, "this CPU or build has no bf16")
+    if rc == 2 and os.environ.get("TT_BF16_HERE") == "0":
+        skip("%s: bf16" % name, "this CPU or build has no bf16 (CPUID, e2e_recipe.sh)")
     else:
-        got = final(logdir)
-        e = max(float(np.max(np.abs(got[k] - params[k]))) for k in params)
+        e = math.inf
+        if rc == 0:
+            got = final(logdir)
+            e = max(float(np.max(np.abs(got[k] - params[k]))) for k in params)
         ok(rc == 0 and e <= 0.1 * moved, "%s: bf16, 2 towers x accumulate 2: within 10%% of the "
-           "largest move of the float64 reference (max diff %.3g, move %.3g)" % (name, e, moved))
+           "largest move of the float64 reference (exit status %d, max diff %.3g, move %.3g)"
+           % (name, rc, e, moved))
     # 2 MPI ranks x (1 tower, accumulate 2) and x (2 towers, accumulate 2)
     for towers, batch in ((1, 4), (2, 2)):
         what = "%s: 2 MPI ranks x %d tower(s) x batch %d x accumulate 2" % (name, towers, batch)

@@ -21,7 +21,12 @@
 #   $PY: the python3 to run (numpy, torch): $PYTHON3, which make check sets
 #       from configure (it looks in /usr/bin first), else /usr/bin/python3;
 #       its scripts can import tests/tt_safetensors.py (PYTHONPATH);
-#   $T: a fresh temporary directory, removed when the script exits.
+#   $T: a fresh temporary directory, removed when the script exits;
+#   tt_cpu_has FEATURE, tt_dnnl_isa [CAP]: what the CPU the tests run on
+#       has (CPUID, as tests/tt_cpuid reads it) and the level oneDNN finds on
+#       it (below): what a check that depends on the CPU expects;
+#   $TT_RUN: the prefix that runs a test program as on the CPU under test
+#       ($TT_EMULATOR, below; empty on the machine's own CPU).
 # make check exports $TOWERTRAIN (the binary), $TT_SRCDIR and $TT_BUILDDIR
 # (the trees); to run a script by hand, set them as it does.
 
@@ -43,6 +48,85 @@ T=$(mktemp -d "${TMPDIR:-/tmp}/tt_e2e.XXXXXX") || exit 99
 trap 'rm -rf "$T"' EXIT
 n=0
 failed=0
+
+# ---- the CPU under test ----
+# make check-cpus runs chosen tests as on another CPU: TT_EMULATOR is a
+# command that runs an x86-64 program so (QEMU's user mode, "qemu-x86_64
+# -cpu EPYC-v1,..." for an AVX2-only AMD EPYC Zen 1; tests/extra_checks.mk).
+# Where it is set, $TOWERTRAIN becomes a wrapper that runs towertrain
+# through it, and a script runs its own test programs as $TT_RUN PROGRAM, so
+# that towertrain, oneDNN and tests/tt_cpuid all see the emulated CPU. The
+# python checks run natively: they compute references, on no CPU path of
+# ours. A script that another one runs keeps the wrapper it inherited; a
+# $TOWERTRAIN that is itself a script (the GPU kit's bin/towertrain) runs
+# its program through $TT_EMULATOR itself.
+TT_RUN=${TT_EMULATOR:-}
+if [ -n "$TT_RUN" ] && [ -z "${TT_EMULATED:-}" ] && [ "$(head -c 4 "$TOWERTRAIN" | tail -c 3)" = ELF ]; then
+  mkdir "$T/emulated" &&
+    printf '#!/bin/sh\nexec %s "%s" "$@"\n' "$TT_EMULATOR" "$TOWERTRAIN" >"$T/emulated/towertrain" &&
+    chmod +x "$T/emulated/towertrain" || exit 99
+  TOWERTRAIN=$T/emulated/towertrain TT_EMULATED=1
+  export TOWERTRAIN TT_EMULATED
+fi
+
+# tt_cpu_has FEATURE: true when the CPU under test has FEATURE, named as
+# /proc/cpuinfo names it (avx2, fma, avx512f, avx512_bf16, amx_bf16, ...:
+# tests/tt_cpuid.c lists them). Read from CPUID by tests/tt_cpuid, never from
+# /proc/cpuinfo, which under QEMU is the host's.
+tt_cpu_has() {
+  if [ -z "${tt_cpu_features:-}" ]; then
+    tt_cpu_features=$($TT_RUN "$TT_BUILDDIR/tests/tt_cpuid") || {
+      echo "Bail out! $TT_BUILDDIR/tests/tt_cpuid failed (make check builds it)"; exit 99; }
+    tt_cpu_features="$tt_cpu_features "
+  fi
+  case $tt_cpu_features in *" $1 "*) return 0 ;; esac
+  return 1
+}
+
+# tt_dnnl_isa [CAP]: the level that oneDNN (2.x, dnnl_get_effective_cpu_isa)
+# finds on the CPU under test with ONEDNN_MAX_CPU_ISA=CAP (default: the
+# environment's; none: no cap), named as ONEDNN_MAX_CPU_ISA spells it: the
+# highest level whose features the CPU has and whose bits (dnnl_types.h's
+# dnnl_cpu_isa_t) lie within CAP's. AVX2_VNNI's bits are not within
+# AVX512_CORE's: a CPU with AVX-VNNI capped at AVX512_CORE finds AVX2.
+tt_dnnl_isa() {
+  td_cap=${1-${ONEDNN_MAX_CPU_ISA:-ALL}}
+  case ${td_cap:-ALL} in
+    ALL) td_max=4095 ;; SSE41) td_max=1 ;; AVX) td_max=3 ;; AVX2) td_max=7 ;;
+    AVX2_VNNI) td_max=1031 ;; AVX512_CORE) td_max=39 ;; AVX512_CORE_VNNI) td_max=103 ;;
+    AVX512_CORE_BF16) td_max=231 ;; AVX512_CORE_AMX) td_max=999 ;;
+    *) echo "Bail out! tt_dnnl_isa: no cap '$td_cap'"; exit 99 ;;
+  esac
+  td_core=no
+  tt_cpu_has avx512f && tt_cpu_has avx512bw && tt_cpu_has avx512vl && tt_cpu_has avx512dq &&
+    td_core=yes
+  for td_level in AVX512_CORE_AMX:999 AVX512_CORE_BF16:231 AVX512_CORE_VNNI:103 \
+                  AVX512_CORE:39 AVX2_VNNI:1031 AVX2:7 AVX:3 SSE41:1; do
+    td_bits=${td_level#*:} td_level=${td_level%:*}
+    [ $((td_bits & td_max)) = "$td_bits" ] || continue
+    case $td_level in
+      AVX512_CORE_AMX) [ $td_core = yes ] && tt_cpu_has avx512_vnni && tt_cpu_has avx512_bf16 &&
+                         tt_cpu_has amx_tile && tt_cpu_has amx_int8 && tt_cpu_has amx_bf16 ;;
+      AVX512_CORE_BF16) [ $td_core = yes ] && tt_cpu_has avx512_vnni && tt_cpu_has avx512_bf16 ;;
+      AVX512_CORE_VNNI) [ $td_core = yes ] && tt_cpu_has avx512_vnni ;;
+      AVX512_CORE) [ $td_core = yes ] ;;
+      AVX2_VNNI) tt_cpu_has avx2 && tt_cpu_has avx_vnni ;;
+      AVX2) tt_cpu_has avx2 ;;
+      AVX) tt_cpu_has avx ;;
+      SSE41) tt_cpu_has sse4_1 ;;
+    esac && { echo "$td_level"; return 0; }
+  done
+  echo "no vector extension"
+}
+
+# tt_bf16_here: true when CPU towers can run bf16 here: a build with oneDNN
+# on a CPU where oneDNN finds AVX512_CORE_BF16 or AMX (under the
+# environment's ONEDNN_MAX_CPU_ISA).
+tt_bf16_here() {
+  "$TOWERTRAIN" --version | grep -q '^cpu precision: fp32 (bf16 needs oneDNN' && return 1
+  case $(tt_dnnl_isa) in AVX512_CORE_BF16|AVX512_CORE_AMX) return 0 ;; esac
+  return 1
+}
 
 # ok STATUS DESCRIPTION: one TAP line, "ok" when STATUS is 0.
 ok() {

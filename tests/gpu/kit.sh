@@ -112,7 +112,7 @@ grep -q '^#define HAVE_CUDA 1' config.h || { echo "kit.sh: configure built no CU
 # libgomp). make sees \$$ORIGIN, the shell \$ORIGIN, the linker $ORIGIN.
 PROGS="towertrain tests/test_cuda_libs tests/test_precision tests/gpu/test_gpu_ops tests/gpu/test_gpu_precision tests/test_bf16 bench/gpu/convbench"
 # shellcheck disable=SC2086
-nice make -j"$JOBS" $PROGS LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1 ||
+nice make -j"$JOBS" $PROGS tests/tt_cpuid LDFLAGS='-Wl,--disable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >make.out 2>&1 ||
   die "make failed (see $BUILD/make.out)"
 
 # bench/timeline's event_cost (one timing event's cost on the GPU), against
@@ -154,12 +154,15 @@ fi
 
 # ---- 3. the kit, assembled afresh into a temporary folder, then renamed ----
 tmp="$KIT.new"
-rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/libexec" "$tmp/lib" "$tmp/src/tests/gpu" "$tmp/src/bench/gpu" \
+rm -rf "$tmp" && mkdir -p "$tmp/bin" "$tmp/libexec" "$tmp/lib" "$tmp/tests" "$tmp/src/tests/gpu" "$tmp/src/bench/gpu" \
   "$tmp/src/bench/timeline" "$tmp/src/bench/roofline" "$tmp/src/models" "$tmp/src/jobs" "$tmp/data/fashion-mnist" || die "cannot create $tmp"
 for p in $PROGS event_cost cupti_cost; do
   # debug info is most of their size; the symbols stay for backtraces
   strip --strip-debug -o "$tmp/libexec/${p##*/}" "$p" || die "strip $p failed"
 done
+# the CPU features e2e_precision.sh derives its expectations from
+# (tt_lib.sh's tt_cpu_has runs $TT_BUILDDIR/tests/tt_cpuid; the kit is TT_BUILDDIR)
+cp tests/tt_cpuid "$tmp/tests/" || die "copying tests/tt_cpuid failed"
 if [ -n "$BASE_REF" ]; then
   strip --strip-debug -o "$tmp/libexec/towertrain-baseline" "$BASE_BUILD/towertrain" &&
     cp "$SRC/tests/gpu/kit_towertrain.sh" "$tmp/bin/towertrain-baseline" &&

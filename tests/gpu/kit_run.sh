@@ -109,8 +109,14 @@ say "== $(head -n 1 "$KIT/BUILD")"
 sed -n '2,$p' "$KIT/BUILD" | sed 's/^/   /' | tee -a "$LOG"
 say "== GPU: $(nvidia-smi --query-gpu=index,name,memory.total,compute_cap --format=csv,noheader 2>/dev/null | tr '\n' ';')"
 say "   driver $(nvidia-smi --query-gpu=driver_version --format=csv,noheader 2>/dev/null | head -n 1), $(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | head -n 1) (the driver's)"
-# the host's CPU: its bf16 paths decide what the bf16 step below runs
-cpu_flags=" $(grep -m 1 '^flags' /proc/cpuinfo | cut -d: -f2) "
+# the host's CPU: its bf16 paths decide what the bf16 step below runs. Its
+# features from CPUID (tests/tt_cpuid), which under TT_EMULATOR (make
+# check-cpus, tests/tt_lib.sh) is the emulated CPU's, where /proc/cpuinfo is
+# the host's. Only the CPU's checks (the bf16 step) run emulated.
+emulator=${TT_EMULATOR:-}
+unset TT_EMULATOR
+# shellcheck disable=SC2086
+cpu_flags=" $($emulator "$KIT/tests/tt_cpuid" | cut -d: -f2) "
 has_flag() { case $cpu_flags in *" $1 "*) echo yes ;; *) echo no ;; esac; }
 cpu_amx=$(has_flag amx_bf16) cpu_avx512bf16=$(has_flag avx512_bf16)
 say "== CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), $(nproc) cores; AMX: $cpu_amx, AVX512_BF16: $cpu_avx512bf16"
@@ -284,10 +290,13 @@ count compute-sanitizer 0 "$T/sanitizer.tap"
 # About 30 s a path on 16 cores, and 30 s a path for the ratios;
 # TT_KIT_BF16=0 leaves it out ----
 if [ "${TT_KIT_BF16:-1}" != 0 ]; then
-  say "== bf16 on this machine's CPU ($("$KIT/libexec/towertrain" --version | sed -n 's/^cpu precision: //p'))"
-  check test_bf16 60 "$KIT/libexec/test_bf16"
+  [ -z "$emulator" ] || export TT_EMULATOR="$emulator"
+  say "== bf16 on this machine's CPU ($("$KIT/bin/towertrain" --version | sed -n 's/^cpu precision: //p'))"
+  # shellcheck disable=SC2086
+  check test_bf16 60 $emulator "$KIT/libexec/test_bf16"
   check e2e_precision.sh 150 sh "$KIT/src/tests/e2e_precision.sh"
-  if [ "$cpu_amx" = yes ]; then
+  # AMX where oneDNN finds it (the CPU's, under the environment's ONEDNN_MAX_CPU_ISA)
+  if "$KIT/bin/towertrain" --version | grep -q '^cpu precision: .*(bf16 on AMX)'; then
     check test_bf16.avx512_bf16 60 env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 "$KIT/libexec/test_bf16"
     check e2e_precision.avx512_bf16 150 env ONEDNN_MAX_CPU_ISA=AVX512_CORE_BF16 \
       sh "$KIT/src/tests/e2e_precision.sh"
@@ -299,6 +308,7 @@ if [ "${TT_KIT_BF16:-1}" != 0 ]; then
         echo "   exit status $?"; } | tee -a "$LOG"
     done
   fi
+  unset TT_EMULATOR
 fi
 
 # ---- towertrain profile: ResNet-50 on random data, batch 128, in bf16

@@ -15,4 +15,5 @@ if [ -z "${TT_KIT_NVPATH+set}" ]; then
 fi
 LD_LIBRARY_PATH=$TT_KIT_NVPATH${LD_LIBRARY_PATH:+${TT_KIT_NVPATH:+:}$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
-exec "$kit/libexec/${0##*/}" "$@"
+# TT_EMULATOR (make check-cpus, tests/tt_lib.sh): run it as on that CPU
+exec ${TT_EMULATOR:-} "$kit/libexec/${0##*/}" "$@"

@@ -20,7 +20,7 @@ EXTRA_DIST += tests/gpu/e2e_gpu.sh tests/gpu/e2e_gpu_precision.sh tests/gpu/e2e_
 	tests/gpu/run.sh
 # The GPU kit (tests/gpu/kit.sh): built and checked here, run on a GPU
 # machine as .gpu-kit/run.
-TESTS += tests/gpu/e2e_kit.sh
+# (tests/gpu/e2e_kit.sh: in TESTS first, Makefile.am)
 EXTRA_DIST += tests/gpu/e2e_kit.sh tests/gpu/kit.sh tests/gpu/kit_run.sh tests/gpu/kit_env.sh \
 	tests/gpu/kit_towertrain.sh
 clean-local: clean-gpu-kit
