@@ -33,7 +33,7 @@ bound=$($PY -c 'import sys; sys.path.insert(0, sys.argv[1] + "/bench"); import t
 c = t.model_cost(t.model_path("resnet20")); print((c["activation_bytes"] + c["param_bytes"]) // 1024)' \
   "$TT_SRCDIR")
 kib=$(peak_rss "$TOWERTRAIN" run "$TT_SRCDIR/jobs/resnet20_fake.cfg" --logdir "$T/resnet" --quiet \
-      --set 'trainer={ type = "simple"; }' --set dataflow.batch_size=128 --set 'dataflow.augment=()' \
+      --set 'trainer={ type = "simple"; nr_tower = 1; }' --set dataflow.batch_size=128 --set 'dataflow.augment=()' \
       --set dataflow.source.size=1536 --set max_epoch=1 --set steps_per_epoch=2 --set 'callbacks=()')
 [ -n "$bound" ] && [ "$kib" -gt 0 ] && [ "$kib" -le $((2 * bound)) ]
 ok $? "ResNet-20, 1 tower, batch 128: peak RSS $((kib / 1024)) MB <= 2 x (activations + parameters) = $((2 * bound / 1024)) MB"
