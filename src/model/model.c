@@ -775,14 +775,12 @@ static void layer_args_backward(trace_text *b, const void *obj, int64_t n)
     layer_args(b, obj, n, ((const layer_cost *)obj)->bwd);
 }
 
-const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed)
+/* Every layer's forward, in order. The timeline: each layer's span begins
+ * where the last one's ended (nothing is queued between two layers), after
+ * the first. */
+static void tower_forward(tower_t *t, int n, bool training, uint64_t seed)
 {
     const model_t *m = t->model;
-    backend_t *be = t->be;
-    int last = m->n_layers - 1;
-
-    /* the timeline: each layer's span begins where the last one's ended
-     * (nothing is queued between two layers), after the first */
     bool first = true;
     for (int i = 0; i < m->n_layers; i++) {
         if (done_elsewhere(&m->layers[i]))
@@ -795,6 +793,63 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
             trace_end_full(TRACE_ROW_NONE, t0, TRACE_CAT_FORWARD, m->layers[i].cfg->name, -1,
                            "forward", layer_args_forward, &m->costs[i], n);
     }
+}
+
+/* Layer i's backward. An output read by several layers gets the sum of
+ * their gradients: the first consumer met (the latest layer) overwrites
+ * (done[src] is then set), the others add through the scratch buffer. */
+static void layer_backward(tower_t *t, int i, int n, uint64_t seed, bool *done)
+{
+    const model_t *m = t->model;
+    const layer_t *l = &m->layers[i];
+    backend_t *be = t->be;
+    layer_call c = layer_call_for(t, i, n, true, seed);
+    c.dy = t->dact[i];
+    int accumulate[LAYER_MAX_INPUTS] = {0}, n_acc = 0;
+    for (int k = 0; k < l->n_in; k++) {
+        int src = layer_input(l->cfg, i, k);
+        if (src < 0) {
+            c.dx[k] = NULL; /* no gradient for the data */
+        } else if (!done[src]) {
+            c.dx[k] = t->dact[src];
+            done[src] = true;
+        } else {
+            c.dx[k] = t->dlogits_scratch;
+            accumulate[k] = 1;
+            n_acc++;
+        }
+    }
+    if (l->add_out && l->add_other >= 0) {
+        /* the fused add's gradient of its other input: written, or
+         * added by the batchnorm itself where another reader wrote first */
+        c.dx[l->n_in] = t->dact[l->add_other];
+        c.dx_accumulate[l->n_in] = done[l->add_other];
+        done[l->add_other] = true;
+    }
+    /* Several inputs accumulating at once would share the scratch buffer:
+     * run them one at a time (only `add` has several inputs). */
+    for (int k = 0; k < l->n_in; k++) {
+        if (n_acc > 1 || k == 0) {
+            layer_call one = c;
+            for (int q = 0; n_acc > 1 && q < l->n_in; q++)
+                if (q != k)
+                    one.dx[q] = NULL;
+            l->ops->backward(l, &one);
+        }
+        if (accumulate[k]) {
+            int src = layer_input(l->cfg, i, k);
+            be->axpy(be, (size_t)n * shape3_size(m->layers[src].out), 1.0f, t->dlogits_scratch,
+                     t->dact[src]);
+        }
+    }
+}
+
+const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed)
+{
+    const model_t *m = t->model;
+    backend_t *be = t->be;
+    int last = m->n_layers - 1;
+    tower_forward(t, n, training, seed);
 
     /* queued: a device computes the loss while the host queues backward,
      * and the host reads it at the end (backend.h, loss_read) */
@@ -807,9 +862,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     if (t->loss_scale != 1.0f)
         be->scale(be, (size_t)n * (size_t)m->cfg->classes, t->loss_scale, t->dact[last]);
 
-    /* Reverse order. An output read by several layers gets the sum of their
-     * gradients: the first consumer met (the latest layer) overwrites, the
-     * others add through the scratch buffer. */
+    /* Reverse order; done[j]: layer j's output gradient has been written */
     bool *done = t->grad_written;
     memset(done, 0, (size_t)m->n_layers * sizeof(bool));
     done[last] = true;
@@ -823,56 +876,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
             continue;
         }
         int64_t t0 = chained ? trace_continue() : trace_begin();
-        layer_call c = layer_call_for(t, i, n, true, seed);
-        c.dy = t->dact[i];
-        int accumulate[LAYER_MAX_INPUTS] = {0};
-        for (int k = 0; k < l->n_in; k++) {
-            int src = layer_input(l->cfg, i, k);
-            if (src < 0) {
-                c.dx[k] = NULL; /* no gradient for the data */
-            } else if (!done[src]) {
-                c.dx[k] = t->dact[src];
-                done[src] = true;
-            } else {
-                c.dx[k] = t->dlogits_scratch;
-                accumulate[k] = 1;
-            }
-        }
-        if (l->add_out && l->add_other >= 0) {
-            /* the fused add's gradient of its other input: written, or
-             * added by the batchnorm itself where another reader wrote first */
-            c.dx[l->n_in] = t->dact[l->add_other];
-            c.dx_accumulate[l->n_in] = done[l->add_other];
-            done[l->add_other] = true;
-        }
-        /* Several inputs accumulating at once would share the scratch buffer:
-         * run them one at a time (only `add` has several inputs). */
-        int n_acc = 0;
-        for (int k = 0; k < l->n_in; k++)
-            n_acc += accumulate[k];
-        if (n_acc <= 1) {
-            l->ops->backward(l, &c);
-            for (int k = 0; k < l->n_in; k++) {
-                if (accumulate[k]) {
-                    int src = layer_input(l->cfg, i, k);
-                    be->axpy(be, (size_t)n * shape3_size(m->layers[src].out), 1.0f,
-                             t->dlogits_scratch, t->dact[src]);
-                }
-            }
-        } else {
-            for (int k = 0; k < l->n_in; k++) {
-                layer_call one = c;
-                for (int q = 0; q < l->n_in; q++)
-                    if (q != k)
-                        one.dx[q] = NULL;
-                l->ops->backward(l, &one);
-                if (accumulate[k]) {
-                    int src = layer_input(l->cfg, i, k);
-                    be->axpy(be, (size_t)n * shape3_size(m->layers[src].out), 1.0f,
-                             t->dlogits_scratch, t->dact[src]);
-                }
-            }
-        }
+        layer_backward(t, i, n, seed, done);
         if (t0 != 0)
             trace_end_full(TRACE_ROW_NONE, t0, TRACE_CAT_BACKWARD, l->cfg->name, -1, "backward",
                            layer_args_backward, &m->costs[i], n);
