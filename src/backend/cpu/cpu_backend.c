@@ -4,12 +4,15 @@
 #include "config.h"
 #endif
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
 #ifdef HAVE_DNNL
 #include "backend/cpu/conv_dnnl.h"
+#include "backend/cpu/dnnl_util.h"
 #endif
 
 static void *cpu_alloc(backend_t *be, size_t bytes)
@@ -90,8 +93,32 @@ static void conv_backward(backend_t *be, const window_desc *d, const float *x, c
 #endif
 }
 
+const char *backend_cpu_kernels(char *buf, size_t len)
+{
+    cpu_isa_t isa = cpu_isa(), have = cpu_isa_detected();
+    char cap[64] = "";
+    if (isa < have)
+        snprintf(cap, sizeof(cap), ", TT_CPU_ISA=%s", cpu_isa_name(isa));
+#ifdef HAVE_DNNL
+    cpu_dnnl_cap_isa();
+    snprintf(buf, len, "%s (CPU: %s%s); oneDNN at %s", cpu_isa_name(isa), cpu_isa_name(have),
+             cap, cpu_dnnl_isa_name(dnnl_get_effective_cpu_isa()));
+#else
+    snprintf(buf, len, "%s (CPU: %s%s)", cpu_isa_name(isa), cpu_isa_name(have), cap);
+#endif
+    return buf;
+}
+
 backend_t *backend_cpu_create(int device, int threads, tt_err *err)
 {
+    char why[128];
+    if (cpu_isa_check_env(why, sizeof(why)) != 0) {
+        err_set(err, TT_ERR_USAGE, "%s", why);
+        return NULL;
+    }
+#ifdef HAVE_DNNL
+    cpu_dnnl_cap_isa(); /* before any oneDNN primitive */
+#endif
     backend_t *be = calloc(1, sizeof(*be));
     cpu_impl *impl = calloc(1, sizeof(*impl));
     if (be == NULL || impl == NULL || threads < 1 ||
