@@ -54,7 +54,10 @@ static void cpu_destroy(backend_t *be)
 
 /* Convolutions: few channels go to conv_small.c; the rest to oneDNN
  * (conv_dnnl.c, which falls back to conv.c for what it cannot do) or,
- * without oneDNN, to im2col + sgemm (conv.c). */
+ * without oneDNN, to im2col + sgemm (conv.c). The same rule at every
+ * TT_CPU_ISA level: each library runs its kernels for the level (oneDNN
+ * capped to it, cpu_dnnl_cap_isa). Dense layers: tile_gemm at every level
+ * and shape (tile_gemm.h says why, with the AVX2 measurements). */
 static size_t conv_workspace(backend_t *be, const window_desc *d)
 {
     if (cpu_conv_small_fits(be, d))

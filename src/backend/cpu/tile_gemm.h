@@ -23,6 +23,18 @@
  * panel by panel into `pack` (tile_gemm_pack_floats(K) floats per task;
  * with pack NULL it is read in place by the slower plain C loops, fused at
  * the AVX2 and AVX-512 levels).
+ *
+ * Routing (the rule of issue 37: by CPU level and shape only, never by
+ * timing): the dense layers run here at every level and every shape, never
+ * on oneDNN's or OpenBLAS's sgemm. Measured on the MLP's products (x w^T
+ * 128x256x784, dy w 128x256x256, dy^T x 256x{256,784}x128) at
+ * TT_CPU_ISA=avx2, one thread of a Zen 5, oneDNN capped at AVX2, best of 5:
+ * tile_gemm 25-131 GFLOP/s, dnnl_sgemm 23-130, neither ahead on any shape
+ * across repeats (the machine's load moved both 2-4x). The BLAS would also
+ * need fixed row chunks to keep the bits independent of the thread count
+ * (above), which re-packs the weights per chunk and costs more than any
+ * difference seen. Convolutions of 16 or more input channels already go to
+ * oneDNN at every level (cpu_backend.c), capped to the level.
  */
 #ifndef TT_CPU_TILE_GEMM_H
 #define TT_CPU_TILE_GEMM_H
