@@ -717,6 +717,8 @@ int main(int argc, char **argv)
                 printf("cpu bf16: computed in fp32 here: %s\n", fp32_why);
         } else
             printf("cpu precision: fp32 (bf16 %s)\n", why);
+        char kernels[160];
+        printf("cpu kernels: %s\n", backend_cpu_kernels(kernels, sizeof(kernels)));
         /* which GPUs the binary serves, and the libraries it was built against */
         if (backend_cuda_build_info() != NULL)
             printf("%s\n", backend_cuda_build_info());

@@ -78,11 +78,12 @@ check-valgrind:
 CPUS_QEMU_CPU = EPYC-v1,-rdseed,-sha-ni,-fxsr-opt,-misalignsse,-3dnowprefetch,-osvw,-topoext,-nrip-save,-xsavec
 CPUS_EMULATOR = qemu-x86_64 -cpu $(CPUS_QEMU_CPU)
 CPUS_TESTPROGS = $(filter-out tests/tt_%,$(check_PROGRAMS))
-CPUS_TESTS = $(CPUS_TESTPROGS) tests/e2e_precision.sh tests/e2e_cpu_isa.sh tests/gpu/e2e_kit.sh
+CPUS_TESTS = $(CPUS_TESTPROGS) tests/e2e_precision.sh tests/e2e_cpu_train.sh tests/e2e_cpu_isa.sh \
+	tests/gpu/e2e_kit.sh
 check-cpus:
 	@command -v qemu-x86_64 >/dev/null || { echo "check-cpus: no qemu-x86_64 (Debian: apt-get install qemu-user)"; exit 1; }
 	@test "`uname -m`" = x86_64 || { echo "check-cpus: runs on x86-64 hosts only"; exit 1; }
-	@echo "check-cpus: the unit tests, e2e_precision.sh, e2e_cpu_isa.sh and e2e_kit.sh under $(CPUS_EMULATOR)"
+	@echo "check-cpus: the unit tests, e2e_precision.sh, e2e_cpu_train.sh, e2e_cpu_isa.sh and e2e_kit.sh under $(CPUS_EMULATOR)"
 	@TT_EMULATOR="$(CPUS_EMULATOR)" $(MAKE) $(AM_MAKEFLAGS) check TESTS="$(CPUS_TESTS)" \
 	  LOG_COMPILER="$(CPUS_EMULATOR)" TEST_SUITE_LOG=cpus-suite.log
 

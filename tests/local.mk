@@ -33,6 +33,9 @@ tests_tt_cpuid_LDADD =
 TESTS += tests/e2e_precision.sh
 EXTRA_DIST += tests/e2e_precision.sh
 # a short training run on the CPU under test (make check-cpus: an emulated one)
+TESTS += tests/e2e_cpu_train.sh
+EXTRA_DIST += tests/e2e_cpu_train.sh
+# TT_CPU_ISA: every kernel level the CPU has, and the cap refused when wrong
 TESTS += tests/e2e_cpu_isa.sh
 EXTRA_DIST += tests/e2e_cpu_isa.sh
 TESTS += tests/e2e_readme.sh

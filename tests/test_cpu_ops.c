@@ -12,8 +12,9 @@
  *   batchnorm (forward with relu, backward) and global average pooling over
  *   the blocked layout in nChw16c and NHWC order: the NCHW operations' bits.
  * (the same operations over bf16 blocked activations: test_bf16.c).
- * Every operation large enough to be split over threads gives the same bits
- * on 1 and 2 threads. Data goes through the backend's alloc and upload, as
+ * All but the first two at every instruction-set level the CPU has
+ * (cpu_isa.h: AVX-512, AVX2, plain). Every operation large enough to be
+ * split over threads gives the same bits on 1 and 2 threads. Data goes through the backend's alloc and upload, as
  * the layers use it.
  */
 #include <math.h>
@@ -26,6 +27,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "tt_blocked.h"
 #include "tt_ref.h"
 #include "tt_test.h"
@@ -723,11 +725,18 @@ int main(void)
         return tt_done();
     test_create_and_memory();
     test_threadpool();
-    test_softmax_xent();
-    test_elementwise();
-    test_dropout();
-    test_maxpool_2x2();
-    test_blocked_orders();
+    /* the kernels at every instruction-set level this CPU has (as
+     * TT_CPU_ISA would cap them), each against the references above */
+    for (int level = CPU_ISA_PLAIN; level <= (int)cpu_isa_detected(); level++) {
+        cpu_isa_set_for_test((cpu_isa_t)level);
+        tt_ok(cpu_isa() == (cpu_isa_t)level, "level %s: the checks below run at it (CPU: %s)",
+              cpu_isa_name((cpu_isa_t)level), cpu_isa_name(cpu_isa_detected()));
+        test_softmax_xent();
+        test_elementwise();
+        test_dropout();
+        test_maxpool_2x2();
+        test_blocked_orders();
+    }
     be1->destroy(be1);
     be2->destroy(be2);
     return tt_done();

@@ -10,7 +10,8 @@
  *   (g) setup errors;
  *   (h) a whole model through tower_create/tower_step vs finite differences
  *       of the float64 mean softmax cross-entropy.
- * Shapes are small and odd so that padding, strides, partial batches and
+ * (a)-(e) and (h) at every instruction-set level the CPU has (AVX-512,
+ * AVX2, plain). Shapes are small and odd so that padding, strides, partial batches and
  * uneven splits over the threads all show up. Errors are tt_rel_err's
  * max|a - ref| / max|ref| over a tensor.
  */
@@ -21,6 +22,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
 #include "layers/layer.h"
 #include "model/model.h"
 #include "tt_ref.h"
@@ -1177,14 +1179,21 @@ static void test_batchnorm_add(void)
 
 int main(void)
 {
-    test_dense();
-    test_conv();
-    test_pools();
-    test_batchnorm_add();
-    test_fused_relu();
-    test_dropout();
+    /* the layers' kernels at every instruction-set level this CPU has (as
+     * TT_CPU_ISA would cap them; cpu_isa.h), each against the references */
+    for (int level = CPU_ISA_PLAIN; level <= (int)cpu_isa_detected(); level++) {
+        cpu_isa_set_for_test((cpu_isa_t)level);
+        tt_ok(cpu_isa() == (cpu_isa_t)level, "level %s: the layer checks below run at it "
+              "(CPU: %s)", cpu_isa_name((cpu_isa_t)level), cpu_isa_name(cpu_isa_detected()));
+        test_dense();
+        test_conv();
+        test_pools();
+        test_batchnorm_add();
+        test_fused_relu();
+        test_dropout();
+        test_model();
+    }
     test_init();
     test_errors();
-    test_model();
     return tt_done();
 }

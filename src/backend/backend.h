@@ -513,6 +513,10 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len);
  * conv2d of under 16 input channels towertrain's vdpbf16ps kernel" (AMX). */
 const char *backend_cpu_bf16_engines(void);
 
+/* The CPU kernels' instruction-set level, for the log and --version:
+ * "avx2 (CPU: avx512, TT_CPU_ISA=avx2); oneDNN at AVX2" (cpu_isa.h), in buf. */
+const char *backend_cpu_kernels(char *buf, size_t len);
+
 /* Number of CUDA devices, 0 when the CUDA backend is not built or no device or
  * driver is present. reason (may be NULL) says why there is none. */
 int backend_cuda_device_count(char *reason, size_t reason_len);

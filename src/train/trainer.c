@@ -419,6 +419,8 @@ static void trainer_print_table(const trainer_t *tr)
             log_printf("%-6d %s:%-4d %-8d %-8d\n", t, tr->backends[t]->name,
                        job->trainer.towers[t], tr->backends[t]->threads,
                        job->dataflow.batch_size);
+        char kernels[160];
+        log_printf("cpu kernels: %s\n", backend_cpu_kernels(kernels, sizeof(kernels)));
         const char *fp32_why =
             job->trainer.precision == PRECISION_BF16 ? backend_cpu_bf16_fp32_why() : NULL;
         if (fp32_why != NULL) {

@@ -47,6 +47,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/tile_gemm.h"
 #include "backend/precision.h"
 
@@ -54,8 +55,9 @@
 #include <cpuid.h>
 #include <dnnl.h>
 
-/* oneDNN's name of an instruction set level, as ONEDNN_MAX_CPU_ISA spells it. */
-static const char *isa_name(dnnl_cpu_isa_t isa)
+#include "backend/cpu/dnnl_util.h"
+
+const char *cpu_dnnl_isa_name(dnnl_cpu_isa_t isa)
 {
     switch (isa) {
     case dnnl_cpu_isa_sse41:
@@ -91,15 +93,21 @@ const char *backend_cpu_bf16_isa(char *why, size_t why_len)
 {
     /* what oneDNN will dispatch to: the CPU's features, capped by
      * ONEDNN_MAX_CPU_ISA, and AMX only when the kernel grants the tiles */
+    cpu_dnnl_cap_isa(); /* TT_CPU_ISA's cap first: oneDNN reads its cap once */
     dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
     if (isa_has(isa, dnnl_cpu_isa_avx512_core_amx))
         return "AMX";
     if (isa_has(isa, dnnl_cpu_isa_avx512_core_bf16))
         return "AVX512_BF16";
     if (why != NULL) {
-        const char *cap = getenv("ONEDNN_MAX_CPU_ISA");
+        /* the cap that lowered it, if one did: the user's, else TT_CPU_ISA's */
+        const char *cap = getenv("ONEDNN_MAX_CPU_ISA"), *var = " (ONEDNN_MAX_CPU_ISA=";
+        if (cap == NULL && cpu_isa() < cpu_isa_detected()) {
+            cap = cpu_isa_name(cpu_isa());
+            var = " (TT_CPU_ISA=";
+        }
         snprintf(why, why_len, "needs a CPU with AVX512_BF16 or AMX, and oneDNN finds %s at "
-                 "most here%s%s%s", isa_name(isa), cap != NULL ? " (ONEDNN_MAX_CPU_ISA=" : "",
+                 "most here%s%s%s", cpu_dnnl_isa_name(isa), cap != NULL ? var : "",
                  cap != NULL ? cap : "", cap != NULL ? ")" : "");
     }
     return NULL;
@@ -159,6 +167,10 @@ const char *backend_cpu_bf16_engines(void)
 backend_t *backend_cpu_create_bf16(int device, int threads, tt_err *err)
 {
     char why[256];
+    if (cpu_isa_check_env(why, sizeof(why)) != 0) { /* before oneDNN reads its cap */
+        err_set(err, TT_ERR_USAGE, "%s", why);
+        return NULL;
+    }
     if (backend_cpu_bf16_isa(why, sizeof(why)) == NULL) {
         err_set(err, TT_ERR_USAGE, "precision bf16 %s", why);
         return NULL;

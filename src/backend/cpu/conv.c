@@ -12,6 +12,9 @@
  * in L2, and since the groups do not depend on the thread count, neither do
  * the bits.
  *
+ * The loops here copy and add (the products are the BLAS's, which picks its
+ * own kernels, capped as cpu_isa.h says): plain C at every level.
+ *
  * Workspace (floats): CONV_BUFS column buffers of CKK*P, then CONV_GROUPS
  * partial dw (F*CKK) and db (F).
  */
@@ -62,7 +65,7 @@ static inline void unit_stride_span(const window_desc *d, int kx, int *ox0, int 
 }
 
 /* col[row][p] with row = (c*K + ky)*K + kx and a row stride of ld. */
-CPU_HOT static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
+static void im2col(const window_desc *d, const float *x, float *col, size_t ld)
 {
     int K = d->k, S = d->stride, pad = d->pad;
     for (int c = 0; c < d->c; c++) {
@@ -101,7 +104,7 @@ CPU_HOT static void im2col(const window_desc *d, const float *x, float *col, siz
 }
 
 /* dx (zeroed here) += the columns scattered back to their pixels. */
-CPU_HOT static void col2im(const window_desc *d, const float *col, float *dx)
+static void col2im(const window_desc *d, const float *col, float *dx)
 {
     int K = d->k, S = d->stride, pad = d->pad;
     memset(dx, 0, (size_t)d->c * d->h * d->w * sizeof(float));
@@ -142,7 +145,7 @@ size_t cpu_conv_workspace(backend_t *be, const window_desc *d)
            sizeof(float);
 }
 
-CPU_HOT static void conv_forward_task(void *p, int k, int tasks)
+static void conv_forward_task(void *p, int k, int tasks)
 {
     conv_args *a = p;
     const window_desc *d = a->d;
@@ -177,7 +180,7 @@ void cpu_conv_forward(backend_t *be, const window_desc *d, const float *x, const
     cpu_run(be, be->threads, conv_forward_task, &a);
 }
 
-CPU_HOT static void conv_backward_group(void *p, int g, int groups)
+static void conv_backward_group(void *p, int g, int groups)
 {
     conv_args *a = p;
     const window_desc *d = a->d;

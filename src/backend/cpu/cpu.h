@@ -19,9 +19,11 @@ typedef struct {
     int correct;
 } cpu_impl;
 
-/* Hot loops outside sgemm (im2col, pooling) are compiled for several
- * instruction sets and the best one for the CPU is picked at load time, so
- * the binary stays portable without -march=native. */
+/* CPU_HOT: the older way, for the loops not yet moved to cpu_isa.h's
+ * per-level variants (conv_small.c, pool.c, batchnorm.c, dense_bf16.c):
+ * ifunc clones for several instruction sets, picked at load time from
+ * CPUID, so TT_CPU_ISA does not cap them. tile_gemm.c, transpose.c,
+ * elementwise.c and conv.c pick theirs from cpu_isa(). */
 /* Not under the sanitizers: the clones' ifunc resolvers run while the
  * dynamic loader relocates, before TSan's runtime exists (a crash). */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \

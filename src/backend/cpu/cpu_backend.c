@@ -4,13 +4,16 @@
 #include "config.h"
 #endif
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
 #include "backend/precision.h"
+#include "backend/cpu/cpu_isa.h"
 #ifdef HAVE_DNNL
 #include "backend/cpu/conv_dnnl.h"
+#include "backend/cpu/dnnl_util.h"
 #endif
 
 static void *cpu_alloc(backend_t *be, size_t bytes)
@@ -52,7 +55,10 @@ static void cpu_destroy(backend_t *be)
 
 /* Convolutions: few channels go to conv_small.c; the rest to oneDNN
  * (conv_dnnl.c, which falls back to conv.c for what it cannot do) or,
- * without oneDNN, to im2col + sgemm (conv.c). */
+ * without oneDNN, to im2col + sgemm (conv.c). The same rule at every
+ * TT_CPU_ISA level: each library runs its kernels for the level (oneDNN
+ * capped to it, cpu_dnnl_cap_isa). Dense layers: tile_gemm at every level
+ * and shape (tile_gemm.h says why, with the AVX2 measurements). */
 static size_t conv_workspace(backend_t *be, const window_desc *d)
 {
     if (cpu_conv_small_fits(be, d))
@@ -91,8 +97,32 @@ static void conv_backward(backend_t *be, const window_desc *d, const float *x, c
 #endif
 }
 
+const char *backend_cpu_kernels(char *buf, size_t len)
+{
+    cpu_isa_t isa = cpu_isa(), have = cpu_isa_detected();
+    char cap[64] = "";
+    if (isa < have)
+        snprintf(cap, sizeof(cap), ", TT_CPU_ISA=%s", cpu_isa_name(isa));
+#ifdef HAVE_DNNL
+    cpu_dnnl_cap_isa();
+    snprintf(buf, len, "%s (CPU: %s%s); oneDNN at %s", cpu_isa_name(isa), cpu_isa_name(have),
+             cap, cpu_dnnl_isa_name(dnnl_get_effective_cpu_isa()));
+#else
+    snprintf(buf, len, "%s (CPU: %s%s)", cpu_isa_name(isa), cpu_isa_name(have), cap);
+#endif
+    return buf;
+}
+
 backend_t *backend_cpu_create(int device, int threads, tt_err *err)
 {
+    char why[128];
+    if (cpu_isa_check_env(why, sizeof(why)) != 0) {
+        err_set(err, TT_ERR_USAGE, "%s", why);
+        return NULL;
+    }
+#ifdef HAVE_DNNL
+    cpu_dnnl_cap_isa(); /* before any oneDNN primitive */
+#endif
     backend_t *be = calloc(1, sizeof(*be));
     cpu_impl *impl = calloc(1, sizeof(*impl));
     if (be == NULL || impl == NULL || threads < 1 ||

@@ -1,27 +1,33 @@
 /* cpu_isa.c - the CPU kernels' instruction-set level (cpu_isa.h). */
 #include "backend/cpu/cpu_isa.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int isa_level = -1; /* cpu_isa()'s answer, once asked */
+/* cpu_isa()'s answer, once asked. Atomic (relaxed: every thread computes
+ * the same value) because the first ask may come from several of a team's
+ * threads at once, in a kernel. */
+static _Atomic int isa_level = -1;
 
 cpu_isa_t cpu_isa_detected(void)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    static int have = -1;
-    if (have < 0) {
+    static _Atomic int have = -1; /* atomic as isa_level */
+    int h = atomic_load_explicit(&have, memory_order_relaxed);
+    if (h < 0) {
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
             __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq"))
-            have = CPU_ISA_AVX512;
+            h = CPU_ISA_AVX512;
         else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            have = CPU_ISA_AVX2;
+            h = CPU_ISA_AVX2;
         else
-            have = CPU_ISA_PLAIN;
+            h = CPU_ISA_PLAIN;
+        atomic_store_explicit(&have, h, memory_order_relaxed);
     }
-    return (cpu_isa_t)have;
+    return (cpu_isa_t)h;
 #else
     return CPU_ISA_PLAIN;
 #endif
@@ -55,14 +61,17 @@ int cpu_isa_check_env(char *why, size_t n)
 
 cpu_isa_t cpu_isa(void)
 {
-    if (isa_level < 0) {
+    int l = atomic_load_explicit(&isa_level, memory_order_relaxed);
+    if (l < 0) {
         int have = (int)cpu_isa_detected(), cap = env_level();
-        isa_level = cap >= 0 && cap < have ? cap : have;
+        l = cap >= 0 && cap < have ? cap : have;
+        atomic_store_explicit(&isa_level, l, memory_order_relaxed);
     }
-    return (cpu_isa_t)isa_level;
+    return (cpu_isa_t)l;
 }
 
 void cpu_isa_set_for_test(cpu_isa_t isa)
 {
-    isa_level = (int)isa <= (int)cpu_isa_detected() ? (int)isa : (int)cpu_isa_detected();
+    int have = (int)cpu_isa_detected();
+    atomic_store_explicit(&isa_level, (int)isa <= have ? (int)isa : have, memory_order_relaxed);
 }

@@ -35,6 +35,18 @@ const char *cpu_isa_name(cpu_isa_t isa);
  * A cap above what the CPU has is not an error: the CPU's level runs. */
 int cpu_isa_check_env(char *why, size_t n);
 
+/* The function attributes that compile one variant of a kernel for a level
+ * (explicit targets, not ifunc clones: the variant is picked by a switch on
+ * cpu_isa(), so TT_CPU_ISA caps it, and it works under the sanitizers).
+ * CPU_ISA_TARGETS is defined where the compiler has them (x86-64 GCC and
+ * clang); elsewhere only the plain variants exist. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_ISA_TARGETS 1
+#define CPU_TARGET_AVX512 \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
+#define CPU_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#endif
+
 /* For unit tests only: run the kernels at `isa` (at most the detected level)
  * from now on, as if TT_CPU_ISA said so. */
 void cpu_isa_set_for_test(cpu_isa_t isa);

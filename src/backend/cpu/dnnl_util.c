@@ -1,3 +1,4 @@
+/* dnnl_util.c - the CPU backend's oneDNN plumbing (dnnl_util.h). */
 #include "backend/cpu/dnnl_util.h"
 
 #include <pthread.h>
@@ -7,11 +8,31 @@
 
 #include <omp.h>
 
+#include "backend/cpu/cpu_isa.h"
+
+static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
+
+static void cap_isa(void)
+{
+    cpu_isa_t isa = cpu_isa();
+    if (getenv("ONEDNN_MAX_CPU_ISA") != NULL || isa >= cpu_isa_detected())
+        return;
+    /* fails only after oneDNN's first kernel, which cannot have run: every
+     * path into oneDNN passes here first */
+    dnnl_set_max_cpu_isa(isa == CPU_ISA_AVX2 ? dnnl_cpu_isa_avx2 : dnnl_cpu_isa_sse41);
+}
+
+void cpu_dnnl_cap_isa(void)
+{
+    pthread_once(&cap_once, cap_isa);
+}
+
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 
 static void engine_create(void)
 {
+    cpu_dnnl_cap_isa();
     if (dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success)
         engine = NULL;
 }
@@ -26,6 +47,7 @@ void cpu_dnnl_single_thread(void)
 {
     static _Thread_local bool single;
     if (!single) {
+        cpu_dnnl_cap_isa();
         omp_set_num_threads(1);
         single = true;
     }

@@ -7,6 +7,16 @@
 
 #include <dnnl.h>
 
+/* Caps oneDNN's instruction sets to cpu_isa()'s level where TT_CPU_ISA
+ * lowered it (AVX2, or SSE4.1 for plain), unless the user set
+ * ONEDNN_MAX_CPU_ISA: once per process, before oneDNN's first use (the
+ * engine, sgemm and the bf16 check call it). */
+void cpu_dnnl_cap_isa(void);
+
+/* oneDNN's name of an instruction-set level, as ONEDNN_MAX_CPU_ISA spells
+ * it ("AVX2", "AVX512_CORE", ...). */
+const char *cpu_dnnl_isa_name(dnnl_cpu_isa_t isa);
+
 /* The process's CPU engine, made on first use; NULL when oneDNN cannot make one. */
 dnnl_engine_t cpu_dnnl_engine(void);
 

@@ -1,9 +1,14 @@
 /* elementwise.c - relu, dropout, axpy, the loss and the optimizer updates: loops
- * over the per-element functions of backend/math.h, in chunks over the team. */
+ * over the per-element functions of backend/math.h, in chunks over the team.
+ * The loops are compiled once per instruction-set level and cpu_isa() picks
+ * one (TT_CPU_ISA caps it); the compiler vectorises each for its level. No
+ * loop sums across elements and nothing is contracted into an fma (ISO C
+ * mode), so every level gives the same bits. */
 #include <math.h>
 
 #include "backend/cpu/bf16_io.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/math.h"
 
 /* Chunks of at least this many elements: below it threads cost more than
@@ -28,10 +33,9 @@ typedef struct {
     tt_adam_consts adam;
 } ew_args;
 
-CPU_HOT static void ew_task(void *p, int k, int tasks)
+/* Elements [lo, hi) of the operation; inlined into one variant per level. */
+__attribute__((always_inline)) static inline void ew_body(ew_args *e, size_t lo, size_t hi)
 {
-    ew_args *e = p;
-    size_t lo = e->count * (size_t)k / (size_t)tasks, hi = e->count * (size_t)(k + 1) / tasks;
     switch (e->op) {
     case EW_RELU:
         for (size_t i = lo; i < hi; i++)
@@ -103,6 +107,41 @@ CPU_HOT static void ew_task(void *p, int k, int tasks)
             ((uint16_t *)e->y)[i] = bf16_from_float(e->op == EW_ADD_RELU_BF16 ? tt_relu(v) : v);
         }
         break;
+    }
+}
+
+static void ew_plain(ew_args *e, size_t lo, size_t hi)
+{
+    ew_body(e, lo, hi);
+}
+
+#ifdef CPU_ISA_TARGETS
+CPU_TARGET_AVX2 static void ew_avx2(ew_args *e, size_t lo, size_t hi)
+{
+    ew_body(e, lo, hi);
+}
+
+CPU_TARGET_AVX512 static void ew_avx512(ew_args *e, size_t lo, size_t hi)
+{
+    ew_body(e, lo, hi);
+}
+#endif
+
+static void ew_task(void *p, int k, int tasks)
+{
+    ew_args *e = p;
+    size_t lo = e->count * (size_t)k / (size_t)tasks, hi = e->count * (size_t)(k + 1) / tasks;
+    switch (cpu_isa()) {
+#ifdef CPU_ISA_TARGETS
+    case CPU_ISA_AVX512:
+        ew_avx512(e, lo, hi);
+        return;
+    case CPU_ISA_AVX2:
+        ew_avx2(e, lo, hi);
+        return;
+#endif
+    default:
+        ew_plain(e, lo, hi);
     }
 }
 
@@ -184,7 +223,8 @@ void cpu_scale(backend_t *be, size_t count, float alpha, float *x)
     ew_run(be, &e);
 }
 
-CPU_HOT bool cpu_all_finite(backend_t *be, size_t count, const float *x)
+/* An integer test the base instruction set vectorises already. */
+bool cpu_all_finite(backend_t *be, size_t count, const float *x)
 {
     int bad = 0;
     for (size_t i = 0; i < count; i++)
@@ -194,7 +234,7 @@ CPU_HOT bool cpu_all_finite(backend_t *be, size_t count, const float *x)
 
 /* On the calling thread, in index order: once per step over the gradients
  * (clipping) or per parameter (LARS), memory-bound either way. */
-CPU_HOT double cpu_sumsq(backend_t *be, size_t count, const float *x)
+double cpu_sumsq(backend_t *be, size_t count, const float *x)
 {
     double s = 0.0;
     for (size_t i = 0; i < count; i++)

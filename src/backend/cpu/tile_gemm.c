@@ -1,9 +1,17 @@
-/* tile_gemm.c - C = A B (+ bias, relu), one fma chain per element in k order
- * (tile_gemm.h says why). Two kernels with the same arithmetic: AVX-512
- * (8 rows x 48 columns of C in 24 registers, one broadcast of A and three
- * vectors of B per k), chosen at run time, and plain C for other CPUs and
- * the sanitizer builds. A third, AVX512_BF16's, multiplies bf16 operands
- * (tile_gemm_t.bf16) in the same tiles, one k pair per instruction. */
+/* tile_gemm.c - C = A B (+ bias, relu), one multiply-add chain per element
+ * in k order (tile_gemm.h says why). One kernel per instruction-set level,
+ * picked by cpu_isa() (TT_CPU_ISA caps it):
+ *  - AVX-512: 8 rows x 48 columns of C in 24 of the 32 registers, one
+ *    broadcast of A and three vectors of B per k;
+ *  - AVX2 + FMA: 4 rows x 24 columns in 12 of the 16 registers, one
+ *    broadcast of A and three vectors of 8 of B per k;
+ *  - plain C: 4 x 16 accumulators the compiler vectorises as it can.
+ * The AVX-512 and AVX2 kernels fuse each multiply-add (fmaf's bits), so they
+ * agree bit for bit; the plain kernel, for CPUs without FMA, rounds the
+ * product and the sum separately (libm's fmaf there would be a software
+ * call per element). A fourth kernel, AVX512_BF16's, multiplies bf16
+ * operands (tile_gemm_t.bf16) in the AVX-512 tiles, one k pair per
+ * instruction. */
 #include "backend/cpu/tile_gemm.h"
 
 #include <math.h>
@@ -11,52 +19,41 @@
 #include <string.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
 #include "backend/cpu/transpose.h"
 #include "backend/math.h"
 
-#ifdef CPU_AVX512_KERNELS
+#ifdef CPU_ISA_TARGETS
 #include <immintrin.h>
 #endif
 
-#define NR 48 /* columns per panel: three vectors of 16 */
+#define NR 48 /* columns per panel: three vectors of 16, six of 8 */
 #define MR 8  /* rows per AVX-512 tile */
+#define MR2 4 /* rows per AVX2 tile */
 
 size_t tile_gemm_pack_floats(int K)
 {
     return (size_t)K * NR;
 }
 
-/* ---- packing a transposed B ---- */
-
-/* Panel columns [n0, n0 + nn) of B(k, n) = b[n * b_rs + k] into
- * p[k * w + j] (w = nn rounded up to 16), zeros beyond nn. */
-static void pack_plain(const tile_gemm_t *g, int n0, int nn, int w, float *p)
-{
-    for (int k = 0; k < g->K; k++) {
-        float *row = p + (size_t)k * w;
-        for (int j = 0; j < nn; j++)
-            row[j] = g->b[(size_t)(n0 + j) * g->b_rs + k];
-        for (int j = nn; j < w; j++)
-            row[j] = 0.0f;
-    }
-}
-
-#ifdef CPU_AVX512_KERNELS
-__attribute__((target("avx512f"))) static void pack_avx512(const tile_gemm_t *g, int n0, int nn,
-                                                           int w, float *p)
+/* Panel columns [n0, n0 + nn) of a transposed B(k, n) = b[n * b_rs + k]
+ * into p[k * w + j] (w = nn rounded up to 16), zeros beyond nn: 16 x 16
+ * blocks, each transposed by the level's kernel (transpose.c). */
+static void pack_panel(const tile_gemm_t *g, int n0, int nn, int w, float *p)
 {
     for (int j = 0; j < w; j += 16)
         for (int k = 0; k < g->K; k += 16)
             cpu_transpose16(g->b + (size_t)(n0 + j) * g->b_rs + k, g->b_rs, nn - j,
                             g->K - k < 16 ? g->K - k : 16, p + (size_t)k * w + j, w, 16);
 }
-#endif
 
 /* ---- the plain C kernel: rows [m0, m1) x columns [n0, n0 + nn) of C,
- * B(k, j) = b[k * bk + j * bj] ---- */
-
-CPU_HOT static void block_plain(const tile_gemm_t *g, int m0, int m1, int n0, int nn,
-                                const float *b, ptrdiff_t bk, ptrdiff_t bj)
+ * B(k, j) = b[k * bk + j * bj]. `fused`: each step is fmaf (the vector
+ * kernels' bits), else a rounded product then a rounded sum. Inlined with
+ * a constant `fused` into the two variants below. */
+__attribute__((always_inline)) static inline void
+block_plain_body(const tile_gemm_t *g, int m0, int m1, int n0, int nn, const float *b,
+                 ptrdiff_t bk, ptrdiff_t bj, const bool fused)
 {
     enum { R = 4, W = 16 };
     for (int m = m0; m < m1; m += R) {
@@ -68,8 +65,14 @@ CPU_HOT static void block_plain(const tile_gemm_t *g, int m0, int m1, int n0, in
                 const float *brow = b + (ptrdiff_t)k * bk + (ptrdiff_t)j0 * bj;
                 for (int r = 0; r < rows; r++) {
                     float a = g->a[(ptrdiff_t)(m + r) * g->a_rs + (ptrdiff_t)k * g->a_cs];
-                    for (int j = 0; j < cols; j++)
-                        acc[r][j] = fmaf(a, brow[j * bj], acc[r][j]);
+                    for (int j = 0; j < cols; j++) {
+                        if (fused) {
+                            acc[r][j] = fmaf(a, brow[j * bj], acc[r][j]);
+                        } else {
+                            float p = a * brow[j * bj];
+                            acc[r][j] = acc[r][j] + p;
+                        }
+                    }
                 }
             }
             for (int r = 0; r < rows; r++) {
@@ -85,9 +88,27 @@ CPU_HOT static void block_plain(const tile_gemm_t *g, int m0, int m1, int n0, in
     }
 }
 
+/* Level plain. Compiled for the base instruction set, which has no fma, so
+ * the compiler cannot fuse the product and the sum either. */
+static void block_plain(const tile_gemm_t *g, int m0, int m1, int n0, int nn, const float *b,
+                        ptrdiff_t bk, ptrdiff_t bj)
+{
+    block_plain_body(g, m0, m1, n0, nn, b, bk, bj, false);
+}
+
+#ifdef CPU_ISA_TARGETS
+/* The AVX2 and AVX-512 levels' kernel for a B read in place (no packing
+ * buffer): fmaf becomes vfmadd here, not a libm call. */
+CPU_TARGET_AVX2 static void block_plain_fma(const tile_gemm_t *g, int m0, int m1, int n0, int nn,
+                                            const float *b, ptrdiff_t bk, ptrdiff_t bj)
+{
+    block_plain_body(g, m0, m1, n0, nn, b, bk, bj, true);
+}
+#endif
+
 /* ---- the AVX-512 kernel ---- */
 
-#ifdef CPU_AVX512_KERNELS
+#ifdef CPU_ISA_TARGETS
 /* One tile of `rows` (<= MR) x 16*NV columns, the last vector masked by
  * `last`. Inlined with constant rows and NV, so the unused accumulators
  * vanish; they are named variables, not an array, because GCC keeps an
@@ -186,6 +207,116 @@ __attribute__((target("avx512f"))) static void block_avx512(const tile_gemm_t *g
     }
 }
 
+/* ---- the AVX2 + FMA kernel ----
+ *
+ * A tile of `rows` (<= MR2 = 4) x 8*NV (<= 24) columns: 12 accumulators,
+ * three vectors of B and one broadcast of A, 16 registers. With `ragged`
+ * the tile's last vector holds fewer than 8 columns (the lanes set in
+ * `last`): it is loaded and stored masked, since an unpacked B (dy w, dy^T
+ * x) ends there. */
+#define ACC2_ROW(r) __m256 d##r##0 = _mm256_setzero_ps(), d##r##1 = d##r##0, d##r##2 = d##r##0
+#define FMA2_ROW(r)                                                                           \
+    if (rows > r) {                                                                           \
+        __m256 av = _mm256_broadcast_ss(a + r * ars);                                         \
+        d##r##0 = _mm256_fmadd_ps(av, b0, d##r##0);                                           \
+        if (NV > 1)                                                                           \
+            d##r##1 = _mm256_fmadd_ps(av, b1, d##r##1);                                       \
+        if (NV > 2)                                                                           \
+            d##r##2 = _mm256_fmadd_ps(av, b2, d##r##2);                                       \
+    }
+#define STORE2_ROW(r)                                                                         \
+    if (rows > r) {                                                                           \
+        store_vec8(c + r * ldc, d##r##0, ragged && NV == 1, last, bias, relu);                \
+        if (NV > 1)                                                                           \
+            store_vec8(c + r * ldc + 8, d##r##1, ragged && NV == 2, last,                     \
+                       bias ? bias + 8 : NULL, relu);                                         \
+        if (NV > 2)                                                                           \
+            store_vec8(c + r * ldc + 16, d##r##2, ragged, last, bias ? bias + 16 : NULL, relu); \
+    }
+
+/* One vector of B: masked when it is the tile's ragged last. */
+CPU_TARGET_AVX2 __attribute__((always_inline)) static inline __m256
+load_vec8(const float *p, bool masked, __m256i last)
+{
+    return masked ? _mm256_maskload_ps(p, last) : _mm256_loadu_ps(p);
+}
+
+/* The epilogue of one vector: + bias, relu, store (masked when ragged). */
+CPU_TARGET_AVX2 __attribute__((always_inline)) static inline void
+store_vec8(float *c, __m256 y, bool masked, __m256i last, const float *bias, bool relu)
+{
+    if (bias != NULL)
+        y = _mm256_add_ps(y, load_vec8(bias, masked, last));
+    if (relu) /* max(y, 0) picks 0 for NaN and -0, as tt_relu */
+        y = _mm256_max_ps(y, _mm256_setzero_ps());
+    if (masked)
+        _mm256_maskstore_ps(c, last, y);
+    else
+        _mm256_storeu_ps(c, y);
+}
+
+CPU_TARGET_AVX2 __attribute__((always_inline)) static inline void
+tile256(const int rows, const int NV, const bool ragged, int K, const float *a, ptrdiff_t ars,
+        ptrdiff_t acs, const float *b, ptrdiff_t brs, __m256i last, float *c, ptrdiff_t ldc,
+        const float *bias, bool relu)
+{
+    ACC2_ROW(0); ACC2_ROW(1); ACC2_ROW(2); ACC2_ROW(3);
+    for (int k = 0; k < K; k++) {
+        __m256 b0 = load_vec8(b, ragged && NV == 1, last);
+        __m256 b1 = NV > 1 ? load_vec8(b + 8, ragged && NV == 2, last) : b0;
+        __m256 b2 = NV > 2 ? load_vec8(b + 16, ragged, last) : b0;
+        FMA2_ROW(0); FMA2_ROW(1); FMA2_ROW(2); FMA2_ROW(3);
+        a += acs;
+        b += brs;
+    }
+    STORE2_ROW(0); STORE2_ROW(1); STORE2_ROW(2); STORE2_ROW(3);
+}
+
+/* T(rows, vectors) for every AVX2 tile shape, for a switch on
+ * (rows * 4 + nv) * 2 + ragged */
+#define TILE2_SHAPES(T)                                                                       \
+    T(1, 1) T(1, 2) T(1, 3) T(2, 1) T(2, 2) T(2, 3) T(3, 1) T(3, 2) T(3, 3)                   \
+    T(4, 1) T(4, 2) T(4, 3)
+
+#define TILE2_CASE(R, V)                                                                      \
+    case ((R) * 4 + (V)) * 2:                                                                 \
+        tile256(R, V, false, K, a, ars, acs, b, brs, last, c, ldc, bias, relu);               \
+        break;                                                                                \
+    case ((R) * 4 + (V)) * 2 + 1:                                                             \
+        tile256(R, V, true, K, a, ars, acs, b, brs, last, c, ldc, bias, relu);                \
+        break;
+
+CPU_TARGET_AVX2 static void tile256_any(int rows, int nv, bool ragged, int K, const float *a,
+                                        ptrdiff_t ars, ptrdiff_t acs, const float *b,
+                                        ptrdiff_t brs, __m256i last, float *c, ptrdiff_t ldc,
+                                        const float *bias, bool relu)
+{
+    switch ((rows * 4 + nv) * 2 + ragged) {
+        TILE2_SHAPES(TILE2_CASE)
+    }
+}
+
+/* Rows [m0, m1) x columns [n0, n0 + nn) of C from B(k, j) = b[k * b_rs + j],
+ * in tiles of 4 rows x 24 columns. */
+CPU_TARGET_AVX2 static void block_avx2(const tile_gemm_t *g, int m0, int m1, int n0, int nn,
+                                       const float *b, ptrdiff_t b_rs)
+{
+    for (int j = 0; j < nn; j += 24) {
+        int cols = nn - j < 24 ? nn - j : 24, nv = (cols + 7) / 8, tail = cols - 8 * (nv - 1);
+        __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), lanes);
+        const float *bias = g->bias != NULL ? g->bias + n0 + j : NULL;
+        for (int m = m0; m < m1; m += MR2) {
+            int rows = m1 - m < MR2 ? m1 - m : MR2;
+            tile256_any(rows, nv, tail < 8, g->K, g->a + (size_t)m * g->a_rs, g->a_rs, g->a_cs,
+                        b + j, b_rs, last, g->c + (size_t)m * g->ldc + n0 + j, g->ldc, bias,
+                        g->relu);
+        }
+    }
+}
+#endif
+
+#ifdef CPU_AVX512_KERNELS
 /* ---- the bf16 kernel (AVX512_BF16) ----
  *
  * Operands are packed in pairs along k: p[kk * w + j] holds X(2kk, j) in its
@@ -345,7 +476,7 @@ bool tile_gemm_bf16_supported(void)
     if (have < 0)
         have = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                __builtin_cpu_supports("avx512bf16");
-    return have;
+    return have && cpu_isa() == CPU_ISA_AVX512; /* TT_CPU_ISA caps it too */
 #else
     return false;
 #endif
@@ -356,16 +487,23 @@ size_t tile_gemm_bf16_pack_floats(int M, int K)
     return ((size_t)(M + 15) / 16 * 16 + NR) * (size_t)((K + 1) / 2);
 }
 
-static bool use_avx512(void)
+/* The level's kernel over rows [m0, m1) x the panel [n, n + nn), B(k, j) =
+ * b[k * b_rs + j]. */
+static void block_level(cpu_isa_t isa, const tile_gemm_t *g, int m0, int m1, int n, int nn,
+                        const float *b, ptrdiff_t b_rs)
 {
-#ifdef CPU_AVX512_KERNELS
-    static int have = -1;
-    if (have < 0)
-        have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return have;
-#else
-    return false;
+    switch (isa) {
+#ifdef CPU_ISA_TARGETS
+    case CPU_ISA_AVX512:
+        block_avx512(g, m0, m1, n, nn, b, b_rs);
+        return;
+    case CPU_ISA_AVX2:
+        block_avx2(g, m0, m1, n, nn, b, b_rs);
+        return;
 #endif
+    default:
+        block_plain(g, m0, m1, n, nn, b, b_rs, 1);
+    }
 }
 
 void tile_gemm_block(const tile_gemm_t *g, int m0, int m1, int n0, int n1, float *pack)
@@ -378,35 +516,29 @@ void tile_gemm_block(const tile_gemm_t *g, int m0, int m1, int n0, int n1, float
         return;
     }
 #endif
+    cpu_isa_t isa = cpu_isa();
     if (g->b_trans && pack == NULL) { /* no room to pack: read B in place */
-        block_plain(g, m0, m1, n0, n1 - n0, g->b + (ptrdiff_t)n0 * g->b_rs, 1, g->b_rs);
+        const float *b = g->b + (ptrdiff_t)n0 * g->b_rs;
+#ifdef CPU_ISA_TARGETS
+        if (isa != CPU_ISA_PLAIN) { /* fused, as the vector kernels */
+            block_plain_fma(g, m0, m1, n0, n1 - n0, b, 1, g->b_rs);
+            return;
+        }
+#endif
+        block_plain(g, m0, m1, n0, n1 - n0, b, 1, g->b_rs);
         return;
     }
-#ifdef CPU_AVX512_KERNELS
-    bool v512 = use_avx512();
-#endif
     for (int n = n0; n < n1; n += NR) {
         int nn = n1 - n < NR ? n1 - n : NR;
         const float *b = g->b + n;
         ptrdiff_t b_rs = g->b_rs;
         if (g->b_trans) {
             int w = (nn + 15) & ~15;
-#ifdef CPU_AVX512_KERNELS
-            if (v512)
-                pack_avx512(g, n, nn, w, pack);
-            else
-#endif
-                pack_plain(g, n, nn, w, pack);
+            pack_panel(g, n, nn, w, pack);
             b = pack;
             b_rs = w;
         }
-#ifdef CPU_AVX512_KERNELS
-        if (v512) {
-            block_avx512(g, m0, m1, n, nn, b, b_rs);
-            continue;
-        }
-#endif
-        block_plain(g, m0, m1, n, nn, b, b_rs, 1);
+        block_level(isa, g, m0, m1, n, nn, b, b_rs);
     }
 }
 

@@ -1,12 +1,14 @@
 /* tile_gemm.h - the dense layers' matrix products, with bits that do not
  * depend on how the work is split.
  *
- * C(m, n) = sum over k of A(m, k) B(k, n), each element one chain of fused
+ * C(m, n) = sum over k of A(m, k) B(k, n), each element one chain of
  * multiply-adds in k order (k = 0 first), then + bias[n], then relu if asked.
- * Any split of the (m, n) plane over tasks, any tile size, and the vector
- * kernel or the plain C one all give the same bits: every element is the
- * same sequence of roundings. So the work is cut into exactly as many parts
- * as there are threads, and nothing is summed across tasks.
+ * The chain is fused (fmaf) at the AVX2 and AVX-512 levels (cpu_isa.h) and
+ * a rounded product then a rounded sum at the plain level (for CPUs
+ * without FMA). At one level, any split of the (m, n) plane over tasks, any
+ * tile size and the packed or unpacked B give the same bits: every element
+ * is the same sequence of roundings. So the work is cut into exactly as
+ * many parts as there are threads, and nothing is summed across tasks.
  *
  * Why not the BLAS: a library may pick another kernel (another summation
  * order) for another M, so the dense layers had to call it on fixed 32-row
@@ -19,7 +21,20 @@
  * b[k * b_rs + n] (row-major) or, with b_trans, b[n * b_rs + k] (the layout
  * of a dense weight w[out, in] read as w^T); the transposed B is packed
  * panel by panel into `pack` (tile_gemm_pack_floats(K) floats per task;
- * with pack NULL it is read in place by the slower plain kernel).
+ * with pack NULL it is read in place by the slower plain C loops, fused at
+ * the AVX2 and AVX-512 levels).
+ *
+ * Routing (the rule of issue 37: by CPU level and shape only, never by
+ * timing): the dense layers run here at every level and every shape, never
+ * on oneDNN's or OpenBLAS's sgemm. Measured on the MLP's products (x w^T
+ * 128x256x784, dy w 128x256x256, dy^T x 256x{256,784}x128) at
+ * TT_CPU_ISA=avx2, one thread of a Zen 5, oneDNN capped at AVX2, best of 5:
+ * tile_gemm 25-131 GFLOP/s, dnnl_sgemm 23-130, neither ahead on any shape
+ * across repeats (the machine's load moved both 2-4x). The BLAS would also
+ * need fixed row chunks to keep the bits independent of the thread count
+ * (above), which re-packs the weights per chunk and costs more than any
+ * difference seen. Convolutions of 16 or more input channels already go to
+ * oneDNN at every level (cpu_backend.c), capped to the level.
  */
 #ifndef TT_CPU_TILE_GEMM_H
 #define TT_CPU_TILE_GEMM_H

@@ -1,13 +1,15 @@
-/* transpose.c - 16 x 16 float tiles transposed: an AVX-512 kernel (four
- * rounds of unpacks and lane shuffles on 16 registers) chosen at run time,
- * plain C otherwise. Both move bits, so both give the same result. */
+/* transpose.c - 16 x 16 float tiles transposed, by the kernel of cpu_isa()'s
+ * level: AVX-512 (four rounds of unpacks and lane shuffles on 16
+ * registers), AVX2 (four 8 x 8 blocks, three rounds each on 8 registers) or
+ * plain C. All move bits, so all give the same result. */
 #include "backend/cpu/transpose.h"
 
 #include <stdbool.h>
 
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/cpu_isa.h"
 
-#ifdef CPU_AVX512_KERNELS
+#ifdef CPU_ISA_TARGETS
 #include <immintrin.h>
 
 __attribute__((target("avx512f"))) static void transpose16_avx512(const float *src,
@@ -47,22 +49,68 @@ __attribute__((target("avx512f"))) static void transpose16_avx512(const float *s
         _mm512_mask_storeu_ps(dst + (ptrdiff_t)i * ldd, w, t[i]);
 }
 
-static bool have_avx512(void)
+/* lanes [0, n) of 8 set, for masked loads and stores */
+CPU_TARGET_AVX2 static __m256i lanes8(int n)
 {
-    static int have = -1;
-    if (have < 0)
-        have = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return have;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* One 8 x 8 block: dst[j * ldd + i] = i < rows ? src[i * ld + j] : 0 for
+ * j < cols, i < width (each of rows, cols, width in 1..8). */
+CPU_TARGET_AVX2 static void transpose8_avx2(const float *src, ptrdiff_t ld, int rows, int cols,
+                                            float *dst, ptrdiff_t ldd, int width)
+{
+    __m256 r[8], t[8];
+    __m256i m = lanes8(cols), w = lanes8(width);
+    for (int i = 0; i < 8; i++)
+        r[i] = i < rows ? _mm256_maskload_ps(src + (ptrdiff_t)i * ld, m) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        r[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xee);
+        r[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+    }
+    /* r[4q + s] holds, in 128-bit lane L, column 4L + s of rows 4q..4q+3 */
+    for (int s = 0; s < 4; s++) {
+        t[s] = _mm256_permute2f128_ps(r[s], r[4 + s], 0x20);
+        t[4 + s] = _mm256_permute2f128_ps(r[s], r[4 + s], 0x31);
+    }
+    for (int j = 0; j < cols; j++)
+        _mm256_maskstore_ps(dst + (ptrdiff_t)j * ldd, w, t[j]);
+}
+
+/* The 16 x 16 tile as four 8 x 8 blocks; block (i0, j0) of src goes to
+ * block (j0, i0) of dst. */
+static void transpose16_avx2(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
+                             ptrdiff_t ldd, int width)
+{
+    for (int i0 = 0; i0 < 16 && i0 < width; i0 += 8)
+        for (int j0 = 0; j0 < 16 && j0 < cols; j0 += 8) {
+            int r = rows - i0 < 0 ? 0 : rows - i0 > 8 ? 8 : rows - i0;
+            int c = cols - j0 > 8 ? 8 : cols - j0, w = width - i0 > 8 ? 8 : width - i0;
+            transpose8_avx2(src + (ptrdiff_t)i0 * ld + j0, ld, r, c,
+                            dst + (ptrdiff_t)j0 * ldd + i0, ldd, w);
+        }
 }
 #endif
 
 void cpu_transpose16(const float *src, ptrdiff_t ld, int rows, int cols, float *dst,
                      ptrdiff_t ldd, int width)
 {
-#ifdef CPU_AVX512_KERNELS
-    if (have_avx512()) {
+#ifdef CPU_ISA_TARGETS
+    switch (cpu_isa()) {
+    case CPU_ISA_AVX512:
         transpose16_avx512(src, ld, rows, cols, dst, ldd, width);
         return;
+    case CPU_ISA_AVX2:
+        transpose16_avx2(src, ld, rows, cols, dst, ldd, width);
+        return;
+    default:
+        break;
     }
 #endif
     for (int j = 0; j < cols; j++)
