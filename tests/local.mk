@@ -26,6 +26,12 @@ TESTS += tests/e2e_resnet50.sh
 EXTRA_DIST += tests/e2e_resnet50.sh
 check_PROGRAMS += tests/tt_logits
 tests_tt_logits_SOURCES = tests/tt_logits.c
+# PyPI's readers on our files (tests/tt_venv.sh makes their venv; SKIP without PyPI)
+TESTS += tests/e2e_tensorboard.sh tests/e2e_safetensors.sh
+EXTRA_DIST += tests/e2e_tensorboard.sh tests/e2e_safetensors.sh tests/tt_venv.sh \
+	tests/tensorboard_check.py tests/safetensors_check.py
+check_PROGRAMS += tests/tt_stdump
+tests_tt_stdump_SOURCES = tests/tt_stdump.c
 TESTS += tests/e2e_precision.sh
 EXTRA_DIST += tests/e2e_precision.sh
 TESTS += tests/e2e_readme.sh
