@@ -451,6 +451,28 @@ def best(rounds, peer, model, precision="fp32"):
     return win, med[win], (min(vals), max(vals)), rounds[0][(model, win)][1]
 
 
+def compiled(rounds, peer, model):
+    """Every torch.compile setting round 1 measured for a model, fastest
+    first: [(label, images/s, compile s)] (one line each in the reports,
+    winner or not: what compiling costs and gives)."""
+    out = [(lab, r[0], r[1]) for (m, lab), r in rounds[0].items()
+           if m == model and peer.settings[lab].variant.startswith("compile")] if rounds else []
+    return sorted(out, key=lambda x: -x[1])
+
+
+def compile_lines(rounds, peer, models, notes):
+    """The report's lines on torch.compile: each compiled setting's round-1
+    images/s and cold compile time, and those that did not finish."""
+    lines = []
+    for m in models:
+        for lab, rate, cs in compiled(rounds, peer, m):
+            lines.append("%s, %s: %s: %.0f images/s (round 1), compile %.0f s"
+                         % (peer.name, m, lab, rate, cs))
+    for (m, lab), why in sorted(notes.items()):
+        lines.append("%s, %s: %s %s" % (peer.name, m, lab, why))
+    return lines
+
+
 def peak_rss_kib(peer, model, label):
     """Peak RSS of a process that trains only `model`, at setting `label`,
     for a few steps."""
