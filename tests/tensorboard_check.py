@@ -36,7 +36,7 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def check_accumulator(logdir, stats, steps_per_epoch, params):
+def check_accumulator(logdir, stats, params):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     # size_guidance 0: keep every event (the default samples 1,000 scalars)
     acc = EventAccumulator(logdir, size_guidance={"scalars": 0, "histograms": 0})
@@ -133,7 +133,7 @@ def main():
     stats = json.load(open(os.path.join(logdir, "stats.json")))
     ckpt = os.path.join(logdir, open(os.path.join(logdir, "checkpoint")).readline().strip())
     params = {k: v.size for k, v in load(ckpt)[0].items()}
-    series = check_accumulator(logdir, stats, stats[0]["global_step"], params)
+    series = check_accumulator(logdir, stats, params)
     check_server(logdir, stats, series)
     done()
 
