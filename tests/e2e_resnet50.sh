@@ -2,9 +2,11 @@
 # models/resnet50.cfg is torchvision's resnet50 (TAP): a towertrain
 # checkpoint of it loads into torchvision.models.resnet50() with
 # load_state_dict(strict=True) (every name and shape torchvision's), and the
-# two give the same eval-mode logits. jobs/imagenet_resnet50.cfg is a valid job
-# whose learning rate follows Goyal et al. for its global batch, refused with
-# one line naming the directory where the images are missing.
+# two give the same eval-mode logits: Debian's torchvision 0.14, and PyPI's
+# 0.29 where the bench's venv holds it (bench/torch_peer.py; else SKIP).
+# jobs/imagenet_resnet50.cfg is a valid job whose learning rate follows Goyal
+# et al. for its global batch, refused with one line naming the directory
+# where the images are missing.
 #
 # To stay fast on 2 cores the model runs at 64 x 64 (the shapes of its
 # tensors do not depend on the resolution; torchvision pools adaptively):
@@ -42,20 +44,24 @@ import sys, numpy as np
 np.random.default_rng(5).standard_normal((2, 3, 64, 64)).astype("<f4").tofile(sys.argv[1])
 PYEOF
 ckpt="$T/run/$(head -1 "$T/run/checkpoint" 2>/dev/null)"
-"$TT_BUILDDIR/tests/tt_logits" "$T/job.cfg" "$ckpt" "$T/x.f32" 2 "$T/ours.f32" &&
-  $PY - "$ckpt" "$T/x.f32" "$T/ours.f32" >"$T/torch" 2>&1 <<'PYEOF'
+# torchvision_check PYTHON OUT: the checkpoint into that python's
+# torchvision resnet50(), strict, and its eval logits against ours
+torchvision_check() {
+  "$1" - "$ckpt" "$T/x.f32" "$T/ours.f32" >"$2" 2>&1 <<'PYEOF'
 import sys, warnings
 warnings.filterwarnings("ignore")
 import numpy as np, torch, torchvision
 from tt_safetensors import load
 ckpt, xfile, ours = sys.argv[1:4]
+v = "torch %s, torchvision %s" % (torch.__version__, torchvision.__version__)
 state = {k: torch.from_numpy(v.copy()) for k, v in load(ckpt)[0].items()}
 net = torchvision.models.resnet50()
 want_keys = set(net.state_dict())
 print("keys: %d ours, %d torchvision, %d only ours, %d only torchvision"
       % (len(state), len(want_keys), len(set(state) - want_keys), len(want_keys - set(state))))
 net.load_state_dict(state, strict=True)
-print("ok - the checkpoint loads into torchvision.models.resnet50() with load_state_dict(strict=True)")
+print("ok - %s: the checkpoint loads into torchvision.models.resnet50() with "
+      "load_state_dict(strict=True)" % v)
 net.eval()
 x = torch.from_numpy(np.fromfile(xfile, dtype="<f4").reshape(2, 3, 64, 64))
 with torch.no_grad():
@@ -66,10 +72,24 @@ moved = min(float(state[k].abs().max()) for k in state if k.endswith("running_me
 # float32 sums over up to 4608 terms per output, 53 layers deep: 1e-4 of the
 # largest logit leaves a margin of ~100x over the rounding seen (~1e-6)
 tag = "ok" if err < 1e-4 and moved > 0 else "not ok"
-print("%s - eval-mode logits equal torchvision's to 1e-4 (max error %.2e, logits up to %.2f, "
-      "every running_mean moved: smallest max %.2e)" % (tag, err, np.max(np.abs(want)), moved))
+print("%s - %s: eval-mode logits equal torchvision's to 1e-4 (max error %.2e, logits up to "
+      "%.2f, every running_mean moved: smallest max %.2e)"
+      % (tag, v, err, np.max(np.abs(want)), moved))
 PYEOF
+}
+"$TT_BUILDDIR/tests/tt_logits" "$T/job.cfg" "$ckpt" "$T/x.f32" 2 "$T/ours.f32" &&
+  torchvision_check "$PY" "$T/torch"
 tt_tap "$T/torch" $?
+# Current torchvision (0.29, PyPI) too, from the venv bench/torch_peer.py
+# makes (bench/roofline/run, bench/compare_pytorch); SKIP where it is not made
+bpy=${TT_BENCH_VENV:-$HOME/.cache/towertrain-bench-venv}/bin/python
+if [ -x "$bpy" ] && "$bpy" -c "import torchvision, sys; sys.exit(not torchvision.__version__.startswith('0.29'))" 2>/dev/null; then
+  torchvision_check "$bpy" "$T/torch2"
+  tt_tap "$T/torch2" $?
+else
+  skip "torchvision 0.29: the checkpoint loads into resnet50() (strict) with the same logits" \
+    "no $bpy with torchvision 0.29 (bench/roofline/run makes it)"
+fi
 
 # The job: He et al. (2019, "Bag of Tricks"): lr = 0.1 x global batch / 256,
 # reached by a per-step linear warmup from 0 over the first 5 epochs, then a

@@ -30,6 +30,12 @@ check_PROGRAMS += tests/tt_logits tests/tt_cpuid
 tests_tt_logits_SOURCES = tests/tt_logits.c
 tests_tt_cpuid_SOURCES = tests/tt_cpuid.c
 tests_tt_cpuid_LDADD =
+# PyPI's readers on our files (tests/tt_venv.sh makes their venv; SKIP without PyPI)
+TESTS += tests/e2e_tensorboard.sh tests/e2e_safetensors.sh
+EXTRA_DIST += tests/e2e_tensorboard.sh tests/e2e_safetensors.sh tests/tt_venv.sh \
+	tests/tensorboard_check.py tests/safetensors_check.py
+check_PROGRAMS += tests/tt_stdump
+tests_tt_stdump_SOURCES = tests/tt_stdump.c
 TESTS += tests/e2e_precision.sh
 EXTRA_DIST += tests/e2e_precision.sh
 # a short training run on the CPU under test (make check-cpus: an emulated one)
