@@ -381,6 +381,27 @@ static void check_case(int c, backend_t *be1, backend_t *be2, const float *torch
     }
 }
 
+/* A CPU backend's norms, counted (the LARS batching check in main). */
+static int counted_sumsq, counted_each, counted_ranges;
+static double counting_sumsq(backend_t *be, size_t count, const float *x)
+{
+    counted_sumsq++;
+    double s = 0.0;
+    for (size_t i = 0; i < count; i++)
+        s += (double)x[i] * x[i];
+    return s;
+}
+static void counting_sumsq_each(backend_t *be, int n, const float *const *x, const size_t *count,
+                                double *out)
+{
+    counted_each++;
+    counted_ranges += n;
+    for (int i = 0; i < n; i++) {
+        out[i] = counting_sumsq(be, count[i], x[i]);
+        counted_sumsq--;
+    }
+}
+
 int main(void)
 {
     backend_t *be1 = tt_cpu_backend(1), *be2 = tt_cpu_backend(2);
@@ -454,6 +475,29 @@ int main(void)
     optimizer_create(&oc, be1, 14, params, 5, &opt, &err);
     tt_ok(opt.n_segs == 5 && opt.segs[1].hi == 8 && opt.segs[2].lo == 8 && !opt.segs[2].decay,
           "lars: one segment per parameter (%d)", opt.n_segs);
+    optimizer_free(&opt);
+
+    /* LARS asks its norms in one batch: on a GPU one read back a step, not
+     * two a parameter (sumsq would wait for the device each time) */
+    oc.weight_decay = 0.01f;
+    optimizer_create(&oc, be1, 14, params, 5, &opt, &err);
+    double (*sumsq)(backend_t *, size_t, const float *) = be1->sumsq;
+    void (*each)(backend_t *, int, const float *const *, const size_t *, double *) =
+        be1->sumsq_each;
+    be1->sumsq = counting_sumsq;
+    be1->sumsq_each = counting_sumsq_each;
+    counted_sumsq = counted_each = counted_ranges = 0;
+    float w[14], g[14];
+    for (int i = 0; i < 14; i++) {
+        w[i] = 0.1f * (float)(i + 1);
+        g[i] = 0.01f * (float)(14 - i);
+    }
+    optimizer_apply(&opt, w, g, 1);
+    be1->sumsq = sumsq;
+    be1->sumsq_each = each;
+    tt_ok(counted_sumsq == 0 && counted_each == 1 && counted_ranges == 6,
+          "lars: one sumsq_each of |w| and |g| for the 3 adapted parameters, no sumsq "
+          "(%d sumsq, %d sumsq_each of %d ranges)", counted_sumsq, counted_each, counted_ranges);
     optimizer_free(&opt);
 
     free(torch);

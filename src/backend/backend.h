@@ -186,6 +186,12 @@ struct backend {
     /* sum of x[i]^2 over x[0, count), accumulated in double in an order that
      * depends only on count (the optimizer's norms: LARS, clip_global_norm) */
     double (*sumsq)(backend_t *be, size_t count, const float *x);
+    /* sumsq of n ranges at once, out[i] = sumsq(x[i], count[i]), each with
+     * sumsq's bits: one wait of the host for all of them (LARS's norms of
+     * every parameter and its gradient: one read back a step, not two a
+     * parameter) */
+    void (*sumsq_each)(backend_t *be, int n, const float *const *x, const size_t *count,
+                       double *out);
 
     /* ---- loss: mean softmax cross-entropy over n rows of `classes` logits,
      * with label smoothing s (torch.nn.CrossEntropyLoss's; target = (1 - s)

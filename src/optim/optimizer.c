@@ -18,11 +18,17 @@ static bool param_excluded(const optimizer_cfg *cfg, const char *name)
  * the update is one pass, as before exclusions existed. */
 static int make_segments(optimizer_t *opt, const opt_param *params, int n)
 {
-    opt->segs = calloc((size_t)(n > 0 ? n : 1), sizeof(opt_segment));
+    size_t room = (size_t)(n > 0 ? n : 1);
+    opt->segs = calloc(room, sizeof(opt_segment));
     if (opt->segs == NULL)
         return -1;
+    if (opt->cfg.type == OPT_LARS && /* lars_norms' two ranges a segment */
+        ((opt->norm_x = calloc(2 * room, sizeof(*opt->norm_x))) == NULL ||
+         (opt->norm_n = calloc(2 * room, sizeof(size_t))) == NULL ||
+         (opt->norm_out = calloc(2 * room, sizeof(double))) == NULL))
+        return -1;
     if (n == 0) {
-        opt->segs[0] = (opt_segment){0, opt->count, true};
+        opt->segs[0] = (opt_segment){.lo = 0, .hi = opt->count, .decay = true};
         opt->n_segs = 1;
         return 0;
     }
@@ -34,7 +40,7 @@ static int make_segments(optimizer_t *opt, const opt_param *params, int n)
         if (!per_param && last != NULL && last->decay == decay && last->hi == lo)
             last->hi = hi;
         else
-            opt->segs[opt->n_segs++] = (opt_segment){lo, hi, decay};
+            opt->segs[opt->n_segs++] = (opt_segment){.lo = lo, .hi = hi, .decay = decay};
     }
     return 0;
 }
@@ -84,6 +90,9 @@ void optimizer_free(optimizer_t *opt)
     if (opt->scratch != NULL)
         opt->be->free(opt->be, opt->scratch);
     free(opt->segs);
+    free(opt->norm_x);
+    free(opt->norm_n);
+    free(opt->norm_out);
     memset(opt, 0, sizeof(*opt));
 }
 
@@ -103,21 +112,50 @@ static void clip_gradients(optimizer_t *opt, backend_t *be, float *grads)
     be->scale(be, opt->count, coef < 1.0f ? coef : 1.0f, grads);
 }
 
+/* LARS: |w|^2 and |g|^2 of every adapted parameter in [lo, hi), in one
+ * sumsq_each: on a GPU one read back a step instead of two a parameter. */
+static void lars_norms(optimizer_t *opt, backend_t *be, const float *params, const float *grads,
+                       size_t lo, size_t hi)
+{
+    int k = 0;
+    for (int i = 0; i < opt->n_segs; i++) {
+        const opt_segment *sg = &opt->segs[i];
+        if (sg->lo < lo || sg->hi > hi || !sg->decay || opt->cfg.weight_decay == 0.0f)
+            continue;
+        opt->norm_x[2 * k] = params + sg->lo;
+        opt->norm_x[2 * k + 1] = grads + sg->lo;
+        opt->norm_n[2 * k] = opt->norm_n[2 * k + 1] = sg->hi - sg->lo;
+        k++;
+    }
+    if (k > 0)
+        be->sumsq_each(be, 2 * k, opt->norm_x, opt->norm_n, opt->norm_out);
+    k = 0;
+    for (int i = 0; i < opt->n_segs; i++) {
+        opt_segment *sg = &opt->segs[i];
+        if (sg->lo < lo || sg->hi > hi || !sg->decay || opt->cfg.weight_decay == 0.0f)
+            continue;
+        sg->w_sumsq = opt->norm_out[2 * k];
+        sg->g_sumsq = opt->norm_out[2 * k + 1];
+        k++;
+    }
+}
+
 /* LARS on one parameter w[0, n) (SPEC: timm.optim.Lars with trust_clip and
  * always_adapt false): g' = (g + wd w) r with the trust ratio
  * r = tc |w| / (|g| + wd |w| + eps) (1 where |w| or |g| is 0), into the
- * scratch block; then momentum SGD on g' without weight decay. */
+ * scratch block; then momentum SGD on g' without weight decay. The norms
+ * are the segment's, from lars_norms. */
 static void lars_segment(optimizer_t *opt, backend_t *be, float *w, const float *g, float *buf,
-                         float *gs, size_t n, bool decay)
+                         float *gs, size_t n, const opt_segment *sg)
 {
     const optimizer_cfg *c = &opt->cfg;
     float momentum = c->momentum;
-    if (!decay || c->weight_decay == 0.0f) { /* no adaptation */
+    if (!sg->decay || c->weight_decay == 0.0f) { /* no adaptation */
         be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, 0.0f, !opt->has_state, w, g,
                      buf);
         return;
     }
-    double wn = sqrt(be->sumsq(be, n, w)), gn = sqrt(be->sumsq(be, n, g));
+    double wn = sqrt(sg->w_sumsq), gn = sqrt(sg->g_sumsq);
     double r = wn > 0.0 && gn > 0.0
                    ? (double)c->trust_coefficient * wn /
                          (gn + (double)c->weight_decay * wn + (double)c->epsilon)
@@ -131,8 +169,9 @@ static void lars_segment(optimizer_t *opt, backend_t *be, float *w, const float 
 
 /* Segment part [lo, hi) of the block (a whole parameter for LARS). */
 static void apply_part(optimizer_t *opt, backend_t *be, float *params, const float *grads,
-                       size_t lo, size_t hi, bool decay, int64_t step)
+                       size_t lo, size_t hi, const opt_segment *sg, int64_t step)
 {
+    bool decay = sg->decay;
     const optimizer_cfg *c = &opt->cfg;
     size_t n = hi - lo;
     float *w = params + lo;
@@ -158,7 +197,7 @@ static void apply_part(optimizer_t *opt, backend_t *be, float *params, const flo
                       slot0, opt->slots[1] + lo);
         break;
     case OPT_LARS:
-        lars_segment(opt, be, w, g, slot0, opt->scratch + lo, n, decay);
+        lars_segment(opt, be, w, g, slot0, opt->scratch + lo, n, sg);
         break;
     }
 }
@@ -168,11 +207,13 @@ void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, float
 {
     if (lo == 0 && hi == opt->count && opt->cfg.clip_global_norm > 0.0f)
         clip_gradients(opt, be, grads);
+    if (opt->cfg.type == OPT_LARS)
+        lars_norms(opt, be, params, grads, lo, hi);
     for (int i = 0; i < opt->n_segs; i++) {
         size_t a = opt->segs[i].lo > lo ? opt->segs[i].lo : lo;
         size_t b = opt->segs[i].hi < hi ? opt->segs[i].hi : hi;
         if (a < b)
-            apply_part(opt, be, params, grads, a, b, opt->segs[i].decay, step);
+            apply_part(opt, be, params, grads, a, b, &opt->segs[i], step);
     }
 }
 

@@ -34,6 +34,7 @@ typedef struct {
 typedef struct {
     size_t lo, hi;
     bool decay; /* weight decay applies (and LARS adapts): not excluded */
+    double w_sumsq, g_sumsq; /* LARS: the step's |w|^2 and |g|^2 (lars_norms) */
 } opt_segment;
 
 typedef struct {
@@ -47,6 +48,10 @@ typedef struct {
     opt_segment *segs;
     int n_segs;
     float *scratch;      /* LARS: one parameter's adapted gradient (device, count floats) */
+    /* LARS: room for every segment's two ranges of one sumsq_each call */
+    const float **norm_x;
+    size_t *norm_n;
+    double *norm_out;
     double grad_norm;    /* clip_global_norm: the norm before the last clipping */
 } optimizer_t;
 

@@ -728,6 +728,16 @@ static void test_elementwise(backend_t *g)
     tt_ok(css > 0.0 && fabs(ss - css) <= 1e-12 * css,
           "sumsq (LARS, clip_global_norm): %.17g vs the CPU's %.17g (double sums, other order)",
           ss, css);
+    {   /* LARS's batch of norms: each range as sumsq gives it, and an empty one 0 */
+        const float *xs[3] = {y.gpu, y.gpu + n / 3, y.gpu};
+        size_t counts[3] = {n / 3, n - n / 3, 0};
+        double each[3] = {-1.0, -1.0, -1.0};
+        g->sumsq_each(g, 3, xs, counts, each);
+        double want0 = g->sumsq(g, n / 3, y.gpu), want1 = g->sumsq(g, n - n / 3, y.gpu + n / 3);
+        tt_ok(each[0] == want0 && each[1] == want1 && each[2] == 0.0,
+              "sumsq_each: every range as sumsq gives it (%.17g %.17g %.17g)", each[0], each[1],
+              each[2]);
+    }
     cpu_be->copy(cpu_be, m.cpu, y.cpu, n * sizeof(float));
     g->copy(g, m.gpu, y.gpu, n * sizeof(float));
     check_bits(g, &m, "copy");

@@ -139,6 +139,8 @@ void cpu_add_blocked(backend_t *be, size_t count, const float *a, const float *b
 void cpu_scale(backend_t *be, size_t count, float alpha, float *x);
 bool cpu_all_finite(backend_t *be, size_t count, const float *x);
 double cpu_sumsq(backend_t *be, size_t count, const float *x);
+void cpu_sumsq_each(backend_t *be, int n, const float *const *x, const size_t *count,
+                    double *out);
 void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x);
 void cpu_softmax_xent(backend_t *be, int n, int classes, const float *logits,
                       const int32_t *labels, float smoothing, float *dlogits);

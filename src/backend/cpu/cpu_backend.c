@@ -179,6 +179,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->scale = cpu_scale;
     be->all_finite = cpu_all_finite;
     be->sumsq = cpu_sumsq;
+    be->sumsq_each = cpu_sumsq_each;
     be->add_scalar = cpu_add_scalar;
     be->softmax_xent = cpu_softmax_xent;
     be->loss_read = cpu_loss_read;

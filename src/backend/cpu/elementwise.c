@@ -242,6 +242,13 @@ double cpu_sumsq(backend_t *be, size_t count, const float *x)
     return s;
 }
 
+void cpu_sumsq_each(backend_t *be, int n, const float *const *x, const size_t *count,
+                    double *out)
+{
+    for (int i = 0; i < n; i++)
+        out[i] = cpu_sumsq(be, count[i], x[i]);
+}
+
 /* On the calling thread: batchnorm adds 1 to one counter per step. */
 void cpu_add_scalar(backend_t *be, size_t count, float alpha, float *x)
 {

@@ -464,6 +464,50 @@ static double cuda_sumsq(backend_t *be, size_t count, const float *x)
     return host->loss;
 }
 
+/* Room for n results of sumsq_each; false after recording an error. */
+static bool norms_room(cuda_impl *c, int n)
+{
+    if (n <= c->n_norms)
+        return true;
+    if (c->norms_dev != NULL)
+        cudaFree(c->norms_dev); /* cudaFree waits for the stream's work on it */
+    if (c->norms_host != NULL)
+        cudaFreeHost(c->norms_host);
+    c->norms_dev = NULL;
+    c->norms_host = NULL;
+    c->n_norms = 0;
+    size_t bytes = (size_t)n * sizeof(double);
+    if (cuda_ok(c, cudaMalloc((void **)&c->norms_dev, bytes), "cudaMalloc (norms)") != 0 ||
+        cuda_ok(c, cudaMallocHost((void **)&c->norms_host, bytes), "cudaMallocHost (norms)") != 0)
+        return false;
+    c->n_norms = n;
+    return true;
+}
+
+/* Every range's kernel into the device array, one copy back, one wait. */
+static void cuda_sumsq_each(backend_t *be, int n, const float *const *x, const size_t *count,
+                            double *out)
+{
+    cuda_impl *c = cuda_of(be);
+    memset(out, 0, (size_t)n * sizeof(double));
+    if (n <= 0 || !cuda_begin(be) || !norms_room(c, n))
+        return;
+    for (int i = 0; i < n; i++) {
+        cudaError_t e = count[i] > 0
+                            ? tt_k_sumsq(c->stream, count[i], x[i], &c->norms_dev[i])
+                            : cudaMemsetAsync(&c->norms_dev[i], 0, sizeof(double), c->stream);
+        if (cuda_ok(c, e, "sum of squares kernel") != 0)
+            return;
+    }
+    if (cuda_ok(c,
+                cudaMemcpyAsync(c->norms_host, c->norms_dev, (size_t)n * sizeof(double),
+                                cudaMemcpyDeviceToHost, c->stream),
+                "cudaMemcpyAsync (norms)") != 0 ||
+        cuda_wait(be, "norms") != 0)
+        return;
+    memcpy(out, c->norms_host, (size_t)n * sizeof(double));
+}
+
 /* The loss: kernel, copy to pinned memory and an event, all queued; the
  * host queues the step's backward before loss_read waits for that event
  * (not for the stream), so the device never idles while the host waits in
@@ -556,6 +600,10 @@ static void cuda_destroy(backend_t *be)
             cu.cublasDestroy_v2(c->cublas);
         if (c->xent_host)
             cudaFreeHost(c->xent_host);
+        if (c->norms_host)
+            cudaFreeHost(c->norms_host);
+        if (c->norms_dev)
+            cudaFree(c->norms_dev);
         backend_cuda_event_free(be, c->loss_done);
         mem_pool_destroy(c->pool);
         if (c->stream)
@@ -695,6 +743,7 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->add_scalar = cuda_add_scalar;
     be->all_finite = cuda_all_finite;
     be->sumsq = cuda_sumsq;
+    be->sumsq_each = cuda_sumsq_each;
     be->softmax_xent = cuda_softmax_xent;
     be->loss_read = cuda_loss_read;
     be->sgd_step = cuda_sgd_step;

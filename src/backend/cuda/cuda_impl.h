@@ -57,6 +57,11 @@ typedef struct {
      * before the host reads the loss never overwrites it */
     tt_xent_result *xent_dev;
     tt_xent_result *xent_host;
+    /* sumsq_each's results: n_norms doubles on the device and pinned on the
+     * host, grown at first use (cudaMalloc / cudaMallocHost: a few KB,
+     * outside the pool, which is frozen by then) */
+    double *norms_dev, *norms_host;
+    int n_norms;
     backend_event *loss_done;
     bool failed;                   /* an error was recorded: later operations are skipped */
     tt_err err;

@@ -442,6 +442,14 @@ static double sim_sumsq(backend_t *be, size_t count, const float *x)
     return C(be)->sumsq(C(be), count, x);
 }
 
+static void sim_sumsq_each(backend_t *be, int n, const float *const *x, const size_t *count,
+                           double *out)
+{
+    memset(out, 0, (size_t)n * sizeof(double));
+    if (host_wait(be, "norms")) /* one wait for all of them, as a GPU's */
+        C(be)->sumsq_each(C(be), n, x, count, out);
+}
+
 typedef struct {
     int n, classes;
     const float *logits;
@@ -692,6 +700,7 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->dense_backward_fp32 = sim_dense_backward_fp32;
     be->all_finite = sim_all_finite;
     be->sumsq = sim_sumsq;
+    be->sumsq_each = sim_sumsq_each;
     be->softmax_xent = sim_softmax_xent;
     be->loss_read = sim_loss_read;
     be->destroy = sim_destroy;
