@@ -8,6 +8,18 @@ backend_t *shared_params_backend(const trainer_t *tr, const shared_params *sp)
     return sp->server != NULL ? sp->server : tr->backends[0];
 }
 
+/* Device towers: the shared copy and the towers' gradients live in page-
+ * locked host memory of the first tower's device (cudaMallocHost, portable
+ * across a process's GPUs), which a GPU's copies read and write directly,
+ * so the towers' uploads and downloads overlap; from pageable memory each
+ * goes through the driver's staging buffers. The server backend computes
+ * on it as on any host memory. */
+static float *pinned_block(trainer_t *tr, size_t n, tt_err *err)
+{
+    backend_t *be = tr->backends[0];
+    return be->dev->host_alloc(be, n * sizeof(float), err);
+}
+
 int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
 {
     size_t n = tr->model.n_trainable ? tr->model.n_trainable : 1;
@@ -17,15 +29,16 @@ int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
         if (sp->server == NULL)
             return -1;
         for (int t = 0; t < tr->n_towers; t++)
-            if ((sp->host_grads[t] = sp->server->alloc(sp->server, n * sizeof(float))) == NULL)
-                return err_set(err, TT_ERR_RUNTIME, "out of memory for the towers' gradients");
-    }
-    backend_t *be = shared_params_backend(tr, sp);
-    sp->params = be->alloc(be, n * sizeof(float));
-    if (sp->params == NULL)
+            if ((sp->host_grads[t] = pinned_block(tr, n, err)) == NULL)
+                return -1;
+        if ((sp->params = pinned_block(tr, n, err)) == NULL)
+            return -1;
+    } else if ((sp->params = tr->backends[0]->alloc(tr->backends[0], n * sizeof(float))) ==
+               NULL) {
         return err_set(err, TT_ERR_RUNTIME, "out of memory for the shared parameters");
+    }
     shared_params_reload(tr, sp);
-    return trainer_create_optimizer(tr, be, &sp->opt, err);
+    return trainer_create_optimizer(tr, shared_params_backend(tr, sp), &sp->opt, err);
 }
 
 void shared_params_read(trainer_t *tr, const shared_params *sp, int t)
@@ -59,16 +72,19 @@ void shared_params_reload(trainer_t *tr, shared_params *sp)
 
 void shared_params_free(trainer_t *tr, shared_params *sp)
 {
-    backend_t *be = shared_params_backend(tr, sp);
+    backend_t *be = tr->backends[0];
     if (sp->opt.be != NULL)
         optimizer_free(&sp->opt);
-    if (sp->params != NULL)
-        be->free(be, sp->params);
-    sp->params = NULL;
-    if (sp->server != NULL) {
+    if (sp->server != NULL) { /* pinned on the first tower's device */
         for (int t = 0; t < TT_MAX_TOWERS; t++)
-            sp->server->free(sp->server, sp->host_grads[t]);
+            if (sp->host_grads[t] != NULL)
+                be->dev->host_free(be, sp->host_grads[t]);
+        if (sp->params != NULL)
+            be->dev->host_free(be, sp->params);
         sp->server->destroy(sp->server);
         sp->server = NULL;
+    } else if (sp->params != NULL) {
+        be->free(be, sp->params);
     }
+    sp->params = NULL;
 }
