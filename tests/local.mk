@@ -1,7 +1,7 @@
 # End-to-end tests of the command (module tests sit in each module's local.mk).
 # What the tests share: TAP and files, the numerical references (C), and the
 # helpers every e2e script sources.
-EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_blocked.h tests/tt_lib.sh
+EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_blocked.h tests/tt_model_texts.h tests/tt_lib.sh
 # tests/e2e_run.sh: in TESTS first (Makefile.am)
 EXTRA_DIST += tests/e2e_run.sh
 TESTS += tests/e2e_cmdline.sh
