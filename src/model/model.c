@@ -396,6 +396,29 @@ static size_t output_bytes(const layer_t *l, size_t n, bool blocked)
     return floats * sizeof(float);
 }
 
+/* The buffer for a `want`-byte holder among the nb that are not busy: the
+ * smallest that fits, else the largest (grown); a new one (nb grows) when
+ * all are busy. */
+static int pick_buffer(size_t *bytes, const bool *busy, int *nb, size_t want)
+{
+    int pick = -1;
+    for (int b = 0; b < *nb; b++) {
+        if (busy[b])
+            continue;
+        bool fits = bytes[b] >= want, pick_fits = pick >= 0 && bytes[pick] >= want;
+        if (pick < 0 || (fits && (!pick_fits || bytes[b] < bytes[pick])) ||
+            (!fits && !pick_fits && bytes[b] > bytes[pick]))
+            pick = b;
+    }
+    if (pick < 0) {
+        pick = (*nb)++;
+        bytes[pick] = 0;
+    }
+    if (bytes[pick] < want)
+        bytes[pick] = want;
+    return pick;
+}
+
 /* Gradient buffers are shared by layers whose output gradients are never
  * live at once: backward runs the layers last to first, and the gradient at
  * layer o's output is live from the backward of its latest reader (which
@@ -439,22 +462,7 @@ static int plan_gradient_buffers(const model_t *m, const size_t *out_bytes, int 
         for (int o = 0; o < L; o++) {
             if (done_elsewhere(&m->layers[o]) || first[o] != time)
                 continue;
-            size_t want = out_bytes[o];
-            int pick = -1;
-            for (int b = 0; b < nb; b++) {
-                if (busy[b])
-                    continue;
-                bool fits = bytes[b] >= want, pick_fits = pick >= 0 && bytes[pick] >= want;
-                if (pick < 0 || (fits && (!pick_fits || bytes[b] < bytes[pick])) ||
-                    (!fits && !pick_fits && bytes[b] > bytes[pick]))
-                    pick = b;
-            }
-            if (pick < 0) {
-                pick = nb++;
-                bytes[pick] = 0;
-            }
-            if (bytes[pick] < want)
-                bytes[pick] = want;
+            int pick = pick_buffer(bytes, busy, &nb, out_bytes[o]);
             busy[pick] = true;
             buf_of[o] = pick;
         }
@@ -522,30 +530,20 @@ static int plan_shared_activations(const model_t *m, const size_t *act_bytes, in
                                    size_t *bytes, int *free_after)
 {
     int L = m->n_layers, nb = 0;
-    bool on = act_sharing_on();
+    bool *held = calloc((size_t)L + 1, sizeof(bool)); /* out of memory: no sharing */
+    bool on = act_sharing_on() && held != NULL;
     for (int i = 0; i < L; i++) {
         share_of[i] = -1;
         int until = on ? transient_until(m, i) : -1;
         if (until < 0)
             continue;
-        int pick = -1;
-        for (int b = 0; b < nb; b++) {
-            if (free_after[b] >= i)
-                continue; /* its holder is still read at or after layer i */
-            bool fits = bytes[b] >= act_bytes[i], pick_fits = pick >= 0 && bytes[pick] >= act_bytes[i];
-            if (pick < 0 || (fits && (!pick_fits || bytes[b] < bytes[pick])) ||
-                (!fits && !pick_fits && bytes[b] > bytes[pick]))
-                pick = b;
-        }
-        if (pick < 0) {
-            pick = nb++;
-            bytes[pick] = 0;
-        }
-        if (bytes[pick] < act_bytes[i])
-            bytes[pick] = act_bytes[i];
+        for (int b = 0; b < nb; b++) /* held while its holder is still read */
+            held[b] = free_after[b] >= i;
+        int pick = pick_buffer(bytes, held, &nb, act_bytes[i]);
         free_after[pick] = until;
         share_of[i] = pick;
     }
+    free(held);
     return nb;
 }
 

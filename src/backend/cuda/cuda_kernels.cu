@@ -13,19 +13,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#define THREADS 256
-#define MAX_BLOCKS 65535
-
-/* Blocks for n elements with grid-stride loops. */
-static unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
-}
-
-#define FOR_EACH(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)blockDim.x * gridDim.x)
+#include "backend/cuda/cuda_grid.cuh"
 
 /* ---- element-wise ---- */
 

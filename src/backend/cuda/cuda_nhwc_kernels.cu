@@ -18,18 +18,7 @@
 
 #include "backend/math.h"
 
-#define THREADS 256
-#define MAX_BLOCKS 65535
-
-static unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
-}
-
-#define FOR_EACH(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \
-         i += (size_t)blockDim.x * gridDim.x)
+#include "backend/cuda/cuda_grid.cuh"
 
 __global__ void k_relu_bf16(size_t n, const __nv_bfloat16 *x, __nv_bfloat16 *y)
 {
