@@ -77,7 +77,7 @@ check-valgrind:
 # cpus-suite.log.
 CPUS_QEMU_CPU = EPYC-v1,-rdseed,-sha-ni,-fxsr-opt,-misalignsse,-3dnowprefetch,-osvw,-topoext,-nrip-save,-xsavec
 CPUS_EMULATOR = qemu-x86_64 -cpu $(CPUS_QEMU_CPU)
-CPUS_TESTPROGS = $(filter-out tests/tt_%,$(check_PROGRAMS))
+CPUS_TESTPROGS = $(filter-out tests/tt_% bench/%,$(check_PROGRAMS))
 CPUS_TESTS = $(CPUS_TESTPROGS) tests/e2e_precision.sh tests/e2e_cpu_train.sh tests/e2e_cpu_isa.sh \
 	tests/gpu/e2e_kit.sh
 check-cpus:
