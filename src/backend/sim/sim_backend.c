@@ -185,8 +185,15 @@ static float *copies_at(backend_t *be, size_t bytes, size_t offset)
 static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
 {
     sim_impl *s = S(be);
-    if (s->prec == PREC_FP32 || bytes == 0)
+    if (s->prec == PREC_FP32 || bytes == 0 || bytes <= s->copies_reserved)
         return 0;
+    /* a second, larger reservation replaces the first */
+    if (s->copies_dev != NULL)
+        sim_free(be, s->copies_dev);
+    free(s->copies);
+    s->copies = NULL;
+    s->copies_dev = NULL;
+    s->copies_reserved = 0;
     /* the pool counts the 16-bit size; the values, held as floats, take
      * twice that in host memory beside it */
     s->copies_dev = sim_alloc(be, bytes);
