@@ -42,7 +42,7 @@ check-tsan:
 # tests/valgrind.supp names libconfig's own leaks and one over-read of
 # oneDNN's JIT code in its own buffer, nothing else.
 VALGRIND_DIR = valgrind-build
-VALGRIND_TESTPROGS = $(filter-out tests/tt_% tests/test_no_alloc,$(check_PROGRAMS))
+VALGRIND_TESTPROGS = $(filter-out tests/tt_% tests/test_no_alloc bench/%,$(check_PROGRAMS))
 VALGRIND_CMD = valgrind -q --error-exitcode=99 --leak-check=full \
 	--errors-for-leak-kinds=definite --show-leak-kinds=definite \
 	--suppressions=$$PWD/tests/valgrind.supp
