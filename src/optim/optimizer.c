@@ -112,6 +112,13 @@ static void clip_gradients(optimizer_t *opt, backend_t *be, float *grads)
     be->scale(be, opt->count, coef < 1.0f ? coef : 1.0f, grads);
 }
 
+/* Whether LARS adapts segment sg of an update of [lo, hi): it lies inside,
+ * and weight decay applies to it. */
+static bool lars_adapts(const optimizer_t *opt, const opt_segment *sg, size_t lo, size_t hi)
+{
+    return sg->lo >= lo && sg->hi <= hi && sg->decay && opt->cfg.weight_decay != 0.0f;
+}
+
 /* LARS: |w|^2 and |g|^2 of every adapted parameter in [lo, hi), in one
  * sumsq_each: on a GPU one read back a step instead of two a parameter. */
 static void lars_norms(optimizer_t *opt, backend_t *be, const float *params, const float *grads,
@@ -120,7 +127,7 @@ static void lars_norms(optimizer_t *opt, backend_t *be, const float *params, con
     int k = 0;
     for (int i = 0; i < opt->n_segs; i++) {
         const opt_segment *sg = &opt->segs[i];
-        if (sg->lo < lo || sg->hi > hi || !sg->decay || opt->cfg.weight_decay == 0.0f)
+        if (!lars_adapts(opt, sg, lo, hi))
             continue;
         opt->norm_x[2 * k] = params + sg->lo;
         opt->norm_x[2 * k + 1] = grads + sg->lo;
@@ -132,7 +139,7 @@ static void lars_norms(optimizer_t *opt, backend_t *be, const float *params, con
     k = 0;
     for (int i = 0; i < opt->n_segs; i++) {
         opt_segment *sg = &opt->segs[i];
-        if (sg->lo < lo || sg->hi > hi || !sg->decay || opt->cfg.weight_decay == 0.0f)
+        if (!lars_adapts(opt, sg, lo, hi))
             continue;
         sg->w_sumsq = opt->norm_out[2 * k];
         sg->g_sumsq = opt->norm_out[2 * k + 1];
