@@ -25,11 +25,19 @@ backend_t *backend_device_create(const char *kind, int device, const backend_dev
     if (strcmp(kind, "sim") == 0)
         return backend_sim_create(device, o->precision, err);
     cuda_options opt = {.tf32 = o->tf32, .deterministic = o->deterministic};
+    backend_t *be;
     if (strcmp(o->precision, "bf16") == 0)
-        return backend_cuda_create_bf16(device, &opt, err);
-    if (strcmp(o->precision, "fp16") == 0)
-        return backend_cuda_create_fp16(device, &opt, err);
-    return backend_cuda_create(device, &opt, err);
+        be = backend_cuda_create_bf16(device, &opt, err);
+    else if (strcmp(o->precision, "fp16") == 0)
+        be = backend_cuda_create_fp16(device, &opt, err);
+    else
+        be = backend_cuda_create(device, &opt, err);
+    /* The device side (cuda_device.c) is one call of cuda_backend.h per
+     * entry; it is wired here, not in cuda_backend.c, so that the two files
+     * do not call each other. */
+    if (be != NULL)
+        be->dev = &backend_cuda_device_ops;
+    return be;
 }
 
 int backend_device_count(const char *kind, char *reason, size_t reason_len)

@@ -1,5 +1,5 @@
-/* layer.c - the layer registry and helpers shared by the layer files. */
-#include <math.h>
+/* layer.c - the layer registry: a layer type's ops, and a layer's setup
+ * through them. The helpers the layer files share are param_spec.c's. */
 #include <stdio.h>
 #include <string.h>
 
@@ -46,23 +46,4 @@ int layer_setup(layer_t *l, const layer_cfg *cfg, const shape3 *in, int n_in, tt
     for (int i = 0; i < n_in; i++)
         l->in[i] = in[i];
     return l->ops->setup(l, err);
-}
-
-void param_spec_set(param_spec *p, const char *suffix, int ndim, const int *dims, bool trainable)
-{
-    memset(p, 0, sizeof(*p));
-    snprintf(p->suffix, sizeof(p->suffix), "%s", suffix);
-    p->ndim = ndim;
-    p->count = 1;
-    for (int i = 0; i < ndim; i++) {
-        p->dims[i] = dims[i];
-        p->count *= (size_t)dims[i];
-    }
-    p->trainable = trainable;
-}
-
-void init_uniform(rng_t *rng, float *p, size_t count, float bound)
-{
-    for (size_t i = 0; i < count; i++)
-        p[i] = rng_uniform_range(rng, -bound, bound);
 }

@@ -1,4 +1,4 @@
-libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/tower_step.c \
+libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/trainer_report.c %reldir%/tower_step.c \
 	%reldir%/tower_params.c %reldir%/trainer_eval.c %reldir%/tower_threads.c \
 	%reldir%/checkpointing.c %reldir%/shared_params.c %reldir%/shared_params.h \
 	%reldir%/loss_scale.c %reldir%/loss_scale.h \

@@ -10,24 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/precision.h"
 #include "comm/dist.h"
 #include "train/device_towers.h"
 #include "util/log.h"
-#include "util/strutil.h"
 #include "util/threadpool.h"
 #include "util/trace.h"
-
-volatile sig_atomic_t trainer_stop_signal;
-
-double trainer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static const trainer_ops *trainer_ops_for(trainer_type t)
 {
@@ -306,30 +295,6 @@ static double float_shortest(float f)
             break;
     }
     return strtod(buf, NULL);
-}
-
-int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err *err)
-{
-    char name[64];
-    snprintf(name, sizeof(name), "%s", raw_name);
-    str_clean_tag(name);
-    int i;
-    for (i = 0; i < tr->n_scalars; i++)
-        if (strcmp(tr->scalars[i].name, name) == 0)
-            break;
-    if (i == tr->n_scalars) {
-        if (tr->n_scalars == TRAINER_MAX_SCALARS)
-            return err_set(err, TT_ERR_RUNTIME, "too many scalars (%d)", TRAINER_MAX_SCALARS);
-        snprintf(tr->scalars[i].name, sizeof(tr->scalars[i].name), "%s", name);
-        tr->n_scalars++;
-    }
-    tr->scalars[i].value = value;
-    for (int m = 0; m < tr->n_monitors; m++) {
-        monitor_t *mon = &tr->monitors[m];
-        if (mon->ops->put_scalar && mon->ops->put_scalar(mon, tr, name, value, err) != 0)
-            return -1;
-    }
-    return 0;
 }
 
 /* Test hook: with TT_DUMP_TOWERS=<dir>, every epoch end writes each tower's

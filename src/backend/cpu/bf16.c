@@ -57,33 +57,6 @@
 
 #include "backend/cpu/dnnl_util.h"
 
-const char *cpu_dnnl_isa_name(dnnl_cpu_isa_t isa)
-{
-    switch (isa) {
-    case dnnl_cpu_isa_sse41:
-        return "SSE41";
-    case dnnl_cpu_isa_avx:
-        return "AVX";
-    case dnnl_cpu_isa_avx2:
-        return "AVX2";
-    case dnnl_cpu_isa_avx2_vnni:
-        return "AVX2_VNNI";
-    case dnnl_cpu_isa_avx512_mic:
-    case dnnl_cpu_isa_avx512_mic_4ops:
-        return "AVX512_MIC";
-    case dnnl_cpu_isa_avx512_core:
-        return "AVX512_CORE";
-    case dnnl_cpu_isa_avx512_core_vnni:
-        return "AVX512_CORE_VNNI";
-    case dnnl_cpu_isa_avx512_core_bf16:
-        return "AVX512_CORE_BF16";
-    case dnnl_cpu_isa_avx512_core_amx:
-        return "AVX512_CORE_AMX";
-    default:
-        return "no vector extension";
-    }
-}
-
 static bool isa_has(dnnl_cpu_isa_t isa, dnnl_cpu_isa_t want)
 {
     return ((unsigned)isa & (unsigned)want) == (unsigned)want;

@@ -27,6 +27,33 @@ void cpu_dnnl_cap_isa(void)
     pthread_once(&cap_once, cap_isa);
 }
 
+const char *cpu_dnnl_isa_name(dnnl_cpu_isa_t isa)
+{
+    switch (isa) {
+    case dnnl_cpu_isa_sse41:
+        return "SSE41";
+    case dnnl_cpu_isa_avx:
+        return "AVX";
+    case dnnl_cpu_isa_avx2:
+        return "AVX2";
+    case dnnl_cpu_isa_avx2_vnni:
+        return "AVX2_VNNI";
+    case dnnl_cpu_isa_avx512_mic:
+    case dnnl_cpu_isa_avx512_mic_4ops:
+        return "AVX512_MIC";
+    case dnnl_cpu_isa_avx512_core:
+        return "AVX512_CORE";
+    case dnnl_cpu_isa_avx512_core_vnni:
+        return "AVX512_CORE_VNNI";
+    case dnnl_cpu_isa_avx512_core_bf16:
+        return "AVX512_CORE_BF16";
+    case dnnl_cpu_isa_avx512_core_amx:
+        return "AVX512_CORE_AMX";
+    default:
+        return "no vector extension";
+    }
+}
+
 static dnnl_engine_t engine;
 static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
 

@@ -705,7 +705,6 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->device = device;
     be->threads = 1;
     be->impl = c;
-    be->dev = &backend_cuda_device_ops;
     if (cuda_setup(be, c, err) != 0) {
         cuda_destroy(be);
         return NULL;
