@@ -5,6 +5,9 @@ EXTRA_DIST += tests/tt_test.h tests/tt_ref.h tests/tt_blocked.h tests/tt_model_t
 # tests/e2e_run.sh: in TESTS first (Makefile.am)
 EXTRA_DIST += tests/e2e_run.sh
 TESTS += tests/e2e_cmdline.sh
+# No circle between source files (nm over the built objects).
+TESTS += tests/e2e_layering.sh
+EXTRA_DIST += tests/e2e_layering.sh
 EXTRA_DIST += tests/e2e_cmdline.sh
 TESTS += tests/e2e_bad_data.sh
 EXTRA_DIST += tests/e2e_bad_data.sh
