@@ -123,18 +123,8 @@ ok $? "min_saver and max_saver write min-train_loss and max-train_accuracy"
 # statistics without giving them back: with saves every 5 steps, two towers
 # and a batchnorm train bit for bit as with epoch-end saves alone (the
 # average used to replace each tower's statistics at every save)
-cat > "$T/bn.cfg" <<'CFG'
-dataflow = { source = { type = "fake"; shape = [2, 8, 8]; classes = 4; size = 256; };
-             batch_size = 8; prefetch = { workers = 0; }; };
-model = { input = [2, 8, 8]; classes = 4; layers = (
-  { name = "c0"; type = "conv2d"; filters = 4; kernel = 3; padding = 1; bias = false; },
-  { name = "bn0"; type = "batchnorm"; }, { name = "r0"; type = "relu"; },
-  { name = "p0"; type = "global_avgpool"; }, { name = "fc"; type = "dense"; units = 4; } ); };
-optimizer = { type = "momentum"; learning_rate = 0.01; };
-trainer = { type = "sync_replicated"; nr_tower = 2; threads_per_tower = 1; };
-max_epoch = 2;
-callbacks = ( { type = "model_saver"; max_to_keep = 0; } );
-CFG
+tt_bn_job "$T/bn.cfg" 'type = "momentum"; learning_rate = 0.01;' 2 \
+  '( { type = "model_saver"; max_to_keep = 0; } )'
 "$TOWERTRAIN" run "$T/bn.cfg" --logdir "$T/bn-epochs" --quiet &&
   "$TOWERTRAIN" run "$T/bn.cfg" --logdir "$T/bn-steps" --quiet \
     --set 'callbacks=( { type = "model_saver"; max_to_keep = 0; }, { type = "model_saver"; every_k_steps = 5; max_to_keep = 0; } )'

@@ -10,9 +10,7 @@
 . "$(dirname "$0")/tt_lib.sh"
 : "${TT_BUILDDIR:?}"
 checks="the safetensors library reads towertrain's checkpoints as towertrain does"
-if ! vpy=$(sh "$TT_SRCDIR/tests/tt_venv.sh"); then
-  tt_skip_all "no safetensors library: $vpy" "$checks"
-fi
+tt_venv_python "safetensors library" "$checks"
 cat > "$T/mlp.cfg" <<CFG
 model = "$TT_SRCDIR/models/mlp.cfg";
 dataflow = { source = { type = "fake"; shape = [784]; classes = 10; size = 256; }; batch_size = 32; };
@@ -22,19 +20,9 @@ callbacks = ( "model_saver" );
 CFG
 "$TOWERTRAIN" run "$T/mlp.cfg" --logdir "$T/fp32" --quiet
 ok $? "an fp32 MLP run with momentum, saved at each epoch's end"
-cat > "$T/bn.cfg" <<'CFG'
-dataflow = { source = { type = "fake"; shape = [2, 8, 8]; classes = 4; size = 256; };
-             batch_size = 8; prefetch = { workers = 0; }; };
-model = { input = [2, 8, 8]; classes = 4; layers = (
-  { name = "c0"; type = "conv2d"; filters = 4; kernel = 3; padding = 1; bias = false; },
-  { name = "bn0"; type = "batchnorm"; }, { name = "r0"; type = "relu"; },
-  { name = "p0"; type = "global_avgpool"; }, { name = "fc"; type = "dense"; units = 4; } ); };
-optimizer = { type = "adam"; learning_rate = 0.01; };
-trainer = { type = "sync_replicated"; nr_tower = 2; threads_per_tower = 1; };
-max_epoch = 1;
-callbacks = ( { type = "model_saver"; max_to_keep = 0; },
-              { type = "model_saver"; every_k_steps = 5; max_to_keep = 0; } );
-CFG
+tt_bn_job "$T/bn.cfg" 'type = "adam"; learning_rate = 0.01;' 1 \
+  '( { type = "model_saver"; max_to_keep = 0; },
+     { type = "model_saver"; every_k_steps = 5; max_to_keep = 0; } )'
 kinds="fp32/momentum=$T/fp32/model-16.safetensors"
 if "$TOWERTRAIN" --version | grep -q '^cpu precision: .*bf16'; then
   "$TOWERTRAIN" run "$T/bn.cfg" --logdir "$T/bf16" --quiet --set 'trainer.precision="bf16"'

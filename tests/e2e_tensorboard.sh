@@ -7,9 +7,7 @@
 # (tests/tt_venv.sh): where PyPI is unreachable the checks SKIP, saying why.
 . "$(dirname "$0")/tt_lib.sh"
 checks="EventAccumulator and TensorBoard's server read the run"
-if ! vpy=$(sh "$TT_SRCDIR/tests/tt_venv.sh"); then
-  tt_skip_all "no TensorBoard: $vpy" "$checks"
-fi
+tt_venv_python TensorBoard "$checks"
 cat > "$T/job.cfg" <<CFG
 model = "$TT_SRCDIR/models/mlp.cfg";
 dataflow = { source = { type = "fake"; shape = [784]; classes = 10; size = 640; }; batch_size = 32; };

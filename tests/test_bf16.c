@@ -232,9 +232,8 @@ static void reference(const bcase *c, const inputs *in, bool round, bool magnitu
                         for (int ch = 0; ch < d->c; ch++)
                             for (int ky = 0; ky < d->k; ky++)
                                 for (int kx = 0; kx < d->k; kx++) {
-                                    int iy = oy * d->stride - d->pad + ky;
-                                    int ix = ox * d->stride - d->pad + kx;
-                                    if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                    int iy, ix;
+                                    if (!tt_window_tap(d, oy, ox, ky, kx, &iy, &ix))
                                         continue;
                                     size_t xi = (((size_t)s * d->c + ch) * d->h + iy) * d->w + ix;
                                     size_t wi = (((size_t)f * d->c + ch) * d->k + ky) * d->k + kx;
@@ -882,12 +881,9 @@ static void test_blocked_bf16_batchnorm(void)
     const int n = 3, c = 48, hw = 37;
     size_t count = (size_t)n * c * hw;
     float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
-    tt_fill(&rng, x, count, -2.0, 3.0);
+    bn_inputs_fill(&rng, count, c, x, dy, gamma, beta);
     for (size_t i = 0; i < count; i++) /* bf16 values: widened, the same floats */
         x[i] = tt_bf16_widen(tt_bf16_round(x[i]));
-    tt_fill(&rng, dy, count, -1.0, 1.0);
-    tt_fill(&rng, gamma, c, 0.5, 1.5);
-    tt_fill(&rng, beta, c, -0.5, 0.5);
 
     /* the reference: float32 NCHW on x; the backward's relu mask from y
      * rounded to bf16, as the blocked backward reads it */

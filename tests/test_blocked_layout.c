@@ -34,63 +34,16 @@
 #include "tt_ref.h"
 #include "tt_test.h"
 
-typedef struct {
-    float *logits, *grads, *params;
-    double loss;
-    float *probe; /* the probed layer's output after the last step, NCHW */
-} step_result;
-
-
-
-/* One training step (two, so the running statistics move twice) on a
- * tower of a fresh backend; blocked says whether the backend may use its
- * blocked layout. Fills r (r->probe: layer `probe`'s output); returns the
- * tower's layout choice in chosen. */
+/* Two training steps (train_two_steps) on a tower of a fresh backend;
+ * blocked says whether the backend may use its blocked layout. */
 static bool run(const model_t *m, bool bf16, int threads, bool blocked, const float *x,
                 const int32_t *y, int n, const char *probe, step_result *r, bool *chosen)
 {
     tt_err err = {0};
     backend_t *be = bf16 ? backend_cpu_create_bf16(0, threads, &err)
                          : backend_cpu_create(0, threads, &err);
-    if (be == NULL)
-        return false;
-    be->blocked_layout = be->blocked_layout && blocked;
-    tower_t t;
-    if (tower_create(m, be, n, &t, &err) != 0) {
-        be->destroy(be);
-        return false;
-    }
-    float *host = malloc(m->n_floats * sizeof(float));
-    model_init_params(m, 7, host);
-    tower_set_params(&t, host);
-    free(host);
-    size_t classes = (size_t)m->cfg->classes;
-    r->logits = malloc((size_t)n * classes * sizeof(float));
-    r->grads = malloc(m->n_trainable * sizeof(float));
-    r->params = malloc(m->n_floats * sizeof(float));
-    for (int step = 0; step < 2; step++) {
-        tower_load_batch(&t, n, x + (size_t)step * n * shape3_size(m->input), y + step * n);
-        const float *logits = tower_step(&t, n, true, true, 3);
-        be->download(be, r->logits, logits, (size_t)n * classes * sizeof(float));
-    }
-    be->download(be, r->grads, t.grads, m->n_trainable * sizeof(float));
-    tower_get_params(&t, r->params);
-    r->loss = t.loss_sum;
-    r->probe = activation_nchw(&t, layer_index(m, probe), n);
-    memcpy(chosen, t.blocked, (size_t)m->n_layers * sizeof(bool));
-    tower_free(&t);
-    be->destroy(be);
-    return true;
+    return train_two_steps(be, blocked, m, x, y, n, probe, r, chosen, NULL);
 }
-
-static void free_result(step_result *r)
-{
-    free(r->logits);
-    free(r->grads);
-    free(r->params);
-    free(r->probe);
-}
-
 
 /* `expect` lists "name=0|1" pairs: the layout each named layer must get.
  * bf16: both towers on the bf16 backend, whose blocked layout is NHWC and
@@ -102,38 +55,17 @@ static void check_model(const char *label, bool bf16, const char *text,
 {
     model_cfg cfg;
     model_t m;
-    tt_err err = {0};
-    if (!tt_ok(load_model(text, &cfg, &m, &err), "%s: model loads %s", label, err.msg))
+    float *x;
+    int32_t *y;
+    if (!model_and_batch(label, text, n, &cfg, &m, &x, &y))
         return;
-    size_t isz = shape3_size(m.input);
-    float *x = malloc(2 * (size_t)n * isz * sizeof(float));
-    int32_t *y = malloc(2 * (size_t)n * sizeof(int32_t));
-    uint64_t s = 12345;
-    for (size_t i = 0; i < 2 * (size_t)n * isz; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        x[i] = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
-    }
-    for (int i = 0; i < 2 * n; i++)
-        y[i] = i % cfg.classes;
     step_result plain, blk[2];
     bool *chosen = calloc((size_t)m.n_layers, sizeof(bool)), *none = calloc((size_t)m.n_layers, 1);
     bool ran = run(&m, bf16, 1, false, x, y, n, probe, &plain, none);
     for (int th = 0; th < 2 && ran; th++)
         ran = run(&m, bf16, th + 1, true, x, y, n, probe, &blk[th], chosen);
     if (tt_ok(ran, "%s: towers ran, NCHW and blocked, 1 and 2 threads", label)) {
-        bool nchw_only = true;
-        for (int i = 0; i < m.n_layers; i++)
-            nchw_only = nchw_only && !none[i];
-        tt_ok(nchw_only, "%s: a backend told not to keeps every activation NCHW", label);
-        for (const char *const *e = expect; *e != NULL; e++) {
-            char name[32];
-            snprintf(name, sizeof(name), "%s", *e);
-            char *eq = strchr(name, '=');
-            *eq = '\0';
-            int i = layer_index(&m, name);
-            tt_ok(i >= 0 && chosen[i] == (eq[1] == '1'), "%s: layer %s's output %s", label,
-                  name, eq[1] == '1' ? "blocked" : "NCHW");
-        }
+        check_layouts(label, &m, expect, none, chosen);
         size_t nl = (size_t)n * cfg.classes;
         /* bf16: oneDNN's AMX kernels sum in another order for NHWC than for
          * their own pick behind an NCHW side (float32 differences of ~1e-5,
@@ -142,30 +74,11 @@ static void check_model(const char *label, bool bf16, const char *text,
          * and 2 threads. 3e-2 of the largest value: a few bf16 steps (the
          * residual model measured 1.0e-2 in its gradients); a misread layout
          * is off by the values themselves */
-        int pi = layer_index(&m, probe);
-        size_t np = (size_t)n * shape3_size(m.layers[pi].out);
         for (int th = 0; th < 2 && bf16; th++) {
-            /* read as bf16 it is the NCHW tower's float32 activation within
-             * bf16's precision: misread as float32 it would be nonsense */
-            double ea = tt_rel_err_f(blk[th].probe, plain.probe, np);
-            size_t not_bf16 = 0;
-            for (size_t q = 0; q < np; q++) {
-                uint32_t u;
-                memcpy(&u, &blk[th].probe[q], 4);
-                not_bf16 += (u & 0xffffu) != 0;
-            }
-            tt_ok(chosen[pi] && ea < 3e-2 && not_bf16 == 0,
-                  "%s, %d thread(s): blocked activation %s held in bf16, within bf16's "
-                  "precision of NCHW's float32 (%.1e)", label, th + 1, probe, ea);
-        }
-        for (int th = 0; th < 2 && bf16; th++) {
-            double el = tt_rel_err_f(blk[th].logits, plain.logits, nl),
-                   eg = tt_rel_err_f(blk[th].grads, plain.grads, m.n_trainable),
-                   ep = tt_rel_err_f(blk[th].params, plain.params, m.n_floats);
-            tt_ok(el < 3e-2 && eg < grad_tol && ep < 3e-2 &&
-                      fabs(blk[th].loss - plain.loss) < 3e-2 * fabs(plain.loss),
-                  "%s, %d thread(s): logits, loss, gradients and parameters within bf16's "
-                  "precision of NCHW's (%.1e, %.1e, %.1e)", label, th + 1, el, eg, ep);
+            char at[160];
+            snprintf(at, sizeof(at), "%s, %d thread(s)", label, th + 1);
+            check_probe_bf16(at, &m, n, probe, chosen, &blk[th], &plain);
+            within_bf16(at, "NCHW's", &m, n, &blk[th], &plain, grad_tol);
         }
         if (bf16)
             tt_ok(memcmp(blk[0].logits, blk[1].logits, nl * sizeof(float)) == 0 &&
@@ -195,10 +108,7 @@ static void check_model(const char *label, bool bf16, const char *text,
     }
     free(chosen);
     free(none);
-    free(x);
-    free(y);
-    model_free(&m);
-    model_cfg_free(&cfg);
+    model_and_batch_free(&cfg, &m, x, y);
 }
 
 int main(void)

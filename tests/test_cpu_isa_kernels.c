@@ -285,8 +285,8 @@ static float ref_max(const window_desc *d, const float *plane, int oy, int ox, i
     int best = -1;
     for (int ky = 0; ky < d->k; ky++)
         for (int kx = 0; kx < d->k; kx++) {
-            int iy = oy * d->stride - d->pad + ky, ix = ox * d->stride - d->pad + kx;
-            if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+            int iy, ix;
+            if (!tt_window_tap(d, oy, ox, ky, kx, &iy, &ix))
                 continue;
             int i = iy * d->w + ix;
             if (best < 0 || (!isnan(plane[best]) && (isnan(plane[i]) || plane[i] > plane[best])))
@@ -407,45 +407,6 @@ static void test_maxpool(void)
 
 /* ---- batchnorm over the blocked layout ---- */
 
-/* One training forward (relu) and backward of blocked batchnorm on be, x
- * (NCHW) in nChw16c or NHWC order (nhwc), float32 or bf16 activations
- * (bf16: x, y rounded to bf16; the backend's blocked_bf16); y and dx back
- * in NCHW floats. */
-static void bn_run_blocked(backend_t *be, bool nhwc, bool bf16, int n, int c, int hw,
-                           const float *x, const float *gamma, const float *beta, const float *dy,
-                           bn_out *o)
-{
-    size_t count = (size_t)n * c * hw;
-    bool saved_nhwc = be->blocked_nhwc, saved_bf16 = be->blocked_bf16;
-    be->blocked_nhwc = nhwc;
-    be->blocked_bf16 = bf16;
-    void *bx = malloc(count * 4), *by = malloc(count * 4);
-    float *bg = malloc(count * 4), *bdx = malloc(count * 4);
-    if (bf16)
-        to_blocked16(x, n, c, hw, nhwc, bx);
-    else
-        to_blocked(x, n, c, hw, nhwc, bx);
-    to_blocked(dy, n, c, hw, nhwc, bg);
-    be->batchnorm_forward_blocked(be, n, c, hw, bx, gamma, beta, o->rmean, o->rvar, 0.1f, 1e-5f,
-                                  true, true, by, o->mean, o->invstd);
-    be->batchnorm_backward_blocked(be, n, c, hw, bx, gamma, o->mean, o->invstd, by, true, bg, bdx,
-                                   o->dgamma, o->dbeta);
-    if (bf16) {
-        const uint16_t *h = by;
-        for (int i = 0; i < n; i++)
-            for (int ch = 0; ch < c; ch++)
-                for (int p = 0; p < hw; p++)
-                    o->y[((size_t)i * c + ch) * hw + p] =
-                        tt_bf16_widen(h[blocked_at(i, ch, p, c, hw, nhwc)]);
-    } else {
-        from_blocked(by, n, c, hw, nhwc, o->y);
-    }
-    from_blocked(bdx, n, c, hw, nhwc, o->dx);
-    be->blocked_nhwc = saved_nhwc;
-    be->blocked_bf16 = saved_bf16;
-    free(bx), free(by), free(bg), free(bdx);
-}
-
 static bool bn_same_bits(const bn_out *a, const bn_out *b, size_t count, int c)
 {
     return tt_same_bits(a->y, b->y, count) && tt_same_bits(a->mean, b->mean, c) &&
@@ -510,10 +471,7 @@ static void test_batchnorm_blocked(void)
         int n = shapes[si][0], c = shapes[si][1], hw = shapes[si][2];
         size_t count = (size_t)n * c * hw;
         float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
-        tt_fill(&rng, x, count, -2.0, 3.0);
-        tt_fill(&rng, dy, count, -1.0, 1.0);
-        tt_fill(&rng, gamma, c, 0.5, 1.5);
-        tt_fill(&rng, beta, c, -0.5, 0.5);
+        bn_inputs_fill(&rng, count, c, x, dy, gamma, beta);
         for (int kind = 0; kind < 4; kind++) { /* nChw16c, NHWC; x float32, bf16 */
             bool nhwc = kind & 1, bf16 = kind >= 2;
             bn_out plain = bn_out_make(count, c);

@@ -629,20 +629,7 @@ static void bn_run(backend_t *be, int layout, int n, int c, int hw, const float 
         free(g);
         return;
     }
-    bool nhwc = layout == 2, saved = be->blocked_nhwc;
-    be->blocked_nhwc = nhwc;
-    float *bx = malloc(count * 4), *by = malloc(count * 4), *bg = malloc(count * 4),
-          *bdx = malloc(count * 4);
-    to_blocked(x, n, c, hw, nhwc, bx);
-    to_blocked(dy, n, c, hw, nhwc, bg);
-    be->batchnorm_forward_blocked(be, n, c, hw, bx, gamma, beta, o->rmean, o->rvar, 0.1f, 1e-5f,
-                                  true, true, by, o->mean, o->invstd);
-    be->batchnorm_backward_blocked(be, n, c, hw, bx, gamma, o->mean, o->invstd, by, true, bg, bdx,
-                                   o->dgamma, o->dbeta);
-    from_blocked(by, n, c, hw, nhwc, o->y);
-    from_blocked(bdx, n, c, hw, nhwc, o->dx);
-    be->blocked_nhwc = saved;
-    free(bx), free(by), free(bg), free(bdx);
+    bn_run_blocked(be, layout == 2, false, n, c, hw, x, gamma, beta, dy, o);
 }
 
 static void test_blocked_orders(void)
@@ -652,10 +639,7 @@ static void test_blocked_orders(void)
     const int n = 3, c = 48, hw = 37;
     size_t count = (size_t)n * c * hw;
     float *x = malloc(count * 4), *dy = malloc(count * 4), gamma[48], beta[48];
-    tt_fill(&rng, x, count, -2.0, 3.0);
-    tt_fill(&rng, dy, count, -1.0, 1.0);
-    tt_fill(&rng, gamma, c, 0.5, 1.5);
-    tt_fill(&rng, beta, c, -0.5, 0.5);
+    bn_inputs_fill(&rng, count, c, x, dy, gamma, beta);
     for (int th = 0; th < 2; th++) {
         backend_t *be = th ? be2 : be1;
         bn_out o[3];

@@ -32,18 +32,9 @@
 #include "tt_ref.h"
 #include "tt_test.h"
 
-typedef struct {
-    float *logits, *grads, *params;
-    double loss;
-    float *probe; /* the probed layer's output after the last step, NCHW */
-} step_result;
-
-
-
-/* One training step (two, so the running statistics move twice) on a
- * tower of a fresh backend; blocked says whether the backend may use its
- * blocked layout. Fills r (r->probe: layer `probe`'s output); returns the
- * tower's layout choice in chosen. */
+/* Two training steps (train_two_steps) on a tower of a fresh backend
+ * (sim with room for its 16-bit copies, or on_cpu the CPU's bf16 one);
+ * blocked says whether the backend may use its blocked layout. */
 static bool run(const model_t *m, bool bf16, bool on_cpu, int threads, bool blocked,
                 const float *x, const int32_t *y, int n, const char *probe, step_result *r,
                 bool *chosen, int *shared_bufs)
@@ -51,77 +42,11 @@ static bool run(const model_t *m, bool bf16, bool on_cpu, int threads, bool bloc
     tt_err err = {0};
     backend_t *be = on_cpu ? backend_cpu_create_bf16(0, threads, &err)
                            : backend_sim_create(0, bf16 ? "bf16" : "fp32", &err);
-    if (be == NULL)
-        return false;
-    be->blocked_layout = be->blocked_layout && blocked;
-    if (!on_cpu && be->dev->reserve_copies(be, (size_t)1 << 24, &err) != 0) {
+    if (be != NULL && !on_cpu && be->dev->reserve_copies(be, (size_t)1 << 24, &err) != 0) {
         be->destroy(be);
         return false;
     }
-    tower_t t;
-    if (tower_create(m, be, n, &t, &err) != 0) {
-        be->destroy(be);
-        return false;
-    }
-    float *host = malloc(m->n_floats * sizeof(float));
-    model_init_params(m, 7, host);
-    tower_set_params(&t, host);
-    free(host);
-    size_t classes = (size_t)m->cfg->classes;
-    r->logits = malloc((size_t)n * classes * sizeof(float));
-    r->grads = malloc(m->n_trainable * sizeof(float));
-    r->params = malloc(m->n_floats * sizeof(float));
-    for (int step = 0; step < 2; step++) {
-        tower_load_batch(&t, n, x + (size_t)step * n * shape3_size(m->input), y + step * n);
-        const float *logits = tower_step(&t, n, true, true, 3);
-        be->download(be, r->logits, logits, (size_t)n * classes * sizeof(float));
-    }
-    be->download(be, r->grads, t.grads, m->n_trainable * sizeof(float));
-    tower_get_params(&t, r->params);
-    r->loss = t.loss_sum;
-    r->probe = activation_nchw(&t, layer_index(m, probe), n);
-    memcpy(chosen, t.blocked, (size_t)m->n_layers * sizeof(bool));
-    *shared_bufs = t.n_act_bufs;
-    tower_free(&t);
-    be->destroy(be);
-    return true;
-}
-
-static void free_result(step_result *r)
-{
-    free(r->logits);
-    free(r->grads);
-    free(r->params);
-    free(r->probe);
-}
-
-
-/* Inputs of two steps of n samples, labels cycling over the classes. */
-static void make_batch(const model_t *m, int n, float **x, int32_t **y)
-{
-    size_t isz = shape3_size(m->input);
-    *x = malloc(2 * (size_t)n * isz * sizeof(float));
-    *y = malloc(2 * (size_t)n * sizeof(int32_t));
-    uint64_t s = 12345;
-    for (size_t i = 0; i < 2 * (size_t)n * isz; i++) {
-        s = s * 6364136223846793005ULL + 1442695040888963407ULL;
-        (*x)[i] = (float)((s >> 40) & 0xffff) / 65536.0f - 0.5f;
-    }
-    for (int i = 0; i < 2 * n; i++)
-        (*y)[i] = i % m->cfg->classes;
-}
-
-/* blk within bf16's precision of ref (tolerances: test_blocked_layout.c) */
-static void within_bf16(const char *label, const char *what, const model_t *m, int n,
-                        const step_result *blk, const step_result *ref, double grad_tol)
-{
-    size_t nl = (size_t)n * m->cfg->classes;
-    double el = tt_rel_err_f(blk->logits, ref->logits, nl),
-           eg = tt_rel_err_f(blk->grads, ref->grads, m->n_trainable),
-           ep = tt_rel_err_f(blk->params, ref->params, m->n_floats);
-    tt_ok(el < 3e-2 && eg < grad_tol && ep < 3e-2 && fabs(blk->loss - ref->loss) < 3e-2 * fabs(ref->loss),
-          "%s: logits, loss, gradients and parameters within bf16's precision of %s "
-          "(%.1e, %.1e, %.1e)", label, what, el, eg, ep);
+    return train_two_steps(be, blocked, m, x, y, n, probe, r, chosen, shared_bufs);
 }
 
 /* `expect` lists "name=0|1" pairs: the layout each named layer must get. */
@@ -130,42 +55,18 @@ static void check_model(const char *label, const char *text, const char *const *
 {
     model_cfg cfg;
     model_t m;
-    tt_err err = {0};
-    if (!tt_ok(load_model(text, &cfg, &m, &err), "%s: model loads %s", label, err.msg))
-        return;
     float *x;
     int32_t *y;
-    make_batch(&m, n, &x, &y);
+    if (!model_and_batch(label, text, n, &cfg, &m, &x, &y))
+        return;
     step_result plain, blk, cpu;
     int shared;
     bool *chosen = calloc((size_t)m.n_layers, sizeof(bool)), *none = calloc((size_t)m.n_layers, 1);
     bool ran = run(&m, true, false, 1, false, x, y, n, probe, &plain, none, &shared) &&
                run(&m, true, false, 1, true, x, y, n, probe, &blk, chosen, &shared);
     if (tt_ok(ran, "%s: sim towers ran, NCHW and blocked", label)) {
-        bool nchw_only = true;
-        for (int i = 0; i < m.n_layers; i++)
-            nchw_only = nchw_only && !none[i];
-        tt_ok(nchw_only, "%s: a sim backend told not to keeps every activation NCHW", label);
-        for (const char *const *e = expect; *e != NULL; e++) {
-            char name[32];
-            snprintf(name, sizeof(name), "%s", *e);
-            char *eq = strchr(name, '=');
-            *eq = '\0';
-            int i = layer_index(&m, name);
-            tt_ok(i >= 0 && chosen[i] == (eq[1] == '1'), "%s: layer %s's output %s", label,
-                  name, eq[1] == '1' ? "blocked" : "NCHW");
-        }
-        int pi = layer_index(&m, probe);
-        size_t np = (size_t)n * shape3_size(m.layers[pi].out), not_bf16 = 0;
-        for (size_t q = 0; q < np; q++) {
-            uint32_t u;
-            memcpy(&u, &blk.probe[q], 4);
-            not_bf16 += (u & 0xffffu) != 0;
-        }
-        double ea = tt_rel_err_f(blk.probe, plain.probe, np);
-        tt_ok(chosen[pi] && ea < 3e-2 && not_bf16 == 0,
-              "%s: blocked activation %s held in bf16, within bf16's precision of NCHW's "
-              "float32 (%.1e)", label, probe, ea);
+        check_layouts(label, &m, expect, none, chosen);
+        check_probe_bf16(label, &m, n, probe, chosen, &blk, &plain);
         within_bf16(label, "the NCHW sim tower's", &m, n, &blk, &plain, grad_tol);
         if (cpu_bf16 && run(&m, true, true, 1, true, x, y, n, probe, &cpu, chosen, &shared)) {
             within_bf16(label, "the CPU's bf16 backend (blocked NHWC)", &m, n, &blk, &cpu,
@@ -177,10 +78,7 @@ static void check_model(const char *label, const char *text, const char *const *
     }
     free(chosen);
     free(none);
-    free(x);
-    free(y);
-    model_free(&m);
-    model_cfg_free(&cfg);
+    model_and_batch_free(&cfg, &m, x, y);
 }
 
 /* Sharing activation buffers by lifetime changes no bit (sim, fp32 and
@@ -190,12 +88,10 @@ static void check_sharing(const char *label, const char *text, bool bf16, int n,
 {
     model_cfg cfg;
     model_t m;
-    tt_err err = {0};
-    if (!tt_ok(load_model(text, &cfg, &m, &err), "%s: model loads %s", label, err.msg))
-        return;
     float *x;
     int32_t *y;
-    make_batch(&m, n, &x, &y);
+    if (!model_and_batch(label, text, n, &cfg, &m, &x, &y))
+        return;
     step_result on, off;
     int shared_on = 0, shared_off = 0;
     bool *chosen = calloc((size_t)m.n_layers, sizeof(bool));
@@ -219,10 +115,7 @@ static void check_sharing(const char *label, const char *text, bool bf16, int n,
         free_result(&off);
     }
     free(chosen);
-    free(x);
-    free(y);
-    model_free(&m);
-    model_cfg_free(&cfg);
+    model_and_batch_free(&cfg, &m, x, y);
 }
 
 int main(void)

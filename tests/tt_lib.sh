@@ -160,6 +160,37 @@ tt_skip_all() {
   tt_done
 }
 
+# tt_venv_python WHAT DESCRIPTION...: sets vpy to the Python of the
+# tests' PyPI environment (tests/tt_venv.sh); where it cannot be made,
+# each check a visible SKIP ("no WHAT: why") and tt_done.
+tt_venv_python() {
+  tt_what=$1
+  shift
+  if ! vpy=$(sh "$TT_SRCDIR/tests/tt_venv.sh"); then
+    tt_skip_all "no $tt_what: $vpy" "$@"
+  fi
+}
+
+# tt_bn_job FILE OPTIMIZER EPOCHS CALLBACKS: a job of two CPU towers
+# (sync_replicated, a thread each) training a convolution, a batchnorm, a
+# relu, global average pooling and a dense layer on fake [2, 8, 8] data,
+# batch 8, no prefetch workers; OPTIMIZER is the optimizer group's inside,
+# EPOCHS max_epoch, CALLBACKS the callbacks list.
+tt_bn_job() {
+  cat > "$1" <<CFG
+dataflow = { source = { type = "fake"; shape = [2, 8, 8]; classes = 4; size = 256; };
+             batch_size = 8; prefetch = { workers = 0; }; };
+model = { input = [2, 8, 8]; classes = 4; layers = (
+  { name = "c0"; type = "conv2d"; filters = 4; kernel = 3; padding = 1; bias = false; },
+  { name = "bn0"; type = "batchnorm"; }, { name = "r0"; type = "relu"; },
+  { name = "p0"; type = "global_avgpool"; }, { name = "fc"; type = "dense"; units = 4; } ); };
+optimizer = { $2 };
+trainer = { type = "sync_replicated"; nr_tower = 2; threads_per_tower = 1; };
+max_epoch = $3;
+callbacks = $4;
+CFG
+}
+
 # tt_tap FILE STATUS: FILE holds what a python check script printed (stdout
 # and stderr), one "ok - WHAT" or "not ok - WHAT" line per check; they are
 # numbered on here, other lines pass as diagnostics. STATUS is the script's

@@ -114,6 +114,16 @@ static inline bool tt_same_bits(const float *a, const float *b, size_t count)
     return memcmp(a, b, count * sizeof(float)) == 0;
 }
 
+/* The input pixel (*iy, *ix) that tap (ky, kx) of output pixel (oy, ox)
+ * of window d reads; false where it lies in the padding. */
+static inline bool tt_window_tap(const window_desc *d, int oy, int ox, int ky, int kx, int *iy,
+                                 int *ix)
+{
+    *iy = oy * d->stride - d->pad + ky;
+    *ix = ox * d->stride - d->pad + kx;
+    return *iy >= 0 && *iy < d->h && *ix >= 0 && *ix < d->w;
+}
+
 /* ---- backends ---- */
 
 /* A CPU backend of `threads` threads, or NULL with a diagnostic. */

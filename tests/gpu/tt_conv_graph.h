@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "tt_ref.h"
 #include "tt_test.h"
 
 #ifndef HAVE_CUDA
@@ -91,9 +92,8 @@ static void cgt_reference(const float *x, const float *w, const float *dy, doubl
                     for (int c = 0; c < d->c; c++)
                         for (int ky = 0; ky < d->k; ky++)
                             for (int kx = 0; kx < d->k; kx++) {
-                                int iy = oy * d->stride - d->pad + ky;
-                                int ix = ox * d->stride - d->pad + kx;
-                                if (iy < 0 || iy >= d->h || ix < 0 || ix >= d->w)
+                                int iy, ix;
+                                if (!tt_window_tap(d, oy, ox, ky, kx, &iy, &ix))
                                     continue;
                                 size_t xi = cgt_at(CG_LAYOUT_NCHW, d->c, d->h, d->w, n, c, iy, ix);
                                 size_t wi = cgt_at(CG_LAYOUT_NCHW, d->c, d->k, d->k, f, c, ky, kx);
@@ -114,6 +114,14 @@ static size_t cgt_count(cgt_dims d)
     return (size_t)d.a * d.b * d.y * d.x;
 }
 
+/* Where element r (in NCHW order) of a tensor of dims d sits in layout l. */
+static size_t cgt_from_nchw(cgt_dims d, cg_layout l, size_t r)
+{
+    int x = (int)(r % (size_t)d.x), y = (int)(r / (size_t)d.x % (size_t)d.y);
+    int b = (int)(r / ((size_t)d.x * d.y) % (size_t)d.b), a = (int)(r / ((size_t)d.x * d.y * d.b));
+    return cgt_at(l, d.b, d.y, d.x, a, b, y, x);
+}
+
 /* host NCHW float to a device tensor of layout l and type t; NULL on error */
 static void *cgt_upload(const float *h, cgt_dims d, cg_layout l, cg_dtype t)
 {
@@ -122,17 +130,13 @@ static void *cgt_upload(const float *h, cgt_dims d, cg_layout l, cg_dtype t)
     void *dev = NULL;
     if (buf == NULL)
         return NULL;
-    for (int a = 0; a < d.a; a++)
-        for (int b = 0; b < d.b; b++)
-            for (int y = 0; y < d.y; y++)
-                for (int x = 0; x < d.x; x++) {
-                    size_t s = cgt_at(CG_LAYOUT_NCHW, d.b, d.y, d.x, a, b, y, x);
-                    size_t o = cgt_at(l, d.b, d.y, d.x, a, b, y, x);
-                    if (t == CG_DTYPE_BF16)
-                        ((uint16_t *)buf)[o] = cgt_to_bf16(h[s]);
-                    else
-                        ((float *)buf)[o] = h[s];
-                }
+    for (size_t s = 0; s < n; s++) {
+        size_t o = cgt_from_nchw(d, l, s);
+        if (t == CG_DTYPE_BF16)
+            ((uint16_t *)buf)[o] = cgt_to_bf16(h[s]);
+        else
+            ((float *)buf)[o] = h[s];
+    }
     if (cudaMalloc(&dev, n * es) != cudaSuccess ||
         cudaMemcpy(dev, buf, n * es, cudaMemcpyHostToDevice) != cudaSuccess) {
         cudaFree(dev);
@@ -164,18 +168,13 @@ static double cgt_rel_error(const void *dev, const double *ref, cgt_dims d, cg_l
         return NAN;
     }
     double err = 0, scale = 0;
-    for (int a = 0; a < d.a; a++)
-        for (int b = 0; b < d.b; b++)
-            for (int y = 0; y < d.y; y++)
-                for (int x = 0; x < d.x; x++) {
-                    size_t r = cgt_at(CG_LAYOUT_NCHW, d.b, d.y, d.x, a, b, y, x);
-                    size_t o = cgt_at(l, d.b, d.y, d.x, a, b, y, x);
-                    double v = t == CG_DTYPE_BF16 ? cgt_from_bf16(((uint16_t *)buf)[o])
-                                                  : ((float *)buf)[o];
-                    double e = fabs(v - ref[r]);
-                    err = e > err || e != e ? e : err;
-                    scale = fabs(ref[r]) > scale ? fabs(ref[r]) : scale;
-                }
+    for (size_t r = 0; r < n; r++) {
+        size_t o = cgt_from_nchw(d, l, r);
+        double v = t == CG_DTYPE_BF16 ? cgt_from_bf16(((uint16_t *)buf)[o]) : ((float *)buf)[o];
+        double e = fabs(v - ref[r]);
+        err = e > err || e != e ? e : err;
+        scale = fabs(ref[r]) > scale ? fabs(ref[r]) : scale;
+    }
     free(buf);
     return err / scale;
 }

@@ -253,7 +253,7 @@ static void tile_range(int n, int max, int t, int *lo, int *hi)
 
 /* Pixels per forward tile for FT channels: PX * FT <= ACCS accumulators,
  * and PX input vectors + FT weights loaded per PX * FT fmas, which keeps
- * the fma units busier than the two load ports. fwd_channels() has these
+ * the fma units busier than the two load ports. The tile functions have these
  * as constants. */
 static int fwd_px(cpu_isa_t isa, int ft)
 {
@@ -797,23 +797,6 @@ TARGET_AVX2 static void fwd_channels_avx2(const geom *g, const float *w, const f
 }
 #endif
 
-/* The channel tile [f0, f0 + ft) at the call's level. */
-static void fwd_channels(const geom *g, const float *w, const float *b, bool relu,
-                         const float *xt, float *yt, int f0, int ft)
-{
-#ifdef X86_KERNELS
-    if (g->isa == CPU_ISA_AVX512) {
-        fwd_channels_avx512(g, w, b, relu, xt, yt, f0, ft);
-        return;
-    }
-    if (g->isa == CPU_ISA_AVX2) {
-        fwd_channels_avx2(g, w, b, relu, xt, yt, f0, ft);
-        return;
-    }
-#endif
-    fwd_channels_plain(g, w, b, relu, xt, yt, f0, ft);
-}
-
 /* ---- the vdpbf16ps path (g->vdp) ----
  *
  * _mm512_dpbf16_ps(acc, a, b): lane l of a and b holds a pair of bf16
@@ -1036,8 +1019,19 @@ __attribute__((target(VDP_TARGET))) static void dx_channels_vdp(const geom *g, c
 }
 #endif
 
+/* one level's tiles of the three passes (level_of) */
+typedef struct {
+    void (*fwd)(const geom *g, const float *w, const float *b, bool relu, const float *xt,
+                float *yt, int f0, int ft);
+    void (*dw)(const geom *g, const float *xt, const float *dyt, float *pdw, int f0, int ft);
+    void (*dx)(const geom *g, const float *w, const float *dyt, float *dxt, int c0, int ct);
+} small_level;
+
+static const small_level *level_of(cpu_isa_t isa);
+
 typedef struct {
     geom g;
+    const small_level *lv; /* g.isa's tiles */
     const float *x, *w, *b, *y;
     float *yo, *dy, *dx, *dw, *db;
     bool relu;
@@ -1054,6 +1048,7 @@ static void args_init(backend_t *be, const window_desc *d, small_args *a)
 {
     size_t fckk = (size_t)d->f * d->c * d->k * d->k;
     a->g = geom_of(be, d, cpu_isa());
+    a->lv = level_of(a->g.isa);
     float *wr = a->ws + (size_t)be->threads * a->g.task;
     a->bf16 = ((cpu_impl *)be->impl)->bf16;
     a->wf = (uint32_t *)(wr + round_up16(fckk));
@@ -1106,7 +1101,7 @@ static void forward_task(void *p, int k, int tasks)
                 continue;
             }
 #endif
-            fwd_channels(g, a->w, a->b, a->relu, xt, yt, f0, f1 - f0);
+            a->lv->fwd(g, a->w, a->b, a->relu, xt, yt, f0, f1 - f0);
         }
         y_out(g, yt, n0, nb, a->yo);
     }
@@ -1185,22 +1180,6 @@ TARGET_AVX2 static void dw_channels_avx2(const geom *g, const float *xt, const f
     }
 }
 #endif
-
-static void dw_channels(const geom *g, const float *xt, const float *dyt, float *pdw, int f0,
-                        int ft)
-{
-#ifdef X86_KERNELS
-    if (g->isa == CPU_ISA_AVX512) {
-        dw_channels_avx512(g, xt, dyt, pdw, f0, ft);
-        return;
-    }
-    if (g->isa == CPU_ISA_AVX2) {
-        dw_channels_avx2(g, xt, dyt, pdw, f0, ft);
-        return;
-    }
-#endif
-    dw_channels_plain(g, xt, dyt, pdw, f0, ft);
-}
 
 /* The bias gradient: each channel's vectors summed over the pixels, then
  * the lanes. */
@@ -1284,20 +1263,21 @@ TARGET_AVX2 static void dx_channels_avx2(const geom *g, const float *w, const fl
 }
 #endif
 
-static void dx_channels(const geom *g, const float *w, const float *dyt, float *dxt, int c0,
-                        int ct)
+/* The level's tile functions, for the channel tiles [f0, f0 + ft) and
+ * [c0, c0 + ct) (g->isa: plain where no X86_KERNELS). */
+static const small_level *level_of(cpu_isa_t isa)
 {
+    static const small_level plain = {fwd_channels_plain, dw_channels_plain, dx_channels_plain};
 #ifdef X86_KERNELS
-    if (g->isa == CPU_ISA_AVX512) {
-        dx_channels_avx512(g, w, dyt, dxt, c0, ct);
-        return;
-    }
-    if (g->isa == CPU_ISA_AVX2) {
-        dx_channels_avx2(g, w, dyt, dxt, c0, ct);
-        return;
-    }
+    static const small_level avx512 = {fwd_channels_avx512, dw_channels_avx512,
+                                       dx_channels_avx512};
+    static const small_level avx2 = {fwd_channels_avx2, dw_channels_avx2, dx_channels_avx2};
+    if (isa == CPU_ISA_AVX512)
+        return &avx512;
+    if (isa == CPU_ISA_AVX2)
+        return &avx2;
 #endif
-    dx_channels_plain(g, w, dyt, dxt, c0, ct);
+    return &plain;
 }
 
 static void backward_task(void *p, int k, int tasks)
@@ -1335,7 +1315,7 @@ static void backward_task(void *p, int k, int tasks)
                     continue;
                 }
 #endif
-                dw_channels(g, xt, dyt, a->pdw + blk * fckk, f0, f1 - f0);
+                a->lv->dw(g, xt, dyt, a->pdw + blk * fckk, f0, f1 - f0);
             }
         }
         if (a->db != NULL)
@@ -1350,7 +1330,7 @@ static void backward_task(void *p, int k, int tasks)
                     continue;
                 }
 #endif
-                dx_channels(g, a->w, dyt, dxt, c0, c1 - c0);
+                a->lv->dx(g, a->w, dyt, dxt, c0, c1 - c0);
             }
             size_t chw = (size_t)d->c * d->h * d->w;
             for (int c = 0; c < d->c; c++)

@@ -224,6 +224,24 @@ static inline void window_bounds(const window_desc *d, int oy, int ox, int *y0, 
     *kx1 = *x0 + d->k > d->w ? d->w - *x0 : d->k;
 }
 
+/* Output pixel op of row (image i, channels from c0) of a blocked max
+ * pool: the 16 lanes' maxima and their indices; channels past C stay zero
+ * (index -1) in a blocked output and are not stored in an NCHW one. y16:
+ * a bf16 output, a constant in the callers' always_inline bodies. */
+static inline __attribute__((always_inline)) void
+maxpool_store_pixel(const pool_args *a, int i, int c0, int op, const float *best,
+                    const int32_t *arg, bool y16)
+{
+    const window_desc *d = a->d;
+    for (int l = 0; l < 16; l++) {
+        if (c0 + l >= d->c && !d->blocked_y)
+            break;
+        size_t o = out_index(a, i, c0 + l, op);
+        act_store(a->y, o, c0 + l < d->c ? best[l] : 0.0f, y16);
+        a->mask[o] = c0 + l < d->c ? arg[l] : -1;
+    }
+}
+
 /* The blocked kernels below take bf16 (a->bf16) as a parameter of
  * always_inline bodies that their callers call with a constant, true or
  * false: each type gets its own element loops, as fast in float32 as before
@@ -259,15 +277,7 @@ maxpool_blocked_row(const pool_args *a, int r, int i, int c0, bool bf16)
                         arg[l] = take ? at : arg[l];
                     }
                 }
-            int op = oy * d->ow + ox;
-            for (int l = 0; l < 16; l++) {
-                if (c0 + l >= d->c && !d->blocked_y)
-                    break;
-                size_t o = out_index(a, i, c0 + l, op);
-                /* channels past C stay zero in a blocked output */
-                act_store(a->y, o, c0 + l < d->c ? best[l] : 0.0f, y16);
-                a->mask[o] = c0 + l < d->c ? arg[l] : -1;
-            }
+            maxpool_store_pixel(a, i, c0, oy * d->ow + ox, best, arg, y16);
         }
 }
 
@@ -378,14 +388,7 @@ maxpool_blocked_row_avx2(const pool_args *a, int i, int c0, bool bf16)
                 _mm256_storeu_ps(bt + 8 * h, best[h]);
                 _mm256_storeu_si256((__m256i *)(it + 8 * h), arg[h]);
             }
-            int op = oy * d->ow + ox;
-            for (int l = 0; l < 16; l++) {
-                if (c0 + l >= d->c && !d->blocked_y)
-                    break;
-                size_t o = out_index(a, i, c0 + l, op);
-                act_store(a->y, o, c0 + l < d->c ? bt[l] : 0.0f, y16);
-                a->mask[o] = c0 + l < d->c ? it[l] : -1;
-            }
+            maxpool_store_pixel(a, i, c0, oy * d->ow + ox, bt, it, y16);
         }
 }
 

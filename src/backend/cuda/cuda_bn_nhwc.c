@@ -29,11 +29,16 @@ int cuda_bn_nhwc_setup(cuda_impl *c, tt_err *err)
     return 0;
 }
 
-/* The split of this call, or g == 0 after recording why it cannot run. */
-static tt_bn_grid plan_call(backend_t *be, int n, int ch, int hw)
+/* The split of this call and its scratch: k, the coefficients, then
+ * part, the partial sums. g.g == 0 where there is nothing to run (no
+ * rows, or the stream has failed) or it cannot run (recorded why). */
+static tt_bn_grid plan_call(backend_t *be, int n, int ch, int hw, float **k, float **part)
 {
     cuda_impl *c = cuda_of(be);
-    tt_bn_grid g = tt_bn_nhwc_plan(n * hw, ch);
+    tt_bn_grid g = {0};
+    if (n <= 0 || !cuda_begin(be))
+        return g;
+    g = tt_bn_nhwc_plan(n * hw, ch);
     if (!be->blocked_nhwc || ch % TT_BLOCK != 0 || g.g == 0) {
         c->failed = true;
         err_set(&c->err, TT_ERR_RUNTIME,
@@ -42,6 +47,8 @@ static tt_bn_grid plan_call(backend_t *be, int n, int ch, int hw)
                 c->device, ch, TT_BN_MAX_CHANNELS);
         g.g = 0;
     }
+    *k = c->bn_scratch;
+    *part = *k + (size_t)TT_BN_COEFS * ch;
     return g;
 }
 
@@ -52,15 +59,13 @@ static void bn_forward(backend_t *be, int n, int ch, int hw, const float *x, con
                        float *y, float *save_mean, float *save_invstd)
 {
     cuda_impl *c = cuda_of(be);
-    if (n <= 0 || !cuda_begin(be))
-        return;
-    tt_bn_grid g = plan_call(be, n, ch, hw);
+    float *k, *part;
+    tt_bn_grid g = plan_call(be, n, ch, hw, &k, &part);
     if (g.g == 0)
         return;
-    bool bf16 = be->blocked_bf16;
-    float *k = c->bn_scratch, *part = k + (size_t)TT_BN_COEFS * ch;
     if (training &&
-        cuda_ok(c, tt_k_bn_nhwc_stats(c->stream, bf16, g, x, part), "batchnorm statistics kernel"))
+        cuda_ok(c, tt_k_bn_nhwc_stats(c->stream, be->blocked_bf16, g, x, part),
+                "batchnorm statistics kernel"))
         return;
     if (cuda_ok(c,
                 tt_k_bn_nhwc_stats_finish(c->stream, g, part, gamma, beta, running_mean,
@@ -68,7 +73,8 @@ static void bn_forward(backend_t *be, int n, int ch, int hw, const float *x, con
                                           save_invstd, k),
                 "batchnorm coefficients kernel"))
         return;
-    cuda_ok(c, tt_k_bn_nhwc_apply(c->stream, bf16, g, x, r, k, relu, y), "batchnorm apply kernel");
+    cuda_ok(c, tt_k_bn_nhwc_apply(c->stream, be->blocked_bf16, g, x, r, k, relu, y),
+            "batchnorm apply kernel");
 }
 
 /* The backward with or without the add's gradient dr. */
@@ -78,16 +84,13 @@ static void bn_backward(backend_t *be, int n, int ch, int hw, const float *x, co
                         float *dr, bool dr_add)
 {
     cuda_impl *c = cuda_of(be);
-    if (n <= 0 || !cuda_begin(be))
-        return;
-    tt_bn_grid g = plan_call(be, n, ch, hw);
+    float *k, *part;
+    tt_bn_grid g = plan_call(be, n, ch, hw, &k, &part);
     if (g.g == 0)
         return;
-    bool bf16 = be->blocked_bf16;
-    float *k = c->bn_scratch, *part = k + (size_t)TT_BN_COEFS * ch;
     if (cuda_ok(c,
-                tt_k_bn_nhwc_grad_sums(c->stream, bf16, g, x, y, dy, save_mean, relu, dr, dr_add,
-                                       part),
+                tt_k_bn_nhwc_grad_sums(c->stream, be->blocked_bf16, g, x, y, dy, save_mean,
+                                       relu, dr, dr_add, part),
                 "batchnorm gradient sums kernel") ||
         cuda_ok(c,
                 tt_k_bn_nhwc_grad_finish(c->stream, g, part, gamma, save_mean, save_invstd,
@@ -95,7 +98,7 @@ static void bn_backward(backend_t *be, int n, int ch, int hw, const float *x, co
                 "batchnorm gradient coefficients kernel"))
         return;
     if (dx != NULL)
-        cuda_ok(c, tt_k_bn_nhwc_dx(c->stream, bf16, g, x, y, dy, k, relu, dx),
+        cuda_ok(c, tt_k_bn_nhwc_dx(c->stream, be->blocked_bf16, g, x, y, dy, k, relu, dx),
                 "batchnorm dx kernel");
 }
 

@@ -16,11 +16,11 @@
 
 #include <cuda_bf16.h>
 
+#include "backend/cuda/cuda_grid.cuh"
 #include "backend/math.h"
 
-#define BN_THREADS 256
+#define BN_THREADS THREADS /* 256: also the element-wise kernels' blocks */
 #define BN_TILE 16
-#define MAX_BLOCKS 65535
 
 /* ---- 16 bytes of an activation as VEC floats, and back ---- */
 
@@ -77,6 +77,55 @@ static __device__ void store_f(float *p, const float *v, int n)
         *reinterpret_cast<float4 *>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
 }
 
+/* This thread's place in a tile kernel (k_bn_stats, k_bn_grad_sums): ty
+ * its row offset among the TY threads of its channels, ch the first of
+ * its VEC channels, rows [r0, r1) the CTA's. */
+struct tile_pos {
+    int ty, ch, r0, r1;
+};
+
+template <int VEC> static __device__ tile_pos tile_of(const tt_bn_grid &g)
+{
+    constexpr int TX = BN_TILE / VEC;
+    tile_pos p;
+    p.ty = threadIdx.x / TX;
+    p.ch = blockIdx.x * BN_TILE + threadIdx.x % TX * VEC;
+    p.r0 = blockIdx.y * g.rows;
+    p.r1 = min(p.r0 + g.rows, g.m);
+    return p;
+}
+
+/* The CTA's two partials of each of the VEC channels from ch, written by
+ * the tile's row-0 threads: part[CTA row][channel] = (a, b). */
+template <int VEC>
+static __device__ void store_partials(const tt_bn_grid &g, const tile_pos &p, const float *a,
+                                      const float *b, float *part)
+{
+    if (p.ty != 0)
+        return;
+    for (int j = 0; j < VEC; j++) {
+        size_t at = ((size_t)blockIdx.y * g.c + p.ch + j) * 2;
+        part[at] = a[j];
+        part[at + 1] = b[j];
+    }
+}
+
+/* x and dy at element e, dy masked by relu where y is set (tt_relu_grad) */
+template <typename T>
+static __device__ void load_x_dy(const T *x, const T *y, const float *dy, size_t e, bool relu,
+                                 float *xv, float *gv)
+{
+    constexpr int VEC = act<T>::VEC;
+    act<T>::load(x + e, xv);
+    load_f(dy + e, gv, VEC);
+    if (relu) {
+        float yv[VEC];
+        act<T>::load(y + e, yv);
+        for (int j = 0; j < VEC; j++)
+            gv[j] = tt_relu_grad(yv[j], gv[j]);
+    }
+}
+
 /* ---- statistics ---- */
 
 /* (n, mean, m2) += (nb, meanb, m2b): Chan et al.'s merge of two Welford
@@ -101,14 +150,13 @@ __global__ void __launch_bounds__(BN_THREADS) k_bn_stats(const T *x, tt_bn_grid 
 {
     constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
     __shared__ float s_n[BN_THREADS], s_mean[BN_THREADS][VEC], s_m2[BN_THREADS][VEC];
-    int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
-    int ch = blockIdx.x * BN_TILE + tx * VEC;
-    int r0 = blockIdx.y * g.rows, r1 = min(r0 + g.rows, g.m);
+    const tile_pos p = tile_of<VEC>(g);
+    int ty = p.ty;
     float n = 0, mean[VEC], m2[VEC], v[VEC];
     for (int j = 0; j < VEC; j++)
         mean[j] = m2[j] = 0;
-    for (int r = r0 + ty; r < r1; r += TY) { /* Welford, row by row */
-        act<T>::load(x + (size_t)r * g.c + ch, v);
+    for (int r = p.r0 + ty; r < p.r1; r += TY) { /* Welford, row by row */
+        act<T>::load(x + (size_t)r * g.c + p.ch, v);
         n += 1;
         for (int j = 0; j < VEC; j++) {
             float d = v[j] - mean[j];
@@ -132,12 +180,7 @@ __global__ void __launch_bounds__(BN_THREADS) k_bn_stats(const T *x, tt_bn_grid 
         }
         __syncthreads();
     }
-    if (ty == 0)
-        for (int j = 0; j < VEC; j++) {
-            size_t at = ((size_t)blockIdx.y * g.c + ch + j) * 2;
-            part[at] = mean[j];
-            part[at + 1] = m2[j];
-        }
+    store_partials<VEC>(g, p, mean, m2, part);
 }
 
 /* A CTA a channel: thread t merges partials t, t + 256, ... in order, in
@@ -194,8 +237,7 @@ __global__ void k_bn_apply(const T *x, const T *r, const float *k, tt_bn_grid g,
 {
     constexpr int VEC = act<T>::VEC;
     size_t vecs = (size_t)g.m * g.c / VEC;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < vecs;
-         i += (size_t)blockDim.x * gridDim.x) {
+    FOR_EACH(i, vecs) {
         size_t e = i * VEC;
         int ch = (int)(e % (size_t)g.c);
         float v[VEC], rv[VEC];
@@ -221,21 +263,14 @@ __global__ void __launch_bounds__(BN_THREADS)
 {
     constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
     __shared__ float s_a[BN_THREADS][VEC], s_b[BN_THREADS][VEC];
-    int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
-    int ch = blockIdx.x * BN_TILE + tx * VEC;
-    int r0 = blockIdx.y * g.rows, r1 = min(r0 + g.rows, g.m);
-    float sa[VEC], sb[VEC], mu[VEC], xv[VEC], yv[VEC], gv[VEC], rv[VEC];
+    const tile_pos p = tile_of<VEC>(g);
+    int ty = p.ty;
+    float sa[VEC], sb[VEC], mu[VEC], xv[VEC], gv[VEC], rv[VEC];
     for (int j = 0; j < VEC; j++)
-        sa[j] = sb[j] = 0, mu[j] = mean[ch + j];
-    for (int r = r0 + ty; r < r1; r += TY) {
-        size_t e = (size_t)r * g.c + ch;
-        act<T>::load(x + e, xv);
-        load_f(dy + e, gv, VEC);
-        if (relu) {
-            act<T>::load(y + e, yv);
-            for (int j = 0; j < VEC; j++)
-                gv[j] = tt_relu_grad(yv[j], gv[j]);
-        }
+        sa[j] = sb[j] = 0, mu[j] = mean[p.ch + j];
+    for (int r = p.r0 + ty; r < p.r1; r += TY) {
+        size_t e = (size_t)r * g.c + p.ch;
+        load_x_dy(x, y, dy, e, relu, xv, gv);
         if (dr != nullptr) { /* the add's gradient to its other input */
             if (dr_add) {
                 load_f(dr + e, rv, VEC);
@@ -262,12 +297,7 @@ __global__ void __launch_bounds__(BN_THREADS)
         }
         __syncthreads();
     }
-    if (ty == 0)
-        for (int j = 0; j < VEC; j++) {
-            size_t at = ((size_t)blockIdx.y * g.c + ch + j) * 2;
-            part[at] = sa[j];
-            part[at + 1] = sb[j];
-        }
+    store_partials<VEC>(g, p, sa, sb, part);
 }
 
 /* A CTA a channel, as k_bn_stats_finish: partials t, t + 256, ... in
@@ -312,18 +342,11 @@ __global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k,
 {
     constexpr int VEC = act<T>::VEC;
     size_t vecs = (size_t)g.m * g.c / VEC;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < vecs;
-         i += (size_t)blockDim.x * gridDim.x) {
+    FOR_EACH(i, vecs) {
         size_t e = i * VEC;
         int ch = (int)(e % (size_t)g.c);
-        float xv[VEC], yv[VEC], gv[VEC];
-        act<T>::load(x + e, xv);
-        load_f(dy + e, gv, VEC);
-        if (relu) {
-            act<T>::load(y + e, yv);
-            for (int j = 0; j < VEC; j++)
-                gv[j] = tt_relu_grad(yv[j], gv[j]);
-        }
+        float xv[VEC], gv[VEC];
+        load_x_dy(x, y, dy, e, relu, xv, gv);
         for (int j = 0; j < VEC; j++) /* cpu/batchnorm.c's k1 dy + k2 x + k3 */
             gv[j] = k[ch + j] * gv[j] + k[g.c + ch + j] * xv[j] + k[2 * g.c + ch + j];
         store_f(dx + e, gv, VEC);
@@ -332,10 +355,10 @@ __global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k,
 
 /* ---- launchers ---- */
 
+/* blocks_for the tensor's vectors of vec elements */
 static unsigned elementwise_blocks(const tt_bn_grid &g, int vec)
 {
-    size_t b = ((size_t)g.m * g.c / vec + BN_THREADS - 1) / BN_THREADS;
-    return (unsigned)(b < MAX_BLOCKS ? b : MAX_BLOCKS);
+    return blocks_for((size_t)g.m * g.c / vec);
 }
 
 extern "C" cudaError_t tt_k_bn_nhwc_stats(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
