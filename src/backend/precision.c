@@ -109,8 +109,9 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
         return;
     size_t e = prec_elem_bytes(p), end = 0;
     l->x = place(&end, (size_t)n * (size_t)in, e);
-    l->w = place(&end, (size_t)out * (size_t)in, e);
     l->dy = place(&end, (size_t)n * (size_t)out, e);
+    l->bytes_no_w = end;
+    l->w = place(&end, (size_t)out * (size_t)in, e);
     l->bytes = end;
 }
 
@@ -123,8 +124,9 @@ void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l)
     size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
     size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
     l->x = place(&end, xs, e);
-    l->w = place(&end, ws, e);
     l->y = place(&end, ys, e);
     l->dw = place(&end, ws, e);
+    l->bytes_no_w = end;
+    l->w = place(&end, ws, e);
     l->bytes = end;
 }
