@@ -15,6 +15,9 @@
  * backend's blocked operations in the same layout; conv2d with blocked
  * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
  * backend within 1e-2.
+ * The weight copies made once per step (weight_copies.h): a conv (NCHW and
+ * bf16 NHWC) and a dense call on a registered block give the bits of
+ * converting at each call, and see new weights in the next step.
  *
  * And tt_conv_graph.h's checks of the graph API's convolution plans.
  *
@@ -1033,6 +1036,98 @@ static void test_nhwc_conv(backend_t *g)
     }
 }
 
+/* ---- the weight copies made once per step (backend/weight_copies.h) ---- */
+
+/* The outputs of one pass of a conv (d) and a dense call whose weights sit
+ * in `block` (conv w at 0, dense w after it): conv y, dx, dense y, dx,
+ * downloaded into out (host, yn + xn + dn_y + dn_x floats). */
+typedef struct {
+    window_desc d;
+    int n, in, out;
+    size_t xn, yn, wn, dwn;
+    void *x;
+    float *dy, *dxg, *y, *ddy, *dx2, *y2, *dw, *ws, *block, *dd_x;
+} wc_case;
+
+static void wc_pass(backend_t *g, wc_case *k, float *out)
+{
+    const float *cw = k->block, *dw = k->block + k->wn;
+    g->conv_forward(g, &k->d, k->x, cw, NULL, false, k->y, k->ws);
+    g->conv_backward(g, &k->d, k->x, cw, k->y, false, k->dy, k->dxg, k->dw, NULL, k->ws);
+    g->dense_forward(g, k->n, k->in, k->out, k->dd_x, dw, NULL, false, k->y2);
+    g->dense_backward(g, k->n, k->in, k->out, k->dd_x, dw, NULL, false, k->ddy, k->dx2, NULL,
+                      NULL);
+    size_t yb = k->d.blocked_y ? k->yn * 2 : k->yn * 4;
+    g->download(g, out, k->y, yb);
+    g->download(g, (char *)out + yb, k->dxg, k->xn * 4);
+    g->download(g, (char *)out + yb + k->xn * 4, k->y2, (size_t)k->n * k->out * 4);
+    g->download(g, (char *)out + yb + k->xn * 4 + (size_t)k->n * k->out * 4, k->dx2,
+                (size_t)k->n * k->in * 4);
+}
+
+/* Inside a step of a registered block the copies give the per-call bits
+ * (twice: the second pass reads the copies); new weights uploaded between
+ * steps are seen by the next step. */
+static void weight_copies_case(backend_t *g, window_desc d)
+{
+    wc_case k = {.d = d, .n = 8, .in = 96, .out = 40};
+    k.xn = (size_t)d.n * d.c * d.h * d.w;
+    k.yn = (size_t)d.n * d.f * d.oh * d.ow;
+    k.wn = (size_t)d.f * d.c * d.k * d.k;
+    k.dwn = (size_t)k.out * k.in;
+    float *fx, *hw = rand_buf(k.wn + k.dwn, -0.3f, 0.3f), *hw2 = rand_buf(k.wn + k.dwn, -0.3f, 0.3f);
+    uint16_t *hx = bf16_rand(k.xn, -1, 1, &fx);
+    float *hdy = rand_buf(k.yn, -1, 1), *hdx = rand_buf((size_t)k.n * k.in, -1, 1);
+    float *hddy = rand_buf((size_t)k.n * k.out, -1, 1);
+    k.x = d.blocked_x ? put(g, hx, k.xn * 2) : put(g, fx, k.xn * 4);
+    k.dy = put(g, hdy, k.yn * 4);
+    k.dxg = put(g, NULL, k.xn * 4);
+    k.y = put(g, NULL, k.yn * 4);
+    k.dw = put(g, NULL, k.wn * 4);
+    k.ws = put(g, NULL, g->conv_workspace(g, &d));
+    k.block = put(g, hw, (k.wn + k.dwn) * 4);
+    k.dd_x = put(g, hdx, (size_t)k.n * k.in * 4);
+    k.ddy = put(g, hddy, (size_t)k.n * k.out * 4);
+    k.y2 = put(g, NULL, (size_t)k.n * k.out * 4);
+    k.dx2 = put(g, NULL, (size_t)k.n * k.in * 4);
+    size_t outn = k.yn + k.xn + (size_t)k.n * (k.out + k.in);
+    float *ref = calloc(outn, 4), *got = calloc(outn, 4), *again = calloc(outn, 4);
+    float *ref2 = calloc(outn, 4), *got2 = calloc(outn, 4);
+    tt_err err = {0};
+    wc_pass(g, &k, ref); /* no block registered: converted at each call */
+    bool ok = g->dev->weights_add(g, k.block, k.wn + k.dwn, &err) == 0;
+    g->dev->weights_step(g, k.block, true);
+    wc_pass(g, &k, got);
+    wc_pass(g, &k, again);
+    g->dev->weights_step(g, k.block, false);
+    g->upload(g, k.block, hw2, (k.wn + k.dwn) * 4); /* the optimizer's or a restore's write */
+    wc_pass(g, &k, ref2); /* outside a step: at each call */
+    g->dev->weights_step(g, k.block, true);
+    wc_pass(g, &k, got2);
+    g->dev->weights_step(g, k.block, false);
+    g->dev->weights_remove(g, k.block);
+    ok = ok && backend_cuda_check(g, &err) == 0;
+    tt_ok(ok && memcmp(ref, got, outn * 4) == 0 && memcmp(ref, again, outn * 4) == 0 &&
+              memcmp(ref2, got2, outn * 4) == 0 && memcmp(ref, ref2, outn * 4) != 0,
+          "bf16 weight copies once per step, conv [%d,%d,%d,%d] f%d (x %s, y %s) and dense: "
+          "the bits of converting at each call, twice in a step, and new weights seen by the "
+          "next step %s", d.n, d.c, d.h, d.w, d.f, d.blocked_x ? "NHWC" : "NCHW",
+          d.blocked_y ? "NHWC" : "NCHW", err.msg);
+    void *gp[] = {k.x, k.dy, k.dxg, k.y, k.dw, k.ws, k.block, k.dd_x, k.ddy, k.y2, k.dx2};
+    for (int i = 0; i < 11; i++)
+        g->free(g, gp[i]);
+    free(fx), free(hw), free(hw2), free(hx), free(hdy), free(hdx), free(hddy);
+    free(ref), free(got), free(again), free(ref2), free(got2);
+}
+
+static void test_weight_copies(backend_t *g)
+{
+    window_desc nchw = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, false, false};
+    window_desc nhwc = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, true, true};
+    weight_copies_case(g, nchw);
+    weight_copies_case(g, nhwc);
+}
+
 /* every bf16 NHWC case; cn: a CPU backend reading bf16 NHWC blocked */
 static void test_nhwc(backend_t *g)
 {
@@ -1083,6 +1178,7 @@ int main(void)
         tt_skip("NHWC batchnorm, alone and fused with add and relu, fp32 and bf16, against "
                 "the CPU, twice the same bits, fused = unfused bitwise");
         tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
+        tt_skip("bf16 weight copies once per step: the bits of converting at each call");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
@@ -1102,6 +1198,7 @@ int main(void)
     test_dense(gpu_bf16, 1e-2, "bf16");
     test_conv(gpu_bf16, 1e-2, "bf16");
     test_nhwc(gpu_bf16);
+    test_weight_copies(gpu_bf16);
     test_dense(gpu_fp16, 1e-2, "fp16");
     test_conv(gpu_fp16, 1e-2, "fp16");
     gpu_be->destroy(gpu_be);
