@@ -70,6 +70,12 @@ check_PROGRAMS += tests/test_weight_copies
 tests_test_weight_copies_SOURCES = tests/test_weight_copies.c
 TESTS += tests/test_weight_copies
 
+# float32 NHWC activations on sim (TT_CUDA_LAYOUT=nhwc: tf32's layout to be)
+# against NCHW within float32's precision.
+check_PROGRAMS += tests/test_sim_nhwc_f32
+tests_test_sim_nhwc_f32_SOURCES = tests/test_sim_nhwc_f32.c
+TESTS += tests/test_sim_nhwc_f32
+
 # The CPU backend's own operations and thread pool against float64 references.
 check_PROGRAMS += tests/test_cpu_ops
 tests_test_cpu_ops_SOURCES = tests/test_cpu_ops.c

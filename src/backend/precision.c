@@ -3,6 +3,7 @@
 #include "backend/precision.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/mem_pool.h"
@@ -92,6 +93,16 @@ prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c)
     else if (p == PREC_FP32 && fp32_nchw16c)
         l = (prec_layout){true, false, false};
     return l;
+}
+
+prec_layout prec_device_layout(prec_t p, bool tf32)
+{
+    const char *e = getenv("TT_CUDA_LAYOUT");
+    if (e != NULL && strcmp(e, "nchw") == 0)
+        return (prec_layout){false, false, false};
+    if (e != NULL && strcmp(e, "nhwc") == 0 && p == PREC_FP32)
+        return (prec_layout){true, true, false};
+    return prec_layout_of(p, tf32, false);
 }
 
 /* Appends `count` elements of the 16-bit type at the next aligned offset. */

@@ -86,6 +86,13 @@ typedef struct {
     bool blocked, nhwc, bf16;
 } prec_layout;
 prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c);
+/* The layout of a device tower (CUDA, sim): prec_layout_of's, unless the
+ * environment's TT_CUDA_LAYOUT says otherwise: "nchw", every activation
+ * NCHW float32 (today's proven path, the fallback); "nhwc", float32
+ * towers (fp32, tf32) NHWC float32 too, as PREC_TF32_NHWC will once
+ * convbench shows it faster (the switch the tests run it by); bf16 is
+ * NHWC bf16 either way. */
+prec_layout prec_device_layout(prec_t p, bool tf32);
 
 /* The 16-bit copies of one dense call, y[n,out] = x[n,in] w[out,in]^T:
  * byte offsets in the scratch region (each MEM_POOL_ALIGN-aligned) of x,

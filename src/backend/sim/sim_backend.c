@@ -840,7 +840,8 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->softmax_xent = sim_softmax_xent;
     be->loss_read = sim_loss_read;
     be->destroy = sim_destroy;
-    /* the CUDA backend's layout for this precision (sim has no tf32) */
-    sim_install_blocked(be, prec_layout_of(p, false, false));
+    /* the CUDA backend's layout for this precision (sim has no tf32;
+     * TT_CUDA_LAYOUT=nhwc gives fp32 the NHWC float32 layout tf32 would) */
+    sim_install_blocked(be, prec_device_layout(p, false));
     return be;
 }
