@@ -10,7 +10,8 @@
  * convolutions reading and writing them in place. Its dense and conv2d operations, forward,
  * backward-data and backward-weights, round their float32 operands (x, w,
  * dy) to the 16-bit type (to nearest even) in one scratch region of the
- * tower's memory pool, multiply them on tensor cores with float32
+ * tower's memory pool (a tower's weights w: into its weight copies, once
+ * per step, weight_copies.h), multiply them on tensor cores with float32
  * accumulation (cuBLAS with CUBLAS_COMPUTE_32F; cuDNN with a float32
  * convolution compute type, PSEUDO_HALF / PSEUDO_BFLOAT16 configurations),
  * and hand back float32: cuBLAS writes float32 itself, cuDNN writes the
