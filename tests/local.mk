@@ -72,3 +72,7 @@ EXTRA_DIST += tests/e2e_device_stats.sh
 # bf16 ResNet-20 on sim in the NHWC bf16 layout, and its peak memory
 TESTS += tests/e2e_sim_nhwc.sh
 EXTRA_DIST += tests/e2e_sim_nhwc.sh
+# the weight copies made once per step: the bits of converting at every call,
+# through every trainer that writes weights and a resume (sim bf16)
+TESTS += tests/e2e_sim_weight_copies.sh
+EXTRA_DIST += tests/e2e_sim_weight_copies.sh

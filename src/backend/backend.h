@@ -361,6 +361,16 @@ struct backend_device_ops {
     /* Mixed precision: reserves the scratch of the 16-bit copies of the
      * largest dense or conv2d call (backend_copies_bytes); nothing in fp32. */
     int (*reserve_copies)(backend_t *be, size_t bytes, tt_err *err);
+    /* Mixed precision: one 16-bit copy of each weight tensor of a tower,
+     * made once per step (backend/weight_copies.h says why that is exact).
+     * weights_add: at setup, the tower's parameter block [params, params +
+     * count) floats (its copies' memory is taken from the pool now; nothing
+     * in fp32); weights_remove: before the block is freed. weights_step:
+     * tower_step of that block begins (true: every copy is stale, the
+     * master weights may have been written since) or ends (false). */
+    int (*weights_add)(backend_t *be, const float *params, size_t count, tt_err *err);
+    void (*weights_remove)(backend_t *be, const float *params);
+    void (*weights_step)(backend_t *be, const float *params, bool begin);
     /* The calling thread works on the backend's device from now on. */
     int (*bind)(backend_t *be, tt_err *err);
     /* The first error of the backend's operations or of its queued work so

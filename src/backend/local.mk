@@ -24,7 +24,7 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/cuda/bn_nhwc_plan.c %reldir%/cuda/bn_nhwc_plan.h \
 	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
-	%reldir%/precision.c %reldir%/precision.h \
+	%reldir%/precision.c %reldir%/precision.h %reldir%/weight_copies.c %reldir%/weight_copies.h \
 	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
@@ -63,6 +63,18 @@ tests_test_precision_SOURCES = tests/test_precision.c
 TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
 	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan \
 	tests/test_conv_graph_spec tests/test_cuda_conv_graph
+
+# The towers' 16-bit weight copies, made once per step (weight_copies.h), on
+# sim: the bits of converting at every call, one conversion a weight a step.
+check_PROGRAMS += tests/test_weight_copies
+tests_test_weight_copies_SOURCES = tests/test_weight_copies.c
+TESTS += tests/test_weight_copies
+
+# float32 NHWC activations on sim (TT_CUDA_LAYOUT=nhwc: tf32's layout to be)
+# against NCHW within float32's precision.
+check_PROGRAMS += tests/test_sim_nhwc_f32
+tests_test_sim_nhwc_f32_SOURCES = tests/test_sim_nhwc_f32.c
+TESTS += tests/test_sim_nhwc_f32
 
 # The CPU backend's own operations and thread pool against float64 references.
 check_PROGRAMS += tests/test_cpu_ops

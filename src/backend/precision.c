@@ -3,6 +3,7 @@
 #include "backend/precision.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/mem_pool.h"
@@ -94,6 +95,16 @@ prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c)
     return l;
 }
 
+prec_layout prec_device_layout(prec_t p, bool tf32)
+{
+    const char *e = getenv("TT_CUDA_LAYOUT");
+    if (e != NULL && strcmp(e, "nchw") == 0)
+        return (prec_layout){false, false, false};
+    if (e != NULL && strcmp(e, "nhwc") == 0 && p == PREC_FP32)
+        return (prec_layout){true, true, false};
+    return prec_layout_of(p, tf32, false);
+}
+
 /* Appends `count` elements of the 16-bit type at the next aligned offset. */
 static size_t place(size_t *end, size_t count, size_t elem)
 {
@@ -109,8 +120,9 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
         return;
     size_t e = prec_elem_bytes(p), end = 0;
     l->x = place(&end, (size_t)n * (size_t)in, e);
-    l->w = place(&end, (size_t)out * (size_t)in, e);
     l->dy = place(&end, (size_t)n * (size_t)out, e);
+    l->bytes_no_w = end;
+    l->w = place(&end, (size_t)out * (size_t)in, e);
     l->bytes = end;
 }
 
@@ -123,8 +135,9 @@ void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l)
     size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
     size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
     l->x = place(&end, xs, e);
-    l->w = place(&end, ws, e);
     l->y = place(&end, ys, e);
     l->dw = place(&end, ws, e);
+    l->bytes_no_w = end;
+    l->w = place(&end, ws, e);
     l->bytes = end;
 }

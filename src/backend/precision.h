@@ -10,7 +10,8 @@
  * convolutions reading and writing them in place. Its dense and conv2d operations, forward,
  * backward-data and backward-weights, round their float32 operands (x, w,
  * dy) to the 16-bit type (to nearest even) in one scratch region of the
- * tower's memory pool, multiply them on tensor cores with float32
+ * tower's memory pool (a tower's weights w: into its weight copies, once
+ * per step, weight_copies.h), multiply them on tensor cores with float32
  * accumulation (cuBLAS with CUBLAS_COMPUTE_32F; cuDNN with a float32
  * convolution compute type, PSEUDO_HALF / PSEUDO_BFLOAT16 configurations),
  * and hand back float32: cuBLAS writes float32 itself, cuDNN writes the
@@ -86,14 +87,24 @@ typedef struct {
     bool blocked, nhwc, bf16;
 } prec_layout;
 prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c);
+/* The layout of a device tower (CUDA, sim): prec_layout_of's, unless the
+ * environment's TT_CUDA_LAYOUT says otherwise: "nchw", every activation
+ * NCHW float32 (today's proven path, the fallback); "nhwc", float32
+ * towers (fp32, tf32) NHWC float32 too, as PREC_TF32_NHWC will once
+ * convbench shows it faster (the switch the tests run it by); bf16 is
+ * NHWC bf16 either way. */
+prec_layout prec_device_layout(prec_t p, bool tf32);
 
 /* The 16-bit copies of one dense call, y[n,out] = x[n,in] w[out,in]^T:
  * byte offsets in the scratch region (each MEM_POOL_ALIGN-aligned) of x,
- * w and dy [n,out], and the region's size. cuBLAS writes y, dx and dw in
- * float32 directly. All zero for fp32. */
+ * dy [n,out] and w, and the region's size. cuBLAS writes y, dx and dw in
+ * float32 directly. w comes last: a tower's weights have their copies
+ * made once per step elsewhere (weight_copies.h), so a tower's calls need
+ * only bytes_no_w; w's place serves a call on weights of no tower. All
+ * zero for fp32. */
 typedef struct {
-    size_t x, w, dy;
-    size_t bytes;
+    size_t x, dy, w;
+    size_t bytes, bytes_no_w;
 } prec_dense_copies;
 void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l);
 
@@ -103,13 +114,14 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
  * backward's dy, which are float32 gradients in every layout, and w in
  * the filter layout the activations' layout asks (KRSC for NHWC):
  *   x  [n,c,h,w]    x for forward and backward filter; backward data's dx
- *   w  [f,c,k,k]    w for forward and backward data
  *   y  [n,f,oh,ow]  forward's y; backward's dy
  *   dw [f,c,k,k]    backward filter's dw
+ *   w  [f,c,k,k]    w for forward and backward data, last (bytes_no_w:
+ *                   the region without it, as for dense above)
  * Backward filter runs before backward data, which then reuses x's place. */
 typedef struct {
-    size_t x, w, y, dw;
-    size_t bytes;
+    size_t x, y, dw, w;
+    size_t bytes, bytes_no_w;
 } prec_conv_copies;
 void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l);
 

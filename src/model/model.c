@@ -603,6 +603,13 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     t->batch_y = t->labels;
     if (!t->params || !t->grads)
         goto oom;
+    /* mixed precision on a device: its weights' 16-bit copies, made once
+     * per step (tower_step) */
+    if (be->dev != NULL && be->dev->weights_add(be, t->params, m->n_trainable, err) != 0) {
+        tower_plan_free(buf_of, grad_of, free_after, grad_bytes, out_bytes, act_bytes);
+        tower_free(t);
+        return -1;
+    }
     t->n_grad_bufs = plan_gradient_buffers(m, out_bytes, buf_of, grad_bytes);
     if (t->n_grad_bufs < 0) {
         t->n_grad_bufs = 0;
@@ -670,6 +677,8 @@ void tower_free(tower_t *t)
         be->free(be, t->grad_bufs[b]);
     for (int b = 0; t->act_bufs && b < t->n_act_bufs; b++)
         be->free(be, t->act_bufs[b]);
+    if (be->dev != NULL && t->params != NULL)
+        be->dev->weights_remove(be, t->params);
     be->free(be, t->params);
     be->free(be, t->grads);
     be->free(be, t->input);
@@ -842,11 +851,21 @@ static void layer_backward(tower_t *t, int i, int n, uint64_t seed, bool *done)
     }
 }
 
+/* A step of the tower begins or ends on a device: its weights' 16-bit
+ * copies are made at their first use after the begin and read until the
+ * end (backend.h, weights_step); the layers never write their weights. */
+static void tower_weights_step(tower_t *t, bool begin)
+{
+    if (t->be->dev != NULL)
+        t->be->dev->weights_step(t->be, t->params, begin);
+}
+
 const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed)
 {
     const model_t *m = t->model;
     backend_t *be = t->be;
     int last = m->n_layers - 1;
+    tower_weights_step(t, true);
     tower_forward(t, n, training, seed);
 
     /* queued: a device computes the loss while the host queues backward,
@@ -854,6 +873,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
     be->softmax_xent(be, n, m->cfg->classes, t->act[last], t->batch_y, m->cfg->label_smoothing,
                      backward ? t->dact[last] : NULL);
     if (!backward) {
+        tower_weights_step(t, false);
         be->loss_read(be, &t->loss_sum, &t->correct);
         return t->act[last];
     }
@@ -882,6 +902,7 @@ const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_
         if (t->grad_ready != NULL && l->n_params > 0 && l->params[0].trainable)
             chained = !t->grad_ready(t->grad_ready_arg, m->param_offset[i * LAYER_MAX_PARAMS]);
     }
+    tower_weights_step(t, false);
     be->loss_read(be, &t->loss_sum, &t->correct);
     return t->act[last];
 }

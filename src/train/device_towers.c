@@ -127,7 +127,7 @@ size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n
         if (l->cfg->type == LAYER_DENSE) {
             prec_dense_copies dc;
             prec_dense_copies_of(p, max_n, (int)shape3_size(l->in[0]), l->out.c, &dc);
-            bytes = dc.bytes;
+            bytes = dc.bytes_no_w; /* w: the tower's weight copies (weight_copies.h) */
         } else if (l->cfg->type == LAYER_CONV2D) {
             /* conv2d.c's window */
             window_desc d = {max_n,         l->in[0].c,      l->in[0].h,       l->in[0].w,
@@ -135,7 +135,7 @@ size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n
                              l->out.h,      l->out.w,        false,          false};
             prec_conv_copies cc;
             prec_conv_copies_of(p, &d, &cc);
-            bytes = cc.bytes;
+            bytes = cc.bytes_no_w;
         }
         if (bytes > most)
             most = bytes;

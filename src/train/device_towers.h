@@ -34,7 +34,8 @@ backend_t *device_backend_create(const job_t *job, int t, tt_err *err);
 
 /* Mixed precision: the bytes of the 16-bit copies of the model's largest
  * dense or conv2d call at batch max_n (0 for fp32), which each tower's
- * backend reserves at setup (dev->reserve_copies). */
+ * backend reserves at setup (dev->reserve_copies); without w's place: a
+ * tower's weights have copies of their own (dev->weights_add). */
 size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n);
 
 /* Rewrites a failure of tower_create on tower t's device as the documented

@@ -15,6 +15,11 @@
  * backend's blocked operations in the same layout; conv2d with blocked
  * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
  * backend within 1e-2.
+ * float32 NHWC (TT_CUDA_LAYOUT=nhwc): the same element-wise operations and
+ * pools on the bits of the CPU's float32 NHWC ones.
+ * The weight copies made once per step (weight_copies.h): a conv (NCHW and
+ * bf16 NHWC) and a dense call on a registered block give the bits of
+ * converting at each call, and see new weights in the next step.
  *
  * And tt_conv_graph.h's checks of the graph API's convolution plans.
  *
@@ -845,33 +850,35 @@ static void same_bytes(backend_t *g, const void *gd, const void *cd, size_t byte
     cpu_be->download(cpu_be, b, cd, bytes);
     tt_err err = {0};
     bool ok = backend_cuda_check(g, &err) == 0 && memcmp(a, b, bytes) == 0;
-    tt_ok(ok, "bf16 NHWC %s: the CPU's blocked bits %s", what, err.msg);
+    tt_ok(ok, "NHWC %s: the CPU's blocked bits %s", what, err.msg);
     free(a);
     free(b);
 }
 
 /* relu, relu backward, add (+relu), global average pooling and back; cn:
- * a CPU backend whose blocked operations read bf16 NHWC */
+ * a CPU backend whose blocked operations read NHWC in g's type (bf16, or
+ * float32 where g's blocked_bf16 is off) */
 static void test_nhwc_elementwise(backend_t *g, backend_t *cn)
 {
     int n = 3, c = 48, hw = 49;
-    size_t count = (size_t)n * c * hw;
+    size_t count = (size_t)n * c * hw, es = g->blocked_bf16 ? 2 : 4;
     float *fa, *fb;
     uint16_t *ha = bf16_rand(count, -1, 1, &fa), *hb = bf16_rand(count, -1, 1, &fb);
+    const void *a = es == 2 ? (const void *)ha : fa, *b = es == 2 ? (const void *)hb : fb;
     float *hdy = rand_buf(count, -1, 1), *hg = rand_buf((size_t)n * c, -1, 1);
-    void *ga = put(g, ha, count * 2), *gb = put(g, hb, count * 2), *gy = put(g, NULL, count * 4);
-    void *ca = put(cn, ha, count * 2), *cb = put(cn, hb, count * 2), *cy = put(cn, NULL, count * 4);
+    void *ga = put(g, a, count * es), *gb = put(g, b, count * es), *gy = put(g, NULL, count * 4);
+    void *ca = put(cn, a, count * es), *cb = put(cn, b, count * es), *cy = put(cn, NULL, count * 4);
     float *gdy = put(g, hdy, count * 4), *cdy = put(cn, hdy, count * 4);
     g->relu_forward_blocked(g, count, ga, gy);
     cn->relu_forward_blocked(cn, count, ca, cy);
-    same_bytes(g, gy, cy, count * 2, "relu forward");
+    same_bytes(g, gy, cy, count * es, es == 2 ? "relu forward (bf16)" : "relu forward (float32)");
     g->relu_backward_blocked(g, count, ga, gdy, gy);
     cn->relu_backward_blocked(cn, count, ca, cdy, cy);
     same_bytes(g, gy, cy, count * 4, "relu backward (float32 gradient)");
     for (int relu = 0; relu < 2; relu++) {
         g->add_blocked(g, count, ga, gb, relu, gy);
         cn->add_blocked(cn, count, ca, cb, relu, cy);
-        same_bytes(g, gy, cy, count * 2, relu ? "add + relu" : "add");
+        same_bytes(g, gy, cy, count * es, relu ? "add + relu" : "add");
     }
     g->global_avgpool_blocked_forward(g, n, c, hw, ga, gy);
     cn->global_avgpool_blocked_forward(cn, n, c, hw, ca, cy);
@@ -888,9 +895,11 @@ static void test_nhwc_elementwise(backend_t *g, backend_t *cn)
     free(ha), free(hb), free(fa), free(fb), free(hdy), free(hg);
 }
 
-/* max and average pooling from a bf16 NHWC x, to bf16 NHWC or NCHW */
+/* max and average pooling from an NHWC x in g's type (bf16, or float32
+ * where g's blocked_bf16 is off), to NHWC in that type or NCHW float32 */
 static void test_nhwc_pool(backend_t *g, backend_t *cn)
 {
+    size_t es = g->blocked_bf16 ? 2 : 4;
     int shapes[][5] = {{16, 16, 3, 2, 1}, {9, 7, 3, 1, 1}, {8, 8, 2, 2, 0}};
     for (int s = 0; s < 3; s++)
         for (int yb = 0; yb < 2; yb++) {
@@ -899,17 +908,18 @@ static void test_nhwc_pool(backend_t *g, backend_t *cn)
             d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
             d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
             size_t xn = (size_t)d.n * d.c * d.h * d.w, yn = (size_t)d.n * d.c * d.oh * d.ow;
-            size_t ybytes = yn * (yb ? 2 : 4);
+            size_t ybytes = yn * (yb ? es : 4);
             float *fx, *hdy = rand_buf(yn, -1, 1);
             uint16_t *hx = bf16_rand(xn, -1, 1, &fx);
-            void *gx = put(g, hx, xn * 2), *cx = put(cn, hx, xn * 2);
+            const void *x = es == 2 ? (const void *)hx : fx;
+            void *gx = put(g, x, xn * es), *cx = put(cn, x, xn * es);
             void *gy = put(g, NULL, yn * 4), *cy = put(cn, NULL, yn * 4);
             int32_t *gm = put(g, NULL, yn * 4), *cm = put(cn, NULL, yn * 4);
             float *gdy = put(g, hdy, yn * 4), *cdy = put(cn, hdy, yn * 4);
             float *gdx = put(g, NULL, xn * 4), *cdx = put(cn, NULL, xn * 4);
             char what[160];
             snprintf(what, sizeof(what), "pool %dx%d k%d s%d p%d to %s", d.h, d.w, d.k, d.stride,
-                     d.pad, yb ? "NHWC bf16" : "NCHW float32");
+                     d.pad, !yb ? "NCHW float32" : es == 2 ? "NHWC bf16" : "NHWC float32");
             g->maxpool_forward(g, &d, gx, gy, gm);
             cn->maxpool_forward(cn, &d, cx, cy, cm);
             same_bytes(g, gy, cy, ybytes, what);
@@ -1033,6 +1043,123 @@ static void test_nhwc_conv(backend_t *g)
     }
 }
 
+/* ---- the weight copies made once per step (backend/weight_copies.h) ---- */
+
+/* The outputs of one pass of a conv (d) and a dense call whose weights sit
+ * in `block` (conv w at 0, dense w after it): conv y, dx, dense y, dx,
+ * downloaded into out (host, yn + xn + dn_y + dn_x floats). */
+typedef struct {
+    window_desc d;
+    int n, in, out;
+    size_t xn, yn, wn, dwn;
+    void *x;
+    float *dy, *dxg, *y, *ddy, *dx2, *y2, *dw, *ws, *block, *dd_x;
+} wc_case;
+
+static void wc_pass(backend_t *g, wc_case *k, float *out)
+{
+    const float *cw = k->block, *dw = k->block + k->wn;
+    g->conv_forward(g, &k->d, k->x, cw, NULL, false, k->y, k->ws);
+    g->conv_backward(g, &k->d, k->x, cw, k->y, false, k->dy, k->dxg, k->dw, NULL, k->ws);
+    g->dense_forward(g, k->n, k->in, k->out, k->dd_x, dw, NULL, false, k->y2);
+    g->dense_backward(g, k->n, k->in, k->out, k->dd_x, dw, NULL, false, k->ddy, k->dx2, NULL,
+                      NULL);
+    size_t yb = k->d.blocked_y ? k->yn * 2 : k->yn * 4;
+    g->download(g, out, k->y, yb);
+    g->download(g, (char *)out + yb, k->dxg, k->xn * 4);
+    g->download(g, (char *)out + yb + k->xn * 4, k->y2, (size_t)k->n * k->out * 4);
+    g->download(g, (char *)out + yb + k->xn * 4 + (size_t)k->n * k->out * 4, k->dx2,
+                (size_t)k->n * k->in * 4);
+}
+
+/* Inside a step of a registered block the copies give the per-call bits
+ * (twice: the second pass reads the copies); new weights uploaded between
+ * steps are seen by the next step. */
+static void weight_copies_case(backend_t *g, window_desc d)
+{
+    wc_case k = {.d = d, .n = 8, .in = 96, .out = 40};
+    k.xn = (size_t)d.n * d.c * d.h * d.w;
+    k.yn = (size_t)d.n * d.f * d.oh * d.ow;
+    k.wn = (size_t)d.f * d.c * d.k * d.k;
+    k.dwn = (size_t)k.out * k.in;
+    float *fx, *hw = rand_buf(k.wn + k.dwn, -0.3f, 0.3f), *hw2 = rand_buf(k.wn + k.dwn, -0.3f, 0.3f);
+    uint16_t *hx = bf16_rand(k.xn, -1, 1, &fx);
+    float *hdy = rand_buf(k.yn, -1, 1), *hdx = rand_buf((size_t)k.n * k.in, -1, 1);
+    float *hddy = rand_buf((size_t)k.n * k.out, -1, 1);
+    k.x = d.blocked_x ? put(g, hx, k.xn * 2) : put(g, fx, k.xn * 4);
+    k.dy = put(g, hdy, k.yn * 4);
+    k.dxg = put(g, NULL, k.xn * 4);
+    k.y = put(g, NULL, k.yn * 4);
+    k.dw = put(g, NULL, k.wn * 4);
+    k.ws = put(g, NULL, g->conv_workspace(g, &d));
+    k.block = put(g, hw, (k.wn + k.dwn) * 4);
+    k.dd_x = put(g, hdx, (size_t)k.n * k.in * 4);
+    k.ddy = put(g, hddy, (size_t)k.n * k.out * 4);
+    k.y2 = put(g, NULL, (size_t)k.n * k.out * 4);
+    k.dx2 = put(g, NULL, (size_t)k.n * k.in * 4);
+    size_t outn = k.yn + k.xn + (size_t)k.n * (k.out + k.in);
+    float *ref = calloc(outn, 4), *got = calloc(outn, 4), *again = calloc(outn, 4);
+    float *ref2 = calloc(outn, 4), *got2 = calloc(outn, 4);
+    tt_err err = {0};
+    wc_pass(g, &k, ref); /* no block registered: converted at each call */
+    bool ok = g->dev->weights_add(g, k.block, k.wn + k.dwn, &err) == 0;
+    g->dev->weights_step(g, k.block, true);
+    wc_pass(g, &k, got);
+    wc_pass(g, &k, again);
+    g->dev->weights_step(g, k.block, false);
+    g->upload(g, k.block, hw2, (k.wn + k.dwn) * 4); /* the optimizer's or a restore's write */
+    wc_pass(g, &k, ref2); /* outside a step: at each call */
+    g->dev->weights_step(g, k.block, true);
+    wc_pass(g, &k, got2);
+    g->dev->weights_step(g, k.block, false);
+    g->dev->weights_remove(g, k.block);
+    ok = ok && backend_cuda_check(g, &err) == 0;
+    tt_ok(ok && memcmp(ref, got, outn * 4) == 0 && memcmp(ref, again, outn * 4) == 0 &&
+              memcmp(ref2, got2, outn * 4) == 0 && memcmp(ref, ref2, outn * 4) != 0,
+          "bf16 weight copies once per step, conv [%d,%d,%d,%d] f%d (x %s, y %s) and dense: "
+          "the bits of converting at each call, twice in a step, and new weights seen by the "
+          "next step %s", d.n, d.c, d.h, d.w, d.f, d.blocked_x ? "NHWC" : "NCHW",
+          d.blocked_y ? "NHWC" : "NCHW", err.msg);
+    void *gp[] = {k.x, k.dy, k.dxg, k.y, k.dw, k.ws, k.block, k.dd_x, k.ddy, k.y2, k.dx2};
+    for (int i = 0; i < 11; i++)
+        g->free(g, gp[i]);
+    free(fx), free(hw), free(hw2), free(hx), free(hdy), free(hdx), free(hddy);
+    free(ref), free(got), free(again), free(ref2), free(got2);
+}
+
+/* float32 NHWC (TT_CUDA_LAYOUT=nhwc: tf32's layout to be): the
+ * element-wise operations and pools of an fp32 backend made with the
+ * switch, on the bits of the CPU's float32 NHWC blocked operations */
+static void test_nhwc_f32(const cuda_options *o)
+{
+    tt_err err = {0};
+    setenv("TT_CUDA_LAYOUT", "nhwc", 1);
+    backend_t *g = backend_cuda_create(0, o, &err);
+    unsetenv("TT_CUDA_LAYOUT");
+    backend_t *cn = backend_cpu_create(0, 2, &err);
+    if (g == NULL || cn == NULL) {
+        tt_ok(0, "float32 NHWC: backends %s", err.msg);
+        return;
+    }
+    cn->blocked_nhwc = true;
+    cn->blocked_bf16 = false;
+    tt_ok(g->relu_forward_blocked != NULL && g->global_avgpool_blocked_forward != NULL &&
+              !g->blocked_bf16,
+          "TT_CUDA_LAYOUT=nhwc: the fp32 GPU backend has the float32 NHWC operations");
+    test_nhwc_elementwise(g, cn);
+    test_nhwc_pool(g, cn);
+    g->destroy(g);
+    cn->destroy(cn);
+}
+
+static void test_weight_copies(backend_t *g)
+{
+    window_desc nchw = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, false, false};
+    window_desc nhwc = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, true, true};
+    weight_copies_case(g, nchw);
+    weight_copies_case(g, nhwc);
+}
+
 /* every bf16 NHWC case; cn: a CPU backend reading bf16 NHWC blocked */
 static void test_nhwc(backend_t *g)
 {
@@ -1083,6 +1210,8 @@ int main(void)
         tt_skip("NHWC batchnorm, alone and fused with add and relu, fp32 and bf16, against "
                 "the CPU, twice the same bits, fused = unfused bitwise");
         tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
+        tt_skip("bf16 weight copies once per step: the bits of converting at each call");
+        tt_skip("float32 NHWC (TT_CUDA_LAYOUT=nhwc): element-wise and pools on the CPU's bits");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
@@ -1102,6 +1231,8 @@ int main(void)
     test_dense(gpu_bf16, 1e-2, "bf16");
     test_conv(gpu_bf16, 1e-2, "bf16");
     test_nhwc(gpu_bf16);
+    test_weight_copies(gpu_bf16);
+    test_nhwc_f32(&fast);
     test_dense(gpu_fp16, 1e-2, "fp16");
     test_conv(gpu_fp16, 1e-2, "fp16");
     gpu_be->destroy(gpu_be);

@@ -228,17 +228,23 @@ static int gemm(cuda_impl *c, prec_t p, cublasOperation_t ta, cublasOperation_t 
                      what);
 }
 
-/* The operands dense multiplies: x and w themselves in float32, else their
- * 16-bit copies (converted when `need_x` / `need_w`). NULL after an error. */
+/* The 16-bit copies dense multiplies (converted when `need_x` /
+ * `need_w`): x in the scratch region, w the tower's copy of this step
+ * (*w16), else converted into the region too. NULL after an error. */
 static char *dense_operands(cuda_impl *c, int n, int in, int out, const float *x, bool need_x,
-                            const float *w, bool need_w, prec_dense_copies *l)
+                            const float *w, bool need_w, prec_dense_copies *l, const void **w16)
 {
     prec_dense_copies_of(c->prec, n, in, out, l);
-    char *buf = cuda_copies(c, l->bytes);
+    const void *copy = NULL;
+    if (need_w && cuda_weight_copy(c, w, out, in, 1, false, &copy) != 0)
+        return NULL;
+    bool own_w = need_w && copy == NULL;
+    char *buf = cuda_copies(c, own_w ? l->bytes : l->bytes_no_w);
     if (buf == NULL ||
         (need_x && cuda_to_half(c, (size_t)n * in, x, buf + l->x) != 0) ||
-        (need_w && cuda_to_half(c, (size_t)out * in, w, buf + l->w) != 0))
+        (own_w && cuda_to_half(c, (size_t)out * in, w, buf + l->w) != 0))
         return NULL;
+    *w16 = own_w ? buf + l->w : copy;
     return buf;
 }
 
@@ -254,8 +260,9 @@ static void dense_forward_as(backend_t *be, prec_t p, int n, int in, int out, co
                 "cudaMemsetAsync");
     } else if (prec_reduced(p, PREC_OP_DENSE)) {
         prec_dense_copies l;
-        char *h = dense_operands(c, n, in, out, x, true, w, true, &l);
-        if (h == NULL || gemm(c, p, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, h + l.w, in, h + l.x, in,
+        const void *w16 = NULL;
+        char *h = dense_operands(c, n, in, out, x, true, w, true, &l, &w16);
+        if (h == NULL || gemm(c, p, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w16, in, h + l.x, in,
                               y, out, "cublasGemmEx (dense forward)") != 0)
             return;
     } else if (gemm(c, PREC_FP32, CUBLAS_OP_T, CUBLAS_OP_N, out, n, in, w, in, x, in, y, out,
@@ -298,11 +305,12 @@ static void dense_backward_as(backend_t *be, prec_t p, int n, int in, int out, c
     bool half = prec_reduced(p, PREC_OP_DENSE) && (want_dw || want_dx);
     if (half) {
         prec_dense_copies l;
-        char *h = dense_operands(c, n, in, out, x, want_dw, w, want_dx, &l);
+        const void *w16 = NULL;
+        char *h = dense_operands(c, n, in, out, x, want_dw, w, want_dx, &l, &w16);
         if (h == NULL || cuda_to_half(c, (size_t)n * out, dy, h + l.dy) != 0)
             return;
         xa = h + l.x;
-        wa = h + l.w;
+        wa = w16;
         dya = h + l.dy;
     }
     if (dw != NULL && in > 0 && out > 0) {
@@ -609,6 +617,7 @@ static void cuda_destroy(backend_t *be)
         if (c->stream)
             cudaStreamDestroy(c->stream);
         algo_cache_free(c->algos);
+        weight_copies_free(&c->weights); /* their mirrors went with the pool */
         free(c->bn_eps);
         cudaGetLastError();
     }
@@ -693,6 +702,13 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     }
     c->device = device;
     c->prec = prec;
+    char why[128];
+    if (weight_copies_init(&c->weights, why, sizeof(why)) != 0) {
+        err_set(err, TT_ERR_USAGE, "cuda:%d: %s", device, why);
+        free(be);
+        free(c);
+        return NULL;
+    }
     if (cuda_libs_load(err) != 0) {
         free(be);
         free(c);

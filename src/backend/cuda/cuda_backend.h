@@ -51,6 +51,11 @@ backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err 
  * more is an error. Nothing to do in fp32. TT_ERR_USAGE when out of device
  * memory (backend_cuda_alloc_error says more). */
 int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err);
+/* backend.h's weights_add, weights_remove and weights_step: one 16-bit copy
+ * of each weight of a tower a step (weight_copies.h; nothing in fp32). */
+int backend_cuda_weights_add(backend_t *be, const float *params, size_t count, tt_err *err);
+void backend_cuda_weights_remove(backend_t *be, const float *params);
+void backend_cuda_weights_step(backend_t *be, const float *params, bool begin);
 
 /* Is `be` a CUDA backend? */
 bool backend_is_cuda(const backend_t *be);

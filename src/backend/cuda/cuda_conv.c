@@ -23,8 +23,9 @@
  * x is read and a blocked y written in place, with no conversion; an NCHW
  * side, the filters, the float32 gradient dy and the results dx and dw go
  * through the same 16-bit copies, transposed where the layouts differ
- * (cuda_nhwc_kernels.cu). The filters are converted at each call (not
- * yet once per step).
+ * (cuda_nhwc_kernels.cu). A tower's filters are converted once per step,
+ * at their first use, into the tower's weight copies (weight_copies.h;
+ * KRSC for NHWC), which forward and backward data read after that.
  * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
  * data, as PyTorch's does, and times the candidates on random operands:
  * zeros can run faster than real data and skew the ranking.
@@ -298,7 +299,7 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
     /* mixed precision: the 16-bit copies of this shape, reserved now */
     prec_conv_copies l;
     prec_conv_copies_of(c->prec, d, &l);
-    if (l.bytes > 0 && cuda_copies(c, l.bytes) == NULL)
+    if (l.bytes_no_w > 0 && cuda_copies(c, l.bytes_no_w) == NULL)
         return 0;
     conv_bufs bufs = {0}, *b = NULL;
     void *tmp[4] = {NULL, NULL, NULL, NULL};
@@ -351,34 +352,53 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
     return need;
 }
 
-/* Mixed precision: the 16-bit copies of this call, x and w converted when
- * asked; NULL after an error. */
-static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
-                         prec_conv_copies *l)
+/* The scratch region of a call's 16-bit copies, and w's copy when asked
+ * (*w16): the tower's copy of this step (cuda_weight_copy; KRSC for NHWC),
+ * else converted at this call into the region's w place. NULL after an
+ * error. */
+static char *copies_and_w(cuda_impl *c, const window_desc *d, const float *w, bool krsc,
+                          prec_conv_copies *l, const void **w16)
 {
     prec_conv_copies_of(c->prec, d, l);
-    char *h = cuda_copies(c, l->bytes);
-    size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
-    if (h == NULL || (x != NULL && cuda_to_half(c, xs, x, h + l->x) != 0) ||
-        (w != NULL && cuda_to_half(c, ws, w, h + l->w) != 0))
+    const void *copy = NULL;
+    *w16 = NULL;
+    if (w != NULL && cuda_weight_copy(c, w, d->f, d->c, d->k * d->k, krsc, &copy) != 0)
+        return NULL;
+    bool own_w = w != NULL && copy == NULL;
+    char *h = cuda_copies(c, own_w ? l->bytes : l->bytes_no_w);
+    if (h == NULL)
+        return NULL;
+    *w16 = own_w ? h + l->w : copy;
+    if (own_w && (krsc ? cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->f, d->c, d->k * d->k,
+                                                            w, h + l->w),
+                                 "conv filter to bf16 KRSC kernel")
+                       : cuda_to_half(c, (size_t)d->f * d->c * d->k * d->k, w, h + l->w)) != 0)
+        return NULL;
+    return h;
+}
+
+/* Mixed precision: the 16-bit copies of this call, x converted when asked,
+ * w's copy in *w16 when asked; NULL after an error. */
+static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
+                         prec_conv_copies *l, const void **w16)
+{
+    char *h = copies_and_w(c, d, w, false, l, w16);
+    size_t xs = (size_t)d->n * d->c * d->h * d->w;
+    if (h == NULL || (x != NULL && cuda_to_half(c, xs, x, h + l->x) != 0))
         return NULL;
     return h;
 }
 
 /* ---- bf16 NHWC (a blocked side; the file's header says how) ---- */
 
-/* The 16-bit copies of an NHWC call: w as bf16 KRSC when asked, an NCHW
- * x as bf16 NHWC when asked and x is not blocked; NULL after an error. */
+/* The 16-bit copies of an NHWC call: w's bf16 KRSC copy in *w16 when
+ * asked, an NCHW x as bf16 NHWC when asked and x is not blocked; NULL
+ * after an error. */
 static char *nhwc_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
-                         prec_conv_copies *l)
+                         prec_conv_copies *l, const void **w16)
 {
-    prec_conv_copies_of(c->prec, d, l);
-    char *h = cuda_copies(c, l->bytes);
+    char *h = copies_and_w(c, d, w, true, l, w16);
     if (h == NULL)
-        return NULL;
-    if (w != NULL && cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->f, d->c, d->k * d->k, w,
-                                                       h + l->w),
-                             "conv filter to bf16 KRSC kernel") != 0)
         return NULL;
     if (x != NULL && !d->blocked_x &&
         cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->n, d->c, d->h * d->w, x, h + l->x),
@@ -393,11 +413,12 @@ static void conv_forward_nhwc(cuda_impl *c, const window_desc *d, const float *x
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
     int ohw = d->oh * d->ow;
     prec_conv_copies l;
-    char *h = nhwc_copies(c, d, x, w, &l);
+    const void *w16 = NULL;
+    char *h = nhwc_copies(c, d, x, w, &l, &w16);
     if (h == NULL)
         return;
     conv_bufs bufs = {.x = d->blocked_x ? (const void *)x : h + l.x,
-                      .w = h + l.w,
+                      .w = w16,
                       .y = d->blocked_y ? (void *)y : h + l.y,
                       .ws = ws,
                       .ws_bytes = limit};
@@ -454,7 +475,8 @@ static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *
     size_t limit = ws != NULL ? c->conv_ws_budget : 0;
     const float one = 1.0f, zero = 0.0f;
     prec_conv_copies l;
-    char *h = nhwc_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l);
+    const void *w16 = NULL;
+    char *h = nhwc_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l, &w16);
     if (h == NULL || nhwc_dy(c, d, y, relu, dy, db, h + l.y) != 0)
         return;
     const void *xa = d->blocked_x ? (const void *)x : h + l.x, *dya = h + l.y;
@@ -476,13 +498,13 @@ static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *
     }
     if (dx == NULL)
         return;
-    conv_bufs bufs = {.w = h + l.w, .dy = dya, .dx = h + l.x, .ws = ws, .ws_bytes = limit};
+    conv_bufs bufs = {.w = w16, .dy = dya, .dx = h + l.x, .ws = ws, .ws_bytes = limit};
     const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
     if (ch == NULL ||
-        (!graph_ran_in(c, CONV_PASS_BACKWARD_DATA, d, CG_LAYOUT_NHWC, ch, h + l.x, h + l.w, dya,
+        (!graph_ran_in(c, CONV_PASS_BACKWARD_DATA, d, CG_LAYOUT_NHWC, ch, h + l.x, w16, dya,
                        ws, limit) &&
          cudnn_ok(c,
-                  cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, h + l.w, c->y_desc,
+                  cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, w16, c->y_desc,
                                                   dya, c->conv_desc,
                                                   (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
                                                   ch->ws_bytes, &zero, c->x_desc, h + l.x),
@@ -512,10 +534,9 @@ void cuda_conv_forward(backend_t *be, const window_desc *d, const float *x, cons
     prec_conv_copies l;
     char *h = NULL;
     if (prec_reduced(c->prec, PREC_OP_CONV)) {
-        if ((h = conv_copies(c, d, x, w, &l)) == NULL)
+        if ((h = conv_copies(c, d, x, w, &l, &bufs.w)) == NULL)
             return;
         bufs.x = h + l.x;
-        bufs.w = h + l.w;
         bufs.y = h + l.y;
     }
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
@@ -565,11 +586,11 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     prec_conv_copies l;
     char *h = NULL;
     if (prec_reduced(c->prec, PREC_OP_CONV)) {
-        if ((h = conv_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l)) == NULL ||
+        if ((h = conv_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l, &wa)) ==
+                NULL ||
             cuda_to_half(c, out, dy, h + l.y) != 0)
             return;
         xa = h + l.x;
-        wa = h + l.w;
         dya = h + l.y;
         dxa = h + l.x;
         dwa = h + l.dw;

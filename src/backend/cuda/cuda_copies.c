@@ -11,6 +11,7 @@
 
 #include "backend/cuda/cuda_impl.h"
 #include "backend/cuda/cuda_kernels.h"
+#include "backend/cuda/cuda_nhwc_kernels.h"
 
 /* A failed wait of the host: the backend's error (its first). */
 int cuda_wait_failed(cuda_impl *c, const tt_err *e)
@@ -59,6 +60,59 @@ void *cuda_copies(cuda_impl *c, size_t bytes)
     }
     c->copies_bytes = bytes;
     return c->copies;
+}
+
+/* ---- the towers' weight copies, once per step (weight_copies.h) ---- */
+
+int backend_cuda_weights_add(backend_t *be, const float *params, size_t count, tt_err *err)
+{
+    cuda_impl *c = cuda_of(be);
+    if (c->prec == PREC_FP32 || count == 0)
+        return 0;
+    tt_err pool_err = {0};
+    void *mirror = mem_pool_alloc(c->pool, count * prec_elem_bytes(c->prec), &pool_err);
+    if (mirror == NULL) {
+        snprintf(c->alloc_error, sizeof(c->alloc_error), "%s", pool_err.msg);
+        return err_set(err, TT_ERR_USAGE, "cuda:%d: %s", c->device, pool_err.msg);
+    }
+    /* a second add replaces the first (its users are earlier on the stream) */
+    mem_pool_free(c->pool, weight_copies_remove(&c->weights, params));
+    if (weight_copies_add(&c->weights, params, count, mirror) != 0) {
+        mem_pool_free(c->pool, mirror);
+        return err_set(err, TT_ERR_RUNTIME, "cuda:%d: out of host memory", c->device);
+    }
+    return 0;
+}
+
+void backend_cuda_weights_remove(backend_t *be, const float *params)
+{
+    cuda_impl *c = cuda_of(be);
+    mem_pool_free(c->pool, weight_copies_remove(&c->weights, params));
+}
+
+void backend_cuda_weights_step(backend_t *be, const float *params, bool begin)
+{
+    weight_copies_step(&cuda_of(be)->weights, params, begin);
+}
+
+int cuda_weight_copy(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
+                     const void **copy)
+{
+    void *mirror = NULL;
+    size_t at = 0, count = (size_t)rows * (size_t)cols * (size_t)hw;
+    *copy = NULL;
+    wc_answer a = weight_copies_find(&c->weights, w, count, krsc ? WC_KRSC : WC_AS_STORED,
+                                     &mirror, &at);
+    if (a == WC_NONE)
+        return 0;
+    char *dst = (char *)mirror + at * prec_elem_bytes(c->prec);
+    if (a == WC_CONVERT &&
+        (krsc ? cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, rows, cols, hw, w, dst),
+                        "conv filter to bf16 KRSC kernel")
+              : cuda_to_half(c, count, w, dst)) != 0)
+        return -1;
+    *copy = dst;
+    return 0;
 }
 
 cudaDataType_t cuda_blas_type(prec_t p)

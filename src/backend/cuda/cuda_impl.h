@@ -19,6 +19,7 @@
 #include "backend/cuda/cuda_libs.h"
 #include "backend/mem_pool.h"
 #include "backend/precision.h"
+#include "backend/weight_copies.h"
 
 /* batchnorm: the epsilon of each layer's forward, found again by its
  * save_mean buffer in backward (cuDNN wants the same one in both) */
@@ -33,6 +34,8 @@ typedef struct {
     prec_t prec;                   /* what dense and conv2d multiply in (precision.h) */
     void *copies;                  /* their 16-bit operands (prec != fp32), from the pool */
     size_t copies_bytes;
+    weight_copies weights;         /* the towers' weight copies, once per step (its mirrors
+                                    * from the pool) */
     cudaStream_t stream;
     cublasHandle_t cublas;
     cudnnHandle_t cudnn;
@@ -102,6 +105,14 @@ int cuda_wait_failed(cuda_impl *c, const tt_err *e);
  * after that an error (the setup sized it too small). NULL after recording
  * an error. */
 void *cuda_copies(cuda_impl *c, size_t bytes);
+
+/* The 16-bit copy of the tower weight w[rows, cols * hw] this step
+ * (weight_copies.h; krsc: a filter [rows = K, cols = C, hw = R*S] as bf16
+ * KRSC, else as stored), converted now at its first use in the step: 0
+ * with *copy, or *copy NULL for weights of no tower's step (the caller
+ * converts them itself); -1 after an error. */
+int cuda_weight_copy(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
+                     const void **copy);
 
 /* count float32 values to the backend's 16-bit type, and back (exact). */
 int cuda_to_half(cuda_impl *c, size_t count, const float *src, void *dst);

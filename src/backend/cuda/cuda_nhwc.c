@@ -9,22 +9,16 @@
  * batchnorm ones (batchnorm_forward_blocked / batchnorm_backward_blocked,
  * written apart in cuda_bn_nhwc.*; NULL until then, and the layout off).
  * TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
- * fallback while no GPU has run this code; towertrain(1)). sim runs the
- * same layout in make check (sim_blocked.c).
+ * fallback while no GPU has run this code; towertrain(1)); =nhwc asks
+ * float32 NHWC of fp32 / tf32 towers (precision.c's prec_device_layout),
+ * whose element-wise, pooling and batchnorm operations are here and in
+ * cuda_bn_nhwc.*, but whose conv2d path is not written yet: until it is,
+ * they stay NCHW. sim runs both layouts in make check (sim_blocked.c).
  */
-#include <stdlib.h>
-#include <string.h>
 
 #include "backend/cuda/cuda_impl.h"
 #include "backend/cuda/cuda_nhwc_kernels.h"
 #include "backend/precision.h"
-
-/* TT_CUDA_LAYOUT=nchw: today's NCHW float32 activations in every precision */
-static bool layout_nchw_forced(void)
-{
-    const char *e = getenv("TT_CUDA_LAYOUT");
-    return e != NULL && strcmp(e, "nchw") == 0;
-}
 
 static void nhwc_relu_forward(backend_t *be, size_t count, const float *x, float *y)
 {
@@ -52,8 +46,9 @@ static void nhwc_add(backend_t *be, size_t count, const float *a, const float *b
 static void nhwc_gap_forward(backend_t *be, int n, int c, int hw, const float *x, float *y)
 {
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_gap_nhwc_forward(cuda_of(be)->stream, n, c, hw, x, y),
-                "bf16 NHWC global average pooling kernel");
+        cuda_ok(cuda_of(be),
+                tt_k_gap_nhwc_forward(cuda_of(be)->stream, be->blocked_bf16, n, c, hw, x, y),
+                "NHWC global average pooling kernel");
 }
 
 static void nhwc_gap_backward(backend_t *be, int n, int c, int hw, const float *dy, float *dx)
@@ -70,7 +65,7 @@ static void nhwc_maxpool_forward(backend_t *be, const window_desc *d, const floa
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                d->blocked_x ? tt_k_maxpool_nhwc_forward(s, *d, x, y, mask)
+                d->blocked_x ? tt_k_maxpool_nhwc_forward(s, be->blocked_bf16, *d, x, y, mask)
                              : tt_k_maxpool_forward(s, *d, x, y, mask),
                 "maxpool kernel");
 }
@@ -91,7 +86,7 @@ static void nhwc_avgpool_forward(backend_t *be, const window_desc *d, const floa
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                d->blocked_x ? tt_k_avgpool_nhwc_forward(s, *d, x, y)
+                d->blocked_x ? tt_k_avgpool_nhwc_forward(s, be->blocked_bf16, *d, x, y)
                              : tt_k_avgpool_forward(s, *d, x, y),
                 "avgpool kernel");
 }
@@ -108,14 +103,20 @@ static void nhwc_avgpool_backward(backend_t *be, const window_desc *d, const flo
 
 void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
 {
-    prec_layout lay = prec_layout_of(prec, tf32, false);
+    prec_layout lay = prec_device_layout(prec, tf32);
     be->blocked_layout = false;
     be->blocked_nhwc = be->blocked_bf16 = false;
-    if (!lay.blocked || !lay.nhwc || !lay.bf16)
-        return; /* float32 NHWC (tf32) has no kernels here yet */
-    be->relu_forward_blocked = nhwc_relu_forward;
-    be->relu_backward_blocked = nhwc_relu_backward;
-    be->add_blocked = nhwc_add;
+    if (!lay.blocked || !lay.nhwc)
+        return;
+    if (lay.bf16) {
+        be->relu_forward_blocked = nhwc_relu_forward;
+        be->relu_backward_blocked = nhwc_relu_backward;
+        be->add_blocked = nhwc_add;
+    } else { /* float32 NHWC: element by element, the NCHW kernels' */
+        be->relu_forward_blocked = be->relu_forward;
+        be->relu_backward_blocked = be->relu_backward;
+        be->add_blocked = be->add;
+    }
     be->global_avgpool_blocked_forward = nhwc_gap_forward;
     be->global_avgpool_blocked_backward = nhwc_gap_backward;
     be->maxpool_forward = nhwc_maxpool_forward;
@@ -123,6 +124,11 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
     be->avgpool_forward = nhwc_avgpool_forward;
     be->avgpool_backward = nhwc_avgpool_backward;
     bool bn = be->batchnorm_forward_blocked != NULL && be->batchnorm_backward_blocked != NULL;
-    be->blocked_layout = bn && !layout_nchw_forced();
-    be->blocked_nhwc = be->blocked_bf16 = be->blocked_layout;
+    /* conv2d reads and writes NHWC in bf16 only (cuda_conv.c): float32
+     * NHWC (TT_CUDA_LAYOUT=nhwc, tf32 to be) waits for its float path
+     * there, and stays NCHW until then */
+    bool conv = lay.bf16;
+    be->blocked_layout = bn && conv;
+    be->blocked_nhwc = be->blocked_layout;
+    be->blocked_bf16 = be->blocked_layout && lay.bf16;
 }

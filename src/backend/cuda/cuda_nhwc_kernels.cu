@@ -1,7 +1,8 @@
 /* cuda_nhwc_kernels.cu - the CUDA backend's kernels over the blocked layout
  * in bf16 NHWC (backend.h: blocked_layout, blocked_nhwc, blocked_bf16; with
  * C % 16 == 0 plain NHWC, element (i, c, p) at (i * hw + p) * C + c):
- * relu forward and backward, add (+relu), global average pooling, and
+ * relu forward and backward, add (+relu), global average pooling (and
+ * the pools and global average pooling over float32 NHWC too), and
  * the conversions cuda_conv.c needs at a layout's edge (NCHW float32 to
  * bf16 NHWC and back, also KCRS filters to KRSC and back: the same
  * transpose with n = filters, hw = k * k) and the conv bias + relu. The
@@ -19,6 +20,15 @@
 #include "backend/math.h"
 
 #include "backend/cuda/cuda_grid.cuh"
+
+/* An activation element of either type read as float32, and a float32
+ * stored as one (bf16: rounded to nearest even); the kernels below that
+ * read blocked activations are templates over the type: bf16 (the bf16
+ * backend's NHWC) or float (float32 NHWC, tf32's layout to be). */
+__device__ static float act_ld(float v) { return v; }
+__device__ static float act_ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ static void act_st(float *p, float v) { *p = v; }
+__device__ static void act_st(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 
 __global__ void k_relu_bf16(size_t n, const __nv_bfloat16 *x, __nv_bfloat16 *y)
 {
@@ -44,16 +54,16 @@ __global__ void k_add_bf16(size_t n, const __nv_bfloat16 *a, const __nv_bfloat16
 /* y[i, c] = one fma chain of x / hw over the pixels in order (pool.c's
  * gap_blocked_vectors): one thread per (i, c); adjacent threads read
  * adjacent channels of a pixel, so the loads coalesce. */
-__global__ void k_gap_nhwc_forward(int n, int c, int hw, const __nv_bfloat16 *x, float *y)
+template <typename T> __global__ void k_gap_nhwc_forward(int n, int c, int hw, const T *x, float *y)
 {
     float inv = 1.0f / (float)hw;
     FOR_EACH(r, (size_t)n * c)
     {
         size_t i = r / (size_t)c, ch = r % (size_t)c;
-        const __nv_bfloat16 *p = x + i * (size_t)hw * c + ch;
+        const T *p = x + i * (size_t)hw * c + ch;
         float s = 0.0f;
         for (int q = 0; q < hw; q++)
-            s = fmaf(__bfloat162float(p[(size_t)q * c]), inv, s);
+            s = fmaf(act_ld(p[(size_t)q * c]), inv, s);
         y[r] = s;
     }
 }
@@ -128,8 +138,9 @@ __device__ static void out_of(const window_desc &d, bool y_nhwc, size_t e, size_
     }
 }
 
-__global__ void k_maxpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bfloat16 *x,
-                                       void *y, int32_t *mask)
+template <typename T>
+__global__ void k_maxpool_nhwc_forward(window_desc d, bool y_nhwc, const T *x, void *y,
+                                       int32_t *mask)
 {
     FOR_EACH(e, (size_t)d.n * d.c * d.oh * d.ow)
     {
@@ -141,11 +152,11 @@ __global__ void k_maxpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bf
         int ky0 = y0 < 0 ? -y0 : 0, kx0 = x0 < 0 ? -x0 : 0;
         int ky1 = y0 + d.k > d.h ? d.h - y0 : d.k, kx1 = x0 + d.k > d.w ? d.w - x0 : d.k;
         int32_t at = (y0 + ky0) * d.w + x0 + kx0;
-        float best = __bfloat162float(x[elem_at(true, d.c, hw, i, ch, (size_t)at)]);
+        float best = act_ld(x[elem_at(true, d.c, hw, i, ch, (size_t)at)]);
         for (int ky = ky0; ky < ky1; ky++)
             for (int kx = kx0; kx < kx1; kx++) {
                 int q = (y0 + ky) * d.w + x0 + kx;
-                float v = __bfloat162float(x[elem_at(true, d.c, hw, i, ch, (size_t)q)]);
+                float v = act_ld(x[elem_at(true, d.c, hw, i, ch, (size_t)q)]);
                 if (v > best || (v != v && best == best)) {
                     best = v;
                     at = q;
@@ -153,14 +164,14 @@ __global__ void k_maxpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bf
             }
         mask[e] = at;
         if (y_nhwc)
-            ((__nv_bfloat16 *)y)[e] = __float2bfloat16_rn(best);
+            act_st((T *)y + e, best);
         else
             ((float *)y)[e] = best;
     }
 }
 
-__global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bfloat16 *x,
-                                       void *y)
+template <typename T>
+__global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const T *x, void *y)
 {
     FOR_EACH(e, (size_t)d.n * d.c * d.oh * d.ow)
     {
@@ -176,13 +187,12 @@ __global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bf
             for (int kx = 0; kx < d.k; kx++) {
                 int ix = ox * d.stride - d.pad + kx;
                 if (ix >= 0 && ix < d.w)
-                    s += __bfloat162float(
-                        x[elem_at(true, d.c, d.h * d.w, i, ch, (size_t)(iy * d.w + ix))]);
+                    s += act_ld(x[elem_at(true, d.c, d.h * d.w, i, ch, (size_t)(iy * d.w + ix))]);
             }
         }
         float v = s * (1.0f / (float)(d.k * d.k));
         if (y_nhwc)
-            ((__nv_bfloat16 *)y)[e] = __float2bfloat16_rn(v);
+            act_st((T *)y + e, v);
         else
             ((float *)y)[e] = v;
     }
@@ -246,13 +256,17 @@ cudaError_t tt_k_add_bf16(cudaStream_t s, size_t n, const void *a, const void *b
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, int n, int c, int hw, const void *x, float *y)
+cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, bool bf16, int n, int c, int hw, const void *x,
+                                  float *y)
 {
     size_t count = (size_t)n * c;
     if (count == 0)
         return cudaSuccess;
-    k_gap_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw,
-                                                             (const __nv_bfloat16 *)x, y);
+    if (bf16)
+        k_gap_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw,
+                                                                 (const __nv_bfloat16 *)x, y);
+    else
+        k_gap_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, (const float *)x, y);
     return cudaGetLastError();
 }
 
@@ -296,24 +310,33 @@ cudaError_t tt_k_bias_relu_nhwc_bf16(cudaStream_t s, int rows, int c, const floa
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_maxpool_nhwc_forward(cudaStream_t s, window_desc d, const void *x, void *y,
-                                      int32_t *mask)
+cudaError_t tt_k_maxpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, const void *x,
+                                      void *y, int32_t *mask)
 {
     size_t count = (size_t)d.n * d.c * d.oh * d.ow;
     if (count == 0)
         return cudaSuccess;
-    k_maxpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(
-        d, d.blocked_y, (const __nv_bfloat16 *)x, y, mask);
+    if (bf16)
+        k_maxpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(
+            d, d.blocked_y, (const __nv_bfloat16 *)x, y, mask);
+    else
+        k_maxpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(d, d.blocked_y,
+                                                                     (const float *)x, y, mask);
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, window_desc d, const void *x, void *y)
+cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, const void *x,
+                                      void *y)
 {
     size_t count = (size_t)d.n * d.c * d.oh * d.ow;
     if (count == 0)
         return cudaSuccess;
-    k_avgpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(
-        d, d.blocked_y, (const __nv_bfloat16 *)x, y);
+    if (bf16)
+        k_avgpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(
+            d, d.blocked_y, (const __nv_bfloat16 *)x, y);
+    else
+        k_avgpool_nhwc_forward<<<blocks_for(count), THREADS, 0, s>>>(d, d.blocked_y,
+                                                                     (const float *)x, y);
     return cudaGetLastError();
 }
 

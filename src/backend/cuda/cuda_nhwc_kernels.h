@@ -1,5 +1,6 @@
 /* cuda_nhwc_kernels.h - launchers of cuda_nhwc_kernels.cu: the blocked
- * layout's element-wise and global-average-pooling kernels in bf16 NHWC.
+ * layout's element-wise and global-average-pooling kernels in bf16 NHWC
+ * (pools and global average pooling in float32 NHWC too).
  * Activation pointers hold bf16 (void here, so C callers need no CUDA
  * bf16 header); gradients float32. Each queues on stream s and returns
  * the launch's error. */
@@ -22,7 +23,9 @@ cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const f
                                 float *dx);
 cudaError_t tt_k_add_bf16(cudaStream_t s, size_t n, const void *a, const void *b, bool relu,
                           void *y);
-cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, int n, int c, int hw, const void *x, float *y);
+/* x bf16 NHWC where bf16, else float32 NHWC (the pools below too) */
+cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, bool bf16, int n, int c, int hw, const void *x,
+                                  float *y);
 cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const float *dy,
                                    float *dx);
 /* NCHW float32 [n, c, hw] to NHWC bf16 and back (filters: KCRS to KRSC
@@ -32,12 +35,14 @@ cudaError_t tt_k_nhwc_bf16_to_nchw(cudaStream_t s, int n, int c, int hw, const v
 /* conv bias (b may be NULL) and relu over NHWC bf16 [rows, c], in place */
 cudaError_t tt_k_bias_relu_nhwc_bf16(cudaStream_t s, int rows, int c, const float *b, bool relu,
                                      void *y);
-/* pools of a blocked (bf16 NHWC) x (d.blocked_x): y bf16 NHWC where
- * d.blocked_y, else NCHW float32; mask and dy in y's layout; dx float32
- * NHWC (max: mask from the forward; average: mask NULL) */
-cudaError_t tt_k_maxpool_nhwc_forward(cudaStream_t s, window_desc d, const void *x, void *y,
-                                      int32_t *mask);
-cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, window_desc d, const void *x, void *y);
+/* pools of a blocked (bf16 NHWC where bf16, else float32 NHWC) x
+ * (d.blocked_x): y in x's type and layout where d.blocked_y, else NCHW
+ * float32; mask and dy in y's layout; dx float32 NHWC (max: mask from the
+ * forward; average: mask NULL) */
+cudaError_t tt_k_maxpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, const void *x,
+                                      void *y, int32_t *mask);
+cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, const void *x,
+                                      void *y);
 cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, const float *dy,
                                     const int32_t *mask, float *dx);
 

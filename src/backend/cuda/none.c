@@ -37,6 +37,19 @@ int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
     return err_set(err, TT_ERR_USAGE, "%s", why);
 }
 
+int backend_cuda_weights_add(backend_t *be, const float *params, size_t count, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
+void backend_cuda_weights_remove(backend_t *be, const float *params)
+{
+}
+
+void backend_cuda_weights_step(backend_t *be, const float *params, bool begin)
+{
+}
+
 bool backend_is_cuda(const backend_t *be)
 {
     return false;

@@ -31,6 +31,7 @@
 
 #include "backend/backend.h"
 #include "backend/precision.h"
+#include "backend/weight_copies.h"
 
 extern const backend_device_ops backend_sim_device_ops;
 
@@ -120,6 +121,16 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
                                const float *w, const float *y, bool relu, float *dy, float *dx,
                                float *dw, float *db, void *ws);
 
+/* The 16-bit copy (as floats) of the tower weight tensor w[count] in this
+ * step, made now at its first use (weight_copies.h); NULL in fp32 or for
+ * weights of no tower's step (the caller rounds them at this call). On the
+ * queue's worker. */
+const float *sim_weight_copy(backend_t *be, const float *w, size_t count);
+/* How many weight tensors sim has converted into the towers' copies
+ * (waits for the queue): one a weight a step, TT_WEIGHT_COPIES=each_call
+ * one a call. */
+uint64_t sim_weight_conversions(backend_t *be);
+
 /* The in-process communicator (sim_comm.c). */
 backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err);
 
@@ -150,6 +161,10 @@ typedef struct {
     backend_event *loss_done;
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
     sim_scratch scratch;     /* the blocked convolutions' (sim_blocked.c) */
+    /* the towers' weight copies (weight_copies.h): kept by the queue's
+     * worker only (weights_add, _step and _remove are queued), as a GPU
+     * stream orders them with the convolutions */
+    weight_copies weights;
 } sim_impl;
 
 static inline sim_impl *sim_impl_of(backend_t *be) { return be->impl; }

@@ -207,6 +207,123 @@ static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
     return 0;
 }
 
+/* ---- the towers' weight copies (weight_copies.h) ---- */
+
+/* A block's mirror: the 16-bit values held as floats in host memory, and
+ * the device reservation of their 16-bit size that the pool counts (as
+ * the copies' scratch above). */
+typedef struct {
+    float *vals;
+    void *dev;
+} sim_mirror;
+
+typedef struct {
+    const float *params;
+    size_t count;
+    sim_mirror *mirror; /* add: the new mirror; NULL: remove */
+    int step;           /* step: 1 begins, 0 ends; -1: add or remove */
+} q_weights_args;
+
+static void mirror_free(backend_t *be, sim_mirror *m)
+{
+    if (m == NULL)
+        return;
+    if (m->dev != NULL)
+        free_now(be, m->dev);
+    free(m->vals);
+    free(m);
+}
+
+static void q_weights_run(backend_t *be, void *p)
+{
+    q_weights_args *a = p;
+    weight_copies *wc = &S(be)->weights;
+    if (a->step >= 0) {
+        weight_copies_step(wc, a->params, a->step == 1);
+    } else if (a->mirror == NULL) {
+        mirror_free(be, weight_copies_remove(wc, a->params));
+    } else {
+        mirror_free(be, weight_copies_remove(wc, a->params)); /* a second add replaces */
+        if (weight_copies_add(wc, a->params, a->count, a->mirror) != 0) {
+            mirror_free(be, a->mirror);
+            sim_fail(be, "out of host memory for the weight copies' bookkeeping");
+        }
+    }
+}
+
+static int sim_weights_add(backend_t *be, const float *params, size_t count, tt_err *err)
+{
+    sim_impl *s = S(be);
+    if (s->prec == PREC_FP32 || count == 0)
+        return 0;
+    sim_mirror *m = calloc(1, sizeof(*m));
+    if (m != NULL)
+        m->vals = malloc(count * sizeof(float));
+    if (m == NULL || m->vals == NULL) {
+        mirror_free(be, m);
+        return err_set(err, TT_ERR_RUNTIME, "sim:%d: out of host memory for the weight copies",
+                       be->device);
+    }
+    if ((m->dev = sim_alloc(be, count * prec_elem_bytes(s->prec))) == NULL) {
+        mirror_free(be, m);
+        return err_set(err, TT_ERR_USAGE, "sim:%d: %s", be->device, s->alloc_error);
+    }
+    q_weights_args q = {params, count, m, -1};
+    sim_enqueue(be, q_weights_run, &q, sizeof(q));
+    return 0;
+}
+
+static void sim_weights_remove(backend_t *be, const float *params)
+{
+    q_weights_args q = {params, 0, NULL, -1};
+    if (S(be)->prec != PREC_FP32)
+        sim_enqueue(be, q_weights_run, &q, sizeof(q));
+}
+
+static void sim_weights_step(backend_t *be, const float *params, bool begin)
+{
+    q_weights_args q = {params, 0, NULL, begin ? 1 : 0};
+    if (S(be)->prec != PREC_FP32)
+        sim_enqueue(be, q_weights_run, &q, sizeof(q));
+}
+
+const float *sim_weight_copy(backend_t *be, const float *w, size_t count)
+{
+    sim_impl *s = S(be);
+    void *mirror = NULL;
+    size_t at = 0;
+    if (s->prec == PREC_FP32)
+        return NULL;
+    wc_answer a = weight_copies_find(&s->weights, w, count, WC_AS_STORED, &mirror, &at);
+    if (a == WC_NONE)
+        return NULL;
+    float *copy = ((sim_mirror *)mirror)->vals + at;
+    if (a == WC_CONVERT) /* the same rounding as a call's own conversion */
+        sim_round_16bit(s->prec, count, w, copy);
+    return copy;
+}
+
+uint64_t sim_weight_conversions(backend_t *be)
+{
+    host_wait(be, "weight copies count");
+    return S(be)->weights.conversions;
+}
+
+/* w as a 16-bit product reads it: the tower's copy of this step, else
+ * rounded now into `scratch` (the copies' w place); NULL when that place
+ * was not reserved (sim_fail said so). */
+static const float *weights_16bit(backend_t *be, const float *w, size_t count, size_t bytes,
+                                  size_t w_at)
+{
+    const float *copy = sim_weight_copy(be, w, count);
+    if (copy != NULL)
+        return copy;
+    float *scratch = copies_at(be, bytes, w_at);
+    if (scratch != NULL)
+        sim_round_16bit(S(be)->prec, count, w, scratch);
+    return scratch;
+}
+
 /* ---- the operations: the CPU backend's, on device memory ---- */
 
 static void run_dense_forward(backend_t *be, int n, int in, int out, const float *x,
@@ -219,11 +336,11 @@ static void run_dense_forward(backend_t *be, int n, int in, int out, const float
     }
     prec_dense_copies l;
     prec_dense_copies_of(s->prec, n, in, out, &l);
-    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
-    if (x16 == NULL)
+    float *x16 = copies_at(be, l.bytes_no_w, l.x);
+    const float *w16 = weights_16bit(be, w, (size_t)out * (size_t)in, l.bytes, l.w);
+    if (x16 == NULL || w16 == NULL)
         return;
     sim_round_16bit(s->prec, (size_t)n * (size_t)in, x, x16);
-    sim_round_16bit(s->prec, (size_t)out * (size_t)in, w, w16);
     C(be)->dense_forward(C(be), n, in, out, x16, w16, b, relu, y);
 }
 
@@ -256,12 +373,11 @@ static void run_dense_backward(backend_t *be, int n, int in, int out, const floa
         bias_grad((size_t)n, out, 1, dy, db);
     prec_dense_copies l;
     prec_dense_copies_of(s->prec, n, in, out, &l);
-    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
-    float *dy16 = copies_at(be, l.bytes, l.dy);
-    if (x16 == NULL)
+    float *x16 = copies_at(be, l.bytes_no_w, l.x), *dy16 = copies_at(be, l.bytes_no_w, l.dy);
+    const float *w16 = weights_16bit(be, w, (size_t)out * (size_t)in, l.bytes, l.w);
+    if (x16 == NULL || w16 == NULL)
         return;
     sim_round_16bit(s->prec, (size_t)n * (size_t)in, x, x16);
-    sim_round_16bit(s->prec, (size_t)out * (size_t)in, w, w16);
     sim_round_16bit(s->prec, ny, dy, dy16);
     C(be)->dense_backward(C(be), n, in, out, x16, w16, NULL, false, dy16, dx, dw, NULL);
 }
@@ -294,15 +410,17 @@ static void run_conv_forward(backend_t *be, const window_desc *d, const float *x
     }
     prec_conv_copies l;
     prec_conv_copies_of(s->prec, d, &l);
-    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
+    float *x16 = copies_at(be, l.bytes_no_w, l.x);
     if (x16 == NULL && s->prec != PREC_FP32)
         return; /* setup reserved too little: an error, as on CUDA */
     if (d->blocked_x || d->blocked_y) {
         sim_conv_forward_blocked(be, s->prec, d, x, w, b, relu, y, ws);
         return;
     }
+    const float *w16 = weights_16bit(be, w, conv_w(d), l.bytes, l.w);
+    if (w16 == NULL)
+        return;
     sim_round_16bit(s->prec, conv_x(d), x, x16);
-    sim_round_16bit(s->prec, conv_w(d), w, w16);
     C(be)->conv_forward(C(be), d, x16, w16, NULL, false, y, ws);
     round_inplace(s->prec, conv_y(d), y);
     size_t hw = (size_t)d->oh * (size_t)d->ow;
@@ -324,7 +442,7 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
     if (d->blocked_x || d->blocked_y) {
         prec_conv_copies l;
         prec_conv_copies_of(s->prec, d, &l);
-        if (s->prec != PREC_FP32 && copies_at(be, l.bytes, l.x) == NULL)
+        if (s->prec != PREC_FP32 && copies_at(be, l.bytes_no_w, l.x) == NULL)
             return; /* setup reserved too little: an error, as on CUDA */
         sim_conv_backward_blocked(be, s->prec, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
@@ -335,12 +453,11 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
         bias_grad((size_t)d->n, d->f, (size_t)d->oh * (size_t)d->ow, dy, db);
     prec_conv_copies l;
     prec_conv_copies_of(s->prec, d, &l);
-    float *x16 = copies_at(be, l.bytes, l.x), *w16 = copies_at(be, l.bytes, l.w);
-    float *dy16 = copies_at(be, l.bytes, l.y);
-    if (x16 == NULL)
+    float *x16 = copies_at(be, l.bytes_no_w, l.x), *dy16 = copies_at(be, l.bytes_no_w, l.y);
+    const float *w16 = weights_16bit(be, w, conv_w(d), l.bytes, l.w);
+    if (x16 == NULL || w16 == NULL)
         return;
     sim_round_16bit(s->prec, conv_x(d), x, x16);
-    sim_round_16bit(s->prec, conv_w(d), w, w16);
     sim_round_16bit(s->prec, conv_y(d), dy, dy16);
     C(be)->conv_backward(C(be), d, x16, w16, NULL, false, dy16, dx, dw, NULL, ws);
     if (dx != NULL)
@@ -606,6 +723,9 @@ const backend_device_ops backend_sim_device_ops = {
     .device_allreduce = true,
     .info = sim_info,
     .reserve_copies = sim_reserve_copies,
+    .weights_add = sim_weights_add,
+    .weights_remove = sim_weights_remove,
+    .weights_step = sim_weights_step,
     .bind = sim_bind,
     .check = sim_check,
     .sync = sim_sync,
@@ -646,6 +766,9 @@ static void sim_destroy(backend_t *be)
     if (s->copies_dev != NULL)
         free_now(be, s->copies_dev);
     free(s->copies);
+    while (s->weights.n_blocks > 0) /* towers never freed: their copies go with the device */
+        mirror_free(be, weight_copies_remove(&s->weights, s->weights.blocks[0].params));
+    weight_copies_free(&s->weights);
     while (s->blocks != NULL) /* what the towers left: freed with the device */
         free_now(be, s->blocks + 1);
     if (s->cpu != NULL)
@@ -676,6 +799,12 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     sim_clock_init(&s->clock);
     s->prec = p;
     be->impl = s;
+    char why[128];
+    if (weight_copies_init(&s->weights, why, sizeof(why)) != 0) {
+        err_set(err, TT_ERR_USAGE, "sim:%d: %s", device, why);
+        sim_destroy(be);
+        return NULL;
+    }
     /* one thread: the tower's own, as a GPU tower's host thread */
     if ((s->cpu = backend_cpu_create(device, 1, err)) == NULL) {
         sim_destroy(be);
@@ -711,7 +840,8 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->softmax_xent = sim_softmax_xent;
     be->loss_read = sim_loss_read;
     be->destroy = sim_destroy;
-    /* the CUDA backend's layout for this precision (sim has no tf32) */
-    sim_install_blocked(be, prec_layout_of(p, false, false));
+    /* the CUDA backend's layout for this precision (sim has no tf32;
+     * TT_CUDA_LAYOUT=nhwc gives fp32 the NHWC float32 layout tf32 would) */
+    sim_install_blocked(be, prec_device_layout(p, false));
     return be;
 }

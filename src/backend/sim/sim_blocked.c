@@ -103,6 +103,20 @@ static void read_x(backend_t *be, prec_t p, const window_desc *d, const float *x
         sim_round_16bit(p, n_x(d), xn, xn);
 }
 
+/* w as the convolution reads it: the tower's 16-bit copy of this step
+ * (sim_weight_copy), else rounded now into wn, as before */
+static const float *read_w(backend_t *be, prec_t p, const window_desc *d, const float *w,
+                           float *wn)
+{
+    const float *copy = sim_weight_copy(be, w, n_w(d));
+    if (copy != NULL)
+        return copy;
+    memcpy(wn, w, n_w(d) * sizeof(float));
+    if (p != PREC_FP32)
+        sim_round_16bit(p, n_w(d), wn, wn);
+    return wn;
+}
+
 /* The scratch of one call: x, y (or dy), w and dx, NULL when out of memory
  * (sim_fail says so). */
 static bool scratch_all(backend_t *be, const window_desc *d, float **xn, float **yn, float **wn,
@@ -129,10 +143,7 @@ void sim_conv_forward_blocked(backend_t *be, prec_t p, const window_desc *d, con
     window_desc nd = *d;
     nd.blocked_x = nd.blocked_y = false;
     read_x(be, p, d, x, xn);
-    memcpy(wn, w, n_w(d) * sizeof(float));
-    if (p != PREC_FP32)
-        sim_round_16bit(p, n_w(d), wn, wn);
-    cpu->conv_forward(cpu, &nd, xn, wn, NULL, false, yn, ws);
+    cpu->conv_forward(cpu, &nd, xn, read_w(be, p, d, w, wn), NULL, false, yn, ws);
     if (p != PREC_FP32)
         sim_round_16bit(p, n_y(d), yn, yn); /* cuDNN's 16-bit y */
     size_t hw = (size_t)d->oh * (size_t)d->ow;
@@ -181,11 +192,9 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
     if (p != PREC_FP32)
         sim_round_16bit(p, n_y(d), dyn, dyn);
     read_x(be, p, d, x, xn);
-    memcpy(wn, w, n_w(d) * sizeof(float));
-    if (p != PREC_FP32)
-        sim_round_16bit(p, n_w(d), wn, wn);
+    const float *wr = read_w(be, p, d, w, wn);
     float *dx_out = dx == NULL ? NULL : d->blocked_x ? dxn : dx;
-    cpu->conv_backward(cpu, &nd, xn, wn, NULL, false, dyn, dx_out, dw, NULL, ws);
+    cpu->conv_backward(cpu, &nd, xn, wr, NULL, false, dyn, dx_out, dw, NULL, ws);
     if (p != PREC_FP32 && dw != NULL)
         sim_round_16bit(p, n_w(d), dw, dw);
     if (dx_out != NULL && p != PREC_FP32)
