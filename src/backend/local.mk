@@ -25,7 +25,7 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h \
-	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim_graph.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
@@ -109,3 +109,7 @@ TESTS += tests/test_staging
 check_PROGRAMS += tests/test_sim
 tests_test_sim_SOURCES = tests/test_sim.c
 TESTS += tests/test_sim
+# The simulated GPU's step capture and the updates reading a device block.
+check_PROGRAMS += tests/test_sim_graph
+tests_test_sim_graph_SOURCES = tests/test_sim_graph.c
+TESTS += tests/test_sim_graph

@@ -28,6 +28,7 @@
 #define TT_SIM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "backend/backend.h"
 #include "backend/precision.h"
@@ -45,6 +46,33 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
                     size_t size);
 void sim_queue_drain(sim_queue *q);
 bool sim_queue_idle(sim_queue *q);
+
+/* A queue's capture (sim_graph.c): from capture_begin the jobs queued on q
+ * are kept, in order, instead of run; capture_end returns them (lost: one
+ * could not be kept, out of host memory) and q runs its jobs again; replay
+ * queues a copy of each, in order; jobs_free frees such a list. */
+typedef struct sim_job sim_job;
+void sim_queue_capture_begin(sim_queue *q);
+sim_job *sim_queue_capture_end(sim_queue *q, bool *lost);
+void sim_queue_replay(sim_queue *q, const sim_job *jobs);
+void sim_jobs_free(sim_job *jobs);
+int sim_jobs_count(const sim_job *jobs);
+
+/* While be captures a step (backend.h, capture_begin): an operation that
+ * cannot be captured (a host wait, an upload, an event, a copy queue's
+ * work, an allocation or a free) calls this, which fails the capture
+ * (the first reason is capture_end's error) and returns true: the caller
+ * then skips its work, which the step's eager run does again. false when
+ * be does not capture. */
+bool sim_capture_refuse(backend_t *be, const char *what);
+/* Whether be captures now (its loss_read answers zeros without waiting). */
+bool sim_capturing(backend_t *be);
+/* backend.h's capture entries and the *_vars updates (sim_graph.c). */
+int sim_capture_begin(backend_t *be, tt_err *err);
+backend_graph *sim_capture_end(backend_t *be, tt_err *err);
+int sim_graph_launch(backend_t *be, backend_graph *g, tt_err *err);
+void sim_graph_free(backend_t *be, backend_graph *g);
+void sim_install_vars_ops(backend_t *be);
 
 /* A device's clock, one for all its queues (sim_queue.c): it advances while
  * at least one of them runs an operation (not while they are all empty or
@@ -98,6 +126,9 @@ bool sim_fault_stalls(backend_t *be, int64_t *step);
 bool sim_fault_silent(void);
 /* download_error:checkpoint: the first download of the first save fails. */
 bool sim_fault_download_checkpoint(void);
+/* capture_error: every capture_end fails (the trainer's fallback to
+ * eager steps). */
+bool sim_fault_capture(void);
 
 
 /* ---- the blocked layout (sim_blocked.c) ---- */
@@ -149,6 +180,14 @@ typedef struct {
     int correct;
     backend_event *loss_done;
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
+    /* a step being captured (sim_graph.c) by thread capture_thread (as
+     * cudaStreamCaptureModeThreadLocal: another thread's operations on the
+     * device are not refused); failed, why: set by that thread, the first
+     * operation that could not be captured */
+    atomic_bool capturing;
+    pthread_t capture_thread;
+    bool capture_failed;
+    char capture_why[96];
     sim_scratch scratch;     /* the blocked convolutions' (sim_blocked.c) */
 } sim_impl;
 
