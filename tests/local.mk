@@ -69,3 +69,6 @@ EXTRA_DIST += tests/e2e_device_stats.sh
 # bf16 ResNet-20 on sim in the NHWC bf16 layout, and its peak memory
 TESTS += tests/e2e_sim_nhwc.sh
 EXTRA_DIST += tests/e2e_sim_nhwc.sh
+# The captured step (TT_CUDA_GRAPH=1) on sim: bit for bit the eager step.
+TESTS += tests/e2e_sim_graph.sh
+EXTRA_DIST += tests/e2e_sim_graph.sh
