@@ -75,9 +75,10 @@ for name in lenet_mom lenet_adam lenet_adamw resnet resnet_adam; do
     "$name fp32, the rate changing every step: captured = eager bit for bit; 5 steps replayed"
 done
 
-pair resnet --set 'trainer.precision="bf16"'
+cp "$T/resnet.cfg" "$T/resnet_bf16.cfg"
+pair resnet_bf16 --set 'trainer.precision="bf16"'
 rc=$?
-same resnet && grep -q "$REPLAYED" "$T/resnet_graph.out"
+same resnet_bf16 && grep -q "$REPLAYED" "$T/resnet_bf16_graph.out"
 s=$?
 ok $([ $rc = 0 ] && [ $s = 0 ]; echo $?) \
   "resnet20 bf16 (NHWC bf16 activations): captured = eager bit for bit; 5 steps replayed"
