@@ -30,7 +30,7 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
 	%reldir%/cuda/cuda_copies.c %reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_conv_graph.c %reldir%/cuda/cuda_conv_graph.h \
-	%reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
+	%reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c %reldir%/cuda/cuda_graph.c \
 	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h %reldir%/cuda/cuda_grid.cuh \
 	%reldir%/cuda/cuda_bn_nhwc.c %reldir%/cuda/cuda_bn_nhwc.h %reldir%/cuda/cuda_nhwc.c \
 	%reldir%/cuda/cuda_nhwc_kernels.h
