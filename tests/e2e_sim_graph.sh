@@ -87,6 +87,19 @@ grep -q 'cuda graph: the step is captured after 2 eager steps' "$T/lenet_mom_gra
   ! grep -q 'cuda graph' "$T/lenet_mom_eager.out"
 ok $? "the captured run says so in its log; the eager run (TT_CUDA_GRAPH=0) says nothing"
 
+# ---- the timeline records steps 4-5: those run eagerly (their layers'
+# spans are recorded), the others replay; the same bits ----
+sed 's/^callbacks = (/callbacks = ( { type = "timeline"; steps = [4, 5]; },/' \
+  "$T/lenet_mom.cfg" >"$T/timeline.cfg"
+pair timeline
+rc=$?
+same timeline
+s=$?
+got=$(sed -n 's/.*cuda graph: \([0-9]*\) step(s) replayed.*/\1/p' "$T/timeline_graph.out")
+ok $([ $rc = 0 ] && [ $s = 0 ] && [ -n "$got" ] && [ "$got" -ge 1 ] && [ "$got" -le 3 ] &&
+     grep -q '"name": "conv0 forward"' "$T/timeline_graph/timeline"*.json; echo $?) \
+  "timeline over steps 4-5: those eager with their layer spans, $got step(s) replayed, the eager bits"
+
 # ---- a capture that fails: one line, then eager, the same bits ----
 TT_SIM_FAULT=capture_error TT_CUDA_GRAPH=1 "$TOWERTRAIN" run "$T/lenet_mom.cfg" \
   --logdir "$T/fault" >"$T/fault.out" 2>&1
