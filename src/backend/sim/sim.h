@@ -22,7 +22,9 @@
  * communication queue per tower (sim_comm.c), as NCCL's stream, ordered by
  * events as nccl_comm.c orders it. Faults (issue 27) can be injected where a queued job runs: a
  * stalled all-reduce in sim_comm.c's group, a failed download in
- * sim_download (sim_fail records it).
+ * sim_download (sim_fail records it), a failed step capture (sim_graph.c).
+ * A step captured and replayed (backend.h's capture entries) is
+ * sim_graph.c's: the compute queue's jobs kept and queued again.
  */
 #ifndef TT_SIM_H
 #define TT_SIM_H
