@@ -2,13 +2,14 @@
 # e2e_sim_graph.sh - the captured step (TT_CUDA_GRAPH=1, towertrain(1),
 # ENVIRONMENT; src/train/step_graph.c) on a simulated GPU, through the
 # binary (TAP):
-# - LeNet with momentum SGD, Adam and AdamW, and ResNet-20 (batchnorm, the
-#   fused residual add) in fp32 and bf16, each with a learning rate that
-#   changes at every step: the captured run ends with the eager run's
-#   parameters and optimizer state bit for bit, and its log says how many
-#   steps were replayed (so it cannot pass by staying eager). A graph that
-#   kept a per-step value of its capture (the rate passed by value) ends
-#   elsewhere: the schedule moves the rate at every step.
+# - LeNet with momentum SGD, Adam and AdamW, LeNet with dropout, and
+#   ResNet-20 (batchnorm, the fused residual add) in fp32 and bf16, each
+#   with a learning rate (and dropout's seed) that changes at every step:
+#   the captured run ends with the eager run's parameters and optimizer
+#   state bit for bit, and its log says how many steps were replayed (so it
+#   cannot pass by staying eager). A graph that kept a per-step value of its
+#   capture (the rate or the seed passed by value) ends elsewhere: the
+#   schedule moves the rate, and the step the seed, at every step.
 # - a capture that fails (TT_SIM_FAULT=capture_error) logs one line, and
 #   the run goes on eagerly to the eager run's bits;
 # - jobs a graph cannot serve (fp16's loss scaling, LARS, CPU towers) say
@@ -63,7 +64,15 @@ job "$T/lenet_adamw.cfg" lenet "1, 28, 28" 10 16 "$ADAMW"
 job "$T/resnet.cfg" resnet20 "3, 32, 32" 10 8 "$MOM"
 job "$T/resnet_adam.cfg" resnet20 "3, 32, 32" 10 8 "$ADAM"
 
-for name in lenet_mom lenet_adam lenet_adamw resnet resnet_adam; do
+# LeNet with a dropout layer: its mask's seed changes every step (the block)
+sed 's|^model = .*|model = { input = [1, 28, 28]; classes = 10; layers = (\
+  { name = "conv0"; type = "conv2d"; filters = 6; kernel = 5; padding = 2; activation = "relu"; },\
+  { name = "pool0"; type = "maxpool"; kernel = 2; },\
+  { name = "fc0"; type = "dense"; units = 64; activation = "relu"; },\
+  { name = "drop"; type = "dropout"; rate = 0.5; },\
+  { name = "fc1"; type = "dense"; units = 10; } ); };|' "$T/lenet_mom.cfg" >"$T/dropout.cfg"
+
+for name in lenet_mom lenet_adam lenet_adamw dropout resnet resnet_adam; do
   pair "$name"
   rc=$?
   same "$name"

@@ -8,6 +8,7 @@
  *   recomputation of momentum SGD;
  * - a captured by-value scalar stays the capture's (what the block is for);
  * - Adam and AdamW's decay through the block equal the by-value updates;
+ * - dropout reads its seed from device memory at each launch;
  * - the loss of a launch is the eager loss; loss_read while capturing
  *   answers zeros without waiting;
  * - a host wait, an upload, an event, an allocation inside the capture make
@@ -162,6 +163,44 @@ static void check_adam_replays(void)
     b->destroy(b);
 }
 
+/* dropout with its seed in device memory: two launches with two seeds
+ * give the by-value dropout's masks and outputs, each factor that of
+ * math.h's tt_dropout_factor for its seed */
+static void check_dropout(void)
+{
+    float x[N], got[N], mask[N];
+    fill(x, N, 1.0f, 0.5f);
+    backend_t *be = make(6);
+    float *dx = be->alloc(be, sizeof(x)), *dy = be->alloc(be, sizeof(x));
+    float *dm = be->alloc(be, sizeof(x));
+    uint64_t *seed = be->alloc(be, sizeof(uint64_t));
+    be->upload(be, dx, x, sizeof(x));
+    tt_err err = {0};
+    be->dev->sync(be, &err);
+    be->dev->capture_begin(be, &err);
+    be->dropout_forward_vars(be, N, 0.3f, seed, dx, dy, dm);
+    backend_graph *g = be->dev->capture_end(be, &err);
+    static const uint64_t seeds[2] = {0x1234u, 0xfeedface0ddu};
+    for (int k = 0; k < 2 && g != NULL; k++) {
+        be->upload(be, seed, &seeds[k], sizeof(seeds[k]));
+        be->dev->graph_launch(be, g, &err);
+        be->download(be, got, dy, sizeof(got));
+        be->download(be, mask, dm, sizeof(mask));
+        bool same = true;
+        int dropped = 0;
+        for (int i = 0; i < N; i++) {
+            float f = tt_dropout_factor(seeds[k], (uint64_t)i, 0.3f);
+            same = same && mask[i] == f && got[i] == x[i] * f;
+            dropped += f == 0.0f;
+        }
+        tt_ok(same && dropped > 0 && dropped < N,
+              "launch %d: dropout reads seed %#llx from the block (%d of %d dropped)", k + 1,
+              (unsigned long long)seeds[k], dropped, N);
+    }
+    be->dev->graph_free(be, g);
+    be->destroy(be);
+}
+
 /* the loss of a launched graph is read after it; while capturing,
  * loss_read answers zeros at once */
 static void check_loss(void)
@@ -239,6 +278,7 @@ int main(void)
 {
     check_sgd_replays();
     check_adam_replays();
+    check_dropout();
     check_loss();
     check_refusal("download", "waits for the device (download)");
     check_refusal("sumsq", "waits for the device (norm)");

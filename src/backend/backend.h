@@ -244,6 +244,10 @@ struct backend {
                            float beta2, float eps, float weight_decay, float *w, const float *g,
                            float *m, float *v_sq);
     void (*decay_vars)(backend_t *be, size_t count, const backend_step_vars *v, float *w);
+    /* dropout_forward with its seed read from *seed (device memory) when it
+     * runs: a captured step's dropout layers (tower_t.step_seeds) */
+    void (*dropout_forward_vars)(backend_t *be, size_t count, float rate, const uint64_t *seed,
+                                 const float *x, float *y, float *mask);
 
     /* ---- the blocked layout (optional: a backend without it leaves
      *      blocked_layout false and these NULL). batchnorm over C % 16 == 0

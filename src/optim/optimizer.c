@@ -260,7 +260,8 @@ void optimizer_step_vars(const optimizer_t *opt, int64_t step, backend_step_vars
 bool optimizer_capturable(const optimizer_t *opt, const backend_t *be)
 {
     return !optimizer_needs_whole(opt) && be->sgd_step_vars != NULL &&
-           be->adam_step_vars != NULL && be->decay_vars != NULL;
+           be->adam_step_vars != NULL && be->decay_vars != NULL &&
+           be->dropout_forward_vars != NULL;
 }
 
 void optimizer_apply(optimizer_t *opt, float *params, float *grads, int64_t step)

@@ -91,7 +91,7 @@ void optimizer_mark_stepped(optimizer_t *opt);
 void optimizer_step_vars(const optimizer_t *opt, int64_t step, backend_step_vars *v);
 
 /* Whether a step's updates can be captured on be: no norm read back
- * (optimizer_needs_whole) and the backend has the *_vars updates. */
+ * (optimizer_needs_whole) and the backend has the *_vars operations. */
 bool optimizer_capturable(const optimizer_t *opt, const backend_t *be);
 
 #endif

@@ -4,10 +4,12 @@
  *
  * A step here: stage the batch (device_tower_load: the staging ring hands
  * one of its input buffers), fill the per-step scalars (one copy of a
- * backend_step_vars to the device, on the compute queue), then launch the
+ * backend_step_vars and each layer's dropout seed to the device, on the
+ * compute queue), then launch the
  * graph captured for that input buffer, or capture one: tower_step and the
  * optimizer's update queued between capture_begin and capture_end, with
- * the optimizer reading its scalars from the block (optimizer_t.vars).
+ * the optimizer reading its scalars from the block (optimizer_t.vars) and
+ * dropout its seeds (tower_t.step_seeds).
  * Nothing captured has run, so a captured step is then launched; a capture
  * that fails logs one line, runs that step eagerly (the same work, not
  * captured) and leaves every later step eager. */
@@ -38,8 +40,11 @@ struct step_graph {
     trainer_t *tr;
     optimizer_t *opt;
     backend_t *be;
-    backend_step_vars *vars_dev;  /* device: what the graph's updates read */
-    backend_step_vars *vars_host; /* pinned: the copy's source */
+    /* the step's block, device and pinned (the copy's source): a
+     * backend_step_vars, then one dropout seed per layer */
+    backend_step_vars *vars_dev, *vars_host;
+    uint64_t *seeds_dev, *seeds_host;
+    size_t block_bytes;
     backend_event *vars_copied;   /* after the last copy: vars_host may be written again */
     int warm;                     /* eager steps left before the first capture */
     bool given_up;                /* a capture failed: eager from then on */
@@ -64,9 +69,6 @@ static const char *graph_refusal(const trainer_t *tr, const optimizer_t *opt)
         return "dynamic loss scaling (fp16) checks every step's gradients on the host";
     if (tr->job->trainer.accumulate > 1)
         return "trainer.accumulate stages several batches a step";
-    for (int i = 0; i < tr->model.n_layers; i++)
-        if (tr->model.layers[i].cfg->type == LAYER_DROPOUT)
-            return "dropout's mask seed changes every step";
     return NULL;
 }
 
@@ -99,8 +101,14 @@ step_graph *step_graph_create(trainer_t *tr, optimizer_t *opt, tt_err *err)
         return NULL;
     }
     *sg = (step_graph){.tr = tr, .opt = opt, .be = be, .warm = STEP_GRAPH_WARMUP};
-    sg->vars_dev = be->alloc(be, sizeof(backend_step_vars));
-    sg->vars_host = be->dev->host_alloc(be, sizeof(backend_step_vars), err);
+    /* 32 bytes: the seeds after it stay 8-byte aligned */
+    sg->block_bytes = sizeof(backend_step_vars) + (size_t)tr->model.n_layers * sizeof(uint64_t);
+    sg->vars_dev = be->alloc(be, sg->block_bytes);
+    sg->vars_host = be->dev->host_alloc(be, sg->block_bytes, err);
+    if (sg->vars_dev != NULL && sg->vars_host != NULL) {
+        sg->seeds_dev = (uint64_t *)(sg->vars_dev + 1);
+        sg->seeds_host = (uint64_t *)(sg->vars_host + 1);
+    }
     if (sg->vars_host != NULL)
         sg->vars_copied = be->dev->event_create(be, false, err);
     if (sg->vars_dev == NULL || sg->vars_copied == NULL) {
@@ -114,7 +122,15 @@ step_graph *step_graph_create(trainer_t *tr, optimizer_t *opt, tt_err *err)
     return sg;
 }
 
-/* The step's scalars to the device, on the compute queue before the step:
+/* The step's seed, as tower_step.c's tower_compute_micro makes it for
+ * tower 0 (one micro-batch: graph_refusal) */
+static uint64_t step_seed(const trainer_t *tr)
+{
+    return rng_hash3(tr->job->seed, (uint64_t)tr->global_step,
+                     (uint64_t)tr->rank * (uint64_t)tr->n_towers);
+}
+
+/* The step's block to the device, on the compute queue before the step:
  * the host writes vars_host once the last copy from it is done. */
 static int fill_vars(step_graph *sg, tt_err *err)
 {
@@ -123,23 +139,26 @@ static int fill_vars(step_graph *sg, tt_err *err)
     if (backend_device_wait_event(be, sg->vars_copied, "step scalars", err) != 0)
         return -1;
     optimizer_step_vars(sg->opt, sg->tr->updates + 1, sg->vars_host);
-    if (be->dev->copy_h2d_async(be, sg->vars_dev, sg->vars_host, sizeof(backend_step_vars), q,
-                                err) != 0)
+    for (int i = 0; i < sg->tr->model.n_layers; i++)
+        sg->seeds_host[i] = tower_layer_seed(step_seed(sg->tr), i);
+    if (be->dev->copy_h2d_async(be, sg->vars_dev, sg->vars_host, sg->block_bytes, q, err) != 0)
         return -1;
     return be->dev->event_record(be, sg->vars_copied, q, err);
 }
 
 /* The step's work on tower 0, as simple.c queues it on a device (eager or
- * being captured): forward, loss, backward, update. */
+ * being captured): forward, loss, backward, update; the optimizer and
+ * dropout read the block. */
 static void queue_step(step_graph *sg, int n)
 {
     trainer_t *tr = sg->tr;
     tower_t *tw = &tr->towers[0];
-    /* tower_step.c's seed (no dropout here: graph_refusal) */
-    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)tr->global_step, (uint64_t)tr->rank *
-                              (uint64_t)tr->n_towers);
-    tower_step(tw, n, true, true, seed);
+    sg->opt->vars = sg->vars_dev;
+    tw->step_seeds = sg->seeds_dev;
+    tower_step(tw, n, true, true, step_seed(tr));
     optimizer_apply(sg->opt, tw->params, tw->grads, tr->updates + 1);
+    sg->opt->vars = NULL;
+    tw->step_seeds = NULL;
 }
 
 /* Captures the step for tower 0's current input buffer into a new slot;
@@ -203,7 +222,6 @@ bool step_graph_step(step_graph *sg, const batch_t *b)
     }
     tt_err err = {0};
     device_tower_load(tr, 0, tr->global_step, b->n, b->x, b->y);
-    sg->opt->vars = sg->vars_dev;
     if (fill_vars(sg, &err) != 0) {
         device_tower_fail(tr, 0, &err);
     } else {
@@ -217,7 +235,6 @@ bool step_graph_step(step_graph *sg, const batch_t *b)
             sg->given_up = true;
         }
     }
-    sg->opt->vars = NULL;
     optimizer_mark_stepped(sg->opt);
     device_tower_consumed(tr, 0);
     return true;

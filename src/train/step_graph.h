@@ -6,11 +6,11 @@
  * environment's TT_CUDA_GRAPH=1 (towertrain(1), ENVIRONMENT); eager steps
  * stay the default and the fallback.
  *
- * A replay reads every per-step scalar of the update from a device block
- * (backend.h, backend_step_vars) that one host-to-device copy fills before
- * it; everything else a step reads (its input buffer, the parameters, the
- * learning-rate-free constants) is the same at every step with the same
- * input buffer. What would change between steps keeps the step eager:
+ * A replay reads every per-step scalar of the update (backend.h,
+ * backend_step_vars) and each dropout layer's seed from a device block
+ * that one host-to-device copy fills before it; everything else a step
+ * reads (its input buffer, the parameters, the other constants) is the
+ * same at every step with the same input buffer. What would change between steps keeps the step eager:
  * see step_graph_create and step_graph_step. */
 #ifndef TT_STEP_GRAPH_H
 #define TT_STEP_GRAPH_H

@@ -156,8 +156,19 @@ static void cuda_decay_vars(backend_t *be, size_t count, const backend_step_vars
                 "decay kernel (step block)");
 }
 
+static void cuda_dropout_forward_vars(backend_t *be, size_t count, float rate,
+                                      const uint64_t *seed, const float *x, float *y,
+                                      float *mask)
+{
+    if (cuda_begin(be))
+        cuda_ok(cuda_of(be),
+                tt_k_dropout_vars(cuda_of(be)->stream, count, rate, seed, x, y, mask),
+                "dropout kernel (step block)");
+}
+
 void cuda_install_vars_ops(backend_t *be)
 {
+    be->dropout_forward_vars = cuda_dropout_forward_vars;
     be->sgd_step_vars = cuda_sgd_step_vars;
     be->adam_step_vars = cuda_adam_step_vars;
     be->decay_vars = cuda_decay_vars;

@@ -172,6 +172,18 @@ __global__ void k_decay_vars(size_t n, const backend_step_vars *v, float *w)
     FOR_EACH(i, n) w[i] *= alpha;
 }
 
+__global__ void k_dropout_vars(size_t n, float rate, const uint64_t *seed_p, const float *x,
+                               float *y, float *mask)
+{
+    uint64_t seed = *seed_p;
+    FOR_EACH(i, n)
+    {
+        float f = tt_dropout_factor(seed, i, rate);
+        mask[i] = f;
+        y[i] = x[i] * f;
+    }
+}
+
 /* y = relu(y + b[channel]) over [rows, channels, inner] */
 __global__ void k_bias_relu(size_t n, int channels, int inner, const float *b, int relu, float *y)
 {
@@ -513,6 +525,15 @@ cudaError_t tt_k_adam_vars(cudaStream_t s, size_t n, tt_adam_consts c,
     if (n == 0)
         return cudaSuccess;
     k_adam_vars<<<blocks_for(n), THREADS, 0, s>>>(n, c, v, w, g, m, vsq);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_dropout_vars(cudaStream_t s, size_t n, float rate, const uint64_t *seed,
+                              const float *x, float *y, float *mask)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_dropout_vars<<<blocks_for(n), THREADS, 0, s>>>(n, rate, seed, x, y, mask);
     return cudaGetLastError();
 }
 

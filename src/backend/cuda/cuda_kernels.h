@@ -56,6 +56,8 @@ cudaError_t tt_k_adam_vars(cudaStream_t s, size_t n, tt_adam_consts c,
                            const backend_step_vars *v, float *w, const float *g, float *m,
                            float *vsq);
 cudaError_t tt_k_decay_vars(cudaStream_t s, size_t n, const backend_step_vars *v, float *w);
+cudaError_t tt_k_dropout_vars(cudaStream_t s, size_t n, float rate, const uint64_t *seed,
+                              const float *x, float *y, float *mask);
 
 /* y[r, ch, i] (+)= b[ch] then relu, over rows x channels x inner: dense
  * (inner 1) and conv (inner = oh*ow) bias; b may be NULL (relu only). */

@@ -176,8 +176,32 @@ static void sim_decay_vars(backend_t *be, size_t count, const backend_step_vars 
     sim_enqueue(be, q_decay_vars_run, &a, sizeof(a));
 }
 
+typedef struct {
+    size_t count;
+    float rate;
+    const uint64_t *seed;
+    const float *x;
+    float *y, *mask;
+} q_dropout_vars_args;
+
+static void q_dropout_vars_run(backend_t *be, void *p)
+{
+    q_dropout_vars_args *a = p;
+    backend_t *cpu = sim_cpu(be);
+    cpu->dropout_forward(cpu, a->count, a->rate, *a->seed, a->x, a->y, a->mask);
+}
+
+static void sim_dropout_forward_vars(backend_t *be, size_t count, float rate,
+                                     const uint64_t *seed, const float *x, float *y,
+                                     float *mask)
+{
+    q_dropout_vars_args a = {count, rate, seed, x, y, mask};
+    sim_enqueue(be, q_dropout_vars_run, &a, sizeof(a));
+}
+
 void sim_install_vars_ops(backend_t *be)
 {
+    be->dropout_forward_vars = sim_dropout_forward_vars;
     be->sgd_step_vars = sim_sgd_step_vars;
     be->adam_step_vars = sim_adam_step_vars;
     be->decay_vars = sim_decay_vars;
