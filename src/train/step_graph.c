@@ -248,10 +248,11 @@ void step_graph_free(step_graph *sg)
     if (sg->captured > 0)
         log_printf("cuda graph: %lld step(s) replayed from %lld graph(s)\n", sg->replayed,
                    sg->captured);
+    /* the last launches and the last copy from vars_host may still be
+     * queued: the queue done first (a stalled device fails the wait) */
+    backend_device_wait(be, "graph teardown", &(tt_err){0});
     for (int i = 0; i < sg->n_slots; i++)
         be->dev->graph_free(be, sg->slots[i].g);
-    if (sg->vars_copied != NULL) /* the last copy from vars_host may still be queued */
-        backend_device_wait_event(be, sg->vars_copied, "step scalars", &(tt_err){0});
     if (sg->vars_copied != NULL)
         be->dev->event_free(be, sg->vars_copied);
     if (sg->vars_host != NULL)
