@@ -14,11 +14,12 @@
 # are off (gemm.c: one thread per call, the towers are the parallelism).
 TSAN_DIR = tsan-build
 TSAN_TESTPROGS = tests/test_allreduce tests/test_dataflow tests/test_trainers \
-	tests/test_grad_ready tests/gpu/test_gpu_precision tests/test_staging
+	tests/test_grad_ready tests/gpu/test_gpu_precision tests/test_staging tests/test_sim_graph
 # simulated GPUs: 2 sim towers with gradient packs started from the
 # grad-ready hooks, the sim all-reduce's rendezvous, ps_device gpu, and
 # fp16's skip in every trainer type (e2e_sim_precision.sh); the staging's
-# copy queue beside the compute queue (test_staging)
+# copy queue beside the compute queue (test_staging); a step captured and
+# replayed on the compute queue (test_sim_graph)
 TSAN_TESTS = $(TSAN_TESTPROGS) tests/e2e_signals.sh tests/e2e_sim_threads.sh \
 	tests/e2e_sim_precision.sh
 check-tsan:

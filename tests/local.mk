@@ -76,3 +76,6 @@ EXTRA_DIST += tests/e2e_sim_nhwc.sh
 # through every trainer that writes weights and a resume (sim bf16)
 TESTS += tests/e2e_sim_weight_copies.sh
 EXTRA_DIST += tests/e2e_sim_weight_copies.sh
+# The captured step (TT_CUDA_GRAPH=1) on sim: bit for bit the eager step.
+TESTS += tests/e2e_sim_graph.sh
+EXTRA_DIST += tests/e2e_sim_graph.sh

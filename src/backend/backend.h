@@ -31,6 +31,23 @@
 typedef struct backend backend_t;
 typedef struct backend_device_ops backend_device_ops;
 
+/* The per-step scalars of an optimizer update, in device memory: the
+ * *_vars updates below read them when they RUN, not when they are queued,
+ * so a step captured once (backend_device_ops' capture_begin) and replayed
+ * updates with each replay's values. The trainer fills the block with one
+ * host-to-device copy per step (src/train/step_graph.c); the host computes
+ * every value as the by-value update would (optimizer.c,
+ * optimizer_step_vars), so both give the same bits. */
+typedef struct {
+    float lr;                /* the learning rate */
+    float decay;             /* AdamW's factor 1 - lr * weight_decay */
+    int32_t first_step;      /* SGD's: 1 on the optimizer's first update */
+    float adam_step_size;    /* tt_adam_make's step_size: lr / (1 - beta1^step) */
+    float adam_bc2_sqrt;     /* its bias_correction2_sqrt: sqrt(1 - beta2^step) */
+    int32_t unused;
+    int64_t step;            /* the update's number, from 1 */
+} backend_step_vars;
+
 /* A 2-D convolution or pooling window over an NCHW batch. Square kernels.
  * blocked_x / blocked_y: the input / output is in the blocked layout (below)
  * instead of NCHW; only asked of a backend with blocked_layout. */
@@ -215,6 +232,22 @@ struct backend {
     void (*adam_step)(backend_t *be, size_t count, float lr, float beta1, float beta2,
                       float eps, float weight_decay, int64_t step /* from 1 */, float *w,
                       const float *g, float *m, float *v);
+    /* The same updates with the per-step scalars read from v (device
+     * memory, backend_step_vars) when they run: sgd_step with v->lr and
+     * v->first_step, adam_step with v's lr and bias corrections, and
+     * AdamW's decay w *= v->decay. Optional (NULL: a step is never
+     * captured on this backend); the device backends have them. */
+    void (*sgd_step_vars)(backend_t *be, size_t count, const backend_step_vars *v,
+                          float momentum, bool nesterov, float weight_decay, float *w,
+                          const float *g, float *buf);
+    void (*adam_step_vars)(backend_t *be, size_t count, const backend_step_vars *v, float beta1,
+                           float beta2, float eps, float weight_decay, float *w, const float *g,
+                           float *m, float *v_sq);
+    void (*decay_vars)(backend_t *be, size_t count, const backend_step_vars *v, float *w);
+    /* dropout_forward with its seed read from *seed (device memory) when it
+     * runs: a captured step's dropout layers (tower_t.step_seeds) */
+    void (*dropout_forward_vars)(backend_t *be, size_t count, float rate, const uint64_t *seed,
+                                 const float *x, float *y, float *mask);
 
     /* ---- the blocked layout (optional: a backend without it leaves
      *      blocked_layout false and these NULL). batchnorm over C % 16 == 0
@@ -301,6 +334,8 @@ typedef struct {
  * queue's worker sets). Opaque: only the backend that made them uses them. */
 typedef struct backend_queue backend_queue;
 typedef struct backend_event backend_event;
+/* A captured step (a CUDA graph; on sim the list of its queued jobs). */
+typedef struct backend_graph backend_graph;
 
 /* The device all-reduce among this process's towers, and under mpirun every
  * rank's: NCCL's interface. allreduce: after the work queued so far on tower
@@ -448,6 +483,27 @@ struct backend_device_ops {
      * Collective over the MPI ranks: every rank calls it from its main
      * thread with the same n. */
     backend_comm *(*comm_create)(int n, backend_t *const *bes, tt_err *err);
+
+    /* ---- a step captured once and replayed (CUDA graphs; optional:
+     *      NULL on a backend without them, and the trainer stays eager).
+     *      capture_begin: the operations queued on the compute queue from
+     *      now on, by this thread, are recorded, not run. capture_end:
+     *      the graph of what was recorded, or NULL with err (one line
+     *      saying why) when something could not be captured: a host wait
+     *      or read (download, all_finite, sumsq, sync), an upload from
+     *      host memory, an event or a copy on any queue, an allocation or
+     *      a free. Either way nothing queued since capture_begin has run,
+     *      and the backend has no error from it: the caller runs that work
+     *      again eagerly. While capturing, loss_read returns zeros without
+     *      waiting; graph_launch queues the graph's work on the compute
+     *      queue (the values the work reads from device memory are those
+     *      there when it runs: backend_step_vars) and after it the loss
+     *      that loss_read then returns. graph_free: at any time after the
+     *      launches were queued. ---- */
+    int (*capture_begin)(backend_t *be, tt_err *err);
+    backend_graph *(*capture_end)(backend_t *be, tt_err *err);
+    int (*graph_launch)(backend_t *be, backend_graph *g, tt_err *err);
+    void (*graph_free)(backend_t *be, backend_graph *g);
 
     /* "cuda: sm_80 ... (CUDA 13.0, ...)", what the binary was built with */
     const char *(*build_info)(void);

@@ -25,12 +25,12 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h %reldir%/weight_copies.c %reldir%/weight_copies.h \
-	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim_graph.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
 	%reldir%/cuda/cuda_copies.c %reldir%/cuda/cuda_conv.c %reldir%/cuda/cuda_conv_graph.c %reldir%/cuda/cuda_conv_graph.h \
-	%reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c \
+	%reldir%/cuda/cuda_batchnorm.c %reldir%/cuda/cuda_queue.c %reldir%/cuda/cuda_graph.c \
 	%reldir%/cuda/cuda_impl.h %reldir%/cuda/cuda_kernels.h %reldir%/cuda/cuda_grid.cuh \
 	%reldir%/cuda/cuda_bn_nhwc.c %reldir%/cuda/cuda_bn_nhwc.h %reldir%/cuda/cuda_nhwc.c \
 	%reldir%/cuda/cuda_nhwc_kernels.h
@@ -121,3 +121,7 @@ TESTS += tests/test_staging
 check_PROGRAMS += tests/test_sim
 tests_test_sim_SOURCES = tests/test_sim.c
 TESTS += tests/test_sim
+# The simulated GPU's step capture and the updates reading a device block.
+check_PROGRAMS += tests/test_sim_graph
+tests_test_sim_graph_SOURCES = tests/test_sim_graph.c
+TESTS += tests/test_sim_graph

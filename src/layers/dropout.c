@@ -19,7 +19,10 @@ static size_t dropout_state(const layer_t *l, int max_n)
 static void dropout_forward(const layer_t *l, layer_call *c)
 {
     size_t count = (size_t)c->n * shape3_size(l->out);
-    if (c->training && l->cfg->rate > 0.0f)
+    if (c->training && l->cfg->rate > 0.0f && c->seed_dev != NULL)
+        c->be->dropout_forward_vars(c->be, count, l->cfg->rate, c->seed_dev, c->x[0], c->y,
+                                    c->state);
+    else if (c->training && l->cfg->rate > 0.0f)
         c->be->dropout_forward(c->be, count, l->cfg->rate, c->seed, c->x[0], c->y, c->state);
     else
         c->be->copy(c->be, c->y, c->x[0], count * sizeof(float));

@@ -2,10 +2,11 @@
  *
  * Any H x W (the backend's pools only know square windows), done as a dense
  * layer over the planes: the batch is [N*C, H*W] rows, the "weight" one row of
- * 1/(H*W) kept in the workspace, so
+ * 1/(H*W) kept in the layer's per-tower state, so
  *   forward  y[N*C, 1]    = x[N*C, HW] . w[1, HW]^T
  *   backward dx[N*C, HW]  = dy[N*C, 1] . w[1, HW]      (every pixel gets dy/HW)
- * The workspace is shared by all layers of a tower, so both passes refill it. */
+ * Both passes write the row on the device (no upload from the host: a step
+ * captured in a CUDA graph may not hold one, src/train/step_graph.c). */
 #include "layers/layer.h"
 
 static int gap_setup(layer_t *l, tt_err *err)
@@ -23,25 +24,21 @@ static size_t gap_plane(const layer_t *l)
     return (size_t)l->in[0].h * (size_t)l->in[0].w;
 }
 
-static size_t gap_ws(const layer_t *l, backend_t *be, int max_n)
+static size_t gap_state(const layer_t *l, int max_n)
 {
+    (void)max_n;
     return gap_plane(l) * sizeof(float);
 }
 
-/* Writes the row of 1/HW into the workspace, a stack chunk at a time (no
- * malloc in the passes; the workspace may be device memory). */
+/* Writes the row of 1/HW into the state, on the device: 0 * w + 1/HW is
+ * exactly 1/HW, the state holding only finite values (zeros from the
+ * allocation, or this row). */
 static float *gap_fill_weights(const layer_t *l, layer_call *c)
 {
     size_t hw = gap_plane(l);
-    float chunk[256];
-    float inv = 1.0f / (float)hw;
-    for (int i = 0; i < 256; i++)
-        chunk[i] = inv;
-    float *w = c->ws;
-    for (size_t off = 0; off < hw; off += 256) {
-        size_t len = hw - off < 256 ? hw - off : 256;
-        c->be->upload(c->be, w + off, chunk, len * sizeof(float));
-    }
+    float *w = c->state;
+    c->be->scale(c->be, hw, 0.0f, w);
+    c->be->add_scalar(c->be, hw, 1.0f / (float)hw, w);
     return w;
 }
 
@@ -78,7 +75,7 @@ static void gap_backward(const layer_t *l, layer_call *c)
 const layer_ops layer_global_avgpool_ops = {
     .type = LAYER_GLOBAL_AVGPOOL,
     .setup = gap_setup,
-    .ws_bytes = gap_ws,
+    .state_bytes = gap_state,
     .forward = gap_forward,
     .backward = gap_backward,
 };

@@ -42,6 +42,9 @@ typedef struct {
     int n;               /* batch size of this call (<= the tower's maximum) */
     bool training;
     uint64_t seed;       /* dropout: varies per step and layer; set by the model */
+    /* the same seed in device memory, read when dropout runs (a captured
+     * step: tower_t.step_seeds), or NULL: seed by value */
+    const uint64_t *seed_dev;
     const float *x[LAYER_MAX_INPUTS];
     float *y;
     float *params[LAYER_MAX_PARAMS];

@@ -729,6 +729,11 @@ static void bind_params(tower_t *t, int i, layer_call *c)
     }
 }
 
+uint64_t tower_layer_seed(uint64_t seed, int i)
+{
+    return rng_hash3(seed, 0xd40u, (uint64_t)i);
+}
+
 /* The call of layer i on this tower: inputs, output, buffers, parameters. */
 static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64_t seed)
 {
@@ -738,7 +743,8 @@ static layer_call layer_call_for(tower_t *t, int i, int n, bool training, uint64
     c.be = t->be;
     c.n = n;
     c.training = training;
-    c.seed = rng_hash3(seed, 0xd40u, (uint64_t)i);
+    c.seed = tower_layer_seed(seed, i);
+    c.seed_dev = t->step_seeds != NULL ? t->step_seeds + i : NULL;
     for (int k = 0; k < l->n_in; k++) {
         int src = layer_input(l->cfg, i, k);
         c.x[k] = src < 0 ? t->batch_x : t->act[src];

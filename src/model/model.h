@@ -106,6 +106,11 @@ typedef struct {
      * layer's timeline span continues this one's (trace_continue). */
     bool (*grad_ready)(void *arg, size_t lo);
     void *grad_ready_arg;
+    /* Device memory holding each layer's dropout seed of this step (layer
+     * i's at [i], tower_layer_seed), read when dropout runs: while a step is
+     * captured in a graph or replays one (src/train/step_graph.c); NULL: the
+     * seed is passed by value (every other step). */
+    const uint64_t *step_seeds;
 } tower_t;
 
 /* The tower function: builds one replica on `be`. The parameter block is zero;
@@ -125,5 +130,8 @@ void tower_load_batch(tower_t *t, int n, const float *x, const int32_t *y);
  * With backward, also computes the gradients of the MEAN loss over n into
  * t->grads. seed varies dropout per step. Returns the logits (device). */
 const float *tower_step(tower_t *t, int n, bool training, bool backward, uint64_t seed);
+
+/* Layer i's dropout seed in a step whose seed is `seed` (tower_step's). */
+uint64_t tower_layer_seed(uint64_t seed, int i);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/math.h"
+
 static bool param_excluded(const optimizer_cfg *cfg, const char *name)
 {
     for (int i = 0; i < cfg->n_wd_exclude; i++)
@@ -189,19 +191,29 @@ static void apply_part(optimizer_t *opt, backend_t *be, float *params, const flo
     case OPT_SGD:
     case OPT_MOMENTUM: {
         float momentum = c->type == OPT_MOMENTUM ? c->momentum : 0.0f;
-        be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, wd, !opt->has_state, w, g,
-                     slot0);
+        if (opt->vars != NULL)
+            be->sgd_step_vars(be, n, opt->vars, momentum, c->nesterov, wd, w, g, slot0);
+        else
+            be->sgd_step(be, n, c->learning_rate, momentum, c->nesterov, wd, !opt->has_state, w,
+                         g, slot0);
         break;
     }
     case OPT_ADAM:
-        be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, wd, step, w, g,
-                      slot0, opt->slots[1] + lo);
-        break;
     case OPT_ADAMW: /* torch.optim.AdamW: p *= 1 - lr wd, then Adam without decay */
-        if (wd != 0.0f)
-            be->scale(be, n, (float)(1.0 - (double)c->learning_rate * (double)wd), w);
-        be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, 0.0f, step, w, g,
-                      slot0, opt->slots[1] + lo);
+        if (c->type == OPT_ADAMW && wd != 0.0f) {
+            if (opt->vars != NULL)
+                be->decay_vars(be, n, opt->vars, w);
+            else
+                be->scale(be, n, (float)(1.0 - (double)c->learning_rate * (double)wd), w);
+        }
+        if (c->type == OPT_ADAMW)
+            wd = 0.0f;
+        if (opt->vars != NULL)
+            be->adam_step_vars(be, n, opt->vars, c->beta1, c->beta2, c->epsilon, wd, w, g, slot0,
+                               opt->slots[1] + lo);
+        else
+            be->adam_step(be, n, c->learning_rate, c->beta1, c->beta2, c->epsilon, wd, step, w,
+                          g, slot0, opt->slots[1] + lo);
         break;
     case OPT_LARS:
         lars_segment(opt, be, w, g, slot0, opt->scratch + lo, n, sg);
@@ -227,6 +239,29 @@ void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, float
 void optimizer_mark_stepped(optimizer_t *opt)
 {
     opt->has_state = true;
+}
+
+void optimizer_step_vars(const optimizer_t *opt, int64_t step, backend_step_vars *v)
+{
+    const optimizer_cfg *c = &opt->cfg;
+    /* apply_part's values: the decay as AdamW's scale, the bias
+     * corrections as the backends' tt_adam_make */
+    tt_adam_consts a = tt_adam_make(c->learning_rate, c->beta1, c->beta2, c->epsilon, 0.0f, step);
+    *v = (backend_step_vars){
+        .lr = c->learning_rate,
+        .decay = (float)(1.0 - (double)c->learning_rate * (double)c->weight_decay),
+        .first_step = opt->has_state ? 0 : 1,
+        .adam_step_size = a.step_size,
+        .adam_bc2_sqrt = a.bias_correction2_sqrt,
+        .step = step,
+    };
+}
+
+bool optimizer_capturable(const optimizer_t *opt, const backend_t *be)
+{
+    return !optimizer_needs_whole(opt) && be->sgd_step_vars != NULL &&
+           be->adam_step_vars != NULL && be->decay_vars != NULL &&
+           be->dropout_forward_vars != NULL;
 }
 
 void optimizer_apply(optimizer_t *opt, float *params, float *grads, int64_t step)

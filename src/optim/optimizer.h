@@ -53,6 +53,11 @@ typedef struct {
     size_t *norm_n;
     double *norm_out;
     double grad_norm;    /* clip_global_norm: the norm before the last clipping */
+    /* The per-step scalars in device memory (backend.h, backend_step_vars)
+     * while a step is captured or replayed (src/train/step_graph.c): the
+     * updates are then queued as the *_vars operations, which read them
+     * when they run; NULL: by value (every other step). */
+    const backend_step_vars *vars;
 } optimizer_t;
 
 /* params (n of them, in offset order, covering [0, count)) name the block's
@@ -79,5 +84,14 @@ void optimizer_apply(optimizer_t *opt, float *params, float *grads, int64_t step
 void optimizer_apply_range(optimizer_t *opt, backend_t *be, float *params, float *grads,
                            size_t lo, size_t hi, int64_t step);
 void optimizer_mark_stepped(optimizer_t *opt);
+
+/* The per-step scalars of update number `step` (from 1), as the by-value
+ * updates compute them, for the block opt->vars points at: the learning
+ * rate, first_step, AdamW's decay factor and Adam's bias corrections. */
+void optimizer_step_vars(const optimizer_t *opt, int64_t step, backend_step_vars *v);
+
+/* Whether a step's updates can be captured on be: no norm read back
+ * (optimizer_needs_whole) and the backend has the *_vars operations. */
+bool optimizer_capturable(const optimizer_t *opt, const backend_t *be);
 
 #endif

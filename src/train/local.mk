@@ -4,7 +4,8 @@ libtowertrain_a_SOURCES += %reldir%/trainer.c %reldir%/trainer.h %reldir%/traine
 	%reldir%/loss_scale.c %reldir%/loss_scale.h \
 	%reldir%/tower_threads.h %reldir%/simple.c %reldir%/sync_replicated.c \
 	%reldir%/sync_parameter_server.c %reldir%/async.c \
-	%reldir%/device_towers.c %reldir%/device_towers.h %reldir%/device_spans.c %reldir%/device_spans.h
+	%reldir%/device_towers.c %reldir%/device_towers.h %reldir%/device_spans.c %reldir%/device_spans.h \
+	%reldir%/step_graph.c %reldir%/step_graph.h
 check_PROGRAMS += tests/test_trainers
 tests_test_trainers_SOURCES = tests/test_trainers.c
 TESTS += tests/test_trainers

@@ -10,6 +10,7 @@
  * an Inf that skips it. */
 #include <stdlib.h>
 
+#include "train/step_graph.h"
 #include "train/trainer.h"
 #include "util/trace.h"
 
@@ -18,6 +19,7 @@ typedef struct {
     trainer_t *tr;
     bool per_layer;  /* this step updates layer by layer */
     size_t pending;  /* [0, pending) not updated yet in this step */
+    step_graph *graph; /* a device tower's captured step (TT_CUDA_GRAPH=1), or NULL */
 } simple_state;
 
 static bool simple_layer_ready(void *arg, size_t lo)
@@ -43,7 +45,10 @@ static int simple_setup(trainer_t *tr, tt_err *err)
     st->tr = tr;
     tr->towers[0].grad_ready = simple_layer_ready;
     tr->towers[0].grad_ready_arg = st;
-    return trainer_create_optimizers(tr, tr->backends, 1, &st->opt, err);
+    if (trainer_create_optimizers(tr, tr->backends, 1, &st->opt, err) != 0)
+        return -1;
+    st->graph = step_graph_create(tr, &st->opt, err);
+    return st->graph == NULL && err->code != TT_OK ? -1 : 0;
 }
 
 static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
@@ -54,6 +59,11 @@ static int simple_run_step(trainer_t *tr, const batch_t *b, tt_err *err)
     st->per_layer = t->be->host_memory && !tr->loss_scaling && t->loss_scale == 1.0f &&
                     !optimizer_needs_whole(&st->opt);
     st->pending = tr->model.n_trainable;
+    if (st->graph != NULL && step_graph_step(st->graph, b)) { /* captured or replayed */
+        tr->updates++;
+        trainer_collect_step(tr, b);
+        return 0;
+    }
     trainer_tower_compute(tr, 0, b);
     if (st->per_layer) {
         simple_layer_ready(st, 0); /* any range no layer reported (none so far) */
@@ -83,6 +93,7 @@ static optimizer_t *simple_optimizer(trainer_t *tr, int i)
 static void simple_destroy(trainer_t *tr)
 {
     simple_state *st = tr->impl;
+    step_graph_free(st->graph);
     optimizer_free(&st->opt);
     free(st);
     tr->impl = NULL;

@@ -44,6 +44,7 @@ if [ "$GPUS" = 0 ]; then
   ok $? "device = auto without a GPU: trains on the CPU, one log line says why"
   tt_skip_all "no GPU here" "LeNet on a GPU reaches the CPU run's accuracy" \
     "deterministic = true: two GPU runs give the same bits" \
+    "TT_CUDA_GRAPH=1: a step replayed from a graph gives the eager bits" \
     "a GPU checkpoint resumes on the CPU and a CPU one on the GPU" \
     "2 GPU towers: sync_replicated (NCCL), sync_parameter_server (ps_device cpu, gpu) equal simple" \
     "async on 2 GPU towers" "NCCL all-reduce correct at every bench size" \
@@ -93,6 +94,14 @@ fi
 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/gpu2" > /dev/null 2>&1
 tt_same "$T/gpu1/model-128.safetensors" "$T/gpu2/model-128.safetensors" 0 optimizer >/dev/null
 ok $? "deterministic = true: two $DEV runs give the same bits (parameters and optimizer state)"
+
+# ---- the step captured in a CUDA graph (TT_CUDA_GRAPH=1): the eager bits ----
+# (the graph replays the eager step's kernels with the same arguments; the
+# learning rate and the first update's flag come from device memory)
+TT_CUDA_GRAPH=1 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/graph" > "$T/graph.out" 2>&1 &&
+  grep -q 'cuda graph: [0-9]* step(s) replayed' "$T/graph.out" &&
+  tt_same "$T/gpu1/model-128.safetensors" "$T/graph/model-128.safetensors" 0 optimizer >/dev/null
+ok $? "TT_CUDA_GRAPH=1: LeNet's step captured in a graph and replayed on the $DEV gives the eager run's bits ($(grep 'cuda graph' "$T/graph.out" | tail -1))"
 
 # ---- checkpoints across devices ----
 "$TOWERTRAIN" resume "$T/gpu1" --max-epoch 3 --set 'trainer.device="cpu"' > "$T/r1.out" 2>&1 &&

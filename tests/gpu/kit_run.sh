@@ -62,6 +62,8 @@
 # TT_KIT_BUDGET (seconds, default 330) changes the total; TT_KIT_BENCH=0
 # leaves the benchmark out, TT_KIT_TIMELINE=0 the timeline's cost,
 # TT_KIT_PROFILE=0 the profile, TT_KIT_BF16=0 the CPU's bf16 checks;
+# TT_KIT_GRAPH=0 the captured step's graph-against-eager benchmark (LeNet
+# and ResNet-20, TT_KIT_GRAPH_BUDGET s, default 60, before the benchmark);
 # TT_KIT_BENCH_MODELS (default resnet50,resnet20,lenet) and
 # TT_KIT_BENCH_PRECISIONS (default bf16,tf32,fp32) choose what the benchmark
 # measures. A kit built with a baseline (kit.sh's TT_KIT_BASELINE) measures
@@ -364,6 +366,23 @@ if [ "${TT_KIT_TIMELINE:-1}" != 0 ]; then
         --budget $((secs > 25 ? secs - 10 : 15)) --data "$TT_FASHION_MNIST" 2>&1
       echo "   exit status $?"; } | tee -a "$LOG"
   done
+fi
+
+# ---- the captured step (TT_CUDA_GRAPH=1) against eager steps ----
+# bench/gpu/run with a wrapper that sets TT_CUDA_GRAPH=1 as its towertrain
+# and the eager bin/towertrain as its baseline, so "vs base" is graph /
+# eager: LeNet and ResNet-20 (the small models the graph is for) in bf16
+# and tf32, one round, TT_KIT_GRAPH_BUDGET seconds (default 60) taken from
+# the benchmark's; TT_KIT_GRAPH=0 (or TT_KIT_BENCH=0) leaves it out.
+if [ "${TT_KIT_BENCH:-1}" != 0 ] && [ "${TT_KIT_GRAPH:-1}" != 0 ]; then
+  gsecs=${TT_KIT_GRAPH_BUDGET:-60}
+  say "== the captured step: bench/gpu/run, TT_CUDA_GRAPH=1 against eager steps (${gsecs}s)"
+  printf '#!/bin/sh\nTT_CUDA_GRAPH=1 exec "%s" "$@"\n' "$KIT/bin/towertrain" >"$T/towertrain-graph" &&
+    chmod +x "$T/towertrain-graph"
+  { timeout -k 5 "$gsecs" "$PY" "$KIT/src/bench/gpu/run" --towertrain "$T/towertrain-graph" \
+      --baseline "$KIT/bin/towertrain" --models lenet,resnet20 --precisions bf16,tf32 --rounds 1 \
+      --budget $((gsecs > 25 ? gsecs - 10 : 15)) --json "$OUTDIR/bench_graph.json" 2>&1
+    echo "   exit status $?"; } | tee "$OUTDIR/bench_graph.txt" | tee -a "$LOG"
 fi
 
 # ---- the benchmark: what is left of the budget, less 20 s ----

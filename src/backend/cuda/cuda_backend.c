@@ -159,7 +159,8 @@ static void cuda_free(backend_t *be, void *p)
 static void cuda_upload(backend_t *be, void *dst, const void *host_src, size_t bytes)
 {
     cuda_impl *c = cuda_of(be);
-    if (bytes == 0 || !cuda_begin(be))
+    if (bytes == 0 || cuda_capture_refuse(c, "an upload from pageable host memory") ||
+        !cuda_begin(be))
         return;
     /* CUDA's API synchronization notes say a cudaMemcpyAsync between
      * device and pageable memory only "might be synchronous": nothing
@@ -175,6 +176,10 @@ static void cuda_download(backend_t *be, void *host_dst, const void *src, size_t
     cuda_impl *c = cuda_of(be);
     if (bytes == 0)
         return;
+    if (cuda_capture_refuse(c, "a download")) {
+        memset(host_dst, 0, bytes);
+        return;
+    }
     if (!cuda_begin(be) ||
         cuda_ok(c, cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (download)") != 0 ||
@@ -536,6 +541,8 @@ static void cuda_softmax_xent(backend_t *be, int n, int classes, const float *lo
         cuda_ok(c, cudaMemcpyAsync(host, dev, sizeof(*host), cudaMemcpyDeviceToHost, c->stream),
                 "cudaMemcpyAsync (loss)") != 0)
         return;
+    if (c->capturing)
+        return; /* the graph's launch records loss_done after it */
     if (backend_cuda_event_record(be, c->loss_done, backend_cuda_queue(be), &e) != 0)
         cuda_wait_failed(c, &e);
 }
@@ -547,8 +554,8 @@ static void cuda_loss_read(backend_t *be, double *loss_sum, int *correct)
     tt_err e = {0};
     *loss_sum = 0.0;
     *correct = 0;
-    if (!cuda_begin(be))
-        return;
+    if (c->capturing || !cuda_begin(be))
+        return; /* capturing: nothing ran; the launch's loss is read after it */
     if (backend_device_wait_event(be, c->loss_done, "loss", &e) != 0) {
         cuda_wait_failed(c, &e);
         return;
@@ -763,6 +770,7 @@ static backend_t *cuda_create(int device, const cuda_options *opt, prec_t prec, 
     be->loss_read = cuda_loss_read;
     be->sgd_step = cuda_sgd_step;
     be->adam_step = cuda_adam_step;
+    cuda_install_vars_ops(be);
     be->destroy = cuda_destroy;
     cuda_install_blocked(be, prec, c->opt.tf32); /* last: it reads the batchnorm ops */
     return be;

@@ -109,6 +109,12 @@ int backend_cuda_copy_h2d_async(backend_t *be, void *dst, const void *host_src, 
                                 backend_queue *q, tt_err *err);
 int backend_cuda_copy_d2h_async(backend_t *be, void *host_dst, const void *src, size_t bytes,
                                 backend_queue *q, tt_err *err);
+/* A step captured on the stream in a CUDA graph (cuda_graph.c; backend.h's
+ * capture entries). */
+int backend_cuda_capture_begin(backend_t *be, tt_err *err);
+backend_graph *backend_cuda_capture_end(backend_t *be, tt_err *err);
+int backend_cuda_graph_launch(backend_t *be, backend_graph *g, tt_err *err);
+void backend_cuda_graph_free(backend_t *be, backend_graph *g);
 
 /* "cuda: sm_80 sm_90 +ptx (CUDA 13.0, cuDNN 9.19.0, NCCL 2.28.9)", the
  * device code and the library versions this binary was built with; NULL

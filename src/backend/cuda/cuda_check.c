@@ -40,11 +40,25 @@ int cudnn_check_err(cudnnStatus_t rc, int device, const char *what, int code, tt
     return err_set(err, code, "cuda:%d: %s: %s", device, what, cu.cudnnGetErrorString(rc));
 }
 
+/* While a step is captured, an error fails the capture, not the backend
+ * (cuda_graph.c): the step runs again eagerly. The runtime's last error is
+ * cleared so that it is not reported by a later call. */
+static int capture_error(cuda_impl *c, const char *what, const char *name)
+{
+    char why[sizeof(c->capture_why)];
+    snprintf(why, sizeof(why), "%s: %s", what, name);
+    cuda_capture_refuse(c, why);
+    cudaGetLastError();
+    return -1;
+}
+
 /* An operation's error: the first one is kept, and the backend stops. */
 int cuda_ok(cuda_impl *c, cudaError_t rc, const char *what)
 {
     if (rc == cudaSuccess)
         return 0;
+    if (c->capturing)
+        return capture_error(c, what, cudaGetErrorName(rc));
     c->failed = true;
     return cuda_check_err(rc, c->device, what, TT_ERR_RUNTIME, &c->err);
 }
@@ -53,6 +67,8 @@ int cublas_ok(cuda_impl *c, cublasStatus_t rc, const char *what)
 {
     if (rc == CUBLAS_STATUS_SUCCESS)
         return 0;
+    if (c->capturing)
+        return capture_error(c, what, cu.cublasGetStatusName(rc));
     c->failed = true;
     return cublas_check_err(rc, c->device, what, TT_ERR_RUNTIME, &c->err);
 }
@@ -61,6 +77,8 @@ int cudnn_ok(cuda_impl *c, cudnnStatus_t rc, const char *what)
 {
     if (rc == CUDNN_STATUS_SUCCESS)
         return 0;
+    if (c->capturing)
+        return capture_error(c, what, cu.cudnnGetErrorString(rc));
     c->failed = true;
     return cudnn_check_err(rc, c->device, what, TT_ERR_RUNTIME, &c->err);
 }

@@ -30,6 +30,10 @@ int cuda_wait_failed(cuda_impl *c, const tt_err *e)
 int cuda_wait(backend_t *be, const char *what)
 {
     tt_err e = {0};
+    char why[96];
+    snprintf(why, sizeof(why), "the host waits for the device (%s)", what);
+    if (cuda_capture_refuse(cuda_of(be), why))
+        return -1; /* a captured step never answers the host */
     return backend_device_wait(be, what, &e) == 0 ? 0 : cuda_wait_failed(cuda_of(be), &e);
 }
 

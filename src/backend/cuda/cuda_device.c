@@ -146,5 +146,9 @@ const backend_device_ops backend_cuda_device_ops = {
     .copy_h2d_async = backend_cuda_copy_h2d_async,
     .copy_d2h_async = backend_cuda_copy_d2h_async,
     .comm_create = cuda_comm_create,
+    .capture_begin = backend_cuda_capture_begin,
+    .capture_end = backend_cuda_capture_end,
+    .graph_launch = backend_cuda_graph_launch,
+    .graph_free = backend_cuda_graph_free,
     .build_info = backend_cuda_build_info,
 };

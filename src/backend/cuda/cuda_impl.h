@@ -66,6 +66,11 @@ typedef struct {
     double *norms_dev, *norms_host;
     int n_norms;
     backend_event *loss_done;
+    /* a step being captured on stream (cuda_graph.c): while capturing, an
+     * operation's error fails the capture (capture_why: the first), not
+     * the backend */
+    bool capturing, capture_failed;
+    char capture_why[200];
     bool failed;                   /* an error was recorded: later operations are skipped */
     tt_err err;
     char alloc_error[sizeof(((tt_err *)0)->msg)];
@@ -121,6 +126,13 @@ int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst);
 /* The cuBLAS / cuDNN element type of the 16-bit copies (or of float32). */
 cudaDataType_t cuda_blas_type(prec_t p);
 cudnnDataType_t cuda_dnn_type(prec_t p);
+
+/* cuda_graph.c: while capturing, fails the capture with `what` (the first
+ * reason is kept) and returns true: the caller skips its work (the step's
+ * eager run does it again); false when not capturing. */
+bool cuda_capture_refuse(cuda_impl *c, const char *what);
+/* the *_vars updates (backend.h) */
+void cuda_install_vars_ops(backend_t *be);
 
 /* cuda_conv.c */
 size_t cuda_conv_workspace(backend_t *be, const window_desc *d);

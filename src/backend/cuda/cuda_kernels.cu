@@ -142,6 +142,48 @@ __global__ void k_adam(size_t n, tt_adam_consts c, float *w, const float *g, flo
     FOR_EACH(i, n) w[i] = tt_adam_update(w[i], g[i], &m[i], &v[i], &c);
 }
 
+/* k_sgd, k_adam and k_scale with the step's scalars read from device memory
+ * when they run (a captured step's replays: backend_step_vars) */
+__global__ void k_sgd_vars(size_t n, const backend_step_vars *v, float momentum, int nesterov,
+                           float weight_decay, float *w, const float *g, float *buf)
+{
+    float lr = v->lr;
+    int first_step = v->first_step;
+    FOR_EACH(i, n)
+    {
+        float unused = 0.0f;
+        w[i] = tt_sgd_update(w[i], g[i], buf != NULL ? &buf[i] : &unused, lr,
+                             buf != NULL ? momentum : 0.0f, nesterov, weight_decay, first_step);
+    }
+}
+
+__global__ void k_adam_vars(size_t n, tt_adam_consts c, const backend_step_vars *v, float *w,
+                            const float *g, float *m, float *vsq)
+{
+    c.lr = v->lr;
+    c.step_size = v->adam_step_size;
+    c.bias_correction2_sqrt = v->adam_bc2_sqrt;
+    FOR_EACH(i, n) w[i] = tt_adam_update(w[i], g[i], &m[i], &vsq[i], &c);
+}
+
+__global__ void k_decay_vars(size_t n, const backend_step_vars *v, float *w)
+{
+    float alpha = v->decay;
+    FOR_EACH(i, n) w[i] *= alpha;
+}
+
+__global__ void k_dropout_vars(size_t n, float rate, const uint64_t *seed_p, const float *x,
+                               float *y, float *mask)
+{
+    uint64_t seed = *seed_p;
+    FOR_EACH(i, n)
+    {
+        float f = tt_dropout_factor(seed, i, rate);
+        mask[i] = f;
+        y[i] = x[i] * f;
+    }
+}
+
 /* y = relu(y + b[channel]) over [rows, channels, inner] */
 __global__ void k_bias_relu(size_t n, int channels, int inner, const float *b, int relu, float *y)
 {
@@ -463,6 +505,43 @@ cudaError_t tt_k_adam(cudaStream_t s, size_t n, tt_adam_consts c, float *w, cons
     if (n == 0)
         return cudaSuccess;
     k_adam<<<blocks_for(n), THREADS, 0, s>>>(n, c, w, g, m, v);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_sgd_vars(cudaStream_t s, size_t n, const backend_step_vars *v, float momentum,
+                          bool nesterov, float weight_decay, float *w, const float *g, float *buf)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_sgd_vars<<<blocks_for(n), THREADS, 0, s>>>(n, v, momentum, nesterov ? 1 : 0, weight_decay,
+                                                  w, g, momentum != 0.0f ? buf : NULL);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_adam_vars(cudaStream_t s, size_t n, tt_adam_consts c,
+                           const backend_step_vars *v, float *w, const float *g, float *m,
+                           float *vsq)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_adam_vars<<<blocks_for(n), THREADS, 0, s>>>(n, c, v, w, g, m, vsq);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_dropout_vars(cudaStream_t s, size_t n, float rate, const uint64_t *seed,
+                              const float *x, float *y, float *mask)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_dropout_vars<<<blocks_for(n), THREADS, 0, s>>>(n, rate, seed, x, y, mask);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_decay_vars(cudaStream_t s, size_t n, const backend_step_vars *v, float *w)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_decay_vars<<<blocks_for(n), THREADS, 0, s>>>(n, v, w);
     return cudaGetLastError();
 }
 

@@ -45,6 +45,19 @@ cudaError_t tt_k_sgd(cudaStream_t s, size_t n, float lr, float momentum, bool ne
                      float weight_decay, bool first_step, float *w, const float *g, float *buf);
 cudaError_t tt_k_adam(cudaStream_t s, size_t n, tt_adam_consts c, float *w, const float *g,
                       float *m, float *v);
+/* The same with the per-step scalars read from the device block v when the
+ * kernel runs (backend_step_vars: a captured step's replays), and AdamW's
+ * w *= v->decay; c: Adam's constants, its step_size and bias correction
+ * replaced by v's. */
+cudaError_t tt_k_sgd_vars(cudaStream_t s, size_t n, const backend_step_vars *v, float momentum,
+                          bool nesterov, float weight_decay, float *w, const float *g,
+                          float *buf);
+cudaError_t tt_k_adam_vars(cudaStream_t s, size_t n, tt_adam_consts c,
+                           const backend_step_vars *v, float *w, const float *g, float *m,
+                           float *vsq);
+cudaError_t tt_k_decay_vars(cudaStream_t s, size_t n, const backend_step_vars *v, float *w);
+cudaError_t tt_k_dropout_vars(cudaStream_t s, size_t n, float rate, const uint64_t *seed,
+                              const float *x, float *y, float *mask);
 
 /* y[r, ch, i] (+)= b[ch] then relu, over rows x channels x inner: dense
  * (inner 1) and conv (inner = oh*ow) bias; b may be NULL (relu only). */

@@ -22,12 +22,15 @@
  * communication queue per tower (sim_comm.c), as NCCL's stream, ordered by
  * events as nccl_comm.c orders it. Faults (issue 27) can be injected where a queued job runs: a
  * stalled all-reduce in sim_comm.c's group, a failed download in
- * sim_download (sim_fail records it).
+ * sim_download (sim_fail records it), a failed step capture (sim_graph.c).
+ * A step captured and replayed (backend.h's capture entries) is
+ * sim_graph.c's: the compute queue's jobs kept and queued again.
  */
 #ifndef TT_SIM_H
 #define TT_SIM_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "backend/backend.h"
 #include "backend/precision.h"
@@ -46,6 +49,33 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
                     size_t size);
 void sim_queue_drain(sim_queue *q);
 bool sim_queue_idle(sim_queue *q);
+
+/* A queue's capture (sim_graph.c): from capture_begin the jobs queued on q
+ * are kept, in order, instead of run; capture_end returns them (lost: one
+ * could not be kept, out of host memory) and q runs its jobs again; replay
+ * queues a copy of each, in order; jobs_free frees such a list. */
+typedef struct sim_job sim_job;
+void sim_queue_capture_begin(sim_queue *q);
+sim_job *sim_queue_capture_end(sim_queue *q, bool *lost);
+void sim_queue_replay(sim_queue *q, const sim_job *jobs);
+void sim_jobs_free(sim_job *jobs);
+int sim_jobs_count(const sim_job *jobs);
+
+/* While be captures a step (backend.h, capture_begin): an operation that
+ * cannot be captured (a host wait, an upload, an event, a copy queue's
+ * work, an allocation or a free) calls this, which fails the capture
+ * (the first reason is capture_end's error) and returns true: the caller
+ * then skips its work, which the step's eager run does again. false when
+ * be does not capture. */
+bool sim_capture_refuse(backend_t *be, const char *what);
+/* Whether be captures now (its loss_read answers zeros without waiting). */
+bool sim_capturing(backend_t *be);
+/* backend.h's capture entries and the *_vars updates (sim_graph.c). */
+int sim_capture_begin(backend_t *be, tt_err *err);
+backend_graph *sim_capture_end(backend_t *be, tt_err *err);
+int sim_graph_launch(backend_t *be, backend_graph *g, tt_err *err);
+void sim_graph_free(backend_t *be, backend_graph *g);
+void sim_install_vars_ops(backend_t *be);
 
 /* A device's clock, one for all its queues (sim_queue.c): it advances while
  * at least one of them runs an operation (not while they are all empty or
@@ -99,6 +129,9 @@ bool sim_fault_stalls(backend_t *be, int64_t *step);
 bool sim_fault_silent(void);
 /* download_error:checkpoint: the first download of the first save fails. */
 bool sim_fault_download_checkpoint(void);
+/* capture_error: every capture_end fails (the trainer's fallback to
+ * eager steps). */
+bool sim_fault_capture(void);
 
 
 /* ---- the blocked layout (sim_blocked.c) ---- */
@@ -160,6 +193,14 @@ typedef struct {
     int correct;
     backend_event *loss_done;
     bool fail_download;      /* TT_SIM_FAULT download_error: the next download fails */
+    /* a step being captured (sim_graph.c) by thread capture_thread (as
+     * cudaStreamCaptureModeThreadLocal: another thread's operations on the
+     * device are not refused); failed, why: set by that thread, the first
+     * operation that could not be captured */
+    atomic_bool capturing;
+    pthread_t capture_thread;
+    bool capture_failed;
+    char capture_why[96];
     sim_scratch scratch;     /* the blocked convolutions' (sim_blocked.c) */
     /* the towers' weight copies (weight_copies.h): kept by the queue's
      * worker only (weights_add, _step and _remove are queued), as a GPU

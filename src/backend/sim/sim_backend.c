@@ -38,6 +38,10 @@ static backend_t *C(backend_t *be) { return S(be)->cpu; }
 static bool host_wait(backend_t *be, const char *what)
 {
     tt_err err = {0};
+    char why[96];
+    snprintf(why, sizeof(why), "the host waits for the device (%s)", what);
+    if (sim_capture_refuse(be, why))
+        return false; /* a captured step never answers the host */
     if (backend_device_wait(be, what, &err) == 0)
         return true;
     sim_fail(be, "%s", err.msg);
@@ -64,6 +68,7 @@ static void *sim_alloc(backend_t *be, size_t bytes)
 {
     sim_impl *s = S(be);
     size_t rounded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+    sim_capture_refuse(be, "an allocation"); /* a graph cannot hold it */
     sim_block *b = aligned_alloc(ALIGN, sizeof(sim_block) + rounded + GUARD);
     if (b == NULL) {
         snprintf(s->alloc_error, sizeof(s->alloc_error),
@@ -112,6 +117,8 @@ static void q_free_run(backend_t *be, void *a)
  * pool give the block back */
 static void sim_free(backend_t *be, void *p)
 {
+    if (p != NULL && sim_capture_refuse(be, "a free"))
+        return; /* the step's eager run frees it */
     if (p != NULL)
         sim_enqueue(be, q_free_run, &p, sizeof(p));
 }
@@ -135,6 +142,8 @@ static void q_copy_run(backend_t *be, void *p)
  * returns (here into a copy), the device written in queue order */
 static void sim_upload(backend_t *be, void *dst, const void *src, size_t bytes)
 {
+    if (sim_capture_refuse(be, "an upload from pageable host memory"))
+        return;
     void *copy = malloc(bytes ? bytes : 1);
     if (copy == NULL) {
         if (host_wait(be, "upload"))
@@ -601,6 +610,8 @@ static void sim_softmax_xent(backend_t *be, int n, int classes, const float *log
     q_softmax_xent_args q = {n, classes, logits, labels, smoothing, dlogits};
     tt_err err = {0};
     sim_enqueue(be, q_softmax_xent_run, &q, sizeof(q));
+    if (sim_capturing(be))
+        return; /* the graph's launch records the event after the replay */
     if (sim_dev_event_record(be, S(be)->loss_done, sim_dev_queue(be), &err) != 0)
         sim_fail(be, "%s", err.msg);
 }
@@ -611,6 +622,8 @@ static void sim_loss_read(backend_t *be, double *loss_sum, int *correct)
     tt_err err = {0};
     *loss_sum = 0.0;
     *correct = 0;
+    if (sim_capturing(be))
+        return; /* nothing ran: the launch's loss is read after it */
     if (backend_device_wait_event(be, s->loss_done, "loss", &err) != 0) {
         sim_fail(be, "%s", err.msg);
         return; /* the device's error ends the step (the trainer checks it) */
@@ -749,6 +762,10 @@ const backend_device_ops backend_sim_device_ops = {
     .copy_h2d_async = sim_dev_copy_async,
     .copy_d2h_async = sim_dev_copy_async,
     .comm_create = sim_comm_create,
+    .capture_begin = sim_capture_begin,
+    .capture_end = sim_capture_end,
+    .graph_launch = sim_graph_launch,
+    .graph_free = sim_graph_free,
     .build_info = sim_build_info,
 };
 
@@ -840,6 +857,7 @@ backend_t *backend_sim_create(int device, const char *precision, tt_err *err)
     be->softmax_xent = sim_softmax_xent;
     be->loss_read = sim_loss_read;
     be->destroy = sim_destroy;
+    sim_install_vars_ops(be);
     /* the CUDA backend's layout for this precision (sim has no tf32;
      * TT_CUDA_LAYOUT=nhwc gives fp32 the NHWC float32 layout tf32 would) */
     sim_install_blocked(be, prec_device_layout(p, false));

@@ -37,6 +37,7 @@ static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
 static int64_t fault_stall_from = -1;
 static bool fault_download_checkpoint;
 static bool fault_silent;
+static bool fault_capture;
 
 static void fault_parse(void)
 {
@@ -51,6 +52,8 @@ static void fault_parse(void)
         fault_silent = true;
     } else if (strcmp(f, "download_error:checkpoint") == 0)
         fault_download_checkpoint = true;
+    else if (strcmp(f, "capture_error") == 0)
+        fault_capture = true;
 }
 
 bool sim_fault_stalls(backend_t *be, int64_t *step)
@@ -70,6 +73,12 @@ bool sim_fault_download_checkpoint(void)
 {
     pthread_once(&fault_once, fault_parse);
     return fault_download_checkpoint;
+}
+
+bool sim_fault_capture(void)
+{
+    pthread_once(&fault_once, fault_parse);
+    return fault_capture;
 }
 
 /* ---- 16-bit storage, as the GPU rounds it ---- */

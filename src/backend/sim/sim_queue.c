@@ -24,7 +24,11 @@
  * clock would count as idle device time). One clock for every queue, as a
  * GPU's events on two streams are on one clock: the timeline measures a
  * tower's all-reduce (its communication queue) against its layers (its
- * compute queue). */
+ * compute queue).
+ *
+ * A capture (sim_graph.c, a CUDA graph's stream capture): while a queue
+ * captures, the jobs queued on it are kept in a list instead of running;
+ * a replay queues copies of them in order. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,7 @@ typedef struct sim_job {
     struct sim_job *next;
     void (*run)(backend_t *be, void *args);
     int64_t queued_ns; /* the device's clock when it was queued */
+    size_t size;        /* of args */
     max_align_t args[]; /* the bytes of the arguments */
 } sim_job;
 
@@ -47,6 +52,10 @@ struct sim_queue {
     pthread_cond_t work, idle;
     sim_job *head, *tail;
     int pending; /* queued or running */
+    /* a capture: the jobs queued since it began, not run; lost: one could
+     * not be kept (out of host memory) */
+    bool capturing, cap_lost;
+    sim_job *cap_head, *cap_tail;
     bool stop;
     sim_clock *clock; /* its device's */
     /* The device's clock when the last job ended, as a device without a
@@ -208,6 +217,24 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
                     size_t size)
 {
     sim_job *j = malloc(sizeof(*j) + size);
+    pthread_mutex_lock(&q->lock);
+    if (q->capturing) { /* kept for the graph, not run */
+        if (j == NULL) {
+            q->cap_lost = true;
+        } else {
+            *j = (sim_job){.run = run, .size = size};
+            if (size > 0)
+                memcpy(j->args, args, size);
+            if (q->cap_tail != NULL)
+                q->cap_tail->next = j;
+            else
+                q->cap_head = j;
+            q->cap_tail = j;
+        }
+        pthread_mutex_unlock(&q->lock);
+        return;
+    }
+    pthread_mutex_unlock(&q->lock);
     if (j == NULL) { /* out of host memory: run it here, in order, after the rest */
         sim_queue_drain(q);
         run(q->be, (void *)args);
@@ -215,6 +242,7 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
     }
     j->next = NULL;
     j->run = run;
+    j->size = size;
     j->queued_ns = clock_now(q->clock);
     if (size > 0) /* a job without arguments may pass NULL */
         memcpy(j->args, args, size);
@@ -227,6 +255,49 @@ void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const 
     q->pending++;
     pthread_cond_signal(&q->work);
     pthread_mutex_unlock(&q->lock);
+}
+
+void sim_queue_capture_begin(sim_queue *q)
+{
+    pthread_mutex_lock(&q->lock);
+    q->capturing = true;
+    q->cap_lost = false;
+    q->cap_head = q->cap_tail = NULL;
+    pthread_mutex_unlock(&q->lock);
+}
+
+sim_job *sim_queue_capture_end(sim_queue *q, bool *lost)
+{
+    pthread_mutex_lock(&q->lock);
+    sim_job *jobs = q->cap_head;
+    *lost = q->cap_lost;
+    q->capturing = false;
+    q->cap_head = q->cap_tail = NULL;
+    pthread_mutex_unlock(&q->lock);
+    return jobs;
+}
+
+void sim_queue_replay(sim_queue *q, const sim_job *jobs)
+{
+    for (const sim_job *j = jobs; j != NULL; j = j->next)
+        sim_enqueue_on(q, j->run, j->args, j->size);
+}
+
+void sim_jobs_free(sim_job *jobs)
+{
+    while (jobs != NULL) {
+        sim_job *next = jobs->next;
+        free(jobs);
+        jobs = next;
+    }
+}
+
+int sim_jobs_count(const sim_job *jobs)
+{
+    int n = 0;
+    for (; jobs != NULL; jobs = jobs->next)
+        n++;
+    return n;
 }
 
 /* ---- backend.h's entries ---- */
@@ -328,8 +399,9 @@ static void record_run(backend_t *be, void *p)
 int sim_dev_event_record(backend_t *be, backend_event *be_e, backend_queue *q, tt_err *err)
 {
     sim_event *e = (sim_event *)be_e;
-    (void)be;
     (void)err;
+    if (sim_capture_refuse(be, "an event record"))
+        return 0;
     pthread_mutex_lock(&e->lock);
     event_job j = {e, ++e->recorded, (sim_queue *)q};
     e->jobs++;
@@ -355,8 +427,9 @@ static void wait_run(backend_t *be, void *p)
 int sim_dev_queue_wait_event(backend_t *be, backend_queue *q, backend_event *be_e, tt_err *err)
 {
     sim_event *e = (sim_event *)be_e;
-    (void)be;
     (void)err;
+    if (sim_capture_refuse(be, "a wait for an event"))
+        return 0;
     pthread_mutex_lock(&e->lock);
     event_job j = {e, e->recorded, (sim_queue *)q}; /* the record it holds now */
     if (j.gen > 0)
@@ -434,8 +507,9 @@ static void copy_run(backend_t *be, void *p)
 int sim_dev_copy_async(backend_t *be, void *dst, const void *src, size_t bytes, backend_queue *q,
                        tt_err *err)
 {
-    (void)be;
     (void)err;
+    if (sim_capture_refuse(be, "an asynchronous copy"))
+        return 0;
     copy_job j = {dst, src, bytes};
     if (bytes > 0)
         sim_enqueue_on((sim_queue *)q, copy_run, &j, sizeof(j));
