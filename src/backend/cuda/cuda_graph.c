@@ -28,17 +28,6 @@ struct backend_graph {
     cudaGraphExec_t exec;
 };
 
-bool cuda_capture_refuse(cuda_impl *c, const char *what)
-{
-    if (!c->capturing)
-        return false;
-    if (!c->capture_failed) {
-        c->capture_failed = true;
-        snprintf(c->capture_why, sizeof(c->capture_why), "%s", what);
-    }
-    return true;
-}
-
 int backend_cuda_capture_begin(backend_t *be, tt_err *err)
 {
     cuda_impl *c = cuda_of(be);

@@ -6,6 +6,7 @@
 #define TT_CUDA_IMPL_H
 
 #include <stdbool.h>
+#include <stdio.h>
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -127,10 +128,20 @@ int cuda_from_half(cuda_impl *c, size_t count, const void *src, float *dst);
 cudaDataType_t cuda_blas_type(prec_t p);
 cudnnDataType_t cuda_dnn_type(prec_t p);
 
-/* cuda_graph.c: while capturing, fails the capture with `what` (the first
+/* While capturing (cuda_graph.c), fails the capture with `what` (the first
  * reason is kept) and returns true: the caller skips its work (the step's
- * eager run does it again); false when not capturing. */
-bool cuda_capture_refuse(cuda_impl *c, const char *what);
+ * eager run does it again); false when not capturing. Inline, so that the
+ * checks and copies ask it without calling into cuda_graph.c. */
+static inline bool cuda_capture_refuse(cuda_impl *c, const char *what)
+{
+    if (!c->capturing)
+        return false;
+    if (!c->capture_failed) {
+        c->capture_failed = true;
+        snprintf(c->capture_why, sizeof(c->capture_why), "%s", what);
+    }
+    return true;
+}
 /* the *_vars updates (backend.h) */
 void cuda_install_vars_ops(backend_t *be);
 

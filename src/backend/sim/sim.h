@@ -31,6 +31,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "backend/backend.h"
 #include "backend/precision.h"
@@ -61,15 +62,6 @@ void sim_queue_replay(sim_queue *q, const sim_job *jobs);
 void sim_jobs_free(sim_job *jobs);
 int sim_jobs_count(const sim_job *jobs);
 
-/* While be captures a step (backend.h, capture_begin): an operation that
- * cannot be captured (a host wait, an upload, an event, a copy queue's
- * work, an allocation or a free) calls this, which fails the capture
- * (the first reason is capture_end's error) and returns true: the caller
- * then skips its work, which the step's eager run does again. false when
- * be does not capture. */
-bool sim_capture_refuse(backend_t *be, const char *what);
-/* Whether be captures now (its loss_read answers zeros without waiting). */
-bool sim_capturing(backend_t *be);
 /* backend.h's capture entries and the *_vars updates (sim_graph.c). */
 int sim_capture_begin(backend_t *be, tt_err *err);
 backend_graph *sim_capture_end(backend_t *be, tt_err *err);
@@ -149,10 +141,11 @@ void sim_install_blocked(backend_t *be, prec_layout lay);
 /* conv2d forward / backward with d->blocked_x or d->blocked_y, on the
  * queue's worker, in precision p (cuDNN's NHWC 16-bit arithmetic). */
 void sim_conv_forward_blocked(backend_t *be, prec_t p, const window_desc *d, const float *x,
-                              const float *w, const float *b, bool relu, float *y, void *ws);
+                              const float *w, const float *w16, const float *b, bool relu,
+                              float *y, void *ws);
 void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, const float *x,
-                               const float *w, const float *y, bool relu, float *dy, float *dx,
-                               float *dw, float *db, void *ws);
+                               const float *w, const float *w16, const float *y, bool relu,
+                               float *dy, float *dx, float *dw, float *db, void *ws);
 
 /* The 16-bit copy (as floats) of the tower weight tensor w[count] in this
  * step, made now at its first use (weight_copies.h); NULL in fp32 or for
@@ -222,5 +215,31 @@ static inline void sim_enqueue(backend_t *be, void (*run)(backend_t *be, void *a
     sim_enqueue_on(sim_impl_of(be)->compute, run, args, size);
 }
 static inline void sim_drain(backend_t *be) { sim_queue_drain(sim_impl_of(be)->compute); }
+
+/* Whether be captures now, on this thread (its loss_read answers zeros
+ * without waiting). */
+static inline bool sim_capturing(backend_t *be)
+{
+    sim_impl *s = sim_impl_of(be);
+    return atomic_load(&s->capturing) && pthread_equal(s->capture_thread, pthread_self());
+}
+/* While be captures a step (backend.h, capture_begin): an operation that
+ * cannot be captured (a host wait, an upload, an event, a copy queue's
+ * work, an allocation or a free) calls this, which fails the capture
+ * (the first reason is capture_end's error) and returns true: the caller
+ * then skips its work, which the step's eager run does again. false when
+ * be does not capture. Inline, so that the queue and the backend ask it
+ * without calling into sim_graph.c. */
+static inline bool sim_capture_refuse(backend_t *be, const char *what)
+{
+    sim_impl *s = sim_impl_of(be);
+    if (!sim_capturing(be))
+        return false;
+    if (!s->capture_failed) {
+        s->capture_failed = true;
+        snprintf(s->capture_why, sizeof(s->capture_why), "%s", what);
+    }
+    return true;
+}
 
 #endif

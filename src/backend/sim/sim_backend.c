@@ -423,7 +423,8 @@ static void run_conv_forward(backend_t *be, const window_desc *d, const float *x
     if (x16 == NULL && s->prec != PREC_FP32)
         return; /* setup reserved too little: an error, as on CUDA */
     if (d->blocked_x || d->blocked_y) {
-        sim_conv_forward_blocked(be, s->prec, d, x, w, b, relu, y, ws);
+        sim_conv_forward_blocked(be, s->prec, d, x, w, sim_weight_copy(be, w, conv_w(d)), b, relu,
+                                 y, ws);
         return;
     }
     const float *w16 = weights_16bit(be, w, conv_w(d), l.bytes, l.w);
@@ -453,7 +454,8 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
         prec_conv_copies_of(s->prec, d, &l);
         if (s->prec != PREC_FP32 && copies_at(be, l.bytes_no_w, l.x) == NULL)
             return; /* setup reserved too little: an error, as on CUDA */
-        sim_conv_backward_blocked(be, s->prec, d, x, w, y, relu, dy, dx, dw, db, ws);
+        sim_conv_backward_blocked(be, s->prec, d, x, w, sim_weight_copy(be, w, conv_w(d)), y,
+                                  relu, dy, dx, dw, db, ws);
         return;
     }
     if (relu)

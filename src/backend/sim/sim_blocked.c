@@ -104,13 +104,13 @@ static void read_x(backend_t *be, prec_t p, const window_desc *d, const float *x
 }
 
 /* w as the convolution reads it: the tower's 16-bit copy of this step
- * (sim_weight_copy), else rounded now into wn, as before */
-static const float *read_w(backend_t *be, prec_t p, const window_desc *d, const float *w,
+ * (w16, which the caller looked up with sim_weight_copy), else rounded now
+ * into wn, as before */
+static const float *read_w(prec_t p, const window_desc *d, const float *w, const float *w16,
                            float *wn)
 {
-    const float *copy = sim_weight_copy(be, w, n_w(d));
-    if (copy != NULL)
-        return copy;
+    if (w16 != NULL)
+        return w16;
     memcpy(wn, w, n_w(d) * sizeof(float));
     if (p != PREC_FP32)
         sim_round_16bit(p, n_w(d), wn, wn);
@@ -134,7 +134,8 @@ static bool scratch_all(backend_t *be, const window_desc *d, float **xn, float *
 }
 
 void sim_conv_forward_blocked(backend_t *be, prec_t p, const window_desc *d, const float *x,
-                              const float *w, const float *b, bool relu, float *y, void *ws)
+                              const float *w, const float *w16, const float *b, bool relu,
+                              float *y, void *ws)
 {
     backend_t *cpu = sim_cpu(be);
     float *xn, *yn, *wn, *dxn;
@@ -143,7 +144,7 @@ void sim_conv_forward_blocked(backend_t *be, prec_t p, const window_desc *d, con
     window_desc nd = *d;
     nd.blocked_x = nd.blocked_y = false;
     read_x(be, p, d, x, xn);
-    cpu->conv_forward(cpu, &nd, xn, read_w(be, p, d, w, wn), NULL, false, yn, ws);
+    cpu->conv_forward(cpu, &nd, xn, read_w(p, d, w, w16, wn), NULL, false, yn, ws);
     if (p != PREC_FP32)
         sim_round_16bit(p, n_y(d), yn, yn); /* cuDNN's 16-bit y */
     size_t hw = (size_t)d->oh * (size_t)d->ow;
@@ -171,8 +172,8 @@ static void bias_grad_nchw(const window_desc *d, const float *dy, float *db)
 }
 
 void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, const float *x,
-                               const float *w, const float *y, bool relu, float *dy, float *dx,
-                               float *dw, float *db, void *ws)
+                               const float *w, const float *w16, const float *y, bool relu,
+                               float *dy, float *dx, float *dw, float *db, void *ws)
 {
     backend_t *cpu = sim_cpu(be);
     float *xn, *dyn, *wn, *dxn;
@@ -192,7 +193,7 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
     if (p != PREC_FP32)
         sim_round_16bit(p, n_y(d), dyn, dyn);
     read_x(be, p, d, x, xn);
-    const float *wr = read_w(be, p, d, w, wn);
+    const float *wr = read_w(p, d, w, w16, wn);
     float *dx_out = dx == NULL ? NULL : d->blocked_x ? dxn : dx;
     cpu->conv_backward(cpu, &nd, xn, wr, NULL, false, dyn, dx_out, dw, NULL, ws);
     if (p != PREC_FP32 && dw != NULL)

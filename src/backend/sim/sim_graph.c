@@ -26,24 +26,6 @@ struct backend_graph {
     sim_job *jobs; /* the captured step, in queue order */
 };
 
-bool sim_capturing(backend_t *be)
-{
-    sim_impl *s = sim_impl_of(be);
-    return atomic_load(&s->capturing) && pthread_equal(s->capture_thread, pthread_self());
-}
-
-bool sim_capture_refuse(backend_t *be, const char *what)
-{
-    sim_impl *s = sim_impl_of(be);
-    if (!sim_capturing(be))
-        return false;
-    if (!s->capture_failed) {
-        s->capture_failed = true;
-        snprintf(s->capture_why, sizeof(s->capture_why), "%s", what);
-    }
-    return true;
-}
-
 int sim_capture_begin(backend_t *be, tt_err *err)
 {
     sim_impl *s = sim_impl_of(be);
