@@ -234,6 +234,16 @@ struct backend {
      * pools' x and y, the batchnorm and global average pooling operations
      * below (x, y), and the element-wise *_blocked ones. */
     bool blocked_bf16;
+    /* Its blocked activations' GRADIENTS hold bf16 too (only with
+     * blocked_bf16; precision.h's rule; a device in bf16, TT_BF16_GRADS):
+     * conv2d backward's dy where blocked_y and dx where blocked_x, the
+     * pools' backward dy and dx likewise, batchnorm(_add)_backward_blocked's
+     * dy, dx and dr, global_avgpool_blocked_backward's dx (its dy [n, c]
+     * stays float32), relu_backward_blocked's dy and dx; the model sums two
+     * readers' bf16 gradients with add_blocked and copies them at 2 bytes
+     * an element. Each computes in float32 and stores rounded to nearest
+     * even. Parameter gradients stay float32. */
+    bool blocked_bf16_grads;
     void (*batchnorm_forward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
                                       const float *gamma, const float *beta,
                                       float *running_mean, float *running_var, float momentum,

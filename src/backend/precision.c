@@ -3,6 +3,7 @@
 #include "backend/precision.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/mem_pool.h"
@@ -82,15 +83,21 @@ void prec_describe(prec_t p, char *buf, size_t len)
  * today's measured layout, stays until it does (one line to change). */
 #define PREC_TF32_NHWC false
 
+bool prec_bf16_grads_on(void)
+{
+    const char *e = getenv("TT_BF16_GRADS");
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
 prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c)
 {
-    prec_layout l = {false, false, false};
+    prec_layout l = {false, false, false, false};
     if (p == PREC_BF16)
-        l = (prec_layout){true, true, true};
+        l = (prec_layout){true, true, true, prec_bf16_grads_on()};
     else if (p == PREC_FP32 && tf32 && PREC_TF32_NHWC)
-        l = (prec_layout){true, true, false};
+        l = (prec_layout){true, true, false, false};
     else if (p == PREC_FP32 && fp32_nchw16c)
-        l = (prec_layout){true, false, false};
+        l = (prec_layout){true, false, false, false};
     return l;
 }
 
