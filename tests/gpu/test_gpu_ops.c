@@ -14,7 +14,9 @@
  * add, global average pooling and the pools on the bits of the CPU
  * backend's blocked operations in the same layout; conv2d with blocked
  * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
- * backend within 1e-2.
+ * backend within 1e-2. The backward kernels with bf16 gradients (relu,
+ * global average pooling, the pools: backend.h's blocked_bf16_grads) on
+ * the CPU's float32 gradients rounded to nearest even, element by element.
  *
  * And tt_conv_graph.h's checks of the graph API's convolution plans.
  *
@@ -931,6 +933,87 @@ static void test_nhwc_pool(backend_t *g, backend_t *cn)
         }
 }
 
+/* The GPU's bf16 gradient equals the CPU's float32 one rounded to nearest
+ * even, element by element (precision.h's rule: computed in float32,
+ * rounded once at the store) */
+static void rounded_bytes(backend_t *g, const void *gd, const void *cd, size_t count,
+                          const char *what)
+{
+    uint16_t *a = malloc(count * 2 + 2);
+    float *b = malloc(count * 4 + 4);
+    g->download(g, a, gd, count * 2);
+    cpu_be->download(cpu_be, b, cd, count * 4);
+    tt_err err = {0};
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += a[i] != tt_bf16_round(b[i]);
+    tt_ok(backend_cuda_check(g, &err) == 0 && bad == 0,
+          "bf16 gradients, %s: the CPU's float32 gradient rounded (%zu differ) %s", what, bad,
+          err.msg);
+    free(a);
+    free(b);
+}
+
+/* The backward kernels with bf16 gradients (blocked_bf16_grads, turned on
+ * here by hand: the backend keeps it off until its batchnorm and conv
+ * backward read bf16) against the CPU's float32 path rounded: relu,
+ * global average pooling, max and average pooling to either y layout. */
+static void test_nhwc_grad16(backend_t *g, backend_t *cn)
+{
+    int n = 3, c = 48, hw = 49;
+    size_t count = (size_t)n * c * hw;
+    float *fy, *fdy, *hg = rand_buf((size_t)n * c, -1, 1);
+    uint16_t *hy = bf16_rand(count, -1, 1, &fy), *hdy = bf16_rand(count, -1, 1, &fdy);
+    g->blocked_bf16_grads = true;
+    void *gy = put(g, hy, count * 2), *gdy = put(g, hdy, count * 2), *gdx = put(g, NULL, count * 2);
+    void *cy = put(cn, hy, count * 2), *cdy = put(cn, fdy, count * 4);
+    void *cdx = put(cn, NULL, count * 4);
+    g->relu_backward_blocked(g, count, gy, gdy, gdx);
+    cn->relu_backward_blocked(cn, count, cy, cdy, cdx);
+    rounded_bytes(g, gdx, cdx, count, "relu backward");
+    float *gg = put(g, hg, (size_t)n * c * 4), *cg = put(cn, hg, (size_t)n * c * 4);
+    g->global_avgpool_blocked_backward(g, n, c, hw, gg, gdx);
+    cn->global_avgpool_blocked_backward(cn, n, c, hw, cg, cdx);
+    rounded_bytes(g, gdx, cdx, count, "global average pooling backward");
+    void *gp[] = {gy, gdy, gdx, gg}, *cp[] = {cy, cdy, cdx, cg};
+    for (int i = 0; i < 4; i++) {
+        g->free(g, gp[i]);
+        cn->free(cn, cp[i]);
+    }
+    for (int yb = 0; yb < 2; yb++) {
+        window_desc d = {2, 32, 9, 7, 32, 3, 2, 1, 0, 0, true, yb == 1};
+        d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
+        d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
+        size_t xn = (size_t)d.n * d.c * d.h * d.w, yn = (size_t)d.n * d.c * d.oh * d.ow;
+        float *fx, *fd;
+        uint16_t *hx = bf16_rand(xn, -1, 1, &fx), *hd = bf16_rand(yn, -1, 1, &fd);
+        void *gx = put(g, hx, xn * 2), *cx = put(cn, hx, xn * 2);
+        void *gyy = put(g, NULL, yn * 4), *cyy = put(cn, NULL, yn * 4);
+        int32_t *gm = put(g, NULL, yn * 4), *cm = put(cn, NULL, yn * 4);
+        /* dy: bf16 where y is blocked, else an NCHW output's float32 */
+        void *gd = yb ? put(g, hd, yn * 2) : put(g, fd, yn * 4), *cd = put(cn, fd, yn * 4);
+        void *gx16 = put(g, NULL, xn * 2), *cx32 = put(cn, NULL, xn * 4);
+        g->maxpool_forward(g, &d, gx, gyy, gm);
+        cn->maxpool_forward(cn, &d, cx, cyy, cm);
+        g->maxpool_backward(g, &d, gd, gm, gx16);
+        cn->maxpool_backward(cn, &d, cd, cm, cx32);
+        rounded_bytes(g, gx16, cx32, xn, yb ? "maxpool backward, bf16 dy" : "maxpool backward, "
+                                                                             "float32 NCHW dy");
+        g->avgpool_backward(g, &d, gd, gx16);
+        cn->avgpool_backward(cn, &d, cd, cx32);
+        rounded_bytes(g, gx16, cx32, xn, yb ? "avgpool backward, bf16 dy" : "avgpool backward, "
+                                                                             "float32 NCHW dy");
+        void *gq[] = {gx, gyy, gm, gd, gx16}, *cq[] = {cx, cyy, cm, cd, cx32};
+        for (int i = 0; i < 5; i++) {
+            g->free(g, gq[i]);
+            cn->free(cn, cq[i]);
+        }
+        free(hx), free(fx), free(hd), free(fd);
+    }
+    g->blocked_bf16_grads = false;
+    free(hy), free(fy), free(hdy), free(fdy), free(hg);
+}
+
 /* A GPU tensor in bf16 NHWC (bf16) or float32 NHWC / NCHW, read into NCHW
  * floats */
 static float *read_nchw(backend_t *g, const void *gd, int n, int c, int hw, bool nhwc, bool bf16)
@@ -1048,6 +1131,7 @@ static void test_nhwc(backend_t *g)
           "the bf16 GPU backend has the blocked element-wise operations");
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
+    test_nhwc_grad16(g, cn);
     test_nhwc_conv(g);
     cn->destroy(cn);
 }
@@ -1083,6 +1167,8 @@ int main(void)
         tt_skip("NHWC batchnorm, alone and fused with add and relu, fp32 and bf16, against "
                 "the CPU, twice the same bits, fused = unfused bitwise");
         tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
+        tt_skip("bf16 gradients: relu, global average pooling and pools backward against the "
+                "CPU's float32 gradients rounded");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&

@@ -8,7 +8,8 @@
  * x takes the NHWC kernels), conv2d (cuda_conv.c's NHWC path), and the
  * batchnorm ones (batchnorm_forward_blocked / batchnorm_backward_blocked,
  * written apart in cuda_bn_nhwc.*; NULL until then, and the layout off).
- * TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
+ * Gradients stay float32 (cuda_install_blocked says what bf16 ones
+ * still need). TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
  * fallback while no GPU has run this code; towertrain(1)). sim runs the
  * same layout in make check (sim_blocked.c).
  */
@@ -33,11 +34,16 @@ static void nhwc_relu_forward(backend_t *be, size_t count, const float *x, float
                 "bf16 NHWC relu kernel");
 }
 
+/* The backward operations below store bf16 gradients where
+ * blocked_bf16_grads (the *_g16 kernels), else float32 ones. */
 static void nhwc_relu_backward(backend_t *be, size_t count, const float *y, const float *dy,
                                float *dx)
 {
+    cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_relu_back_bf16(cuda_of(be)->stream, count, y, dy, dx),
+        cuda_ok(cuda_of(be),
+                be->blocked_bf16_grads ? tt_k_relu_back_g16(s, count, y, dy, dx)
+                                       : tt_k_relu_back_bf16(s, count, y, dy, dx),
                 "bf16 NHWC relu backward kernel");
 }
 
@@ -58,8 +64,11 @@ static void nhwc_gap_forward(backend_t *be, int n, int c, int hw, const float *x
 
 static void nhwc_gap_backward(backend_t *be, int n, int c, int hw, const float *dy, float *dx)
 {
+    cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_gap_nhwc_backward(cuda_of(be)->stream, n, c, hw, dy, dx),
+        cuda_ok(cuda_of(be),
+                be->blocked_bf16_grads ? tt_k_gap_nhwc_backward_g16(s, n, c, hw, dy, dx)
+                                       : tt_k_gap_nhwc_backward(s, n, c, hw, dy, dx),
                 "NHWC global average pooling backward kernel");
 }
 
@@ -81,8 +90,9 @@ static void nhwc_maxpool_backward(backend_t *be, const window_desc *d, const flo
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                d->blocked_x ? tt_k_pool_nhwc_backward(s, *d, true, dy, mask, dx)
-                             : tt_k_maxpool_backward(s, *d, dy, mask, dx),
+                !d->blocked_x          ? tt_k_maxpool_backward(s, *d, dy, mask, dx)
+                : be->blocked_bf16_grads ? tt_k_pool_nhwc_backward_g16(s, *d, true, dy, mask, dx)
+                                         : tt_k_pool_nhwc_backward(s, *d, true, dy, mask, dx),
                 "maxpool backward kernel");
 }
 
@@ -101,8 +111,9 @@ static void nhwc_avgpool_backward(backend_t *be, const window_desc *d, const flo
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                d->blocked_x ? tt_k_pool_nhwc_backward(s, *d, false, dy, NULL, dx)
-                             : tt_k_avgpool_backward(s, *d, dy, dx),
+                !d->blocked_x          ? tt_k_avgpool_backward(s, *d, dy, dx)
+                : be->blocked_bf16_grads ? tt_k_pool_nhwc_backward_g16(s, *d, false, dy, NULL, dx)
+                                         : tt_k_pool_nhwc_backward(s, *d, false, dy, NULL, dx),
                 "avgpool backward kernel");
 }
 
@@ -125,4 +136,11 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
     bool bn = be->batchnorm_forward_blocked != NULL && be->batchnorm_backward_blocked != NULL;
     be->blocked_layout = bn && !layout_nchw_forced();
     be->blocked_nhwc = be->blocked_bf16 = be->blocked_layout;
+    /* bf16 activation gradients (precision.h's rule, lay.bf16_grads): the
+     * element-wise and pool backward kernels above store them, but the
+     * NHWC batchnorm backward (cuda_bn_nhwc.cu) and cuda_conv.c's NHWC
+     * backward still read a float32 dy and write a float32 dx, so the
+     * backend keeps float32 gradients, today's path, until they read bf16
+     * (sim runs the bf16 path: sim_grad16.c). */
+    be->blocked_bf16_grads = false;
 }

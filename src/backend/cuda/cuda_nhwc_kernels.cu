@@ -7,7 +7,8 @@
  * transpose with n = filters, hw = k * k) and the conv bias + relu. The
  * activations are bf16 (__nv_bfloat16, stored rounded to nearest even by
  * __float2bfloat16_rn, as bf16_io.h's bf16_from_float rounds on the CPU);
- * gradients are float32. The arithmetic is backend/math.h's, in float32, as
+ * gradients are float32, or bf16 in the *_g16 backward kernels (backend.h:
+ * blocked_bf16_grads). The arithmetic is backend/math.h's, in float32, as
  * the CPU's blocked operations (elementwise.c, pool.c) compute it, so the
  * results are the CPU's bits; tests/gpu/test_gpu_ops.c checks that on a GPU.
  * Built with --fmad=false (Makefile.am) like cuda_kernels.cu.
@@ -25,9 +26,23 @@ __global__ void k_relu_bf16(size_t n, const __nv_bfloat16 *x, __nv_bfloat16 *y)
     FOR_EACH(i, n) y[i] = __float2bfloat16_rn(tt_relu(__bfloat162float(x[i])));
 }
 
-__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, const float *dy, float *dx)
+/* A gradient element: float32, or bf16 where the backend keeps blocked
+ * gradients in bf16 (backend.h: blocked_bf16_grads), read exactly and
+ * stored rounded to nearest even, as sim_grad16.c rounds on the CPU. The
+ * backward kernels below are templates over these, so both gradient types
+ * run one arithmetic. */
+__device__ static float g_load(const float *p, size_t i) { return p[i]; }
+__device__ static float g_load(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
+__device__ static void g_store(float *p, size_t i, float v) { p[i] = v; }
+__device__ static void g_store(__nv_bfloat16 *p, size_t i, float v)
 {
-    FOR_EACH(i, n) dx[i] = tt_relu_grad(__bfloat162float(y[i]), dy[i]);
+    p[i] = __float2bfloat16_rn(v);
+}
+
+template <typename G>
+__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, const G *dy, G *dx)
+{
+    FOR_EACH(i, n) g_store(dx, i, tt_relu_grad(__bfloat162float(y[i]), g_load(dy, i)));
 }
 
 /* y = a + b in float32, relu if asked, rounded once (elementwise.c's) */
@@ -59,13 +74,14 @@ __global__ void k_gap_nhwc_forward(int n, int c, int hw, const __nv_bfloat16 *x,
 }
 
 /* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (float32 gradient, NHWC) */
-__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, float *dx)
+template <typename G>
+__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, G *dx)
 {
     float inv = 1.0f / (float)hw;
     FOR_EACH(e, (size_t)n * hw * c)
     {
         size_t ch = e % (size_t)c, i = e / ((size_t)hw * c);
-        dx[e] = fmaf(dy[i * c + ch], inv, 0.0f);
+        g_store(dx, e, fmaf(dy[i * c + ch], inv, 0.0f));
     }
 }
 
@@ -190,8 +206,9 @@ __global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bf
 
 /* dx (float32 NHWC), one thread per input: the sum in output order of dy
  * over the outputs whose window holds it (max: whose argmax it is) */
-__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const float *dy,
-                                     const int32_t *mask, float *dx)
+template <typename DY, typename DX>
+__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const DY *dy,
+                                     const int32_t *mask, DX *dx)
 {
     float inv = 1.0f / (float)(d.k * d.k);
     int ohw = d.oh * d.ow;
@@ -207,11 +224,11 @@ __global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const
             for (int ox = ox0; ox < ox1; ox++) {
                 size_t at = elem_at(y_nhwc, d.c, ohw, i, ch, (size_t)(oy * d.ow + ox));
                 if (!max)
-                    g += dy[at] * inv;
+                    g += g_load(dy, at) * inv;
                 else if (mask[at] == q)
-                    g += dy[at];
+                    g += g_load(dy, at);
             }
-        dx[e] = g;
+        g_store(dx, e, g);
     }
 }
 
@@ -232,6 +249,16 @@ cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const f
     if (n == 0)
         return cudaSuccess;
     k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const void *dy, void *dx)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y,
+                                                        (const __nv_bfloat16 *)dy,
+                                                        (__nv_bfloat16 *)dx);
     return cudaGetLastError();
 }
 
@@ -263,6 +290,17 @@ cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const f
     if (count == 0)
         return cudaSuccess;
     k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, const float *dy,
+                                       void *dx)
+{
+    size_t count = (size_t)n * hw * c;
+    if (count == 0)
+        return cudaSuccess;
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy,
+                                                              (__nv_bfloat16 *)dx);
     return cudaGetLastError();
 }
 
@@ -325,6 +363,22 @@ cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, con
         return cudaSuccess;
     k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, dy, mask,
                                                                dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_pool_nhwc_backward_g16(cudaStream_t s, window_desc d, bool max, const void *dy,
+                                        const int32_t *mask, void *dx)
+{
+    size_t count = (size_t)d.n * d.c * d.h * d.w;
+    if (count == 0)
+        return cudaSuccess;
+    __nv_bfloat16 *dx16 = (__nv_bfloat16 *)dx;
+    if (d.blocked_y) /* dy a bf16 gradient too */
+        k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(
+            d, max, true, (const __nv_bfloat16 *)dy, mask, dx16);
+    else /* dy of an NCHW output: float32 */
+        k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(
+            d, max, false, (const float *)dy, mask, dx16);
     return cudaGetLastError();
 }
 
