@@ -16,7 +16,9 @@
  * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
  * backend within 1e-2. The backward kernels with bf16 gradients (relu,
  * global average pooling, the pools: backend.h's blocked_bf16_grads) on
- * the CPU's float32 gradients rounded to nearest even, element by element.
+ * the CPU's float32 gradients rounded to nearest even, element by element;
+ * batchnorm (alone and fused with the add) and conv2d backward with bf16
+ * gradients on their float32-gradient path's results rounded.
  *
  * And tt_conv_graph.h's checks of the graph API's convolution plans.
  *
@@ -1014,6 +1016,95 @@ static void test_nhwc_grad16(backend_t *g, backend_t *cn)
     free(hy), free(fy), free(hdy), free(fdy), free(hg);
 }
 
+/* The GPU's bf16 gradient d16 is its float32 path's d32 rounded, and the
+ * parameter gradients p16, p32 (pn floats) are the same bits */
+static void gpu_rounded(backend_t *g, const void *d16, const void *d32, size_t count,
+                        const void *p16, const void *p32, size_t pn, const char *what)
+{
+    uint16_t *a = malloc(count * 2 + 2);
+    float *b = malloc(count * 4 + 4), *pa = malloc(pn * 4 + 4), *pb = malloc(pn * 4 + 4);
+    g->download(g, a, d16, count * 2);
+    g->download(g, b, d32, count * 4);
+    g->download(g, pa, p16, pn * 4);
+    g->download(g, pb, p32, pn * 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += a[i] != tt_bf16_round(b[i]);
+    tt_err err = {0};
+    tt_ok(backend_cuda_check(g, &err) == 0 && bad == 0 && memcmp(pa, pb, pn * 4) == 0,
+          "bf16 gradients, %s: the float32-gradient path's dx rounded (%zu differ), the same "
+          "parameter gradients %s", what, bad, err.msg);
+    free(a), free(b), free(pa), free(pb);
+}
+
+/* NHWC batchnorm backward (alone, and fused with the add: dr = and dr +=)
+ * and conv2d backward with blocked sides, with bf16 gradients against the
+ * same backend's float32-gradient path on the same values (blocked_bf16_grads
+ * turned off and on): precision.h's rule, one rounding at each store. */
+static void test_bn_conv_grad16(backend_t *g)
+{
+    int n = 4, c = 32, hw = 49;
+    size_t count = (size_t)n * c * hw;
+    float *fx, *fdy, *fr, *hp = rand_buf(4 * (size_t)c, 0.5f, 1.5f);
+    uint16_t *hx = bf16_rand(count, -2, 3, &fx), *hdy = bf16_rand(count, -1, 1, &fdy);
+    uint16_t *hr = bf16_rand(count, -1, 1, &fr);
+    void *x = put(g, hx, count * 2), *y = put(g, NULL, count * 2);
+    float *p = put(g, hp, 4 * (size_t)c * 4), *save = put(g, NULL, 2 * (size_t)c * 4);
+    g->batchnorm_forward_blocked(g, n, c, hw, x, p, p + c, p + 2 * c, p + 3 * c, 0.1f, 1e-5f,
+                                 true, true, y, save, save + c);
+    for (int v = 0; v < 4; v++) { /* plain, relu, fused dr =, fused dr += */
+        bool relu = v >= 1, fused = v >= 2, acc = v == 3;
+        void *dx[2], *dr[2], *pg[2];
+        for (int k = 0; k < 2; k++) {
+            g->blocked_bf16_grads = k == 0;
+            size_t e = k == 0 ? 2 : 4;
+            void *dy = k == 0 ? put(g, hdy, count * 2) : put(g, fdy, count * 4);
+            dx[k] = put(g, NULL, count * e);
+            dr[k] = k == 0 ? put(g, hr, count * 2) : put(g, fr, count * 4);
+            pg[k] = put(g, NULL, 2 * (size_t)c * 4);
+            float *dg = pg[k];
+            if (fused)
+                g->batchnorm_add_backward_blocked(g, n, c, hw, x, p, save, save + c, y, relu, dy,
+                                                  dx[k], dg, dg + c, dr[k], acc);
+            else
+                g->batchnorm_backward_blocked(g, n, c, hw, x, p, save, save + c, y, relu, dy,
+                                              dx[k], dg, dg + c);
+            g->free(g, dy);
+        }
+        const char *what[] = {"NHWC batchnorm backward", "NHWC batchnorm + relu backward",
+                              "NHWC batchnorm + add + relu backward (dr =)",
+                              "NHWC batchnorm + add + relu backward (dr +=)"};
+        gpu_rounded(g, dx[0], dx[1], count, pg[0], pg[1], 2 * (size_t)c, what[v]);
+        if (fused)
+            gpu_rounded(g, dr[0], dr[1], count, pg[0], pg[1], 0, what[v]);
+        for (int k = 0; k < 2; k++)
+            g->free(g, dx[k]), g->free(g, dr[k]), g->free(g, pg[k]);
+    }
+    /* conv2d 32 -> 32, 3x3, blocked x and y, relu and bias */
+    window_desc d = {n, c, 7, 7, c, 3, 1, 1, 7, 7, true, true};
+    size_t nw = (size_t)c * c * 9;
+    float *hw_ = rand_buf(nw, -0.2f, 0.2f);
+    float *w = put(g, hw_, nw * 4);
+    void *ws = put(g, NULL, (size_t)64 << 20);
+    void *dx[2], *dw[2];
+    for (int k = 0; k < 2; k++) {
+        g->blocked_bf16_grads = k == 0;
+        void *dy = k == 0 ? put(g, hdy, count * 2) : put(g, fdy, count * 4);
+        dx[k] = put(g, NULL, count * (k == 0 ? 2 : 4));
+        dw[k] = put(g, NULL, (nw + (size_t)c) * 4);
+        g->conv_backward(g, &d, x, w, y, true, dy, dx[k], dw[k], (float *)dw[k] + nw, ws);
+        g->free(g, dy);
+    }
+    gpu_rounded(g, dx[0], dx[1], count, dw[0], dw[1], nw + (size_t)c,
+                "NHWC conv2d backward with relu and bias");
+    for (int k = 0; k < 2; k++)
+        g->free(g, dx[k]), g->free(g, dw[k]);
+    g->free(g, w), g->free(g, ws), g->free(g, x), g->free(g, y), g->free(g, p);
+    g->free(g, save);
+    g->blocked_bf16_grads = false;
+    free(fx), free(fdy), free(fr), free(hp), free(hx), free(hdy), free(hr), free(hw_);
+}
+
 /* A GPU tensor in bf16 NHWC (bf16) or float32 NHWC / NCHW, read into NCHW
  * floats */
 static float *read_nchw(backend_t *g, const void *gd, int n, int c, int hw, bool nhwc, bool bf16)
@@ -1129,10 +1220,14 @@ static void test_nhwc(backend_t *g)
     tt_ok(g->relu_forward_blocked != NULL && g->add_blocked != NULL &&
               g->global_avgpool_blocked_forward != NULL,
           "the bf16 GPU backend has the blocked element-wise operations");
+    tt_ok(g->blocked_bf16_grads, "the bf16 GPU backend keeps bf16 activation gradients");
+    g->blocked_bf16_grads = false; /* the float32-gradient path first */
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
-    test_nhwc_grad16(g, cn);
     test_nhwc_conv(g);
+    test_nhwc_grad16(g, cn);
+    test_bn_conv_grad16(g);
+    g->blocked_bf16_grads = true;
     cn->destroy(cn);
 }
 
@@ -1168,7 +1263,8 @@ int main(void)
                 "the CPU, twice the same bits, fused = unfused bitwise");
         tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
         tt_skip("bf16 gradients: relu, global average pooling and pools backward against the "
-                "CPU's float32 gradients rounded");
+                "CPU's float32 gradients rounded; batchnorm (+add) and conv2d backward against "
+                "the float32-gradient path rounded");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&

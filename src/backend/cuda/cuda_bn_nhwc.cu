@@ -77,6 +77,23 @@ static __device__ void store_f(float *p, const float *v, int n)
         *reinterpret_cast<float4 *>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
 }
 
+/* n elements of a gradient into floats and back: float32, or bf16 where
+ * the backend keeps blocked gradients in bf16 (backend.h:
+ * blocked_bf16_grads; only with bf16 activations, so n = VEC = 8, 16
+ * bytes), stored rounded to nearest even */
+static __device__ void load_g(const float *p, float *v, int n) { load_f(p, v, n); }
+static __device__ void load_g(const __nv_bfloat16 *p, float *v, int n)
+{
+    for (int i = 0; i < n; i += 8)
+        act<__nv_bfloat16>::load(p + i, v + i);
+}
+static __device__ void store_g(float *p, const float *v, int n) { store_f(p, v, n); }
+static __device__ void store_g(__nv_bfloat16 *p, const float *v, int n)
+{
+    for (int i = 0; i < n; i += 8)
+        act<__nv_bfloat16>::store(p + i, v + i);
+}
+
 /* ---- statistics ---- */
 
 /* (n, mean, m2) += (nb, meanb, m2b): Chan et al.'s merge of two Welford
@@ -214,10 +231,10 @@ __global__ void k_bn_apply(const T *x, const T *r, const float *k, tt_bn_grid g,
 
 /* ---- backward ---- */
 
-template <typename T>
+template <typename T, typename G>
 __global__ void __launch_bounds__(BN_THREADS)
-    k_bn_grad_sums(const T *x, const T *y, const float *dy, const float *mean, tt_bn_grid g,
-                   bool relu, float *dr, bool dr_add, float *part)
+    k_bn_grad_sums(const T *x, const T *y, const G *dy, const float *mean, tt_bn_grid g,
+                   bool relu, G *dr, bool dr_add, float *part)
 {
     constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
     __shared__ float s_a[BN_THREADS][VEC], s_b[BN_THREADS][VEC];
@@ -230,7 +247,7 @@ __global__ void __launch_bounds__(BN_THREADS)
     for (int r = r0 + ty; r < r1; r += TY) {
         size_t e = (size_t)r * g.c + ch;
         act<T>::load(x + e, xv);
-        load_f(dy + e, gv, VEC);
+        load_g(dy + e, gv, VEC);
         if (relu) {
             act<T>::load(y + e, yv);
             for (int j = 0; j < VEC; j++)
@@ -238,12 +255,12 @@ __global__ void __launch_bounds__(BN_THREADS)
         }
         if (dr != nullptr) { /* the add's gradient to its other input */
             if (dr_add) {
-                load_f(dr + e, rv, VEC);
+                load_g(dr + e, rv, VEC);
                 for (int j = 0; j < VEC; j++)
                     rv[j] += gv[j];
-                store_f(dr + e, rv, VEC);
+                store_g(dr + e, rv, VEC);
             } else {
-                store_f(dr + e, gv, VEC);
+                store_g(dr + e, gv, VEC);
             }
         }
         for (int j = 0; j < VEC; j++) {
@@ -306,9 +323,9 @@ __global__ void __launch_bounds__(BN_THREADS)
     k[2 * g.c + ch] = (float)(scale * (is * sdyx * mean[ch] - sdy));
 }
 
-template <typename T>
-__global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k, tt_bn_grid g,
-                        bool relu, float *dx)
+template <typename T, typename G>
+__global__ void k_bn_dx(const T *x, const T *y, const G *dy, const float *k, tt_bn_grid g,
+                        bool relu, G *dx)
 {
     constexpr int VEC = act<T>::VEC;
     size_t vecs = (size_t)g.m * g.c / VEC;
@@ -318,7 +335,7 @@ __global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k,
         int ch = (int)(e % (size_t)g.c);
         float xv[VEC], yv[VEC], gv[VEC];
         act<T>::load(x + e, xv);
-        load_f(dy + e, gv, VEC);
+        load_g(dy + e, gv, VEC);
         if (relu) {
             act<T>::load(y + e, yv);
             for (int j = 0; j < VEC; j++)
@@ -326,7 +343,7 @@ __global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k,
         }
         for (int j = 0; j < VEC; j++) /* cpu/batchnorm.c's k1 dy + k2 x + k3 */
             gv[j] = k[ch + j] * gv[j] + k[g.c + ch + j] * xv[j] + k[2 * g.c + ch + j];
-        store_f(dx + e, gv, VEC);
+        store_g(dx + e, gv, VEC);
     }
 }
 
@@ -373,19 +390,25 @@ extern "C" cudaError_t tt_k_bn_nhwc_apply(cudaStream_t s, bool bf16, tt_bn_grid 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, tt_bn_grid g,
-                                              const void *x, const void *y, const float *dy,
-                                              const float *mean, bool relu, float *dr,
+extern "C" cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g,
+                                              const void *x, const void *y, const void *dy,
+                                              const float *mean, bool relu, void *dr,
                                               bool dr_add, float *part)
 {
     dim3 grid((unsigned)(g.c / BN_TILE), (unsigned)g.g);
-    if (bf16)
-        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const __nv_bfloat16 *)x,
-                                                   (const __nv_bfloat16 *)y, dy, mean, g, relu,
-                                                   dr, dr_add, part);
+    const __nv_bfloat16 *x16 = (const __nv_bfloat16 *)x, *y16 = (const __nv_bfloat16 *)y;
+    if (bf16 && g16)
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>(x16, y16, (const __nv_bfloat16 *)dy, mean, g,
+                                                   relu, (__nv_bfloat16 *)dr, dr_add, part);
+    else if (bf16)
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>(x16, y16, (const float *)dy, mean, g, relu,
+                                                   (float *)dr, dr_add, part);
+    else if (!g16)
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y,
+                                                   (const float *)dy, mean, g, relu,
+                                                   (float *)dr, dr_add, part);
     else
-        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y, dy, mean,
-                                                   g, relu, dr, dr_add, part);
+        return cudaErrorInvalidValue; /* bf16 gradients need bf16 activations */
     return cudaGetLastError();
 }
 
@@ -399,16 +422,21 @@ extern "C" cudaError_t tt_k_bn_nhwc_grad_finish(cudaStream_t s, tt_bn_grid g, co
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
-                                       const void *y, const float *dy, const float *k, bool relu,
-                                       float *dx)
+extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g,
+                                       const void *x, const void *y, const void *dy,
+                                       const float *k, bool relu, void *dx)
 {
-    if (bf16)
+    const __nv_bfloat16 *x16 = (const __nv_bfloat16 *)x, *y16 = (const __nv_bfloat16 *)y;
+    if (bf16 && g16)
         k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(
-            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y, dy, k, g, relu, dx);
+            x16, y16, (const __nv_bfloat16 *)dy, k, g, relu, (__nv_bfloat16 *)dx);
+    else if (bf16)
+        k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(x16, y16, (const float *)dy, k,
+                                                                g, relu, (float *)dx);
+    else if (!g16)
+        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>(
+            (const float *)x, (const float *)y, (const float *)dy, k, g, relu, (float *)dx);
     else
-        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>((const float *)x,
-                                                                (const float *)y, dy, k, g, relu,
-                                                                dx);
+        return cudaErrorInvalidValue; /* bf16 gradients need bf16 activations */
     return cudaGetLastError();
 }

@@ -8,8 +8,8 @@
  * x takes the NHWC kernels), conv2d (cuda_conv.c's NHWC path), and the
  * batchnorm ones (batchnorm_forward_blocked / batchnorm_backward_blocked,
  * written apart in cuda_bn_nhwc.*; NULL until then, and the layout off).
- * Gradients stay float32 (cuda_install_blocked says what bf16 ones
- * still need). TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
+ * The activations' gradients are bf16 too unless TT_BF16_GRADS=0
+ * (precision.h's rule). TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
  * fallback while no GPU has run this code; towertrain(1)). sim runs the
  * same layout in make check (sim_blocked.c).
  */
@@ -136,11 +136,8 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
     bool bn = be->batchnorm_forward_blocked != NULL && be->batchnorm_backward_blocked != NULL;
     be->blocked_layout = bn && !layout_nchw_forced();
     be->blocked_nhwc = be->blocked_bf16 = be->blocked_layout;
-    /* bf16 activation gradients (precision.h's rule, lay.bf16_grads): the
-     * element-wise and pool backward kernels above store them, but the
-     * NHWC batchnorm backward (cuda_bn_nhwc.cu) and cuda_conv.c's NHWC
-     * backward still read a float32 dy and write a float32 dx, so the
-     * backend keeps float32 gradients, today's path, until they read bf16
-     * (sim runs the bf16 path: sim_grad16.c). */
-    be->blocked_bf16_grads = false;
+    /* bf16 activation gradients (precision.h's rule; TT_BF16_GRADS=0 keeps
+     * float32 ones): the backward kernels here, the NHWC batchnorm's
+     * (cuda_bn_nhwc.c) and cuda_conv.c's NHWC backward read and write them */
+    be->blocked_bf16_grads = be->blocked_layout && lay.bf16_grads;
 }

@@ -45,6 +45,9 @@ cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, con
  * relu's dy and dx bf16; global average pooling's dy [n, c] float32, dx
  * bf16 NHWC; the pools' dx bf16 NHWC, dy bf16 NHWC where d.blocked_y, else
  * float32 NCHW. */
+/* db[ch] = the column sum of a bf16 NHWC gradient [rows, c], rows in
+ * order, float32 (a conv's bias gradient) */
+cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy, float *db);
 cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const void *dy, void *dx);
 cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, const float *dy,
                                        void *dx);
