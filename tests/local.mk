@@ -69,3 +69,7 @@ EXTRA_DIST += tests/e2e_device_stats.sh
 # bf16 ResNet-20 on sim in the NHWC bf16 layout, and its peak memory
 TESTS += tests/e2e_sim_nhwc.sh
 EXTRA_DIST += tests/e2e_sim_nhwc.sh
+# bf16 activation gradients on sim: rounding (paired first step) and
+# accuracy against float32 gradients, statistical
+TESTS += tests/e2e_sim_grad16.sh
+EXTRA_DIST += tests/e2e_sim_grad16.sh

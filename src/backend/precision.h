@@ -98,8 +98,8 @@ void prec_describe(prec_t p, char *buf, size_t len);
  * all-reduce and the optimizer (float32 master weights). bf16_grads is
  * true for bf16 unless TT_BF16_GRADS=0 (towertrain(1)); a backend sets
  * blocked_bf16_grads only where every blocked operation stores bf16
- * gradients (sim; the CPU keeps float32 gradients, its bits unchanged;
- * CUDA until its batchnorm and conv backward read them). */
+ * gradients (sim, sim_grad16.c; CUDA, cuda_nhwc.c); the CPU keeps float32
+ * gradients, its bits unchanged. */
 typedef struct {
     bool blocked, nhwc, bf16, bf16_grads;
 } prec_layout;
@@ -121,8 +121,10 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
 /* The same for one conv2d call (cuDNN reads and writes one type). With
  * bf16 activations (prec_layout's bf16) a blocked x or y is read and
  * written in place; the places stay, for backward data's dx and
- * backward's dy, which are float32 gradients in every layout, and w in
- * the filter layout the activations' layout asks (KRSC for NHWC):
+ * backward's dy where they are float32 gradients (an NCHW side, or
+ * without bf16_grads; bf16 gradients of a blocked side are read and
+ * written in place too), and w in the filter layout the activations'
+ * layout asks (KRSC for NHWC):
  *   x  [n,c,h,w]    x for forward and backward filter; backward data's dx
  *   w  [f,c,k,k]    w for forward and backward data
  *   y  [n,f,oh,ow]  forward's y; backward's dy
