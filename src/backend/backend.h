@@ -12,7 +12,8 @@
  * Conventions: float32, NCHW, row-major matrices (a bf16 backend computes
  * inside its convolution and dense operations in bf16, below). Every pointer
  * holds float32 but a blocked activation of a backend with blocked_bf16
- * (below), which holds bf16 behind the float pointer. Pointers passed to operations
+ * (below), which holds bf16 behind the float pointer, and its gradient
+ * where blocked_bf16_grads. Pointers passed to operations
  * are device pointers of this backend. Backward operations OVERWRITE dx, dw and
  * db (the model accumulates where an activation has several consumers). Any of
  * dx, dw, db may be NULL when not needed. Results never depend on the number of
@@ -228,8 +229,8 @@ struct backend {
      * of the float32, rounded to nearest even) behind the same float
      * pointers: the CPU backend in bf16, whose convolutions read and write
      * bf16 there without a conversion pass, and whose element-wise passes
-     * over them move half the bytes. Gradients stay float32 in every
-     * layout. Operations reading or writing a blocked activation: conv2d's
+     * over them move half the bytes. Their gradients are float32 unless
+     * blocked_bf16_grads (below). Operations reading or writing a blocked activation: conv2d's
      * x and y (blocked_x, blocked_y; backward reads x and, with relu, y),
      * pools' x and y, the batchnorm and global average pooling operations
      * below (x, y), and the element-wise *_blocked ones. */

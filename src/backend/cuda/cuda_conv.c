@@ -20,10 +20,11 @@
  *
  * bf16 NHWC (the blocked layout, cuda_nhwc.c): a call with a blocked x or
  * y runs all three tensors in bf16 NHWC (filters KRSC) in cuDNN. A blocked
- * x is read and a blocked y written in place, with no conversion; an NCHW
- * side, the filters, the float32 gradient dy and the results dx and dw go
- * through the same 16-bit copies, transposed where the layouts differ
- * (cuda_nhwc_kernels.cu). The filters are converted at each call (not
+ * x is read and a blocked y written in place, with no conversion, and so
+ * are their bf16 gradients (a blocked y's dy, a blocked x's dx:
+ * blocked_bf16_grads); an NCHW side, the filters, a float32 gradient dy and
+ * the results dx (float32) and dw go through the same 16-bit copies,
+ * transposed where the layouts differ (cuda_nhwc_kernels.cu). The filters are converted at each call (not
  * yet once per step).
  * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
  * data, as PyTorch's does, and times the candidates on random operands:

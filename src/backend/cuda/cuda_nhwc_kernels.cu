@@ -73,7 +73,7 @@ __global__ void k_gap_nhwc_forward(int n, int c, int hw, const __nv_bfloat16 *x,
     }
 }
 
-/* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (float32 gradient, NHWC) */
+/* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (dx NHWC, float32 or bf16) */
 template <typename G>
 __global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, G *dx)
 {
