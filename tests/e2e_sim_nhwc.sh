@@ -11,9 +11,11 @@
 # counted at 16 bits). With float32 activation gradients (TT_BF16_GRADS=0)
 # it is 0.659, and must stay above the bf16-gradient run's; before the
 # bf16 layout, bf16 took 1.05x fp32's, its 16-bit copies on top of float32
-# activations. What stays the same size in both precisions: the CPU
-# convolutions' workspace sim reports (12.7 MB) and the 16-bit copies'
-# region for the dy / dx sides (precision.h), which no bf16 NHWC call uses.
+# activations. What remains: the CPU convolutions' workspace sim reports
+# (12.7 MB, in both precisions) and, in bf16, the 16-bit copies' region
+# (about 4 MB here), sized for an NCHW call's x and y places
+# (device_towers.c) though a bf16 NHWC call with bf16 gradients uses only
+# its w and dw places.
 . "$(dirname "$0")/tt_lib.sh"
 
 cat >"$T/job.cfg" <<CFG

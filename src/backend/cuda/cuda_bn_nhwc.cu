@@ -78,20 +78,32 @@ static __device__ void store_f(float *p, const float *v, int n)
 }
 
 /* n elements of a gradient into floats and back: float32, or bf16 where
- * the backend keeps blocked gradients in bf16 (backend.h:
+ * g16 (the backend keeps blocked gradients in bf16, backend.h:
  * blocked_bf16_grads; only with bf16 activations, so n = VEC = 8, 16
- * bytes), stored rounded to nearest even */
-static __device__ void load_g(const float *p, float *v, int n) { load_f(p, v, n); }
-static __device__ void load_g(const __nv_bfloat16 *p, float *v, int n)
+ * bytes), stored rounded to nearest even. A run-time flag, the same for
+ * every thread, so each kernel is built once for both gradient types. */
+static __device__ void load_g(const void *p, bool g16, float *v, int n)
 {
-    for (int i = 0; i < n; i += 8)
-        act<__nv_bfloat16>::load(p + i, v + i);
+    if (!g16)
+        load_f((const float *)p, v, n);
+    else
+        for (int i = 0; i < n; i += 8)
+            act<__nv_bfloat16>::load((const __nv_bfloat16 *)p + i, v + i);
 }
-static __device__ void store_g(float *p, const float *v, int n) { store_f(p, v, n); }
-static __device__ void store_g(__nv_bfloat16 *p, const float *v, int n)
+
+static __device__ void store_g(void *p, bool g16, const float *v, int n)
 {
-    for (int i = 0; i < n; i += 8)
-        act<__nv_bfloat16>::store(p + i, v + i);
+    if (!g16)
+        store_f((float *)p, v, n);
+    else
+        for (int i = 0; i < n; i += 8)
+            act<__nv_bfloat16>::store((__nv_bfloat16 *)p + i, v + i);
+}
+
+/* element e of a gradient of g16's type */
+static __device__ const void *g_at(const void *p, bool g16, size_t e)
+{
+    return g16 ? (const void *)((const __nv_bfloat16 *)p + e) : (const void *)((const float *)p + e);
 }
 
 /* ---- statistics ---- */
@@ -231,10 +243,10 @@ __global__ void k_bn_apply(const T *x, const T *r, const float *k, tt_bn_grid g,
 
 /* ---- backward ---- */
 
-template <typename T, typename G>
+template <typename T>
 __global__ void __launch_bounds__(BN_THREADS)
-    k_bn_grad_sums(const T *x, const T *y, const G *dy, const float *mean, tt_bn_grid g,
-                   bool relu, G *dr, bool dr_add, float *part)
+    k_bn_grad_sums(const T *x, const T *y, bool g16, const void *dy, const float *mean,
+                   tt_bn_grid g, bool relu, void *dr, bool dr_add, float *part)
 {
     constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
     __shared__ float s_a[BN_THREADS][VEC], s_b[BN_THREADS][VEC];
@@ -247,20 +259,21 @@ __global__ void __launch_bounds__(BN_THREADS)
     for (int r = r0 + ty; r < r1; r += TY) {
         size_t e = (size_t)r * g.c + ch;
         act<T>::load(x + e, xv);
-        load_g(dy + e, gv, VEC);
+        load_g(g_at(dy, g16, e), g16, gv, VEC);
         if (relu) {
             act<T>::load(y + e, yv);
             for (int j = 0; j < VEC; j++)
                 gv[j] = tt_relu_grad(yv[j], gv[j]);
         }
         if (dr != nullptr) { /* the add's gradient to its other input */
+            void *dre = (void *)g_at(dr, g16, e);
             if (dr_add) {
-                load_g(dr + e, rv, VEC);
+                load_g(dre, g16, rv, VEC);
                 for (int j = 0; j < VEC; j++)
                     rv[j] += gv[j];
-                store_g(dr + e, rv, VEC);
+                store_g(dre, g16, rv, VEC);
             } else {
-                store_g(dr + e, gv, VEC);
+                store_g(dre, g16, gv, VEC);
             }
         }
         for (int j = 0; j < VEC; j++) {
@@ -323,9 +336,9 @@ __global__ void __launch_bounds__(BN_THREADS)
     k[2 * g.c + ch] = (float)(scale * (is * sdyx * mean[ch] - sdy));
 }
 
-template <typename T, typename G>
-__global__ void k_bn_dx(const T *x, const T *y, const G *dy, const float *k, tt_bn_grid g,
-                        bool relu, G *dx)
+template <typename T>
+__global__ void k_bn_dx(const T *x, const T *y, bool g16, const void *dy, const float *k,
+                        tt_bn_grid g, bool relu, void *dx)
 {
     constexpr int VEC = act<T>::VEC;
     size_t vecs = (size_t)g.m * g.c / VEC;
@@ -335,7 +348,7 @@ __global__ void k_bn_dx(const T *x, const T *y, const G *dy, const float *k, tt_
         int ch = (int)(e % (size_t)g.c);
         float xv[VEC], yv[VEC], gv[VEC];
         act<T>::load(x + e, xv);
-        load_g(dy + e, gv, VEC);
+        load_g(g_at(dy, g16, e), g16, gv, VEC);
         if (relu) {
             act<T>::load(y + e, yv);
             for (int j = 0; j < VEC; j++)
@@ -343,7 +356,7 @@ __global__ void k_bn_dx(const T *x, const T *y, const G *dy, const float *k, tt_
         }
         for (int j = 0; j < VEC; j++) /* cpu/batchnorm.c's k1 dy + k2 x + k3 */
             gv[j] = k[ch + j] * gv[j] + k[g.c + ch + j] * xv[j] + k[2 * g.c + ch + j];
-        store_g(dx + e, gv, VEC);
+        store_g((void *)g_at(dx, g16, e), g16, gv, VEC);
     }
 }
 
@@ -396,19 +409,15 @@ extern "C" cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, bool g1
                                               bool dr_add, float *part)
 {
     dim3 grid((unsigned)(g.c / BN_TILE), (unsigned)g.g);
-    const __nv_bfloat16 *x16 = (const __nv_bfloat16 *)x, *y16 = (const __nv_bfloat16 *)y;
-    if (bf16 && g16)
-        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>(x16, y16, (const __nv_bfloat16 *)dy, mean, g,
-                                                   relu, (__nv_bfloat16 *)dr, dr_add, part);
-    else if (bf16)
-        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>(x16, y16, (const float *)dy, mean, g, relu,
-                                                   (float *)dr, dr_add, part);
-    else if (!g16)
-        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y,
-                                                   (const float *)dy, mean, g, relu,
-                                                   (float *)dr, dr_add, part);
-    else
+    if (g16 && !bf16)
         return cudaErrorInvalidValue; /* bf16 gradients need bf16 activations */
+    if (bf16)
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const __nv_bfloat16 *)x,
+                                                   (const __nv_bfloat16 *)y, g16, dy, mean, g,
+                                                   relu, dr, dr_add, part);
+    else
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y, false, dy,
+                                                   mean, g, relu, dr, dr_add, part);
     return cudaGetLastError();
 }
 
@@ -426,17 +435,13 @@ extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_b
                                        const void *x, const void *y, const void *dy,
                                        const float *k, bool relu, void *dx)
 {
-    const __nv_bfloat16 *x16 = (const __nv_bfloat16 *)x, *y16 = (const __nv_bfloat16 *)y;
-    if (bf16 && g16)
-        k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(
-            x16, y16, (const __nv_bfloat16 *)dy, k, g, relu, (__nv_bfloat16 *)dx);
-    else if (bf16)
-        k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(x16, y16, (const float *)dy, k,
-                                                                g, relu, (float *)dx);
-    else if (!g16)
-        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>(
-            (const float *)x, (const float *)y, (const float *)dy, k, g, relu, (float *)dx);
-    else
+    if (g16 && !bf16)
         return cudaErrorInvalidValue; /* bf16 gradients need bf16 activations */
+    if (bf16)
+        k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(
+            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y, g16, dy, k, g, relu, dx);
+    else
+        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>(
+            (const float *)x, (const float *)y, false, dy, k, g, relu, dx);
     return cudaGetLastError();
 }

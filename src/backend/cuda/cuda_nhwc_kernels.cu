@@ -26,23 +26,29 @@ __global__ void k_relu_bf16(size_t n, const __nv_bfloat16 *x, __nv_bfloat16 *y)
     FOR_EACH(i, n) y[i] = __float2bfloat16_rn(tt_relu(__bfloat162float(x[i])));
 }
 
-/* A gradient element: float32, or bf16 where the backend keeps blocked
- * gradients in bf16 (backend.h: blocked_bf16_grads), read exactly and
- * stored rounded to nearest even, as sim_grad16.c rounds on the CPU. The
- * backward kernels below are templates over these, so both gradient types
- * run one arithmetic. */
-__device__ static float g_load(const float *p, size_t i) { return p[i]; }
-__device__ static float g_load(const __nv_bfloat16 *p, size_t i) { return __bfloat162float(p[i]); }
-__device__ static void g_store(float *p, size_t i, float v) { p[i] = v; }
-__device__ static void g_store(__nv_bfloat16 *p, size_t i, float v)
+/* Gradient element i of g: float32, or bf16 where g16 (the backend keeps
+ * blocked gradients in bf16, backend.h: blocked_bf16_grads), read exactly
+ * and stored rounded to nearest even, as sim_grad16.c rounds on the CPU.
+ * A run-time flag, not a template: one kernel serves both gradient types
+ * (its branch is the same for every thread), so the kernels' code (in
+ * every binary, for every architecture) does not double. */
+__device__ static float g_load(const void *g, bool g16, size_t i)
 {
-    p[i] = __float2bfloat16_rn(v);
+    return g16 ? __bfloat162float(((const __nv_bfloat16 *)g)[i]) : ((const float *)g)[i];
 }
 
-template <typename G>
-__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, const G *dy, G *dx)
+__device__ static void g_store(void *g, bool g16, size_t i, float v)
 {
-    FOR_EACH(i, n) g_store(dx, i, tt_relu_grad(__bfloat162float(y[i]), g_load(dy, i)));
+    if (g16)
+        ((__nv_bfloat16 *)g)[i] = __float2bfloat16_rn(v);
+    else
+        ((float *)g)[i] = v;
+}
+
+__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, bool g16, const void *dy,
+                                 void *dx)
+{
+    FOR_EACH(i, n) g_store(dx, g16, i, tt_relu_grad(__bfloat162float(y[i]), g_load(dy, g16, i)));
 }
 
 /* y = a + b in float32, relu if asked, rounded once (elementwise.c's) */
@@ -74,14 +80,13 @@ __global__ void k_gap_nhwc_forward(int n, int c, int hw, const __nv_bfloat16 *x,
 }
 
 /* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (dx NHWC, float32 or bf16) */
-template <typename G>
-__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, G *dx)
+__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, bool g16, void *dx)
 {
     float inv = 1.0f / (float)hw;
     FOR_EACH(e, (size_t)n * hw * c)
     {
         size_t ch = e % (size_t)c, i = e / ((size_t)hw * c);
-        g_store(dx, e, fmaf(dy[i * c + ch], inv, 0.0f));
+        g_store(dx, g16, e, fmaf(dy[i * c + ch], inv, 0.0f));
     }
 }
 
@@ -219,9 +224,8 @@ __global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const __nv_bf
 
 /* dx (float32 NHWC), one thread per input: the sum in output order of dy
  * over the outputs whose window holds it (max: whose argmax it is) */
-template <typename DY, typename DX>
-__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const DY *dy,
-                                     const int32_t *mask, DX *dx)
+__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, bool dy16,
+                                     const void *dy, const int32_t *mask, bool dx16, void *dx)
 {
     float inv = 1.0f / (float)(d.k * d.k);
     int ohw = d.oh * d.ow;
@@ -237,11 +241,11 @@ __global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const
             for (int ox = ox0; ox < ox1; ox++) {
                 size_t at = elem_at(y_nhwc, d.c, ohw, i, ch, (size_t)(oy * d.ow + ox));
                 if (!max)
-                    g += g_load(dy, at) * inv;
+                    g += g_load(dy, dy16, at) * inv;
                 else if (mask[at] == q)
-                    g += g_load(dy, at);
+                    g += g_load(dy, dy16, at);
             }
-        g_store(dx, e, g);
+        g_store(dx, dx16, e, g);
     }
 }
 
@@ -261,7 +265,8 @@ cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const f
 {
     if (n == 0)
         return cudaSuccess;
-    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, dy, dx);
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, false, dy,
+                                                        dx);
     return cudaGetLastError();
 }
 
@@ -278,9 +283,8 @@ cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const vo
 {
     if (n == 0)
         return cudaSuccess;
-    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y,
-                                                        (const __nv_bfloat16 *)dy,
-                                                        (__nv_bfloat16 *)dx);
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, true, dy,
+                                                        dx);
     return cudaGetLastError();
 }
 
@@ -311,7 +315,7 @@ cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const f
     size_t count = (size_t)n * hw * c;
     if (count == 0)
         return cudaSuccess;
-    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, dx);
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, false, dx);
     return cudaGetLastError();
 }
 
@@ -321,8 +325,7 @@ cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, con
     size_t count = (size_t)n * hw * c;
     if (count == 0)
         return cudaSuccess;
-    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy,
-                                                              (__nv_bfloat16 *)dx);
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, true, dx);
     return cudaGetLastError();
 }
 
@@ -383,8 +386,8 @@ cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, con
     size_t count = (size_t)d.n * d.c * d.h * d.w;
     if (count == 0)
         return cudaSuccess;
-    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, dy, mask,
-                                                               dx);
+    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, false, dy,
+                                                               mask, false, dx);
     return cudaGetLastError();
 }
 
@@ -394,13 +397,9 @@ cudaError_t tt_k_pool_nhwc_backward_g16(cudaStream_t s, window_desc d, bool max,
     size_t count = (size_t)d.n * d.c * d.h * d.w;
     if (count == 0)
         return cudaSuccess;
-    __nv_bfloat16 *dx16 = (__nv_bfloat16 *)dx;
-    if (d.blocked_y) /* dy a bf16 gradient too */
-        k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(
-            d, max, true, (const __nv_bfloat16 *)dy, mask, dx16);
-    else /* dy of an NCHW output: float32 */
-        k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(
-            d, max, false, (const float *)dy, mask, dx16);
+    /* dy: a bf16 gradient where y is blocked, an NCHW output's float32 else */
+    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, d.blocked_y,
+                                                               dy, mask, true, dx);
     return cudaGetLastError();
 }
 
