@@ -103,7 +103,9 @@ static __device__ void store_g(void *p, bool g16, const float *v, int n)
 /* element e of a gradient of g16's type */
 static __device__ const void *g_at(const void *p, bool g16, size_t e)
 {
-    return g16 ? (const void *)((const __nv_bfloat16 *)p + e) : (const void *)((const float *)p + e);
+    if (g16)
+        return (const __nv_bfloat16 *)p + e;
+    return (const float *)p + e;
 }
 
 /* ---- statistics ---- */
