@@ -79,3 +79,7 @@ EXTRA_DIST += tests/e2e_sim_weight_copies.sh
 # The captured step (TT_CUDA_GRAPH=1) on sim: bit for bit the eager step.
 TESTS += tests/e2e_sim_graph.sh
 EXTRA_DIST += tests/e2e_sim_graph.sh
+# bf16 activation gradients on sim: rounding (paired first step) and
+# accuracy against float32 gradients, statistical
+TESTS += tests/e2e_sim_grad16.sh
+EXTRA_DIST += tests/e2e_sim_grad16.sh

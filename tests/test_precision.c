@@ -129,7 +129,7 @@ static void test_layouts(void)
     for (size_t s = 0; s < sizeof(conv) / sizeof(conv[0]); s++) {
         const window_desc *d = &conv[s];
         prec_conv_copies l;
-        prec_conv_copies_of(PREC_BF16, d, &l);
+        prec_conv_copies_of(PREC_BF16, d, false, &l);
         size_t wn = (size_t)d->f * d->c * d->k * d->k * 2;
         region r[4] = {{l.x, (size_t)d->n * d->c * d->h * d->w * 2},
                        {l.w, wn},
@@ -145,8 +145,21 @@ static void test_layouts(void)
     prec_dense_copies ld;
     prec_conv_copies lc;
     prec_dense_copies_of(PREC_FP32, 64, 400, 120, &ld);
-    prec_conv_copies_of(PREC_FP32, &conv[0], &lc);
+    prec_conv_copies_of(PREC_FP32, &conv[0], false, &lc);
     tt_ok(ld.bytes == 0 && lc.bytes == 0, "fp32: no copies");
+    /* blocked sides with bf16 gradients are read and written in place:
+     * their places are empty; with float32 gradients they stay */
+    window_desc bd = conv[1];
+    bd.blocked_x = bd.blocked_y = true;
+    prec_conv_copies lb, lf, l0;
+    prec_conv_copies_of(PREC_BF16, &bd, true, &lb);
+    prec_conv_copies_of(PREC_BF16, &bd, false, &lf);
+    prec_conv_copies_of(PREC_BF16, &conv[1], true, &l0);
+    size_t dwb = (size_t)bd.f * bd.c * bd.k * bd.k * 2;
+    tt_ok(lb.bytes_no_w == lb.dw + dwb && lb.dw < (size_t)MEM_POOL_ALIGN &&
+              lf.bytes_no_w == l0.bytes_no_w && lf.bytes_no_w > lb.bytes_no_w + 4096,
+          "conv2d with blocked x and y and bf16 gradients: only dw's place (%zu bytes; %zu "
+          "with float32 gradients, as NCHW sides)", lb.bytes_no_w, lf.bytes_no_w);
     prec_dense_copies_of(PREC_BF16, 0, 400, 120, &ld);
     tt_ok(ld.bytes == 0, "an empty batch: no copies");
 }
@@ -196,18 +209,28 @@ static void test_model_sizing(void)
      *   y  64*6*28*28 = 301056 elements = 602112 bytes at 100352
      *   dw 6*1*5*5 = 150 elements = 300 bytes at 702464: 702764 bytes.
      * (fc0: 51200 + 15360 bytes.) */
-    size_t b = device_copies_bytes(&m1, PRECISION_BF16, 64);
+    size_t b = device_copies_bytes(&m1, NULL, false, PRECISION_BF16, 64);
     tt_ok(b == 702764, "LeNet, batch 64, bf16: the scratch region fits conv0's copies, the "
                        "largest, without w's place (%zu bytes, expected 702764)", b);
-    tt_ok(device_copies_bytes(&m1, PRECISION_FP16, 64) == b &&
-              device_copies_bytes(&m1, PRECISION_FP32, 64) == 0,
+    tt_ok(device_copies_bytes(&m1, NULL, false, PRECISION_FP16, 64) == b &&
+              device_copies_bytes(&m1, NULL, false, PRECISION_FP32, 64) == 0,
           "the same for fp16; none for fp32");
     /* a model whose dense layer is the largest: fc0, 4*16*16 = 1024 -> 4000
      * at batch 32:
      *   x 32*1024*2 = 65536 at 0, dy 32*4000*2 = 256000 at 65536: 321536
      *   bytes (its w, 8 MB, has its own copy; the conv: x 196608 + y 65536
      *   + dw 24 = 262168 bytes) */
-    b = device_copies_bytes(&m2, PRECISION_BF16, 32);
+    /* a tower whose conv0 output is blocked, with bf16 gradients: conv0
+     * keeps x's place (the model input is NCHW) and dw's, not y's:
+     * 100352 + 300 bytes at 100352 (x's end, aligned) = 100652 */
+    bool all_blocked[16];
+    for (int i = 0; i < 16; i++)
+        all_blocked[i] = true;
+    size_t bb = device_copies_bytes(&m1, all_blocked, true, PRECISION_BF16, 64);
+    tt_ok(bb == 100652 && device_copies_bytes(&m1, all_blocked, false, PRECISION_BF16, 64) == b,
+          "LeNet, blocked outputs and bf16 gradients: conv0 keeps only x's and dw's places "
+          "(%zu bytes, expected 100652; float32 gradients: %zu as NCHW)", bb, b);
+    b = device_copies_bytes(&m2, NULL, false, PRECISION_BF16, 32);
     tt_ok(b == 321536, "a dense layer larger than the convolution sets the size (%zu bytes, "
                         "expected 321536)", b);
     model_free(&m1);

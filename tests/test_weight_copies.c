@@ -115,7 +115,7 @@ static void run(const model_t *m, const char *mode, const float *x, const int32_
     unsetenv("TT_WEIGHT_COPIES");
     tower_t t, e;
     if (be == NULL ||
-        be->dev->reserve_copies(be, device_copies_bytes(m, PRECISION_BF16, n), &err) != 0 ||
+        be->dev->reserve_copies(be, device_copies_bytes(m, NULL, false, PRECISION_BF16, n), &err) != 0 ||
         tower_create(m, be, n, &t, &err) != 0) {
         tt_diag("setup: %s", err.msg);
         return;

@@ -12,7 +12,8 @@
  * Conventions: float32, NCHW, row-major matrices (a bf16 backend computes
  * inside its convolution and dense operations in bf16, below). Every pointer
  * holds float32 but a blocked activation of a backend with blocked_bf16
- * (below), which holds bf16 behind the float pointer. Pointers passed to operations
+ * (below), which holds bf16 behind the float pointer, and its gradient
+ * where blocked_bf16_grads. Pointers passed to operations
  * are device pointers of this backend. Backward operations OVERWRITE dx, dw and
  * db (the model accumulates where an activation has several consumers). Any of
  * dx, dw, db may be NULL when not needed. Results never depend on the number of
@@ -261,12 +262,22 @@ struct backend {
      * of the float32, rounded to nearest even) behind the same float
      * pointers: the CPU backend in bf16, whose convolutions read and write
      * bf16 there without a conversion pass, and whose element-wise passes
-     * over them move half the bytes. Gradients stay float32 in every
-     * layout. Operations reading or writing a blocked activation: conv2d's
+     * over them move half the bytes. Their gradients are float32 unless
+     * blocked_bf16_grads (below). Operations reading or writing a blocked activation: conv2d's
      * x and y (blocked_x, blocked_y; backward reads x and, with relu, y),
      * pools' x and y, the batchnorm and global average pooling operations
      * below (x, y), and the element-wise *_blocked ones. */
     bool blocked_bf16;
+    /* Its blocked activations' GRADIENTS hold bf16 too (only with
+     * blocked_bf16; precision.h's rule; a device in bf16, TT_BF16_GRADS):
+     * conv2d backward's dy where blocked_y and dx where blocked_x, the
+     * pools' backward dy and dx likewise, batchnorm(_add)_backward_blocked's
+     * dy, dx and dr, global_avgpool_blocked_backward's dx (its dy [n, c]
+     * stays float32), relu_backward_blocked's dy and dx; the model sums two
+     * readers' bf16 gradients with add_blocked and copies them at 2 bytes
+     * an element. Each computes in float32 and stores rounded to nearest
+     * even. Parameter gradients stay float32. */
+    bool blocked_bf16_grads;
     void (*batchnorm_forward_blocked)(backend_t *be, int n, int c, int hw, const float *x,
                                       const float *gamma, const float *beta,
                                       float *running_mean, float *running_var, float momentum,

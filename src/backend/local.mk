@@ -25,7 +25,7 @@ libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h %reldir%/weight_copies.c %reldir%/weight_copies.h \
-	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim_graph.c %reldir%/sim/sim.h \
+	%reldir%/cuda/cuda_device.c %reldir%/sim/sim_backend.c %reldir%/sim/sim_device.c %reldir%/sim/sim_queue.c %reldir%/sim/sim_comm.c %reldir%/sim/sim_blocked.c %reldir%/sim/sim_graph.c %reldir%/sim/sim_grad16.c %reldir%/sim/sim.h \
 	%reldir%/sim/sim_queue_ops.h
 CUDA_HOST_SOURCES = %reldir%/cuda/cuda_backend.c %reldir%/cuda/cuda_check.c \
 	%reldir%/cuda/cuda_libs.c %reldir%/cuda/cuda_libs.h \
@@ -96,6 +96,12 @@ TESTS += tests/test_blocked_layout
 check_PROGRAMS += tests/test_sim_blocked
 tests_test_sim_blocked_SOURCES = tests/test_sim_blocked.c
 TESTS += tests/test_sim_blocked
+# bf16 activation gradients on the simulated GPU: each operation is the
+# float32-gradient one's result rounded, bit for bit; float64 references;
+# tower level (bounds, bits twice, memory).
+check_PROGRAMS += tests/test_sim_grad16
+tests_test_sim_grad16_SOURCES = tests/test_sim_grad16.c
+TESTS += tests/test_sim_grad16
 
 # global_avgpool stays float32 in bf16 / fp16 on device (sim) towers.
 check_PROGRAMS += tests/test_gap_precision

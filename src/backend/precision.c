@@ -83,15 +83,21 @@ void prec_describe(prec_t p, char *buf, size_t len)
  * today's measured layout, stays until it does (one line to change). */
 #define PREC_TF32_NHWC false
 
+bool prec_bf16_grads_on(void)
+{
+    const char *e = getenv("TT_BF16_GRADS");
+    return e == NULL || strcmp(e, "0") != 0;
+}
+
 prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c)
 {
-    prec_layout l = {false, false, false};
+    prec_layout l = {false, false, false, false};
     if (p == PREC_BF16)
-        l = (prec_layout){true, true, true};
+        l = (prec_layout){true, true, true, prec_bf16_grads_on()};
     else if (p == PREC_FP32 && tf32 && PREC_TF32_NHWC)
-        l = (prec_layout){true, true, false};
+        l = (prec_layout){true, true, false, false};
     else if (p == PREC_FP32 && fp32_nchw16c)
-        l = (prec_layout){true, false, false};
+        l = (prec_layout){true, false, false, false};
     return l;
 }
 
@@ -99,9 +105,9 @@ prec_layout prec_device_layout(prec_t p, bool tf32)
 {
     const char *e = getenv("TT_CUDA_LAYOUT");
     if (e != NULL && strcmp(e, "nchw") == 0)
-        return (prec_layout){false, false, false};
+        return (prec_layout){false, false, false, false};
     if (e != NULL && strcmp(e, "nhwc") == 0 && p == PREC_FP32)
-        return (prec_layout){true, true, false};
+        return (prec_layout){true, true, false, false};
     return prec_layout_of(p, tf32, false);
 }
 
@@ -126,7 +132,7 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
     l->bytes = end;
 }
 
-void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l)
+void prec_conv_copies_of(prec_t p, const window_desc *d, bool g16, prec_conv_copies *l)
 {
     memset(l, 0, sizeof(*l));
     if (!prec_reduced(p, PREC_OP_CONV) || d->n <= 0)
@@ -134,8 +140,8 @@ void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l)
     size_t e = prec_elem_bytes(p), end = 0;
     size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
     size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
-    l->x = place(&end, xs, e);
-    l->y = place(&end, ys, e);
+    l->x = place(&end, d->blocked_x && g16 ? 0 : xs, e);
+    l->y = place(&end, d->blocked_y && g16 ? 0 : ys, e);
     l->dw = place(&end, ws, e);
     l->bytes_no_w = end;
     l->w = place(&end, ws, e);

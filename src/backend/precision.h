@@ -78,13 +78,31 @@ void prec_describe(prec_t p, char *buf, size_t len);
  *   blocked: the blocked layout at all (else everything NCHW float32);
  *   nhwc:    its NHWC order (plain NHWC when C % 16 == 0), what tensor-core
  *            convolutions (cuDNN, oneDNN on AMX) read and write;
- *   bf16:    the blocked activations hold bf16 (gradients stay float32).
+ *   bf16:    the blocked activations hold bf16;
+ *   bf16_grads: a device's blocked activations' GRADIENTS hold bf16 too
+ *            (backend.h: blocked_bf16_grads; the rule below).
  * bf16 -> bf16 NHWC everywhere. fp16 -> NCHW float32 (nothing stores fp16
  * activations yet). fp32 -> nChw16c float32 where the backend's float32
  * convolutions compute in it (`fp32_nchw16c`: the CPU with oneDNN), else
- * NCHW; with tf32 (a device's trainer.tf32) PREC_TF32_NHWC decides. */
+ * NCHW; with tf32 (a device's trainer.tf32) PREC_TF32_NHWC decides.
+ *
+ * The precision rule for activation gradients (dy / dx between layers),
+ * as torch.autocast's in bf16 (a conv's or batchnorm's backward returns
+ * its input's type): the gradient of an activation kept in bf16 NHWC is
+ * bf16 as well, where bf16_grads is set: every operation computes it in
+ * float32 and stores it rounded to nearest even, and two readers'
+ * gradients of one activation are summed in float32 and rounded once
+ * (add_blocked). Float32 stay: the loss and its gradient (the logits',
+ * softmax's dlogits), every NCHW activation's gradient (the dense
+ * classifier head, flatten, global average pooling's [n, c] output, a
+ * stem conv's 3-channel input side), the parameters' gradients, the
+ * all-reduce and the optimizer (float32 master weights). bf16_grads is
+ * true for bf16 unless TT_BF16_GRADS=0 (towertrain(1)); a backend sets
+ * blocked_bf16_grads only where every blocked operation stores bf16
+ * gradients (sim, sim_grad16.c; CUDA, cuda_nhwc.c); the CPU keeps float32
+ * gradients, its bits unchanged. */
 typedef struct {
-    bool blocked, nhwc, bf16;
+    bool blocked, nhwc, bf16, bf16_grads;
 } prec_layout;
 prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c);
 /* The layout of a device tower (CUDA, sim): prec_layout_of's, unless the
@@ -94,6 +112,9 @@ prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c);
  * convbench shows it faster (the switch the tests run it by); bf16 is
  * NHWC bf16 either way. */
 prec_layout prec_device_layout(prec_t p, bool tf32);
+
+/* TT_BF16_GRADS: unset or anything but "0" -> true (the default). */
+bool prec_bf16_grads_on(void);
 
 /* The 16-bit copies of one dense call, y[n,out] = x[n,in] w[out,in]^T:
  * byte offsets in the scratch region (each MEM_POOL_ALIGN-aligned) of x,
@@ -111,8 +132,10 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
 /* The same for one conv2d call (cuDNN reads and writes one type). With
  * bf16 activations (prec_layout's bf16) a blocked x or y is read and
  * written in place; the places stay, for backward data's dx and
- * backward's dy, which are float32 gradients in every layout, and w in
- * the filter layout the activations' layout asks (KRSC for NHWC):
+ * backward's dy where they are float32 gradients (an NCHW side, or
+ * without bf16_grads; bf16 gradients of a blocked side are read and
+ * written in place too), and w in the filter layout the activations'
+ * layout asks (KRSC for NHWC):
  *   x  [n,c,h,w]    x for forward and backward filter; backward data's dx
  *   y  [n,f,oh,ow]  forward's y; backward's dy
  *   dw [f,c,k,k]    backward filter's dw
@@ -123,6 +146,10 @@ typedef struct {
     size_t x, y, dw, w;
     size_t bytes, bytes_no_w;
 } prec_conv_copies;
-void prec_conv_copies_of(prec_t p, const window_desc *d, prec_conv_copies *l);
+/* g16: the backend keeps its blocked activations' gradients in bf16
+ * (backend.h's blocked_bf16_grads): a blocked x or y side then needs no
+ * place at all (read and written in place, gradients too), and its place
+ * is sized 0. */
+void prec_conv_copies_of(prec_t p, const window_desc *d, bool g16, prec_conv_copies *l);
 
 #endif

@@ -44,7 +44,7 @@ static void add_backward(const layer_t *l, layer_call *c)
                 c->be, count, c->y, c->dy, c->dx[k]);
             g = c->dx[k];
         } else {
-            c->be->copy(c->be, c->dx[k], g, count * sizeof(float));
+            c->be->copy(c->be, c->dx[k], g, count * layer_grad_elem(c->be, c->blocked_y));
         }
     }
 }

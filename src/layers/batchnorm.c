@@ -103,9 +103,9 @@ static void bn_add_backward(const layer_t *l, layer_call *c, const float *save)
         (c->blocked_y ? be->relu_backward_blocked : be->relu_backward)(be, count, c->y, c->dy,
                                                                        c->dy);
     if (c->dx[1] != NULL && c->dx_accumulate[1])
-        be->axpy(be, count, 1.0f, c->dy, c->dx[1]);
+        layer_grad_accumulate(be, c->blocked_y, count, c->dy, c->dx[1]);
     else if (c->dx[1] != NULL)
-        be->copy(be, c->dx[1], c->dy, count * sizeof(float));
+        be->copy(be, c->dx[1], c->dy, count * layer_grad_elem(be, c->blocked_y));
     (c->blocked_y ? be->batchnorm_backward_blocked : be->batchnorm_backward)(
         be, c->n, l->out.c, hw, c->x[0], c->params[0], save, save + l->out.c, c->y, false, c->dy,
         c->dx[0], c->grads[0], c->grads[1]);

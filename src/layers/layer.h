@@ -63,6 +63,26 @@ typedef struct {
     void *state;         /* per-tower state of state_bytes(max batch), e.g. masks */
 } layer_call;
 
+/* Bytes of one element of the gradient of an activation in the blocked
+ * layout (`blocked`) or not: 2 where the backend keeps blocked gradients
+ * in bf16 (backend.h: blocked_bf16_grads), else 4. */
+static inline size_t layer_grad_elem(const backend_t *be, bool blocked)
+{
+    return blocked && be->blocked_bf16_grads ? 2 : sizeof(float);
+}
+
+/* dst += src over `count` gradient elements of an activation whose layout
+ * `blocked` says: axpy in float32; add_blocked for bf16 gradients (the
+ * float32 sum rounded once, precision.h's rule). */
+static inline void layer_grad_accumulate(backend_t *be, bool blocked, size_t count,
+                                         const float *src, float *dst)
+{
+    if (layer_grad_elem(be, blocked) == 2)
+        be->add_blocked(be, count, dst, src, false, dst);
+    else
+        be->axpy(be, count, 1.0f, src, dst);
+}
+
 typedef struct {
     layer_type type;
     /* Checks the layer's settings against its input shapes, sets l->out and the

@@ -17,6 +17,11 @@ static int layer_input(const layer_cfg *lc, int i, int k)
     return lc->inputs[k];
 }
 
+int model_layer_input(const model_t *m, int i, int k)
+{
+    return layer_input(m->layers[i].cfg, i, k);
+}
+
 static int layer_input_count(const layer_cfg *lc)
 {
     return lc->n_inputs == 0 ? 1 : lc->n_inputs;
@@ -386,9 +391,9 @@ static void choose_layouts(const model_t *m, bool backend_has_it, bool *blocked)
     }
 }
 
-/* Bytes of layer i's output gradient for n samples in its layout (float32;
- * the output itself is half that where the backend keeps blocked
- * activations in bf16). */
+/* Bytes of layer i's output for n samples in its layout in float32 (the
+ * output itself, or its gradient, is half that where the backend keeps
+ * blocked activations, or their gradients, in bf16). */
 static size_t output_bytes(const layer_t *l, size_t n, bool blocked)
 {
     size_t floats = blocked ? tt_blocked_floats((int)n, l->out.c, l->out.h * l->out.w)
@@ -587,9 +592,10 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     /* buf_of and grad_bytes: first the gradients' plan, then (grad_of
      * keeping the first) the activations' */
     choose_layouts(m, be->blocked_layout, t->blocked);
-    for (int i = 0; i < L; i++) {
-        out_bytes[i] = output_bytes(&m->layers[i], n, t->blocked[i]);
-        act_bytes[i] = t->blocked[i] && be->blocked_bf16 ? out_bytes[i] / 2 : out_bytes[i];
+    for (int i = 0; i < L; i++) { /* out_bytes: the gradient's */
+        size_t f32 = output_bytes(&m->layers[i], n, t->blocked[i]);
+        act_bytes[i] = t->blocked[i] && be->blocked_bf16 ? f32 / 2 : f32;
+        out_bytes[i] = t->blocked[i] && be->blocked_bf16_grads ? f32 / 2 : f32;
     }
     t->params = be->alloc(be, (m->n_floats > 0 ? m->n_floats : 1) * sizeof(float));
     t->grads = be->alloc(be, (m->n_trainable > 0 ? m->n_trainable : 1) * sizeof(float));
@@ -851,8 +857,8 @@ static void layer_backward(tower_t *t, int i, int n, uint64_t seed, bool *done)
         }
         if (accumulate[k]) {
             int src = layer_input(l->cfg, i, k);
-            be->axpy(be, (size_t)n * shape3_size(m->layers[src].out), 1.0f, t->dlogits_scratch,
-                     t->dact[src]);
+            layer_grad_accumulate(be, t->blocked[src], (size_t)n * shape3_size(m->layers[src].out),
+                                  t->dlogits_scratch, t->dact[src]);
         }
     }
 }

@@ -65,6 +65,8 @@ void model_init_params(const model_t *m, uint64_t seed, float *host_block);
 
 /* Prints the table of layers (name, type, output shape, parameters) and the total. */
 void model_print_table(const model_t *m);
+/* Input k of layer i: a layer index, or -1 for the model input. */
+int model_layer_input(const model_t *m, int i, int k);
 
 /* One replica of the model on one backend, with buffers for batches of up to
  * max_n samples. */

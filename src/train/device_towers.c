@@ -113,7 +113,8 @@ bool device_explain_setup_failure(const trainer_t *tr, int t, tt_err *err)
     return false;
 }
 
-size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n)
+size_t device_copies_bytes(const model_t *m, const bool *blocked, bool g16,
+                           precision_kind precision, int max_n)
 {
     prec_t p = precision == PRECISION_BF16   ? PREC_BF16
                : precision == PRECISION_FP16 ? PREC_FP16
@@ -129,12 +130,15 @@ size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n
             prec_dense_copies_of(p, max_n, (int)shape3_size(l->in[0]), l->out.c, &dc);
             bytes = dc.bytes_no_w; /* w: the tower's weight copies (weight_copies.h) */
         } else if (l->cfg->type == LAYER_CONV2D) {
-            /* conv2d.c's window */
+            /* conv2d.c's window, its sides blocked as the tower's are */
+            int src = model_layer_input(m, i, 0);
+            bool bx = blocked != NULL && src >= 0 && blocked[src];
+            bool by = blocked != NULL && blocked[i];
             window_desc d = {max_n,         l->in[0].c,      l->in[0].h,       l->in[0].w,
                              l->cfg->filters, l->cfg->kernel, l->cfg->stride, l->cfg->padding,
-                             l->out.h,      l->out.w,        false,          false};
+                             l->out.h,      l->out.w,        bx,             by};
             prec_conv_copies cc;
-            prec_conv_copies_of(p, &d, &cc);
+            prec_conv_copies_of(p, &d, g16, &cc);
             bytes = cc.bytes_no_w;
         }
         if (bytes > most)
@@ -169,7 +173,8 @@ int device_towers_create(trainer_t *tr, tt_err *err)
         if (be->dev->info(be, &g->info[t], err) != 0)
             return -1;
         /* mixed precision: room for the 16-bit copies of the largest layer */
-        size_t copies = device_copies_bytes(&tr->model, tr->job->trainer.precision, batch);
+        size_t copies = device_copies_bytes(&tr->model, tw->blocked, be->blocked_bf16_grads,
+                                            tr->job->trainer.precision, batch);
         if (be->dev->reserve_copies(be, copies, err) != 0) {
             device_explain_setup_failure(tr, t, err);
             return -1;

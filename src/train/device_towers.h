@@ -35,8 +35,13 @@ backend_t *device_backend_create(const job_t *job, int t, tt_err *err);
 /* Mixed precision: the bytes of the 16-bit copies of the model's largest
  * dense or conv2d call at batch max_n (0 for fp32), which each tower's
  * backend reserves at setup (dev->reserve_copies); without w's place: a
- * tower's weights have copies of their own (dev->weights_add). */
-size_t device_copies_bytes(const model_t *m, precision_kind precision, int max_n);
+ * tower's weights have copies of their own (dev->weights_add). blocked:
+ * per layer, whether its output is in the backend's blocked layout (a
+ * tower's, model.h), NULL for none; g16: the backend's blocked gradients
+ * are bf16 (blocked_bf16_grads): a blocked side then needs no place
+ * (prec_conv_copies_of). */
+size_t device_copies_bytes(const model_t *m, const bool *blocked, bool g16,
+                           precision_kind precision, int max_n);
 
 /* Rewrites a failure of tower_create on tower t's device as the documented
  * (towertrain.cfg(5), GPU TOWERS) "tower t (cuda:D): out of device memory:

@@ -14,7 +14,11 @@
  * add, global average pooling and the pools on the bits of the CPU
  * backend's blocked operations in the same layout; conv2d with blocked
  * (bf16 NHWC) and NCHW sides, forward and backward, against the fp32 CPU
- * backend within 1e-2.
+ * backend within 1e-2. The backward kernels with bf16 gradients (relu,
+ * global average pooling, the pools: backend.h's blocked_bf16_grads) on
+ * the CPU's float32 gradients rounded to nearest even, element by element;
+ * batchnorm (alone and fused with the add) and conv2d backward with bf16
+ * gradients on their float32-gradient path's results rounded.
  * float32 NHWC (TT_CUDA_LAYOUT=nhwc): the same element-wise operations and
  * pools on the bits of the CPU's float32 NHWC ones.
  * The weight copies made once per step (weight_copies.h): a conv (NCHW and
@@ -941,6 +945,176 @@ static void test_nhwc_pool(backend_t *g, backend_t *cn)
         }
 }
 
+/* The GPU's bf16 gradient equals the CPU's float32 one rounded to nearest
+ * even, element by element (precision.h's rule: computed in float32,
+ * rounded once at the store) */
+static void rounded_bytes(backend_t *g, const void *gd, const void *cd, size_t count,
+                          const char *what)
+{
+    uint16_t *a = malloc(count * 2 + 2);
+    float *b = malloc(count * 4 + 4);
+    g->download(g, a, gd, count * 2);
+    cpu_be->download(cpu_be, b, cd, count * 4);
+    tt_err err = {0};
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += a[i] != tt_bf16_round(b[i]);
+    tt_ok(backend_cuda_check(g, &err) == 0 && bad == 0,
+          "bf16 gradients, %s: the CPU's float32 gradient rounded (%zu differ) %s", what, bad,
+          err.msg);
+    free(a);
+    free(b);
+}
+
+/* The backward kernels with bf16 gradients (blocked_bf16_grads, turned on
+ * here by hand: the backend keeps it off until its batchnorm and conv
+ * backward read bf16) against the CPU's float32 path rounded: relu,
+ * global average pooling, max and average pooling to either y layout. */
+static void test_nhwc_grad16(backend_t *g, backend_t *cn)
+{
+    int n = 3, c = 48, hw = 49;
+    size_t count = (size_t)n * c * hw;
+    float *fy, *fdy, *hg = rand_buf((size_t)n * c, -1, 1);
+    uint16_t *hy = bf16_rand(count, -1, 1, &fy), *hdy = bf16_rand(count, -1, 1, &fdy);
+    g->blocked_bf16_grads = true;
+    void *gy = put(g, hy, count * 2), *gdy = put(g, hdy, count * 2), *gdx = put(g, NULL, count * 2);
+    void *cy = put(cn, hy, count * 2), *cdy = put(cn, fdy, count * 4);
+    void *cdx = put(cn, NULL, count * 4);
+    g->relu_backward_blocked(g, count, gy, gdy, gdx);
+    cn->relu_backward_blocked(cn, count, cy, cdy, cdx);
+    rounded_bytes(g, gdx, cdx, count, "relu backward");
+    float *gg = put(g, hg, (size_t)n * c * 4), *cg = put(cn, hg, (size_t)n * c * 4);
+    g->global_avgpool_blocked_backward(g, n, c, hw, gg, gdx);
+    cn->global_avgpool_blocked_backward(cn, n, c, hw, cg, cdx);
+    rounded_bytes(g, gdx, cdx, count, "global average pooling backward");
+    void *gp[] = {gy, gdy, gdx, gg}, *cp[] = {cy, cdy, cdx, cg};
+    for (int i = 0; i < 4; i++) {
+        g->free(g, gp[i]);
+        cn->free(cn, cp[i]);
+    }
+    for (int yb = 0; yb < 2; yb++) {
+        window_desc d = {2, 32, 9, 7, 32, 3, 2, 1, 0, 0, true, yb == 1};
+        d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
+        d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
+        size_t xn = (size_t)d.n * d.c * d.h * d.w, yn = (size_t)d.n * d.c * d.oh * d.ow;
+        float *fx, *fd;
+        uint16_t *hx = bf16_rand(xn, -1, 1, &fx), *hd = bf16_rand(yn, -1, 1, &fd);
+        void *gx = put(g, hx, xn * 2), *cx = put(cn, hx, xn * 2);
+        void *gyy = put(g, NULL, yn * 4), *cyy = put(cn, NULL, yn * 4);
+        int32_t *gm = put(g, NULL, yn * 4), *cm = put(cn, NULL, yn * 4);
+        /* dy: bf16 where y is blocked, else an NCHW output's float32 */
+        void *gd = yb ? put(g, hd, yn * 2) : put(g, fd, yn * 4), *cd = put(cn, fd, yn * 4);
+        void *gx16 = put(g, NULL, xn * 2), *cx32 = put(cn, NULL, xn * 4);
+        g->maxpool_forward(g, &d, gx, gyy, gm);
+        cn->maxpool_forward(cn, &d, cx, cyy, cm);
+        g->maxpool_backward(g, &d, gd, gm, gx16);
+        cn->maxpool_backward(cn, &d, cd, cm, cx32);
+        rounded_bytes(g, gx16, cx32, xn, yb ? "maxpool backward, bf16 dy" : "maxpool backward, "
+                                                                             "float32 NCHW dy");
+        g->avgpool_backward(g, &d, gd, gx16);
+        cn->avgpool_backward(cn, &d, cd, cx32);
+        rounded_bytes(g, gx16, cx32, xn, yb ? "avgpool backward, bf16 dy" : "avgpool backward, "
+                                                                             "float32 NCHW dy");
+        void *gq[] = {gx, gyy, gm, gd, gx16}, *cq[] = {cx, cyy, cm, cd, cx32};
+        for (int i = 0; i < 5; i++) {
+            g->free(g, gq[i]);
+            cn->free(cn, cq[i]);
+        }
+        free(hx), free(fx), free(hd), free(fd);
+    }
+    g->blocked_bf16_grads = false;
+    free(hy), free(fy), free(hdy), free(fdy), free(hg);
+}
+
+/* The GPU's bf16 gradient d16 is its float32 path's d32 rounded, and the
+ * parameter gradients p16, p32 (pn floats) are the same bits */
+static void gpu_rounded(backend_t *g, const void *d16, const void *d32, size_t count,
+                        const void *p16, const void *p32, size_t pn, const char *what)
+{
+    uint16_t *a = malloc(count * 2 + 2);
+    float *b = malloc(count * 4 + 4), *pa = malloc(pn * 4 + 4), *pb = malloc(pn * 4 + 4);
+    g->download(g, a, d16, count * 2);
+    g->download(g, b, d32, count * 4);
+    g->download(g, pa, p16, pn * 4);
+    g->download(g, pb, p32, pn * 4);
+    size_t bad = 0;
+    for (size_t i = 0; i < count; i++)
+        bad += a[i] != tt_bf16_round(b[i]);
+    tt_err err = {0};
+    tt_ok(backend_cuda_check(g, &err) == 0 && bad == 0 && memcmp(pa, pb, pn * 4) == 0,
+          "bf16 gradients, %s: the float32-gradient path's dx rounded (%zu differ), the same "
+          "parameter gradients %s", what, bad, err.msg);
+    free(a), free(b), free(pa), free(pb);
+}
+
+/* NHWC batchnorm backward (alone, and fused with the add: dr = and dr +=)
+ * and conv2d backward with blocked sides, with bf16 gradients against the
+ * same backend's float32-gradient path on the same values (blocked_bf16_grads
+ * turned off and on): precision.h's rule, one rounding at each store. */
+static void test_bn_conv_grad16(backend_t *g)
+{
+    int n = 4, c = 32, hw = 49;
+    size_t count = (size_t)n * c * hw;
+    float *fx, *fdy, *fr, *hp = rand_buf(4 * (size_t)c, 0.5f, 1.5f);
+    uint16_t *hx = bf16_rand(count, -2, 3, &fx), *hdy = bf16_rand(count, -1, 1, &fdy);
+    uint16_t *hr = bf16_rand(count, -1, 1, &fr);
+    void *x = put(g, hx, count * 2), *y = put(g, NULL, count * 2);
+    float *p = put(g, hp, 4 * (size_t)c * 4), *save = put(g, NULL, 2 * (size_t)c * 4);
+    g->batchnorm_forward_blocked(g, n, c, hw, x, p, p + c, p + 2 * c, p + 3 * c, 0.1f, 1e-5f,
+                                 true, true, y, save, save + c);
+    for (int v = 0; v < 4; v++) { /* plain, relu, fused dr =, fused dr += */
+        bool relu = v >= 1, fused = v >= 2, acc = v == 3;
+        void *dx[2], *dr[2], *pg[2];
+        for (int k = 0; k < 2; k++) {
+            g->blocked_bf16_grads = k == 0;
+            size_t e = k == 0 ? 2 : 4;
+            void *dy = k == 0 ? put(g, hdy, count * 2) : put(g, fdy, count * 4);
+            dx[k] = put(g, NULL, count * e);
+            dr[k] = k == 0 ? put(g, hr, count * 2) : put(g, fr, count * 4);
+            pg[k] = put(g, NULL, 2 * (size_t)c * 4);
+            float *dg = pg[k];
+            if (fused)
+                g->batchnorm_add_backward_blocked(g, n, c, hw, x, p, save, save + c, y, relu, dy,
+                                                  dx[k], dg, dg + c, dr[k], acc);
+            else
+                g->batchnorm_backward_blocked(g, n, c, hw, x, p, save, save + c, y, relu, dy,
+                                              dx[k], dg, dg + c);
+            g->free(g, dy);
+        }
+        const char *what[] = {"NHWC batchnorm backward", "NHWC batchnorm + relu backward",
+                              "NHWC batchnorm + add + relu backward (dr =)",
+                              "NHWC batchnorm + add + relu backward (dr +=)"};
+        gpu_rounded(g, dx[0], dx[1], count, pg[0], pg[1], 2 * (size_t)c, what[v]);
+        if (fused)
+            gpu_rounded(g, dr[0], dr[1], count, pg[0], pg[1], 0, what[v]);
+        for (int k = 0; k < 2; k++)
+            g->free(g, dx[k]), g->free(g, dr[k]), g->free(g, pg[k]);
+    }
+    /* conv2d 32 -> 32, 3x3, blocked x and y, relu and bias */
+    window_desc d = {n, c, 7, 7, c, 3, 1, 1, 7, 7, true, true};
+    size_t nw = (size_t)c * c * 9;
+    float *hw_ = rand_buf(nw, -0.2f, 0.2f);
+    float *w = put(g, hw_, nw * 4);
+    void *ws = put(g, NULL, (size_t)64 << 20);
+    void *dx[2], *dw[2];
+    for (int k = 0; k < 2; k++) {
+        g->blocked_bf16_grads = k == 0;
+        void *dy = k == 0 ? put(g, hdy, count * 2) : put(g, fdy, count * 4);
+        dx[k] = put(g, NULL, count * (k == 0 ? 2 : 4));
+        dw[k] = put(g, NULL, (nw + (size_t)c) * 4);
+        g->conv_backward(g, &d, x, w, y, true, dy, dx[k], dw[k], (float *)dw[k] + nw, ws);
+        g->free(g, dy);
+    }
+    gpu_rounded(g, dx[0], dx[1], count, dw[0], dw[1], nw + (size_t)c,
+                "NHWC conv2d backward with relu and bias");
+    for (int k = 0; k < 2; k++)
+        g->free(g, dx[k]), g->free(g, dw[k]);
+    g->free(g, w), g->free(g, ws), g->free(g, x), g->free(g, y), g->free(g, p);
+    g->free(g, save);
+    g->blocked_bf16_grads = false;
+    free(fx), free(fdy), free(fr), free(hp), free(hx), free(hdy), free(hr), free(hw_);
+}
+
 /* A GPU tensor in bf16 NHWC (bf16) or float32 NHWC / NCHW, read into NCHW
  * floats */
 static float *read_nchw(backend_t *g, const void *gd, int n, int c, int hw, bool nhwc, bool bf16)
@@ -1173,9 +1347,14 @@ static void test_nhwc(backend_t *g)
     tt_ok(g->relu_forward_blocked != NULL && g->add_blocked != NULL &&
               g->global_avgpool_blocked_forward != NULL,
           "the bf16 GPU backend has the blocked element-wise operations");
+    tt_ok(g->blocked_bf16_grads, "the bf16 GPU backend keeps bf16 activation gradients");
+    g->blocked_bf16_grads = false; /* the float32-gradient path first */
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
     test_nhwc_conv(g);
+    test_nhwc_grad16(g, cn);
+    test_bn_conv_grad16(g);
+    g->blocked_bf16_grads = true;
     cn->destroy(cn);
 }
 
@@ -1212,6 +1391,9 @@ int main(void)
         tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
         tt_skip("bf16 weight copies once per step: the bits of converting at each call");
         tt_skip("float32 NHWC (TT_CUDA_LAYOUT=nhwc): element-wise and pools on the CPU's bits");
+        tt_skip("bf16 gradients: relu, global average pooling and pools backward against the "
+                "CPU's float32 gradients rounded; batchnorm (+add) and conv2d backward against "
+                "the float32-gradient path rounded");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&

@@ -88,9 +88,10 @@ static void bn_backward(backend_t *be, int n, int ch, int hw, const float *x, co
     tt_bn_grid g = plan_call(be, n, ch, hw, &k, &part);
     if (g.g == 0)
         return;
+    bool bf16 = be->blocked_bf16, g16 = be->blocked_bf16_grads;
     if (cuda_ok(c,
-                tt_k_bn_nhwc_grad_sums(c->stream, be->blocked_bf16, g, x, y, dy, save_mean,
-                                       relu, dr, dr_add, part),
+                tt_k_bn_nhwc_grad_sums(c->stream, bf16, g16, g, x, y, dy, save_mean, relu, dr,
+                                       dr_add, part),
                 "batchnorm gradient sums kernel") ||
         cuda_ok(c,
                 tt_k_bn_nhwc_grad_finish(c->stream, g, part, gamma, save_mean, save_invstd,
@@ -98,7 +99,7 @@ static void bn_backward(backend_t *be, int n, int ch, int hw, const float *x, co
                 "batchnorm gradient coefficients kernel"))
         return;
     if (dx != NULL)
-        cuda_ok(c, tt_k_bn_nhwc_dx(c->stream, be->blocked_bf16, g, x, y, dy, k, relu, dx),
+        cuda_ok(c, tt_k_bn_nhwc_dx(c->stream, bf16, g16, g, x, y, dy, k, relu, dx),
                 "batchnorm dx kernel");
 }
 

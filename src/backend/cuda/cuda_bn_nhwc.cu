@@ -77,6 +77,37 @@ static __device__ void store_f(float *p, const float *v, int n)
         *reinterpret_cast<float4 *>(p + i) = make_float4(v[i], v[i + 1], v[i + 2], v[i + 3]);
 }
 
+/* n elements of a gradient into floats and back: float32, or bf16 where
+ * g16 (the backend keeps blocked gradients in bf16, backend.h:
+ * blocked_bf16_grads; only with bf16 activations, so n = VEC = 8, 16
+ * bytes), stored rounded to nearest even. A run-time flag, the same for
+ * every thread, so each kernel is built once for both gradient types. */
+static __device__ void load_g(const void *p, bool g16, float *v, int n)
+{
+    if (!g16)
+        load_f((const float *)p, v, n);
+    else
+        for (int i = 0; i < n; i += 8)
+            act<__nv_bfloat16>::load((const __nv_bfloat16 *)p + i, v + i);
+}
+
+static __device__ void store_g(void *p, bool g16, const float *v, int n)
+{
+    if (!g16)
+        store_f((float *)p, v, n);
+    else
+        for (int i = 0; i < n; i += 8)
+            act<__nv_bfloat16>::store((__nv_bfloat16 *)p + i, v + i);
+}
+
+/* element e of a gradient of g16's type */
+static __device__ const void *g_at(const void *p, bool g16, size_t e)
+{
+    if (g16)
+        return (const __nv_bfloat16 *)p + e;
+    return (const float *)p + e;
+}
+
 /* This thread's place in a tile kernel (k_bn_stats, k_bn_grad_sums): ty
  * its row offset among the TY threads of its channels, ch the first of
  * its VEC channels, rows [r0, r1) the CTA's. */
@@ -110,14 +141,15 @@ static __device__ void store_partials(const tt_bn_grid &g, const tile_pos &p, co
     }
 }
 
-/* x and dy at element e, dy masked by relu where y is set (tt_relu_grad) */
+/* x and dy at element e, dy (of g16's type) masked by relu where y is set
+ * (tt_relu_grad) */
 template <typename T>
-static __device__ void load_x_dy(const T *x, const T *y, const float *dy, size_t e, bool relu,
-                                 float *xv, float *gv)
+static __device__ void load_x_dy(const T *x, const T *y, bool g16, const void *dy, size_t e,
+                                 bool relu, float *xv, float *gv)
 {
     constexpr int VEC = act<T>::VEC;
     act<T>::load(x + e, xv);
-    load_f(dy + e, gv, VEC);
+    load_g(g_at(dy, g16, e), g16, gv, VEC);
     if (relu) {
         float yv[VEC];
         act<T>::load(y + e, yv);
@@ -258,8 +290,8 @@ __global__ void k_bn_apply(const T *x, const T *r, const float *k, tt_bn_grid g,
 
 template <typename T>
 __global__ void __launch_bounds__(BN_THREADS)
-    k_bn_grad_sums(const T *x, const T *y, const float *dy, const float *mean, tt_bn_grid g,
-                   bool relu, float *dr, bool dr_add, float *part)
+    k_bn_grad_sums(const T *x, const T *y, bool g16, const void *dy, const float *mean,
+                   tt_bn_grid g, bool relu, void *dr, bool dr_add, float *part)
 {
     constexpr int VEC = act<T>::VEC, TX = BN_TILE / VEC, TY = BN_THREADS / TX;
     __shared__ float s_a[BN_THREADS][VEC], s_b[BN_THREADS][VEC];
@@ -270,15 +302,16 @@ __global__ void __launch_bounds__(BN_THREADS)
         sa[j] = sb[j] = 0, mu[j] = mean[p.ch + j];
     for (int r = p.r0 + ty; r < p.r1; r += TY) {
         size_t e = (size_t)r * g.c + p.ch;
-        load_x_dy(x, y, dy, e, relu, xv, gv);
+        load_x_dy(x, y, g16, dy, e, relu, xv, gv);
         if (dr != nullptr) { /* the add's gradient to its other input */
+            void *dre = (void *)g_at(dr, g16, e);
             if (dr_add) {
-                load_f(dr + e, rv, VEC);
+                load_g(dre, g16, rv, VEC);
                 for (int j = 0; j < VEC; j++)
                     rv[j] += gv[j];
-                store_f(dr + e, rv, VEC);
+                store_g(dre, g16, rv, VEC);
             } else {
-                store_f(dr + e, gv, VEC);
+                store_g(dre, g16, gv, VEC);
             }
         }
         for (int j = 0; j < VEC; j++) {
@@ -337,8 +370,8 @@ __global__ void __launch_bounds__(BN_THREADS)
 }
 
 template <typename T>
-__global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k, tt_bn_grid g,
-                        bool relu, float *dx)
+__global__ void k_bn_dx(const T *x, const T *y, bool g16, const void *dy, const float *k,
+                        tt_bn_grid g, bool relu, void *dx)
 {
     constexpr int VEC = act<T>::VEC;
     size_t vecs = (size_t)g.m * g.c / VEC;
@@ -346,10 +379,10 @@ __global__ void k_bn_dx(const T *x, const T *y, const float *dy, const float *k,
         size_t e = i * VEC;
         int ch = (int)(e % (size_t)g.c);
         float xv[VEC], gv[VEC];
-        load_x_dy(x, y, dy, e, relu, xv, gv);
+        load_x_dy(x, y, g16, dy, e, relu, xv, gv);
         for (int j = 0; j < VEC; j++) /* cpu/batchnorm.c's k1 dy + k2 x + k3 */
             gv[j] = k[ch + j] * gv[j] + k[g.c + ch + j] * xv[j] + k[2 * g.c + ch + j];
-        store_f(dx + e, gv, VEC);
+        store_g((void *)g_at(dx, g16, e), g16, gv, VEC);
     }
 }
 
@@ -396,19 +429,21 @@ extern "C" cudaError_t tt_k_bn_nhwc_apply(cudaStream_t s, bool bf16, tt_bn_grid 
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, tt_bn_grid g,
-                                              const void *x, const void *y, const float *dy,
-                                              const float *mean, bool relu, float *dr,
+extern "C" cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g,
+                                              const void *x, const void *y, const void *dy,
+                                              const float *mean, bool relu, void *dr,
                                               bool dr_add, float *part)
 {
     dim3 grid((unsigned)(g.c / BN_TILE), (unsigned)g.g);
+    if (g16 && !bf16)
+        return cudaErrorInvalidValue; /* bf16 gradients need bf16 activations */
     if (bf16)
         k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const __nv_bfloat16 *)x,
-                                                   (const __nv_bfloat16 *)y, dy, mean, g, relu,
-                                                   dr, dr_add, part);
+                                                   (const __nv_bfloat16 *)y, g16, dy, mean, g,
+                                                   relu, dr, dr_add, part);
     else
-        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y, dy, mean,
-                                                   g, relu, dr, dr_add, part);
+        k_bn_grad_sums<<<grid, BN_THREADS, 0, s>>>((const float *)x, (const float *)y, false, dy,
+                                                   mean, g, relu, dr, dr_add, part);
     return cudaGetLastError();
 }
 
@@ -422,16 +457,17 @@ extern "C" cudaError_t tt_k_bn_nhwc_grad_finish(cudaStream_t s, tt_bn_grid g, co
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
-                                       const void *y, const float *dy, const float *k, bool relu,
-                                       float *dx)
+extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g,
+                                       const void *x, const void *y, const void *dy,
+                                       const float *k, bool relu, void *dx)
 {
+    if (g16 && !bf16)
+        return cudaErrorInvalidValue; /* bf16 gradients need bf16 activations */
     if (bf16)
         k_bn_dx<<<elementwise_blocks(g, 8), BN_THREADS, 0, s>>>(
-            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y, dy, k, g, relu, dx);
+            (const __nv_bfloat16 *)x, (const __nv_bfloat16 *)y, g16, dy, k, g, relu, dx);
     else
-        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>((const float *)x,
-                                                                (const float *)y, dy, k, g, relu,
-                                                                dx);
+        k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>(
+            (const float *)x, (const float *)y, false, dy, k, g, relu, dx);
     return cudaGetLastError();
 }

@@ -48,20 +48,25 @@ cudaError_t tt_k_bn_nhwc_stats_finish(cudaStream_t s, tt_bn_grid g, const float 
 cudaError_t tt_k_bn_nhwc_apply(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
                                const void *r, const float *k, bool relu, void *y);
 
-/* Backward, 1: g = dy, masked where y <= 0 when relu (y the forward output);
+/* Backward: the gradients dy, dr and dx are float32, or bf16 with g16
+ * (backend.h: blocked_bf16_grads; only with bf16 activations), read
+ * exactly and stored rounded to nearest even (dr += g: the float32 sum,
+ * rounded once).
+ * 1: g = dy, masked where y <= 0 when relu (y the forward output);
  *    dr = g, or dr += g when dr_add (dr may be NULL); part[(p * c + ch) * 2
  *    + {0, 1}] = sum of g and of g * (x - mean[ch]) over partial p's rows. */
-cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
-                                   const void *y, const float *dy, const float *mean, bool relu,
-                                   float *dr, bool dr_add, float *part);
+cudaError_t tt_k_bn_nhwc_grad_sums(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g,
+                                   const void *x, const void *y, const void *dy,
+                                   const float *mean, bool relu, void *dr, bool dr_add,
+                                   float *part);
 /* 2. dgamma, dbeta (either may be NULL) and dx = A g + B x + C as
  *    k[ch], k[c + ch], k[2c + ch]: the CPU backend's formula (cpu/batchnorm.c). */
 cudaError_t tt_k_bn_nhwc_grad_finish(cudaStream_t s, tt_bn_grid g, const float *part,
                                      const float *gamma, const float *mean, const float *invstd,
                                      float *dgamma, float *dbeta, float *k);
 /* 3. dx = k[ch] g + k[c + ch] x + k[2c + ch] (g as in 1). */
-cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, tt_bn_grid g, const void *x,
-                            const void *y, const float *dy, const float *k, bool relu, float *dx);
+cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g, const void *x,
+                            const void *y, const void *dy, const float *k, bool relu, void *dx);
 
 #ifdef __cplusplus
 }

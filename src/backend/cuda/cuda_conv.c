@@ -20,12 +20,14 @@
  *
  * bf16 NHWC (the blocked layout, cuda_nhwc.c): a call with a blocked x or
  * y runs all three tensors in bf16 NHWC (filters KRSC) in cuDNN. A blocked
- * x is read and a blocked y written in place, with no conversion; an NCHW
- * side, the filters, the float32 gradient dy and the results dx and dw go
- * through the same 16-bit copies, transposed where the layouts differ
- * (cuda_nhwc_kernels.cu). A tower's filters are converted once per step,
- * at their first use, into the tower's weight copies (weight_copies.h;
- * KRSC for NHWC), which forward and backward data read after that.
+ * x is read and a blocked y written in place, with no conversion, and so
+ * are their bf16 gradients (a blocked y's dy, a blocked x's dx:
+ * blocked_bf16_grads); an NCHW side, the filters, a float32 gradient dy and
+ * the results dx (float32) and dw go through the same 16-bit copies,
+ * transposed where the layouts differ (cuda_nhwc_kernels.cu). A tower's
+ * filters are converted once per step, at their first use, into the
+ * tower's weight copies (weight_copies.h; KRSC for NHWC), which forward
+ * and backward data read after that.
  * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
  * data, as PyTorch's does, and times the candidates on random operands:
  * zeros can run faster than real data and skew the ranking.
@@ -298,7 +300,7 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
     size_t limit = free_b / 8 < WS_CAP ? free_b / 8 : WS_CAP;
     /* mixed precision: the 16-bit copies of this shape, reserved now */
     prec_conv_copies l;
-    prec_conv_copies_of(c->prec, d, &l);
+    prec_conv_copies_of(c->prec, d, c->grads16, &l);
     if (l.bytes_no_w > 0 && cuda_copies(c, l.bytes_no_w) == NULL)
         return 0;
     conv_bufs bufs = {0}, *b = NULL;
@@ -359,7 +361,7 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
 static char *copies_and_w(cuda_impl *c, const window_desc *d, const float *w, bool krsc,
                           prec_conv_copies *l, const void **w16)
 {
-    prec_conv_copies_of(c->prec, d, l);
+    prec_conv_copies_of(c->prec, d, c->grads16, l);
     const void *copy = NULL;
     *w16 = NULL;
     if (w != NULL && cuda_weight_copy(c, w, d->f, d->c, d->k * d->k, krsc, &copy) != 0)
@@ -444,6 +446,21 @@ static void conv_forward_nhwc(cuda_impl *c, const window_desc *d, const float *x
     cuda_ok(c, tt_k_bias_relu(c->stream, d->n, d->f, ohw, b, relu, y), "conv bias/relu kernel");
 }
 
+/* A bf16 dy of a blocked y (backend.h: blocked_bf16_grads): masked by the
+ * relu in place and its bias gradient; cuDNN reads it as it is. */
+static int nhwc_dy16(cuda_impl *c, const window_desc *d, const float *y, bool relu, float *dy,
+                     float *db)
+{
+    int rows = d->n * d->oh * d->ow;
+    if (relu && cuda_ok(c, tt_k_relu_back_g16(c->stream, (size_t)rows * d->f, y, dy, dy),
+                        "relu mask kernel (bf16 gradient)") != 0)
+        return -1;
+    if (db != NULL && cuda_ok(c, tt_k_column_sum_g16(c->stream, rows, d->f, dy, db),
+                              "conv bias gradient kernel (bf16 gradient)") != 0)
+        return -1;
+    return 0;
+}
+
 /* The float32 gradient dy (masked by the relu of a bf16 or float32 y),
  * its bias gradient, and dy as bf16 NHWC in the copies; -1 after an error */
 static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu, float *dy,
@@ -467,8 +484,10 @@ static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu
                    "conv gradient to bf16 NHWC kernel");
 }
 
-/* Backward filter first, then backward data into x's copy (read by then) */
-static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *x,
+/* Backward filter first, then backward data into x's copy (read by then),
+ * or with bf16 gradients (g16) into a blocked x's gradient dx directly,
+ * from a blocked y's bf16 dy read in place */
+static void conv_backward_nhwc(cuda_impl *c, bool g16, const window_desc *d, const float *x,
                                const float *w, const float *y, bool relu, float *dy, float *dx,
                                float *dw, float *db, void *ws)
 {
@@ -476,10 +495,14 @@ static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *
     const float one = 1.0f, zero = 0.0f;
     prec_conv_copies l;
     const void *w16 = NULL;
+    bool dy16 = g16 && d->blocked_y, dx16 = g16 && d->blocked_x;
     char *h = nhwc_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l, &w16);
-    if (h == NULL || nhwc_dy(c, d, y, relu, dy, db, h + l.y) != 0)
+    if (h == NULL || (dy16 ? nhwc_dy16(c, d, y, relu, dy, db)
+                           : nhwc_dy(c, d, y, relu, dy, db, h + l.y)) != 0)
         return;
-    const void *xa = d->blocked_x ? (const void *)x : h + l.x, *dya = h + l.y;
+    const void *xa = d->blocked_x ? (const void *)x : h + l.x;
+    const void *dya = dy16 ? (const void *)dy : h + l.y;
+    void *dxa = dx16 ? (void *)dx : h + l.x;
     if (dw != NULL) {
         conv_bufs bufs = {.x = xa, .dy = dya, .dw = h + l.dw, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
@@ -498,17 +521,19 @@ static void conv_backward_nhwc(cuda_impl *c, const window_desc *d, const float *
     }
     if (dx == NULL)
         return;
-    conv_bufs bufs = {.w = w16, .dy = dya, .dx = h + l.x, .ws = ws, .ws_bytes = limit};
+    conv_bufs bufs = {.w = w16, .dy = dya, .dx = dxa, .ws = ws, .ws_bytes = limit};
     const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
     if (ch == NULL ||
-        (!graph_ran_in(c, CONV_PASS_BACKWARD_DATA, d, CG_LAYOUT_NHWC, ch, h + l.x, w16, dya,
+        (!graph_ran_in(c, CONV_PASS_BACKWARD_DATA, d, CG_LAYOUT_NHWC, ch, dxa, w16, dya,
                        ws, limit) &&
          cudnn_ok(c,
                   cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, w16, c->y_desc,
                                                   dya, c->conv_desc,
                                                   (cudnnConvolutionBwdDataAlgo_t)ch->algo, ws,
-                                                  ch->ws_bytes, &zero, c->x_desc, h + l.x),
+                                                  ch->ws_bytes, &zero, c->x_desc, dxa),
                   "cudnnConvolutionBackwardData (NHWC)") != 0))
+        return;
+    if (dx16) /* cuDNN wrote the bf16 gradient in place */
         return;
     /* a float32 gradient, in x's layout */
     if (d->blocked_x)
@@ -566,7 +591,7 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     if (d->n <= 0 || !cuda_begin(be))
         return;
     if (conv_nhwc(d)) {
-        conv_backward_nhwc(c, d, x, w, y, relu, dy, dx, dw, db, ws);
+        conv_backward_nhwc(c, be->blocked_bf16_grads, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }
     size_t out = (size_t)d->n * d->f * d->oh * d->ow;

@@ -71,6 +71,9 @@ typedef struct {
      * operation's error fails the capture (capture_why: the first), not
      * the backend */
     bool capturing, capture_failed;
+    /* backend.h's blocked_bf16_grads, for the copies' places
+     * (prec_conv_copies_of) */
+    bool grads16;
     char capture_why[200];
     bool failed;                   /* an error was recorded: later operations are skipped */
     tt_err err;

@@ -8,12 +8,14 @@
  * x takes the NHWC kernels), conv2d (cuda_conv.c's NHWC path), and the
  * batchnorm ones (batchnorm_forward_blocked / batchnorm_backward_blocked,
  * written apart in cuda_bn_nhwc.*; NULL until then, and the layout off).
- * TT_CUDA_LAYOUT=nchw keeps today's proven NCHW float32 path (the
- * fallback while no GPU has run this code; towertrain(1)); =nhwc asks
- * float32 NHWC of fp32 / tf32 towers (precision.c's prec_device_layout),
- * whose element-wise, pooling and batchnorm operations are here and in
- * cuda_bn_nhwc.*, but whose conv2d path is not written yet: until it is,
- * they stay NCHW. sim runs both layouts in make check (sim_blocked.c).
+ * The activations' gradients are bf16 too unless TT_BF16_GRADS=0
+ * (precision.h's rule). TT_CUDA_LAYOUT=nchw keeps today's proven NCHW
+ * float32 path (the fallback while no GPU has run this code;
+ * towertrain(1)); =nhwc asks float32 NHWC of fp32 / tf32 towers
+ * (precision.c's prec_device_layout), whose element-wise, pooling and
+ * batchnorm operations are here and in cuda_bn_nhwc.*, but whose conv2d
+ * path is not written yet: until it is, they stay NCHW. sim runs both
+ * layouts in make check (sim_blocked.c).
  */
 
 #include "backend/cuda/cuda_impl.h"
@@ -27,11 +29,16 @@ static void nhwc_relu_forward(backend_t *be, size_t count, const float *x, float
                 "bf16 NHWC relu kernel");
 }
 
+/* The backward operations below store bf16 gradients where
+ * blocked_bf16_grads (the *_g16 kernels), else float32 ones. */
 static void nhwc_relu_backward(backend_t *be, size_t count, const float *y, const float *dy,
                                float *dx)
 {
+    cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_relu_back_bf16(cuda_of(be)->stream, count, y, dy, dx),
+        cuda_ok(cuda_of(be),
+                be->blocked_bf16_grads ? tt_k_relu_back_g16(s, count, y, dy, dx)
+                                       : tt_k_relu_back_bf16(s, count, y, dy, dx),
                 "bf16 NHWC relu backward kernel");
 }
 
@@ -53,8 +60,11 @@ static void nhwc_gap_forward(backend_t *be, int n, int c, int hw, const float *x
 
 static void nhwc_gap_backward(backend_t *be, int n, int c, int hw, const float *dy, float *dx)
 {
+    cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
-        cuda_ok(cuda_of(be), tt_k_gap_nhwc_backward(cuda_of(be)->stream, n, c, hw, dy, dx),
+        cuda_ok(cuda_of(be),
+                be->blocked_bf16_grads ? tt_k_gap_nhwc_backward_g16(s, n, c, hw, dy, dx)
+                                       : tt_k_gap_nhwc_backward(s, n, c, hw, dy, dx),
                 "NHWC global average pooling backward kernel");
 }
 
@@ -76,8 +86,9 @@ static void nhwc_maxpool_backward(backend_t *be, const window_desc *d, const flo
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                d->blocked_x ? tt_k_pool_nhwc_backward(s, *d, true, dy, mask, dx)
-                             : tt_k_maxpool_backward(s, *d, dy, mask, dx),
+                !d->blocked_x          ? tt_k_maxpool_backward(s, *d, dy, mask, dx)
+                : be->blocked_bf16_grads ? tt_k_pool_nhwc_backward_g16(s, *d, true, dy, mask, dx)
+                                         : tt_k_pool_nhwc_backward(s, *d, true, dy, mask, dx),
                 "maxpool backward kernel");
 }
 
@@ -96,8 +107,9 @@ static void nhwc_avgpool_backward(backend_t *be, const window_desc *d, const flo
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                d->blocked_x ? tt_k_pool_nhwc_backward(s, *d, false, dy, NULL, dx)
-                             : tt_k_avgpool_backward(s, *d, dy, dx),
+                !d->blocked_x          ? tt_k_avgpool_backward(s, *d, dy, dx)
+                : be->blocked_bf16_grads ? tt_k_pool_nhwc_backward_g16(s, *d, false, dy, NULL, dx)
+                                         : tt_k_pool_nhwc_backward(s, *d, false, dy, NULL, dx),
                 "avgpool backward kernel");
 }
 
@@ -105,7 +117,8 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
 {
     prec_layout lay = prec_device_layout(prec, tf32);
     be->blocked_layout = false;
-    be->blocked_nhwc = be->blocked_bf16 = false;
+    be->blocked_nhwc = be->blocked_bf16 = be->blocked_bf16_grads = false;
+    cuda_of(be)->grads16 = false;
     if (!lay.blocked || !lay.nhwc)
         return;
     if (lay.bf16) {
@@ -131,4 +144,9 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
     be->blocked_layout = bn && conv;
     be->blocked_nhwc = be->blocked_layout;
     be->blocked_bf16 = be->blocked_layout && lay.bf16;
+    /* bf16 activation gradients (precision.h's rule; TT_BF16_GRADS=0 keeps
+     * float32 ones): the backward kernels here, the NHWC batchnorm's
+     * (cuda_bn_nhwc.c) and cuda_conv.c's NHWC backward read and write them */
+    be->blocked_bf16_grads = be->blocked_bf16 && lay.bf16_grads;
+    cuda_of(be)->grads16 = be->blocked_bf16_grads; /* the copies' places */
 }

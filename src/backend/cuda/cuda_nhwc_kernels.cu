@@ -8,7 +8,8 @@
  * transpose with n = filters, hw = k * k) and the conv bias + relu. The
  * activations are bf16 (__nv_bfloat16, stored rounded to nearest even by
  * __float2bfloat16_rn, as bf16_io.h's bf16_from_float rounds on the CPU);
- * gradients are float32. The arithmetic is backend/math.h's, in float32, as
+ * gradients are float32, or bf16 in the *_g16 backward kernels (backend.h:
+ * blocked_bf16_grads). The arithmetic is backend/math.h's, in float32, as
  * the CPU's blocked operations (elementwise.c, pool.c) compute it, so the
  * results are the CPU's bits; tests/gpu/test_gpu_ops.c checks that on a GPU.
  * Built with --fmad=false (Makefile.am) like cuda_kernels.cu.
@@ -35,9 +36,29 @@ __global__ void k_relu_bf16(size_t n, const __nv_bfloat16 *x, __nv_bfloat16 *y)
     FOR_EACH(i, n) y[i] = __float2bfloat16_rn(tt_relu(__bfloat162float(x[i])));
 }
 
-__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, const float *dy, float *dx)
+/* Gradient element i of g: float32, or bf16 where g16 (the backend keeps
+ * blocked gradients in bf16, backend.h: blocked_bf16_grads), read exactly
+ * and stored rounded to nearest even, as sim_grad16.c rounds on the CPU.
+ * A run-time flag, not a template: one kernel serves both gradient types
+ * (its branch is the same for every thread), so the kernels' code (in
+ * every binary, for every architecture) does not double. */
+__device__ static float g_load(const void *g, bool g16, size_t i)
 {
-    FOR_EACH(i, n) dx[i] = tt_relu_grad(__bfloat162float(y[i]), dy[i]);
+    return g16 ? __bfloat162float(((const __nv_bfloat16 *)g)[i]) : ((const float *)g)[i];
+}
+
+__device__ static void g_store(void *g, bool g16, size_t i, float v)
+{
+    if (g16)
+        ((__nv_bfloat16 *)g)[i] = __float2bfloat16_rn(v);
+    else
+        ((float *)g)[i] = v;
+}
+
+__global__ void k_relu_back_bf16(size_t n, const __nv_bfloat16 *y, bool g16, const void *dy,
+                                 void *dx)
+{
+    FOR_EACH(i, n) g_store(dx, g16, i, tt_relu_grad(__bfloat162float(y[i]), g_load(dy, g16, i)));
 }
 
 /* y = a + b in float32, relu if asked, rounded once (elementwise.c's) */
@@ -68,14 +89,14 @@ template <typename T> __global__ void k_gap_nhwc_forward(int n, int c, int hw, c
     }
 }
 
-/* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (float32 gradient, NHWC) */
-__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, float *dx)
+/* dx[i, p, c] = fma(dy[i, c], 1 / hw, 0) (dx NHWC, float32 or bf16) */
+__global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, bool g16, void *dx)
 {
     float inv = 1.0f / (float)hw;
     FOR_EACH(e, (size_t)n * hw * c)
     {
         size_t ch = e % (size_t)c, i = e / ((size_t)hw * c);
-        dx[e] = fmaf(dy[i * c + ch], inv, 0.0f);
+        g_store(dx, g16, e, fmaf(dy[i * c + ch], inv, 0.0f));
     }
 }
 
@@ -98,6 +119,19 @@ __global__ void k_nhwc_bf16_to_nchw(int n, int c, int hw, const __nv_bfloat16 *x
         size_t p = e % (size_t)hw, ch = e / (size_t)hw % (size_t)c, i = e / ((size_t)hw * c);
         y[e] = __bfloat162float(x[(i * hw + p) * c + ch]);
     }
+}
+
+/* db[ch] = the sum of a bf16 NHWC gradient [rows, c] down its column,
+ * rows in order, in float32 (cuda_kernels.cu's k_column_sum on bf16) */
+__global__ void k_column_sum_g16(int rows, int c, const __nv_bfloat16 *dy, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= c)
+        return;
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++)
+        s += __bfloat162float(dy[(size_t)r * c + j]);
+    db[j] = s;
 }
 
 /* y[r, ch] = bf16(relu(float(y) + b[ch])) over NHWC rows (b may be NULL) */
@@ -200,8 +234,8 @@ __global__ void k_avgpool_nhwc_forward(window_desc d, bool y_nhwc, const T *x, v
 
 /* dx (float32 NHWC), one thread per input: the sum in output order of dy
  * over the outputs whose window holds it (max: whose argmax it is) */
-__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const float *dy,
-                                     const int32_t *mask, float *dx)
+__global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, bool dy16,
+                                     const void *dy, const int32_t *mask, bool dx16, void *dx)
 {
     float inv = 1.0f / (float)(d.k * d.k);
     int ohw = d.oh * d.ow;
@@ -217,11 +251,11 @@ __global__ void k_pool_nhwc_backward(window_desc d, bool max, bool y_nhwc, const
             for (int ox = ox0; ox < ox1; ox++) {
                 size_t at = elem_at(y_nhwc, d.c, ohw, i, ch, (size_t)(oy * d.ow + ox));
                 if (!max)
-                    g += dy[at] * inv;
+                    g += g_load(dy, dy16, at) * inv;
                 else if (mask[at] == q)
-                    g += dy[at];
+                    g += g_load(dy, dy16, at);
             }
-        dx[e] = g;
+        g_store(dx, dx16, e, g);
     }
 }
 
@@ -241,7 +275,26 @@ cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const f
 {
     if (n == 0)
         return cudaSuccess;
-    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, dy, dx);
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, false, dy,
+                                                        dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy, float *db)
+{
+    if (c <= 0)
+        return cudaSuccess;
+    k_column_sum_g16<<<(c + THREADS - 1) / THREADS, THREADS, 0, s>>>(
+        rows, c, (const __nv_bfloat16 *)dy, db);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const void *dy, void *dx)
+{
+    if (n == 0)
+        return cudaSuccess;
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, true, dy,
+                                                        dx);
     return cudaGetLastError();
 }
 
@@ -276,7 +329,17 @@ cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const f
     size_t count = (size_t)n * hw * c;
     if (count == 0)
         return cudaSuccess;
-    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, dx);
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, false, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, const float *dy,
+                                       void *dx)
+{
+    size_t count = (size_t)n * hw * c;
+    if (count == 0)
+        return cudaSuccess;
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, true, dx);
     return cudaGetLastError();
 }
 
@@ -346,8 +409,20 @@ cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, con
     size_t count = (size_t)d.n * d.c * d.h * d.w;
     if (count == 0)
         return cudaSuccess;
-    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, dy, mask,
-                                                               dx);
+    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, false, dy,
+                                                               mask, false, dx);
+    return cudaGetLastError();
+}
+
+cudaError_t tt_k_pool_nhwc_backward_g16(cudaStream_t s, window_desc d, bool max, const void *dy,
+                                        const int32_t *mask, void *dx)
+{
+    size_t count = (size_t)d.n * d.c * d.h * d.w;
+    if (count == 0)
+        return cudaSuccess;
+    /* dy: a bf16 gradient where y is blocked, an NCHW output's float32 else */
+    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, d.blocked_y,
+                                                               dy, mask, true, dx);
     return cudaGetLastError();
 }
 

@@ -2,7 +2,7 @@
  * layout's element-wise and global-average-pooling kernels in bf16 NHWC
  * (pools and global average pooling in float32 NHWC too).
  * Activation pointers hold bf16 (void here, so C callers need no CUDA
- * bf16 header); gradients float32. Each queues on stream s and returns
+ * bf16 header); gradients float32 (bf16 in the *_g16 ones). Each queues on stream s and returns
  * the launch's error. */
 #ifndef TT_CUDA_NHWC_KERNELS_H
 #define TT_CUDA_NHWC_KERNELS_H
@@ -45,6 +45,19 @@ cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, 
                                       void *y);
 cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, const float *dy,
                                     const int32_t *mask, float *dx);
+/* The backward kernels with bf16 gradients (backend.h: blocked_bf16_grads;
+ * the same arithmetic, each gradient stored rounded to nearest even):
+ * relu's dy and dx bf16; global average pooling's dy [n, c] float32, dx
+ * bf16 NHWC; the pools' dx bf16 NHWC, dy bf16 NHWC where d.blocked_y, else
+ * float32 NCHW. */
+/* db[ch] = the column sum of a bf16 NHWC gradient [rows, c], rows in
+ * order, float32 (a conv's bias gradient) */
+cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy, float *db);
+cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const void *dy, void *dx);
+cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, const float *dy,
+                                       void *dx);
+cudaError_t tt_k_pool_nhwc_backward_g16(cudaStream_t s, window_desc d, bool max, const void *dy,
+                                        const int32_t *mask, void *dx);
 
 #ifdef __cplusplus
 }

@@ -128,13 +128,21 @@ bool sim_fault_capture(void);
 
 /* ---- the blocked layout (sim_blocked.c) ---- */
 /* Host scratch of the blocked convolutions' NCHW operands (x, y or dy, w,
- * dx), grown as needed; not device memory (sim_blocked.c says why). */
-#define SIM_SCRATCH_N 4
+ * dx: slots 0-3) and of the bf16 gradients widened to float32 (4-5,
+ * sim_grad16.c), grown as needed; not device memory (sim_blocked.c says
+ * why). */
+#define SIM_SCRATCH_N 6
 typedef struct {
     float *buf[SIM_SCRATCH_N];
     size_t floats[SIM_SCRATCH_N];
 } sim_scratch;
 void sim_scratch_free(sim_scratch *sc);
+/* Slot `which` of sc grown to hold `floats` (the queue's worker is its
+ * only user); NULL when out of host memory. */
+float *sim_scratch_grow(sim_scratch *sc, int which, size_t floats);
+/* Slot `which` of be's scratch with room for `floats`, on the queue's
+ * worker; NULL (sim_fail says so) when out of host memory. */
+float *sim_scratch_take(backend_t *be, int which, size_t floats);
 /* Sets be's layout flags (and its CPU's) as lay says and, with lay.blocked,
  * installs the queued *_blocked operations. */
 void sim_install_blocked(backend_t *be, prec_layout lay);
@@ -156,6 +164,14 @@ const float *sim_weight_copy(backend_t *be, const float *w, size_t count);
  * (waits for the queue): one a weight a step, TT_WEIGHT_COPIES=each_call
  * one a call. */
 uint64_t sim_weight_conversions(backend_t *be);
+
+/* bf16 activation gradients (sim_grad16.c): sets blocked_bf16_grads and
+ * installs the backward operations that read and write them (after
+ * sim_install_blocked's); widen / narrow convert `count` bf16 gradient
+ * elements to float32 and back (to nearest even). */
+void sim_install_grad16(backend_t *be);
+void sim_grad16_widen(size_t count, const void *g, float *f);
+void sim_grad16_narrow(size_t count, const float *f, void *g);
 
 /* The in-process communicator (sim_comm.c). */
 backend_comm *sim_comm_create(int n, backend_t *const *bes, tt_err *err);

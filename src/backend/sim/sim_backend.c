@@ -418,7 +418,7 @@ static void run_conv_forward(backend_t *be, const window_desc *d, const float *x
         return;
     }
     prec_conv_copies l;
-    prec_conv_copies_of(s->prec, d, &l);
+    prec_conv_copies_of(s->prec, d, be->blocked_bf16_grads, &l);
     float *x16 = copies_at(be, l.bytes_no_w, l.x);
     if (x16 == NULL && s->prec != PREC_FP32)
         return; /* setup reserved too little: an error, as on CUDA */
@@ -451,7 +451,7 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
     }
     if (d->blocked_x || d->blocked_y) {
         prec_conv_copies l;
-        prec_conv_copies_of(s->prec, d, &l);
+        prec_conv_copies_of(s->prec, d, be->blocked_bf16_grads, &l);
         if (s->prec != PREC_FP32 && copies_at(be, l.bytes_no_w, l.x) == NULL)
             return; /* setup reserved too little: an error, as on CUDA */
         sim_conv_backward_blocked(be, s->prec, d, x, w, sim_weight_copy(be, w, conv_w(d)), y,
@@ -463,7 +463,7 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
     if (db != NULL)
         bias_grad((size_t)d->n, d->f, (size_t)d->oh * (size_t)d->ow, dy, db);
     prec_conv_copies l;
-    prec_conv_copies_of(s->prec, d, &l);
+    prec_conv_copies_of(s->prec, d, be->blocked_bf16_grads, &l);
     float *x16 = copies_at(be, l.bytes_no_w, l.x), *dy16 = copies_at(be, l.bytes_no_w, l.y);
     const float *w16 = weights_16bit(be, w, conv_w(d), l.bytes, l.w);
     if (x16 == NULL || w16 == NULL)

@@ -12,9 +12,10 @@
  * A convolution with a blocked side is what cuDNN does with NHWC bf16
  * tensor descriptors: it reads the bf16 x and the bf16 weights, multiplies
  * with float32 accumulation and writes y in bf16; a bias and relu pass
- * then reads that bf16 y and stores bf16 again. Backward reads the float32
- * gradient dy rounded to bf16 (gradients stay float32 in every layout) and
- * writes dx and dw in bf16, widened to float32. Sim computes that on NCHW
+ * then reads that bf16 y and stores bf16 again. Backward reads the
+ * gradient dy in bf16 (a float32 dy rounded; with bf16 gradients,
+ * sim_grad16.c, the stored bf16 one) and writes dx and dw in bf16, widened
+ * to float32 (dx kept bf16 with bf16 gradients). Sim computes that on NCHW
  * float32 scratch of its own host memory (the layout is not the
  * arithmetic): the CPU's NCHW convolution on bf16-exact operands, rounded
  * where the GPU rounds. That scratch is an artefact of the simulation (a
@@ -67,27 +68,6 @@ static void pack(const backend_t *be, int n, int c, int hw, const float *x, bool
             }
 }
 
-/* Host scratch for one NCHW operand, grown as needed (the queue's worker
- * is its only user). */
-static float *scratch(sim_scratch *sc, int which, size_t floats)
-{
-    if (floats > sc->floats[which]) {
-        float *p = realloc(sc->buf[which], floats * sizeof(float));
-        if (p == NULL)
-            return NULL;
-        sc->buf[which] = p;
-        sc->floats[which] = floats;
-    }
-    return sc->buf[which];
-}
-
-void sim_scratch_free(sim_scratch *sc)
-{
-    for (int i = 0; i < SIM_SCRATCH_N; i++)
-        free(sc->buf[i]);
-    memset(sc, 0, sizeof(*sc));
-}
-
 static size_t n_x(const window_desc *d) { return (size_t)d->n * d->c * d->h * d->w; }
 static size_t n_w(const window_desc *d) { return (size_t)d->f * d->c * d->k * d->k; }
 static size_t n_y(const window_desc *d) { return (size_t)d->n * d->f * d->oh * d->ow; }
@@ -123,10 +103,10 @@ static bool scratch_all(backend_t *be, const window_desc *d, float **xn, float *
                         float **dxn)
 {
     sim_scratch *sc = sim_scratch_of(be);
-    *xn = scratch(sc, 0, n_x(d));
-    *yn = scratch(sc, 1, n_y(d));
-    *wn = scratch(sc, 2, n_w(d));
-    *dxn = scratch(sc, 3, n_x(d));
+    *xn = sim_scratch_grow(sc, 0, n_x(d));
+    *yn = sim_scratch_grow(sc, 1, n_y(d));
+    *wn = sim_scratch_grow(sc, 2, n_w(d));
+    *dxn = sim_scratch_grow(sc, 3, n_x(d));
     if (*xn && *yn && *wn && *dxn)
         return true;
     sim_fail(be, "out of host memory for a blocked convolution's scratch");
@@ -182,6 +162,16 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
     window_desc nd = *d;
     nd.blocked_x = nd.blocked_y = false;
     size_t ycount = d->blocked_y ? tt_blocked_floats(d->n, d->f, d->oh * d->ow) : n_y(d);
+    /* bf16 gradients (sim_grad16.c): dy read, dx stored in bf16 */
+    bool dy16 = d->blocked_y && be->blocked_bf16_grads;
+    bool dx16 = d->blocked_x && be->blocked_bf16_grads;
+    if (dy16) {
+        float *g = sim_scratch_take(be, 4, ycount);
+        if (g == NULL)
+            return;
+        sim_grad16_widen(ycount, dy, g);
+        dy = g;
+    }
     if (relu) /* the mask, in place on the float32 dy, from the (bf16) y */
         (d->blocked_y ? cpu->relu_backward_blocked : cpu->relu_backward)(cpu, ycount, y, dy, dy);
     if (d->blocked_y)
@@ -200,8 +190,8 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
         sim_round_16bit(p, n_w(d), dw, dw);
     if (dx_out != NULL && p != PREC_FP32)
         sim_round_16bit(p, n_x(d), dx_out, dx_out);
-    if (dx != NULL && d->blocked_x) /* a float32 gradient in the blocked layout */
-        pack(be, d->n, d->c, d->h * d->w, dxn, false, dx);
+    if (dx != NULL && d->blocked_x) /* a gradient in the blocked layout */
+        pack(be, d->n, d->c, d->h * d->w, dxn, dx16, dx);
 }
 
 /* ---- the blocked operations, queued: the inner CPU backend's ---- */
@@ -334,6 +324,7 @@ void sim_install_blocked(backend_t *be, prec_layout lay)
     be->blocked_layout = lay.blocked;
     be->blocked_nhwc = lay.nhwc;
     be->blocked_bf16 = lay.bf16;
+    be->blocked_bf16_grads = false; /* sim_install_grad16 sets it */
     /* the inner CPU backend's blocked operations read these two */
     cpu->blocked_nhwc = lay.nhwc;
     cpu->blocked_bf16 = lay.bf16;
@@ -346,4 +337,6 @@ void sim_install_blocked(backend_t *be, prec_layout lay)
     be->relu_forward_blocked = sim_relu_fwd_blocked;
     be->relu_backward_blocked = sim_relu_bwd_blocked;
     be->add_blocked = sim_add_blocked;
+    if (lay.bf16 && lay.bf16_grads)
+        sim_install_grad16(be);
 }

@@ -1,7 +1,8 @@
 /* sim_device.c - what every file of the simulated GPU shares below its
- * backend (sim.h): the first error, the faults TT_SIM_FAULT plants, and
- * 16-bit storage rounded as a GPU rounds it. sim_backend.c, sim_comm.c
- * and sim_blocked.c call these; these call none of theirs. */
+ * backend (sim.h): the first error, the faults TT_SIM_FAULT plants,
+ * 16-bit storage rounded as a GPU rounds it, and the blocked operations'
+ * host scratch. sim_backend.c, sim_comm.c, sim_blocked.c and sim_grad16.c
+ * call these; these call none of theirs. */
 #include "backend/sim/sim.h"
 
 #include <pthread.h>
@@ -150,4 +151,33 @@ void sim_round_16bit(prec_t p, size_t count, const float *x, float *y)
     }
     for (size_t i = 0; i < count; i++)
         y[i] = round_bf16(x[i]);
+}
+
+/* ---- the blocked operations' host scratch (sim.h: sim_scratch) ---- */
+
+float *sim_scratch_grow(sim_scratch *sc, int which, size_t floats)
+{
+    if (floats > sc->floats[which]) {
+        float *p = realloc(sc->buf[which], floats * sizeof(float));
+        if (p == NULL)
+            return NULL;
+        sc->buf[which] = p;
+        sc->floats[which] = floats;
+    }
+    return sc->buf[which];
+}
+
+float *sim_scratch_take(backend_t *be, int which, size_t floats)
+{
+    float *p = sim_scratch_grow(sim_scratch_of(be), which, floats);
+    if (p == NULL)
+        sim_fail(be, "out of host memory for a blocked operation's scratch");
+    return p;
+}
+
+void sim_scratch_free(sim_scratch *sc)
+{
+    for (int i = 0; i < SIM_SCRATCH_N; i++)
+        free(sc->buf[i]);
+    memset(sc, 0, sizeof(*sc));
 }
