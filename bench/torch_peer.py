@@ -64,6 +64,26 @@ TORCH_PIN, TORCHVISION_PIN = "2.15.0", "0.29.2"
 VENV = os.environ.get("TT_BENCH_VENV") or os.path.expanduser("~/.cache/towertrain-bench-venv")
 COMPILE_BOUND_S = int(os.environ.get("TT_COMPILE_BOUND", "600"))
 
+# What a CPU without AVX-512 would run, on one that has it (bench/roofline/run
+# --isa avx2): every library capped at AVX2 + FMA. ATen's kernels and
+# Inductor's generated code (ATEN_CPU_CAPABILITY), oneDNN's convolutions
+# and towertrain's oneDNN (ONEDNN_MAX_CPU_ISA), MKL's sgemm, which PyPI's
+# torch calls for Linear (MKL_ENABLE_INSTRUCTIONS), OpenBLAS in Debian's
+# torch and the roof (OPENBLAS_CORETYPE Haswell: AVX2 + FMA kernels), and
+# towertrain's own kernels (TT_CPU_ISA).
+ISA_CAPS = {"avx2": {"TT_CPU_ISA": "avx2", "ATEN_CPU_CAPABILITY": "avx2",
+                     "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+                     "OPENBLAS_CORETYPE": "Haswell"}}
+CAP_ENV = {}  # the cap in force (set_isa_cap), {} for none
+
+
+def set_isa_cap(level):
+    """Caps every later peer process (and this one's environment, which
+    towertrain and the roof inherit) at `level`, a key of ISA_CAPS."""
+    CAP_ENV.clear()
+    CAP_ENV.update(ISA_CAPS[level])
+    os.environ.update(CAP_ENV)
+
 # One process: argv = models (comma list), torch thread counts (comma list),
 # steps, warm-up steps, the stage-2 variant ("compile=MODE,cl=1,bf16=1",
 # "" for eager fp32). Prints "model threads images/s compile-seconds" lines.
@@ -270,7 +290,10 @@ def best_kernel_family():
 
 def cpu_bf16():
     """Whether the CPU has a bf16 dot product (AVX512_BF16 or AMX): where
-    oneDNN's bf16 is fast, so bf16 autocast is worth a try."""
+    oneDNN's bf16 is fast, so bf16 autocast is worth a try. Never under an
+    ISA cap (AVX2 has no bf16 product)."""
+    if CAP_ENV:
+        return False
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -289,7 +312,9 @@ def stage1(peer):
     """{label: Setting} of stage 1 (eager fp32) for a peer."""
     coretypes = [("", None)]
     blas_threads = [("", None)]
-    if peer.openblas:
+    if peer.openblas and "OPENBLAS_CORETYPE" in CAP_ENV:  # the cap fixes the kernels
+        blas_threads = [(", OpenBLAS 1 thread", "1"), (", OpenBLAS default threads", None)]
+    elif peer.openblas:
         detected, best_family = openblas_detected(), best_kernel_family()
         coretypes = [(", OPENBLAS_CORETYPE detected (%s)" % (detected or "?"), None)]
         if best_family is not None and best_family != detected:
@@ -333,6 +358,7 @@ def _run(peer, models, threads, env_extra, variant="", steps=None):
     env = dict(os.environ)
     for k in ("OPENBLAS_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_CORETYPE", "OMP_NUM_THREADS"):
         env.pop(k, None)
+    env.update(CAP_ENV)
     env.update(env_extra)
     env["TORCHINDUCTOR_CACHE_DIR"] = _cache_dir()
     steps = steps or {m: STEPS[m] for m in models}

@@ -176,7 +176,8 @@ JOBS = {
     "mlp": ("fashion_mnist_mlp.cfg", []),
     "lenet": ("fashion_mnist_lenet.cfg", []),
     # random images, no augmentation, one tower, 12 steps an epoch
-    "resnet20": ("resnet20_fake.cfg", ['trainer={ type = "simple"; }', "dataflow.batch_size=128",
+    "resnet20": ("resnet20_fake.cfg", ['trainer.type="simple"', "trainer.nr_tower=1",
+                                       "dataflow.batch_size=128",
                                        "dataflow.augment=()", "dataflow.source.size=%d" % (12 * BATCH)]),
 }
 

@@ -6,6 +6,8 @@
  *   softmax_xent: the loss sum, the argmax (ties: the first maximal index, as
  *   torch.argmax), dlogits = (softmax - onehot) / n, logits around +-1000;
  *   relu forward and backward, mul, axpy, scale;
+ *   sgd_step (momentum, nesterov, weight decay, the first step) and adam_step:
+ *   math.h's per-element rule bit for bit, and the float64 formulas;
  *   dropout over a million elements: the fraction dropped, independence, scaling,
  *   a pure function of (seed, i);
  *   max pooling's 2x2 fast path: ties and NaN;
@@ -28,6 +30,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_isa.h"
+#include "backend/math.h"
 #include "tt_blocked.h"
 #include "tt_ref.h"
 #include "tt_test.h"
@@ -454,6 +457,113 @@ static void test_elementwise(void)
     free(y2);
 }
 
+/* ---- the optimizer updates ---- */
+
+/* One sgd_step or adam_step over BIG elements from fixed w, g and slots, on
+ * be: the new w and slots in out[0..2] (host copies, BIG floats each). */
+typedef struct {
+    bool adam;
+    float lr, momentum, weight_decay;
+    bool nesterov, first;
+    int64_t step; /* adam */
+} opt_case;
+
+static void opt_run(backend_t *be, const opt_case *c, const float *const in[4], float *out[3])
+{
+    size_t bytes = BIG * sizeof(float);
+    float *w = tt_dev_copy(be, in[0], bytes), *g = tt_dev_copy(be, in[1], bytes);
+    float *m = tt_dev_copy(be, in[2], bytes), *v = tt_dev_copy(be, in[3], bytes);
+    if (c->adam)
+        be->adam_step(be, BIG, c->lr, 0.9f, 0.999f, 1e-8f, c->weight_decay, c->step, w, g, m, v);
+    else
+        be->sgd_step(be, BIG, c->lr, c->momentum, c->nesterov, c->weight_decay, c->first, w, g,
+                     c->momentum != 0.0f ? m : NULL);
+    out[0] = tt_host_copy(be, w, bytes);
+    out[1] = tt_host_copy(be, m, bytes);
+    out[2] = tt_host_copy(be, v, bytes);
+    be->free(be, w);
+    be->free(be, g);
+    be->free(be, m);
+    be->free(be, v);
+}
+
+/* The new w of element i in float64 from torch.optim's formulas (SGD with
+ * momentum, nesterov, weight decay; Adam with its bias corrections), and
+ * the float32 rule of backend/math.h applied one element at a time. */
+static double opt_ref64(const opt_case *c, float w, float g, float m, float v)
+{
+    double d = (double)g + (double)c->weight_decay * w;
+    if (c->adam) {
+        double mm = m + 0.1 * (d - m), vv = 0.999 * v + 0.001 * d * d;
+        double bc1 = 1.0 - pow(0.9, (double)c->step), bc2 = 1.0 - pow(0.999, (double)c->step);
+        return w - c->lr / bc1 * mm / (sqrt(vv) / sqrt(bc2) + 1e-8);
+    }
+    if (c->momentum != 0.0f) {
+        double b = c->first ? d : (double)c->momentum * m + d;
+        d = c->nesterov ? d + (double)c->momentum * b : b;
+    }
+    return w - (double)c->lr * d;
+}
+
+static float opt_ref32(const opt_case *c, float w, float g, float *m, float *v)
+{
+    if (c->adam) {
+        tt_adam_consts k = tt_adam_make(c->lr, 0.9f, 0.999f, 1e-8f, c->weight_decay, c->step);
+        return tt_adam_update(w, g, m, v, &k);
+    }
+    return tt_sgd_update(w, g, m, c->lr, c->momentum, c->nesterov, c->weight_decay, c->first);
+}
+
+/* sgd_step and adam_step, every variant of their loops (which the compiler
+ * vectorises at each level): the same bits as backend/math.h's rule applied
+ * element by element (every level computes the same roundings), within
+ * 1e-5 relative of the float64 formulas, and the same bits on 2 threads. */
+static void test_optimizer_steps(void)
+{
+    static const opt_case cases[] = {
+        {false, 0.05f, 0.0f, 0.0f, false, false, 0},   {false, 0.05f, 0.0f, 1e-4f, false, false, 0},
+        {false, 0.05f, 0.9f, 0.0f, false, true, 0},    {false, 0.05f, 0.9f, 0.0f, false, false, 0},
+        {false, 0.05f, 0.9f, 5e-4f, true, false, 0},   {false, 0.1f, 0.9f, 1e-4f, false, true, 0},
+        {true, 1e-3f, 0.0f, 0.0f, false, false, 1},    {true, 1e-3f, 0.0f, 1e-2f, false, false, 7},
+    };
+    tt_rng rng = tt_rng_make(0x0b7);
+    float *in[4];
+    for (int k = 0; k < 4; k++) {
+        in[k] = malloc(BIG * sizeof(float));
+        tt_fill(&rng, in[k], BIG, k == 3 ? 0.0 : -1.0, 1.0); /* v >= 0 */
+    }
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const opt_case *c = &cases[ci];
+        float *o1[3], *o2[3];
+        opt_run(be1, c, (const float *const *)in, o1);
+        opt_run(be2, c, (const float *const *)in, o2);
+        size_t bits = 0, far = 0;
+        for (int i = 0; i < BIG; i++) {
+            float m = in[2][i], v = in[3][i];
+            float w = opt_ref32(c, in[0][i], in[1][i], &m, &v);
+            bits += memcmp(&w, &o1[0][i], 4) != 0 ||
+                    (c->adam || c->momentum != 0.0f ? memcmp(&m, &o1[1][i], 4) != 0 : 0) ||
+                    (c->adam ? memcmp(&v, &o1[2][i], 4) != 0 : 0);
+            double r = opt_ref64(c, in[0][i], in[1][i], in[2][i], in[3][i]);
+            far += !(fabs(o1[0][i] - r) <= 1e-5 * fabs(r) + 1e-7);
+        }
+        tt_ok(bits == 0 && far == 0,
+              "%s (lr %g, momentum %g, weight decay %g%s%s): as math.h's rule bit for bit "
+              "(%zu differ), float64 to 1e-5 (%zu far)", c->adam ? "adam_step" : "sgd_step",
+              (double)c->lr, (double)c->momentum, (double)c->weight_decay,
+              c->nesterov ? ", nesterov" : "", c->first ? ", first step" : "", bits, far);
+        tt_ok(tt_same_bits(o1[0], o2[0], BIG) && tt_same_bits(o1[1], o2[1], BIG) &&
+                  tt_same_bits(o1[2], o2[2], BIG),
+              "%s case %zu: same bits on 2 threads", c->adam ? "adam_step" : "sgd_step", ci);
+        for (int k = 0; k < 3; k++) {
+            free(o1[k]);
+            free(o2[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++)
+        free(in[k]);
+}
+
 /* ---- dropout ---- */
 
 /* Over 1e6 + 3 elements, per rate: the fraction dropped within 5 binomial
@@ -717,6 +827,7 @@ int main(void)
               cpu_isa_name((cpu_isa_t)level), cpu_isa_name(cpu_isa_detected()));
         test_softmax_xent();
         test_elementwise();
+        test_optimizer_steps();
         test_dropout();
         test_maxpool_2x2();
         test_blocked_orders();
