@@ -47,11 +47,15 @@ ONEDNN_MAX_CPU_ISA=AVX2 "$TOWERTRAIN" --version | grep -q "^cpu precision: fp32 
 ok $? "--version says bf16 is not available with oneDNN capped at AVX2 ($capped)"
 # whether bf16 runs here at all, and on what, follows from the CPU (CPUID)
 # and the build: --version names the level oneDNN finds on this CPU
+# (the cap named, if one lowered it: the user's, else an exported TT_CPU_ISA's)
 here=$(tt_dnnl_isa)
+why=${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)}
+[ -z "$why" ] && [ -n "${TT_CPU_ISA:-}" ] && [ "$(tt_dnnl_isa ALL)" != "$here" ] &&
+  why=" (TT_CPU_ISA=$TT_CPU_ISA)"
 case $here in
   AVX512_CORE_AMX) want='fp32 bf16 (bf16 on AMX)' ;;
   AVX512_CORE_BF16) want='fp32 bf16 (bf16 on AVX512_BF16)' ;;
-  *) want="fp32 (bf16 needs a CPU with AVX512_BF16 or AMX, and oneDNN finds $here at most here${ONEDNN_MAX_CPU_ISA:+ (ONEDNN_MAX_CPU_ISA=$ONEDNN_MAX_CPU_ISA)})" ;;
+  *) want="fp32 (bf16 needs a CPU with AVX512_BF16 or AMX, and oneDNN finds $here at most here$why)" ;;
 esac
 got=$("$TOWERTRAIN" --version | sed -n 's/^cpu precision: //p')
 case $got in "fp32 (bf16 needs oneDNN"*) want=$got ;; esac
