@@ -563,6 +563,22 @@ static void tower_plan_free(int *buf_of, int *grad_of, int *free_after, size_t *
     free(act_bytes);
 }
 
+/* The tower's per-layer tables (tower_free frees them); false when out of
+ * memory. */
+static bool tower_tables_alloc(tower_t *t, int L)
+{
+    t->blocked = calloc((size_t)L, sizeof(bool));
+    t->act = calloc((size_t)L, sizeof(float *));
+    t->dact = calloc((size_t)L, sizeof(float *));
+    t->grad_bufs = calloc((size_t)L, sizeof(float *));
+    t->state = calloc((size_t)L, sizeof(void *));
+    t->grad_written = calloc((size_t)L, sizeof(bool));
+    t->act_bufs = calloc((size_t)L, sizeof(float *));
+    t->act_shared = calloc((size_t)L, sizeof(bool));
+    return t->blocked && t->act && t->dact && t->grad_bufs && t->state && t->grad_written &&
+           t->act_bufs && t->act_shared;
+}
+
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
@@ -575,19 +591,10 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     int *buf_of = malloc((size_t)L * sizeof(int));
     size_t *grad_bytes = malloc((size_t)L * sizeof(size_t));
     size_t *out_bytes = malloc((size_t)L * sizeof(size_t));
-    t->blocked = calloc((size_t)L, sizeof(bool));
-    t->act = calloc((size_t)L, sizeof(float *));
-    t->dact = calloc((size_t)L, sizeof(float *));
-    t->grad_bufs = calloc((size_t)L, sizeof(float *));
-    t->state = calloc((size_t)L, sizeof(void *));
-    t->grad_written = calloc((size_t)L, sizeof(bool));
-    t->act_bufs = calloc((size_t)L, sizeof(float *));
-    t->act_shared = calloc((size_t)L, sizeof(bool));
+    bool tables = tower_tables_alloc(t, L);
     size_t *act_bytes = malloc((size_t)L * sizeof(size_t));
     int *grad_of = malloc((size_t)L * sizeof(int)), *free_after = malloc((size_t)L * sizeof(int));
-    if (!grad_of || !free_after || !buf_of || !grad_bytes || !out_bytes || !t->blocked || !t->act || !t->dact ||
-        !t->grad_bufs || !t->state || !t->grad_written || !t->act_bufs || !t->act_shared ||
-        !act_bytes)
+    if (!tables || !grad_of || !free_after || !buf_of || !grad_bytes || !out_bytes || !act_bytes)
         goto oom;
     /* buf_of and grad_bytes: first the gradients' plan, then (grad_of
      * keeping the first) the activations' */
