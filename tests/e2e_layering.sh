@@ -15,17 +15,18 @@ objs = sorted(glob.glob("src/**/*.o", recursive=True) + glob.glob("monitors/**/*
 if len(objs) < 50:
     print("not ok - found only %d objects under src/ and monitors/ (is the tree built?)" % len(objs))
     sys.exit(0)
-defs = collections.defaultdict(set); undef = {}
-for o in objs:
-    out = subprocess.run(["nm", o], capture_output=True, text=True).stdout
-    u = set()
-    for line in out.splitlines():
-        p = line.split()
-        if len(p) == 3 and p[1] in "TDBR":
-            defs[p[2]].add(o)
-        elif len(p) == 2 and p[0] == "U":
-            u.add(p[1])
-    undef[o] = u
+defs = collections.defaultdict(set); undef = {o: set() for o in objs}
+# one nm for all: "OBJECT:[ADDRESS] TYPE SYMBOL" a line
+out = subprocess.run(["nm", "-A"] + objs, capture_output=True, text=True).stdout
+for line in out.splitlines():
+    o, _, rest = line.partition(":")
+    p = rest.split()
+    if o not in undef:
+        continue
+    if len(p) == 3 and p[1] in "TDBR":
+        defs[p[2]].add(o)
+    elif len(p) == 2 and p[0] == "U":
+        undef[o].add(p[1])
 edges = collections.defaultdict(dict)
 for o, u in undef.items():
     for s in u:
