@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/precision.h"
 
 const char *backend_list_built(void)
 {
@@ -22,6 +23,8 @@ const char *backend_list_built(void)
 backend_t *backend_device_create(const char *kind, int device, const backend_device_options *o,
                                  tt_err *err)
 {
+    if (prec_check_env(err) != 0)
+        return NULL;
     if (strcmp(kind, "sim") == 0)
         return backend_sim_create(device, o->precision, err);
     cuda_options opt = {.tf32 = o->tf32, .deterministic = o->deterministic};

@@ -89,6 +89,26 @@ bool prec_bf16_grads_on(void)
     return e == NULL || strcmp(e, "0") != 0;
 }
 
+/* Whether environment variable `name` is unset, empty or one of the two
+ * values. */
+static bool env_is(const char *name, const char *a, const char *b)
+{
+    const char *e = getenv(name);
+    return e == NULL || e[0] == '\0' || strcmp(e, a) == 0 || strcmp(e, b) == 0;
+}
+
+int prec_check_env(tt_err *err)
+{
+    if (!env_is("TT_CUDA_LAYOUT", "nchw", "nhwc"))
+        return err_set(err, TT_ERR_USAGE, "TT_CUDA_LAYOUT=%.40s: use nchw or nhwc (or unset it)",
+                       getenv("TT_CUDA_LAYOUT"));
+    if (!env_is("TT_BF16_GRADS", "0", "1"))
+        return err_set(err, TT_ERR_USAGE,
+                       "TT_BF16_GRADS=%.40s: use 0 (float32 activation gradients) or 1 (bf16)",
+                       getenv("TT_BF16_GRADS"));
+    return 0;
+}
+
 prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c)
 {
     prec_layout l = {false, false, false, false};

@@ -518,11 +518,20 @@ static int transient_until(const model_t *m, int i)
     return last;
 }
 
-/* TT_ACT_SHARING=0 turns the sharing off (the test of its bits). */
+/* TT_ACT_SHARING=0 turns the sharing off (the test of its bits); unset
+ * or 1, on; anything else is a usage error (act_sharing_check). */
 static bool act_sharing_on(void)
 {
     const char *e = getenv("TT_ACT_SHARING");
     return e == NULL || strcmp(e, "0") != 0;
+}
+
+static int act_sharing_check(tt_err *err)
+{
+    const char *e = getenv("TT_ACT_SHARING");
+    if (e == NULL || e[0] == '\0' || strcmp(e, "0") == 0 || strcmp(e, "1") == 0)
+        return 0;
+    return err_set(err, TT_ERR_USAGE, "TT_ACT_SHARING=%.40s: use 0 or 1 (or unset it)", e);
 }
 
 /* Activation buffers shared by lifetime (the forward-only outputs above):
@@ -582,6 +591,8 @@ static bool tower_tables_alloc(tower_t *t, int L)
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
+    if (act_sharing_check(err) != 0)
+        return -1;
     t->model = m;
     t->be = be;
     t->max_n = max_n;
