@@ -174,3 +174,23 @@ int backend_cuda_copy_d2h_async(backend_t *be, void *host_dst, const void *src, 
 {
     return err_set(err, TT_ERR_USAGE, "%s", why);
 }
+
+int backend_cuda_capture_begin(backend_t *be, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
+backend_graph *backend_cuda_capture_end(backend_t *be, tt_err *err)
+{
+    err_set(err, TT_ERR_USAGE, "%s", why);
+    return NULL;
+}
+
+int backend_cuda_graph_launch(backend_t *be, backend_graph *g, tt_err *err)
+{
+    return err_set(err, TT_ERR_USAGE, "%s", why);
+}
+
+void backend_cuda_graph_free(backend_t *be, backend_graph *g)
+{
+}
