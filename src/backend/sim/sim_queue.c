@@ -213,47 +213,41 @@ void sim_queue_delete(sim_queue *q)
     free(q);
 }
 
+/* j at the end of the list [*head, *tail] */
+static void append(sim_job **head, sim_job **tail, sim_job *j)
+{
+    if (*tail != NULL)
+        (*tail)->next = j;
+    else
+        *head = j;
+    *tail = j;
+}
+
 void sim_enqueue_on(sim_queue *q, void (*run)(backend_t *be, void *args), const void *args,
                     size_t size)
 {
     sim_job *j = malloc(sizeof(*j) + size);
-    pthread_mutex_lock(&q->lock);
-    if (q->capturing) { /* kept for the graph, not run */
-        if (j == NULL) {
-            q->cap_lost = true;
-        } else {
-            *j = (sim_job){.run = run, .size = size};
-            if (size > 0)
-                memcpy(j->args, args, size);
-            if (q->cap_tail != NULL)
-                q->cap_tail->next = j;
-            else
-                q->cap_head = j;
-            q->cap_tail = j;
-        }
-        pthread_mutex_unlock(&q->lock);
-        return;
+    if (j != NULL) {
+        *j = (sim_job){.run = run, .size = size, .queued_ns = clock_now(q->clock)};
+        if (size > 0) /* a job without arguments may pass NULL */
+            memcpy(j->args, args, size);
     }
-    pthread_mutex_unlock(&q->lock);
-    if (j == NULL) { /* out of host memory: run it here, in order, after the rest */
+    pthread_mutex_lock(&q->lock);
+    if (j == NULL && !q->capturing) { /* out of host memory: run it here, after the rest */
+        pthread_mutex_unlock(&q->lock);
         sim_queue_drain(q);
         run(q->be, (void *)args);
         return;
     }
-    j->next = NULL;
-    j->run = run;
-    j->size = size;
-    j->queued_ns = clock_now(q->clock);
-    if (size > 0) /* a job without arguments may pass NULL */
-        memcpy(j->args, args, size);
-    pthread_mutex_lock(&q->lock);
-    if (q->tail != NULL)
-        q->tail->next = j;
-    else
-        q->head = j;
-    q->tail = j;
-    q->pending++;
-    pthread_cond_signal(&q->work);
+    if (j == NULL) {
+        q->cap_lost = true; /* the capture fails */
+    } else if (q->capturing) { /* kept for the graph, not run */
+        append(&q->cap_head, &q->cap_tail, j);
+    } else {
+        append(&q->head, &q->tail, j);
+        q->pending++;
+        pthread_cond_signal(&q->work);
+    }
     pthread_mutex_unlock(&q->lock);
 }
 
