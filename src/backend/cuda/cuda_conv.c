@@ -371,10 +371,7 @@ static char *copies_and_w(cuda_impl *c, const window_desc *d, const float *w, bo
     if (h == NULL)
         return NULL;
     *w16 = own_w ? h + l->w : copy;
-    if (own_w && (krsc ? cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->f, d->c, d->k * d->k,
-                                                            w, h + l->w),
-                                 "conv filter to bf16 KRSC kernel")
-                       : cuda_to_half(c, (size_t)d->f * d->c * d->k * d->k, w, h + l->w)) != 0)
+    if (own_w && cuda_weight_convert(c, w, d->f, d->c, d->k * d->k, krsc, h + l->w) != 0)
         return NULL;
     return h;
 }

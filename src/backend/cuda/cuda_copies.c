@@ -99,6 +99,15 @@ void backend_cuda_weights_step(backend_t *be, const float *params, bool begin)
     weight_copies_step(&cuda_of(be)->weights, params, begin);
 }
 
+int cuda_weight_convert(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
+                        void *dst)
+{
+    if (krsc)
+        return cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, rows, cols, hw, w, dst),
+                       "conv filter to bf16 KRSC kernel");
+    return cuda_to_half(c, (size_t)rows * (size_t)cols * (size_t)hw, w, dst);
+}
+
 int cuda_weight_copy(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
                      const void **copy)
 {
@@ -110,10 +119,7 @@ int cuda_weight_copy(cuda_impl *c, const float *w, int rows, int cols, int hw, b
     if (a == WC_NONE)
         return 0;
     char *dst = (char *)mirror + at * prec_elem_bytes(c->prec);
-    if (a == WC_CONVERT &&
-        (krsc ? cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, rows, cols, hw, w, dst),
-                        "conv filter to bf16 KRSC kernel")
-              : cuda_to_half(c, count, w, dst)) != 0)
+    if (a == WC_CONVERT && cuda_weight_convert(c, w, rows, cols, hw, krsc, dst) != 0)
         return -1;
     *copy = dst;
     return 0;

@@ -122,6 +122,10 @@ void *cuda_copies(cuda_impl *c, size_t bytes);
  * converts them itself); -1 after an error. */
 int cuda_weight_copy(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
                      const void **copy);
+/* w[rows, cols * hw] into the 16-bit dst now, as cuda_weight_copy's copy
+ * is made (krsc: bf16 KRSC); 0, or -1 after an error. */
+int cuda_weight_convert(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
+                        void *dst);
 
 /* count float32 values to the backend's 16-bit type, and back (exact). */
 int cuda_to_half(cuda_impl *c, size_t count, const float *src, void *dst);
