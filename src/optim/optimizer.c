@@ -7,6 +7,13 @@
 
 #include "backend/math.h"
 
+/* AdamW's factor on the weights before the update, 1 - lr wd (computed in
+ * double); the by-value and the captured step use this one. */
+static float adamw_decay(float lr, float wd)
+{
+    return (float)(1.0 - (double)lr * (double)wd);
+}
+
 static bool param_excluded(const optimizer_cfg *cfg, const char *name)
 {
     for (int i = 0; i < cfg->n_wd_exclude; i++)
@@ -204,7 +211,7 @@ static void apply_part(optimizer_t *opt, backend_t *be, float *params, const flo
             if (opt->vars != NULL)
                 be->decay_vars(be, n, opt->vars, w);
             else
-                be->scale(be, n, (float)(1.0 - (double)c->learning_rate * (double)wd), w);
+                be->scale(be, n, adamw_decay(c->learning_rate, wd), w);
         }
         if (c->type == OPT_ADAMW)
             wd = 0.0f;
@@ -249,7 +256,7 @@ void optimizer_step_vars(const optimizer_t *opt, int64_t step, backend_step_vars
     tt_adam_consts a = tt_adam_make(c->learning_rate, c->beta1, c->beta2, c->epsilon, 0.0f, step);
     *v = (backend_step_vars){
         .lr = c->learning_rate,
-        .decay = (float)(1.0 - (double)c->learning_rate * (double)c->weight_decay),
+        .decay = adamw_decay(c->learning_rate, c->weight_decay),
         .first_step = opt->has_state ? 0 : 1,
         .adam_step_size = a.step_size,
         .adam_bc2_sqrt = a.bias_correction2_sqrt,
