@@ -449,7 +449,7 @@ static int nhwc_dy16(cuda_impl *c, const window_desc *d, const float *y, bool re
                      float *db)
 {
     int rows = d->n * d->oh * d->ow;
-    if (relu && cuda_ok(c, tt_k_relu_back_g16(c->stream, (size_t)rows * d->f, y, dy, dy),
+    if (relu && cuda_ok(c, tt_k_relu_back_bf16(c->stream, true, (size_t)rows * d->f, y, dy, dy),
                         "relu mask kernel (bf16 gradient)") != 0)
         return -1;
     if (db != NULL && cuda_ok(c, tt_k_column_sum_g16(c->stream, rows, d->f, dy, db),
@@ -465,7 +465,7 @@ static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu
 {
     int ohw = d->oh * d->ow;
     size_t out = (size_t)d->n * d->f * ohw;
-    if (relu && cuda_ok(c, d->blocked_y ? tt_k_relu_back_bf16(c->stream, out, y, dy, dy)
+    if (relu && cuda_ok(c, d->blocked_y ? tt_k_relu_back_bf16(c->stream, false, out, y, dy, dy)
                                         : tt_k_relu_backward(c->stream, out, y, dy, dy),
                         "relu mask kernel") != 0)
         return -1;

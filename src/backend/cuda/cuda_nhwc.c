@@ -30,15 +30,14 @@ static void nhwc_relu_forward(backend_t *be, size_t count, const float *x, float
 }
 
 /* The backward operations below store bf16 gradients where
- * blocked_bf16_grads (the *_g16 kernels), else float32 ones. */
+ * blocked_bf16_grads (the launchers' g16), else float32 ones. */
 static void nhwc_relu_backward(backend_t *be, size_t count, const float *y, const float *dy,
                                float *dx)
 {
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                be->blocked_bf16_grads ? tt_k_relu_back_g16(s, count, y, dy, dx)
-                                       : tt_k_relu_back_bf16(s, count, y, dy, dx),
+                tt_k_relu_back_bf16(s, be->blocked_bf16_grads, count, y, dy, dx),
                 "bf16 NHWC relu backward kernel");
 }
 
@@ -63,8 +62,7 @@ static void nhwc_gap_backward(backend_t *be, int n, int c, int hw, const float *
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                be->blocked_bf16_grads ? tt_k_gap_nhwc_backward_g16(s, n, c, hw, dy, dx)
-                                       : tt_k_gap_nhwc_backward(s, n, c, hw, dy, dx),
+                tt_k_gap_nhwc_backward(s, be->blocked_bf16_grads, n, c, hw, dy, dx),
                 "NHWC global average pooling backward kernel");
 }
 
@@ -86,9 +84,9 @@ static void nhwc_maxpool_backward(backend_t *be, const window_desc *d, const flo
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                !d->blocked_x          ? tt_k_maxpool_backward(s, *d, dy, mask, dx)
-                : be->blocked_bf16_grads ? tt_k_pool_nhwc_backward_g16(s, *d, true, dy, mask, dx)
-                                         : tt_k_pool_nhwc_backward(s, *d, true, dy, mask, dx),
+                d->blocked_x
+                    ? tt_k_pool_nhwc_backward(s, be->blocked_bf16_grads, *d, true, dy, mask, dx)
+                    : tt_k_maxpool_backward(s, *d, dy, mask, dx),
                 "maxpool backward kernel");
 }
 
@@ -107,9 +105,9 @@ static void nhwc_avgpool_backward(backend_t *be, const window_desc *d, const flo
     cudaStream_t s = cuda_of(be)->stream;
     if (cuda_begin(be))
         cuda_ok(cuda_of(be),
-                !d->blocked_x          ? tt_k_avgpool_backward(s, *d, dy, dx)
-                : be->blocked_bf16_grads ? tt_k_pool_nhwc_backward_g16(s, *d, false, dy, NULL, dx)
-                                         : tt_k_pool_nhwc_backward(s, *d, false, dy, NULL, dx),
+                d->blocked_x
+                    ? tt_k_pool_nhwc_backward(s, be->blocked_bf16_grads, *d, false, dy, NULL, dx)
+                    : tt_k_avgpool_backward(s, *d, dy, dx),
                 "avgpool backward kernel");
 }
 

@@ -270,13 +270,12 @@ cudaError_t tt_k_relu_bf16(cudaStream_t s, size_t n, const void *x, void *y)
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const float *dy,
-                                float *dx)
+cudaError_t tt_k_relu_back_bf16(cudaStream_t s, bool g16, size_t n, const void *y,
+                                const void *dy, void *dx)
 {
     if (n == 0)
         return cudaSuccess;
-    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, false, dy,
-                                                        dx);
+    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, g16, dy, dx);
     return cudaGetLastError();
 }
 
@@ -286,15 +285,6 @@ cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy,
         return cudaSuccess;
     k_column_sum_g16<<<(c + THREADS - 1) / THREADS, THREADS, 0, s>>>(
         rows, c, (const __nv_bfloat16 *)dy, db);
-    return cudaGetLastError();
-}
-
-cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const void *dy, void *dx)
-{
-    if (n == 0)
-        return cudaSuccess;
-    k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, true, dy,
-                                                        dx);
     return cudaGetLastError();
 }
 
@@ -323,23 +313,13 @@ cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, bool bf16, int n, int c, int h
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const float *dy,
-                                   float *dx)
+cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, bool g16, int n, int c, int hw,
+                                   const float *dy, void *dx)
 {
     size_t count = (size_t)n * hw * c;
     if (count == 0)
         return cudaSuccess;
-    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, false, dx);
-    return cudaGetLastError();
-}
-
-cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, const float *dy,
-                                       void *dx)
-{
-    size_t count = (size_t)n * hw * c;
-    if (count == 0)
-        return cudaSuccess;
-    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, true, dx);
+    k_gap_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, dy, g16, dx);
     return cudaGetLastError();
 }
 
@@ -403,26 +383,17 @@ cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, 
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, const float *dy,
-                                    const int32_t *mask, float *dx)
+cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, bool g16, window_desc d, bool max,
+                                    const void *dy, const int32_t *mask, void *dx)
 {
     size_t count = (size_t)d.n * d.c * d.h * d.w;
     if (count == 0)
         return cudaSuccess;
-    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, false, dy,
-                                                               mask, false, dx);
-    return cudaGetLastError();
-}
-
-cudaError_t tt_k_pool_nhwc_backward_g16(cudaStream_t s, window_desc d, bool max, const void *dy,
-                                        const int32_t *mask, void *dx)
-{
-    size_t count = (size_t)d.n * d.c * d.h * d.w;
-    if (count == 0)
-        return cudaSuccess;
-    /* dy: a bf16 gradient where y is blocked, an NCHW output's float32 else */
-    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y, d.blocked_y,
-                                                               dy, mask, true, dx);
+    /* dy: with g16, a bf16 gradient where y is blocked, an NCHW output's
+     * float32 else; without, float32 */
+    k_pool_nhwc_backward<<<blocks_for(count), THREADS, 0, s>>>(d, max, d.blocked_y,
+                                                               g16 && d.blocked_y, dy, mask, g16,
+                                                               dx);
     return cudaGetLastError();
 }
 

@@ -2,8 +2,8 @@
  * layout's element-wise and global-average-pooling kernels in bf16 NHWC
  * (pools and global average pooling in float32 NHWC too).
  * Activation pointers hold bf16 (void here, so C callers need no CUDA
- * bf16 header); gradients float32 (bf16 in the *_g16 ones). Each queues on stream s and returns
- * the launch's error. */
+ * bf16 header); gradients float32, or bf16 where a backward launcher's g16
+ * says (below). Each queues on stream s and returns the launch's error. */
 #ifndef TT_CUDA_NHWC_KERNELS_H
 #define TT_CUDA_NHWC_KERNELS_H
 
@@ -19,15 +19,18 @@ extern "C" {
 #endif
 
 cudaError_t tt_k_relu_bf16(cudaStream_t s, size_t n, const void *x, void *y);
-cudaError_t tt_k_relu_back_bf16(cudaStream_t s, size_t n, const void *y, const float *dy,
-                                float *dx);
+/* dy and dx bf16 where g16, else float32 (the backward launchers below
+ * alike) */
+cudaError_t tt_k_relu_back_bf16(cudaStream_t s, bool g16, size_t n, const void *y,
+                                const void *dy, void *dx);
 cudaError_t tt_k_add_bf16(cudaStream_t s, size_t n, const void *a, const void *b, bool relu,
                           void *y);
 /* x bf16 NHWC where bf16, else float32 NHWC (the pools below too) */
 cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, bool bf16, int n, int c, int hw, const void *x,
                                   float *y);
-cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, int n, int c, int hw, const float *dy,
-                                   float *dx);
+/* dy [n, c] float32; dx NHWC */
+cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, bool g16, int n, int c, int hw,
+                                   const float *dy, void *dx);
 /* NCHW float32 [n, c, hw] to NHWC bf16 and back (filters: KCRS to KRSC
  * with n = filters, hw = k * k) */
 cudaError_t tt_k_nchw_to_nhwc_bf16(cudaStream_t s, int n, int c, int hw, const float *x, void *y);
@@ -38,26 +41,19 @@ cudaError_t tt_k_bias_relu_nhwc_bf16(cudaStream_t s, int rows, int c, const floa
 /* pools of a blocked (bf16 NHWC where bf16, else float32 NHWC) x
  * (d.blocked_x): y in x's type and layout where d.blocked_y, else NCHW
  * float32; mask and dy in y's layout; dx float32 NHWC (max: mask from the
- * forward; average: mask NULL) */
+ * forward; average: mask NULL); with g16, dx bf16 and a blocked y's dy
+ * bf16 */
 cudaError_t tt_k_maxpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, const void *x,
                                       void *y, int32_t *mask);
 cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, const void *x,
                                       void *y);
-cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, window_desc d, bool max, const float *dy,
-                                    const int32_t *mask, float *dx);
-/* The backward kernels with bf16 gradients (backend.h: blocked_bf16_grads;
- * the same arithmetic, each gradient stored rounded to nearest even):
- * relu's dy and dx bf16; global average pooling's dy [n, c] float32, dx
- * bf16 NHWC; the pools' dx bf16 NHWC, dy bf16 NHWC where d.blocked_y, else
- * float32 NCHW. */
+cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, bool g16, window_desc d, bool max,
+                                    const void *dy, const int32_t *mask, void *dx);
+/* g16: the backend's gradients are bf16 (backend.h: blocked_bf16_grads;
+ * the same arithmetic, each gradient stored rounded to nearest even). */
 /* db[ch] = the column sum of a bf16 NHWC gradient [rows, c], rows in
  * order, float32 (a conv's bias gradient) */
 cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy, float *db);
-cudaError_t tt_k_relu_back_g16(cudaStream_t s, size_t n, const void *y, const void *dy, void *dx);
-cudaError_t tt_k_gap_nhwc_backward_g16(cudaStream_t s, int n, int c, int hw, const float *dy,
-                                       void *dx);
-cudaError_t tt_k_pool_nhwc_backward_g16(cudaStream_t s, window_desc d, bool max, const void *dy,
-                                        const int32_t *mask, void *dx);
 
 #ifdef __cplusplus
 }
