@@ -247,7 +247,7 @@ static char *dense_operands(cuda_impl *c, int n, int in, int out, const float *x
     char *buf = cuda_copies(c, own_w ? l->bytes : l->bytes_no_w);
     if (buf == NULL ||
         (need_x && cuda_to_half(c, (size_t)n * in, x, buf + l->x) != 0) ||
-        (own_w && cuda_to_half(c, (size_t)out * in, w, buf + l->w) != 0))
+        (own_w && cuda_weight_convert(c, w, out, in, 1, false, buf + l->w) != 0))
         return NULL;
     *w16 = own_w ? buf + l->w : copy;
     return buf;
