@@ -21,7 +21,6 @@
 #include "train/device_towers.h"
 #include "train/trainer.h"
 #include "util/log.h"
-#include "util/rng.h"
 #include "util/trace.h"
 
 /* Eager steps before the first capture: the convolutions' algorithm
@@ -122,12 +121,10 @@ step_graph *step_graph_create(trainer_t *tr, optimizer_t *opt, tt_err *err)
     return sg;
 }
 
-/* The step's seed, as tower_step.c's tower_compute_micro makes it for
- * tower 0 (one micro-batch: graph_refusal) */
+/* The step's dropout seed, tower 0's (one micro-batch: graph_refusal) */
 static uint64_t step_seed(const trainer_t *tr)
 {
-    return rng_hash3(tr->job->seed, (uint64_t)tr->global_step,
-                     (uint64_t)tr->rank * (uint64_t)tr->n_towers);
+    return trainer_dropout_seed(tr, 0, tr->global_step);
 }
 
 /* The step's block to the device, on the compute queue before the step:

@@ -23,6 +23,15 @@ static bool fault_gradient_step(const trainer_t *tr, int t, int k)
     return t == 0 && k == 0 && tr->fault_grad_step == tr->global_step + 1;
 }
 
+uint64_t trainer_dropout_seed(const trainer_t *tr, int t, int64_t micro)
+{
+    /* dropout differs per step and per tower, and depends on nothing else:
+     * the tower's global index, so K towers spread over ranks draw the masks
+     * K towers in one process draw */
+    uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
+    return rng_hash3(tr->job->seed, (uint64_t)micro, tower);
+}
+
 /* Micro-batch k of the step on tower t: the rank's batch is accumulate
  * micro-batches in order, each nr_tower slices (dataflow_set_parts).
  * unscale: divide the gradients by the loss scale here (not when the caller
@@ -37,11 +46,7 @@ static void tower_compute_micro(trainer_t *tr, int t, const batch_t *b, int k, b
         device_tower_load(tr, t, tr->global_step * parts + k, n, b->x + at * sample, b->y + at);
     else
         tower_load_batch(tw, n, b->x + at * sample, b->y + at);
-    /* dropout differs per step and per tower, and depends on nothing else:
-     * the tower's global index, so K towers spread over ranks draw the masks
-     * K towers in one process draw */
-    uint64_t tower = (uint64_t)tr->rank * (uint64_t)tr->n_towers + (uint64_t)t;
-    uint64_t seed = rng_hash3(tr->job->seed, (uint64_t)(tr->global_step * parts + k), tower);
+    uint64_t seed = trainer_dropout_seed(tr, t, tr->global_step * parts + k);
     float scale = tw->loss_scale;
     if (fault_gradient_step(tr, t, k)) /* dlogits Inf/NaN; unscaled by 1/Inf = 0: NaN */
         tw->loss_scale = INFINITY;

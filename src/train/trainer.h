@@ -269,6 +269,11 @@ extern const trainer_ops trainer_simple_ops, trainer_sync_replicated_ops,
  * mean of their gradients (loss_sum and correct their sums). */
 void trainer_tower_compute(trainer_t *tr, int t, const batch_t *b);
 
+/* The seed of tower t's micro-batch `micro` (global_step * accumulate + k)
+ * that dropout draws its masks from: the job's seed, the micro-batch and
+ * the tower's global index (rank * nr_tower + t), nothing else. */
+uint64_t trainer_dropout_seed(const trainer_t *tr, int t, int64_t micro);
+
 /* ---- loss scaling (precision = "fp16"); every trainer type, once per
  *      update: check the gradients it is about to apply, then advance ---- */
 
