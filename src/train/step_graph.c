@@ -136,8 +136,9 @@ static int fill_vars(step_graph *sg, tt_err *err)
     if (backend_device_wait_event(be, sg->vars_copied, "step scalars", err) != 0)
         return -1;
     optimizer_step_vars(sg->opt, sg->tr->updates + 1, sg->vars_host);
+    uint64_t seed = step_seed(sg->tr);
     for (int i = 0; i < sg->tr->model.n_layers; i++)
-        sg->seeds_host[i] = tower_layer_seed(step_seed(sg->tr), i);
+        sg->seeds_host[i] = tower_layer_seed(seed, i);
     if (be->dev->copy_h2d_async(be, sg->vars_dev, sg->vars_host, sg->block_bytes, q, err) != 0)
         return -1;
     return be->dev->event_record(be, sg->vars_copied, q, err);
