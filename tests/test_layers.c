@@ -244,7 +244,7 @@ static int run_layer(const layer_t *l, int threads, int n, bool training, uint64
         return -1;
     int max_n = n + 2;
     size_t isz = shape3_size(l->in[0]), osz = shape3_size(l->out);
-    size_t wsb = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n) : 0;
+    size_t wsb = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n, false, false) : 0;
     size_t stb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
     layer_call c;
     memset(&c, 0, sizeof(c));

@@ -41,10 +41,10 @@ static void conv_init(const layer_t *l, rng_t *rng, float *const *p)
         init_uniform(rng, p[j], l->params[j].count, bound);
 }
 
-static size_t conv_ws(const layer_t *l, backend_t *be, int max_n)
+static size_t conv_ws(const layer_t *l, backend_t *be, int max_n, bool blocked_x,
+                      bool blocked_y)
 {
-    /* NCHW on both sides needs the most: the reorder buffers of every call */
-    window_desc d = conv_desc(l, max_n, false, false);
+    window_desc d = conv_desc(l, max_n, blocked_x, blocked_y);
     return be->conv_workspace(be, &d);
 }
 

@@ -90,7 +90,12 @@ typedef struct {
     int (*setup)(layer_t *l, tt_err *err);
     /* PyTorch's default initialisation of the parameters into host memory. */
     void (*init)(const layer_t *l, rng_t *rng, float *const *host_params);
-    size_t (*ws_bytes)(const layer_t *l, backend_t *be, int max_n);
+    /* Workspace bytes for up to max_n images with the layouts the tower
+     * gives the layer (model.c's choose_layouts: a blocked input x, a
+     * blocked output y); no layout needs the most on every CPU (oneDNN's
+     * kernels differ by instruction set, and so do its reorders). */
+    size_t (*ws_bytes)(const layer_t *l, backend_t *be, int max_n, bool blocked_x,
+                       bool blocked_y);
     size_t (*state_bytes)(const layer_t *l, int max_n);
     void (*forward)(const layer_t *l, layer_call *c);
     void (*backward)(const layer_t *l, layer_call *c);

@@ -667,7 +667,10 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
         if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
             goto oom;
-        size_t w = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n) : 0;
+        int src = layer_input(l->cfg, i, 0);
+        size_t w = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n, src >= 0 && t->blocked[src],
+                                                       t->blocked[i])
+                                    : 0;
         if (w > ws)
             ws = w;
     }
