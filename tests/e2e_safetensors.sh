@@ -24,7 +24,7 @@ tt_bn_job "$T/bn.cfg" 'type = "adam"; learning_rate = 0.01;' 1 \
   '( { type = "model_saver"; max_to_keep = 0; },
      { type = "model_saver"; every_k_steps = 5; max_to_keep = 0; } )'
 kinds="fp32/momentum=$T/fp32/model-16.safetensors"
-if "$TOWERTRAIN" --version | grep -q '^cpu precision: .*bf16'; then
+if tt_bf16_here; then
   "$TOWERTRAIN" run "$T/bn.cfg" --logdir "$T/bf16" --quiet --set 'trainer.precision="bf16"'
   ok $? "a bf16 run with Adam and 2 towers, batchnorm, saved every 5 steps"
   kinds="$kinds bf16/adam/replicas=$T/bf16/model-5.safetensors"
