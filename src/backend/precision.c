@@ -78,9 +78,11 @@ void prec_describe(prec_t p, char *buf, size_t len)
         snprintf(buf, len, "%s in %s (fp32 accumulation); %s in fp32", low, prec_name(p), high);
 }
 
-/* Whether a device in tf32 keeps float32 activations in NHWC: convbench
- * (bench/gpu) has not yet timed NHWC float convolutions on a GPU, so NCHW,
- * today's measured layout, stays until it does (one line to change). */
+/* Whether a device in tf32 keeps float32 activations in NHWC: no GPU has
+ * yet timed NHWC float convolutions (convbench's tf32 rows) or a tf32
+ * tower in float32 NHWC (the kit's bench_nhwc, TT_CUDA_LAYOUT=nhwc against
+ * NCHW), so NCHW, today's measured layout, stays until one does (one line
+ * to change). */
 #define PREC_TF32_NHWC false
 
 bool prec_bf16_grads_on(void)
