@@ -3,7 +3,9 @@
  * pass's tensors in NCHW and NHWC against offsets computed element by
  * element from the layout's definition, the alignment of pointers, the
  * numerical-note filter (PyTorch's Conv_v8.cpp rule), the pick among timed
- * plans, and the cache key (layout, type and alignment each matter). */
+ * plans, the cache key (layout, type and alignment each matter), and the
+ * backend's spec of a pass (its type from the precision: float32 NHWC
+ * included). */
 #include <string.h>
 
 #include "backend/cuda/conv_graph_spec.h"
@@ -38,10 +40,13 @@ static bool strides_match(const cg_tensor *t, cg_layout l)
 
 static void test_tensors(void)
 {
-    for (int l = CG_LAYOUT_NCHW; l <= CG_LAYOUT_NHWC; l++) {
+    /* bf16 and float (float32 NHWC, TT_CUDA_LAYOUT=nhwc): the strides
+     * count elements, whatever their type */
+    for (int l = CG_LAYOUT_NCHW; l <= 2 * CG_LAYOUT_NHWC + 1; l++) {
+        cg_dtype dt = l > CG_LAYOUT_NHWC ? CG_DTYPE_FLOAT : CG_DTYPE_BF16;
         for (int p = CONV_PASS_FORWARD; p <= CONV_PASS_BACKWARD_FILTER; p++) {
-            cg_spec s = {.pass = (conv_pass)p, .win = WIN, .layout = (cg_layout)l,
-                         .dtype = CG_DTYPE_BF16, .align = 8};
+            cg_spec s = {.pass = (conv_pass)p, .win = WIN, .layout = (cg_layout)(l % 2),
+                         .dtype = dt, .align = 8};
             cg_tensor t[3];
             memset(t, 0xff, sizeof(t));
             cg_spec_tensors(&s, t);
@@ -50,17 +55,17 @@ static void test_tensors(void)
             bool dims = true, strides = true, ids = true;
             for (int i = 0; i < 3; i++) {
                 dims &= memcmp(t[i].dims, want[i], sizeof(want[i])) == 0;
-                strides &= strides_match(&t[i], (cg_layout)l);
+                strides &= strides_match(&t[i], s.layout);
                 ids &= t[i].align == 8;
             }
             ids &= t[0].uid == CG_UID_X && t[1].uid == CG_UID_W && t[2].uid == CG_UID_Y &&
                    CG_UID_X != CG_UID_W && CG_UID_W != CG_UID_Y && CG_UID_X != CG_UID_Y;
-            tt_ok(dims, "%s %s: dims x [n,c,h,w], w [f,c,k,k], y [n,f,oh,ow]",
-                  cg_layout_name((cg_layout)l), cg_pass_name((conv_pass)p));
-            tt_ok(strides, "%s %s: every element's strided offset is the layout's",
-                  cg_layout_name((cg_layout)l), cg_pass_name((conv_pass)p));
-            tt_ok(ids, "%s %s: three distinct uids, the spec's alignment",
-                  cg_layout_name((cg_layout)l), cg_pass_name((conv_pass)p));
+            tt_ok(dims, "%s %s %s: dims x [n,c,h,w], w [f,c,k,k], y [n,f,oh,ow]",
+                  cg_dtype_name(dt), cg_layout_name(s.layout), cg_pass_name((conv_pass)p));
+            tt_ok(strides, "%s %s %s: every element's strided offset is the layout's",
+                  cg_dtype_name(dt), cg_layout_name(s.layout), cg_pass_name((conv_pass)p));
+            tt_ok(ids, "%s %s %s: three distinct uids, the spec's alignment",
+                  cg_dtype_name(dt), cg_layout_name(s.layout), cg_pass_name((conv_pass)p));
         }
     }
     /* NHWC keeps the channel innermost: stride 1 on dim 1 */
@@ -176,6 +181,56 @@ static void test_key(void)
     algo_cache_free(c);
 }
 
+/* The backend's spec (cg_spec_make): the data type from the precision,
+ * float32 NHWC (an fp32 tower with TT_CUDA_LAYOUT=nhwc) included, and what
+ * follows from it: the note filter and the key. */
+static void test_spec_make(void)
+{
+    _Alignas(64) char buf[256];
+    const void *ptrs[3] = {buf, buf + 64, buf + 128}, *odd[3] = {buf, buf + 4, buf + 128};
+    struct {
+        prec_t prec;
+        cg_dtype want;
+    } types[] = {{PREC_FP32, CG_DTYPE_FLOAT}, {PREC_BF16, CG_DTYPE_BF16},
+                 {PREC_FP16, CG_DTYPE_HALF}};
+    int bad = 0;
+    for (int i = 0; i < 3; i++)
+        for (int l = CG_LAYOUT_NCHW; l <= CG_LAYOUT_NHWC; l++)
+            for (int tf = 0; tf < 2; tf++) {
+                cg_spec s = cg_spec_make(CONV_PASS_BACKWARD_FILTER, &WIN, (cg_layout)l,
+                                         types[i].prec, tf, tf == 0, ptrs);
+                bad += s.dtype != types[i].want || s.layout != (cg_layout)l || s.tf32 != tf ||
+                       s.deterministic != (tf == 0) || s.align != 16 ||
+                       s.pass != CONV_PASS_BACKWARD_FILTER || s.win.f != WIN.f ||
+                       s.win.stride != WIN.stride;
+            }
+    tt_ok(bad == 0, "cg_spec_make: float for fp32 (NCHW and NHWC), bf16, half; layout, tf32, "
+          "determinism, pass and window carried; 16-byte alignment (%d of 12 wrong)", bad);
+    cg_spec f = cg_spec_make(CONV_PASS_FORWARD, &WIN, CG_LAYOUT_NHWC, PREC_FP32, false, false,
+                             odd);
+    cg_spec t = cg_spec_make(CONV_PASS_FORWARD, &WIN, CG_LAYOUT_NHWC, PREC_FP32, true, false,
+                             odd);
+    tt_ok(f.align == 4, "a float pointer 4 bytes off: alignment 4 (%d)", f.align);
+    cg_tensor ts[3];
+    cg_spec_tensors(&f, ts);
+    tt_ok(ts[0].strides[1] == 1 && ts[1].strides[1] == 1 && ts[2].strides[1] == 1 &&
+              ts[1].strides[0] == WIN.k * WIN.k * WIN.c &&
+              ts[0].strides[0] == WIN.h * WIN.w * WIN.c,
+          "float32 NHWC: channel innermost in x, w (KRSC) and y");
+    tt_ok(!cg_notes_allowed(&f, CG_NOTE_TENSOR_CORE) &&
+              !cg_notes_allowed(&f, CG_NOTE_DOWN_CONVERT_INPUTS) && cg_notes_allowed(&f, 0) &&
+              cg_notes_allowed(&t, CG_NOTE_TENSOR_CORE | CG_NOTE_DOWN_CONVERT_INPUTS),
+          "float32 NHWC without tf32: no tensor-core or down-converting plan; with tf32 both");
+    cg_spec nchw = f, bf = f;
+    nchw.layout = CG_LAYOUT_NCHW;
+    bf.dtype = CG_DTYPE_BF16;
+    algo_key kf = cg_spec_key(&f), kt = cg_spec_key(&t), kn = cg_spec_key(&nchw),
+             kb = cg_spec_key(&bf);
+    tt_ok(memcmp(&kf, &kt, sizeof(kf)) != 0 && memcmp(&kf, &kn, sizeof(kf)) != 0 &&
+              memcmp(&kf, &kb, sizeof(kf)) != 0,
+          "float32 NHWC's key differs from tf32's, from float32 NCHW's and from bf16 NHWC's");
+}
+
 static void test_choice(void)
 {
     cg_spec s = {.layout = CG_LAYOUT_NCHW, .deterministic = true};
@@ -199,5 +254,6 @@ int main(void)
     test_notes();
     test_pick();
     test_key();
+    test_spec_make();
     return tt_done();
 }

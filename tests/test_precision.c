@@ -160,6 +160,27 @@ static void test_layouts(void)
               lf.bytes_no_w == l0.bytes_no_w && lf.bytes_no_w > lb.bytes_no_w + 4096,
           "conv2d with blocked x and y and bf16 gradients: only dw's place (%zu bytes; %zu "
           "with float32 gradients, as NCHW sides)", lb.bytes_no_w, lf.bytes_no_w);
+    /* float32 NHWC (an fp32 tower in the blocked layout): float32 places,
+     * only for a call with a blocked side; a blocked side in place (its
+     * gradients are float32 NHWC too), whatever g16 says */
+    prec_conv_copies f1, f2, fy;
+    prec_conv_copies_of(PREC_FP32, &bd, false, &f1);
+    prec_conv_copies_of(PREC_FP32, &bd, true, &f2);
+    window_desc stem = bd;
+    stem.blocked_x = false;
+    prec_conv_copies_of(PREC_FP32, &stem, false, &fy);
+    size_t dwf = (size_t)bd.f * bd.c * bd.k * bd.k * 4;
+    size_t xf = (size_t)bd.n * bd.c * bd.h * bd.w * 4;
+    region rf[3] = {{fy.x, xf}, {fy.dw, dwf}, {fy.w, dwf}};
+    tt_ok(f1.bytes_no_w == f1.dw + dwf && f1.dw < (size_t)MEM_POOL_ALIGN &&
+              f1.w >= f1.bytes_no_w && f1.bytes == f1.w + dwf &&
+              memcmp(&f1, &f2, sizeof(f1)) == 0,
+          "fp32 conv2d with blocked x and y: dw's and w's float32 (KRSC) places only (%zu and "
+          "%zu bytes), with or without g16", f1.bytes_no_w, f1.bytes);
+    tt_ok(regions_ok(rf, 3, fy.bytes) && fy.bytes_no_w == fy.dw + dwf && fy.x + xf <= fy.dw &&
+              fy.y == fy.dw, /* y's place empty: dw starts at it */
+          "fp32 conv2d from an NCHW x into the layout: x's float32 place too, none for y "
+          "(%zu bytes without w)", fy.bytes_no_w);
     prec_dense_copies_of(PREC_BF16, 0, 400, 120, &ld);
     tt_ok(ld.bytes == 0, "an empty batch: no copies");
 }
@@ -230,6 +251,16 @@ static void test_model_sizing(void)
     tt_ok(bb == 100652 && device_copies_bytes(&m1, all_blocked, false, PRECISION_BF16, 64) == b,
           "LeNet, blocked outputs and bf16 gradients: conv0 keeps only x's and dw's places "
           "(%zu bytes, expected 100652; float32 gradients: %zu as NCHW)", bb, b);
+    /* fp32 in NHWC (TT_CUDA_LAYOUT=nhwc): conv0 reads the NCHW model input
+     * through x's float32 place, 64*1*28*28*4 = 200704 bytes at 0, writes
+     * its blocked y in place, and cuDNN's KRSC dw takes 6*1*5*5*4 = 600
+     * bytes at 200704 (aligned already): 201304; conv1 (both sides
+     * blocked) only dw, 16*6*5*5*4 = 9600. g16 changes nothing. */
+    size_t fb = device_copies_bytes(&m1, all_blocked, false, PRECISION_FP32, 64);
+    size_t fb16 = device_copies_bytes(&m1, all_blocked, true, PRECISION_FP32, 64);
+    tt_ok(fb == 201304 && fb16 == fb,
+          "LeNet, fp32 in NHWC: conv0's float32 x and dw places (%zu bytes, expected 201304)",
+          fb);
     b = device_copies_bytes(&m2, NULL, false, PRECISION_BF16, 32);
     tt_ok(b == 321536, "a dense layer larger than the convolution sets the size (%zu bytes, "
                         "expected 321536)", b);

@@ -145,8 +145,30 @@ int main(void)
     float *x = be->alloc(be, 64 * sizeof(float)), *y = be->alloc(be, 64 * sizeof(float));
     be->dev->reserve_copies(be, 64, &err);
     be->dense_forward(be, 8, 8, 8, x, x, NULL, false, y);
-    tt_ok(be->dev->sync(be, &err) != 0 && strstr(err.msg, "16-bit copies need") != NULL,
+    tt_ok(be->dev->sync(be, &err) != 0 && strstr(err.msg, "bf16 copies need") != NULL,
           "a bf16 call past the reserved scratch fails (%s)", err.msg);
+    be->destroy(be);
+
+    /* float32 NHWC (TT_CUDA_LAYOUT=nhwc): a conv with a blocked side needs
+     * its float32 copies (dw's KRSC place at least) reserved, as on CUDA;
+     * an NCHW fp32 conv none */
+    err = (tt_err){0};
+    setenv("TT_CUDA_LAYOUT", "nhwc", 1);
+    be = backend_sim_create(3, "fp32", &err);
+    unsetenv("TT_CUDA_LAYOUT");
+    window_desc cd = {1, 2, 4, 4, 2, 3, 1, 1, 4, 4, false, false};
+    x = be->alloc(be, 64 * sizeof(float));
+    y = be->alloc(be, 64 * sizeof(float));
+    size_t wsb = be->conv_workspace(be, &cd);
+    void *ws = wsb > 0 ? be->alloc(be, wsb) : NULL;
+    be->conv_forward(be, &cd, x, x, NULL, false, y, ws);
+    tt_ok(be->dev->sync(be, &err) == 0, "fp32 NHWC sim: an NCHW conv needs no copies %s",
+          err.msg);
+    cd.blocked_y = true;
+    be->conv_forward(be, &cd, x, x, NULL, false, y, ws);
+    tt_ok(be->dev->sync(be, &err) != 0 && strstr(err.msg, "fp32 copies need") != NULL,
+          "fp32 NHWC sim: a conv into the blocked layout past the reserved scratch fails (%s)",
+          err.msg);
     be->destroy(be);
     return tt_done();
 }

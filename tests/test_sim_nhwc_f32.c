@@ -10,14 +10,18 @@
  * (TT_CUDA_LAYOUT=nchw) within float32's precision: logits, loss,
  * gradients and parameters to 1e-5 relative (one float32 rounding per
  * operation apart at most: sim's convolutions and the CPU's blocked
- * batchnorm compute what the NCHW ones do). TT_CUDA_LAYOUT=nchw in bf16
+ * batchnorm compute what the NCHW ones do). The NHWC tower reserves its
+ * convolutions' float32 copies and copies its filters once a step (the
+ * KRSC copies a GPU reads; precision.h); the NCHW one neither. TT_CUDA_LAYOUT=nchw in bf16
  * turns the bf16 layout off too.
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/sim/sim.h"
+#include "train/device_towers.h"
 #include "tt_model_texts.h"
 #include "tt_ref.h"
 #include "tt_test.h"
@@ -26,6 +30,8 @@ typedef struct {
     float *logits, *grads, *params;
     double loss;
     int blocked_layers;
+    uint64_t conversions; /* the weight copies made (weight_copies.h) */
+    uint64_t nhwc_convs;  /* convolutions with a blocked (NHWC) side */
     bool layout, nhwc, bf16;
 } result;
 
@@ -38,15 +44,23 @@ static void run(const model_t *m, const char *layout, const float *x, const int3
     backend_t *be = backend_sim_create(0, "fp32", &err);
     unsetenv("TT_CUDA_LAYOUT");
     tower_t t;
-    if (be == NULL || tower_create(m, be, n, &t, &err) != 0) {
+    /* the copies' scratch, as device_towers_create reserves it (float32
+     * NHWC convolutions have copies too: precision.h) */
+    if (be == NULL || tower_create(m, be, n, &t, &err) != 0 ||
+        be->dev->reserve_copies(be, device_copies_bytes(m, t.blocked, false, PRECISION_FP32, n),
+                                &err) != 0) {
         tt_diag("setup: %s", err.msg);
         return;
     }
     r->layout = be->blocked_layout;
     r->nhwc = be->blocked_nhwc;
     r->bf16 = be->blocked_bf16;
-    for (int i = 0; i < m->n_layers; i++)
+    for (int i = 0; i < m->n_layers; i++) {
+        int src = model_layer_input(m, i, 0);
         r->blocked_layers += t.blocked[i];
+        r->nhwc_convs += m->layers[i].cfg->type == LAYER_CONV2D &&
+                         (t.blocked[i] || (src >= 0 && t.blocked[src]));
+    }
     float *host = malloc(m->n_floats * sizeof(float));
     model_init_params(m, 7, host);
     tower_set_params(&t, host);
@@ -63,6 +77,7 @@ static void run(const model_t *m, const char *layout, const float *x, const int3
                      NULL);
     }
     be->download(be, r->grads, t.grads, m->n_trainable * sizeof(float));
+    r->conversions = sim_weight_conversions(be);
     tower_get_params(&t, r->params);
     r->loss = t.loss_sum;
     if (be->dev->sync(be, &err) != 0)
@@ -102,6 +117,13 @@ static void check_model(const char *label, const char *text, int n)
               !nchw.layout && nchw.blocked_layers == 0,
           "%s: TT_CUDA_LAYOUT=nhwc gives sim fp32 the NHWC float32 layout (%d layers in it); "
           "nchw none", label, nhwc.blocked_layers);
+    /* the float32 (KRSC on a GPU) filter copies: each NHWC conv's once a
+     * step */
+    tt_ok(nhwc.nhwc_convs > 0 && nhwc.conversions == 2 * nhwc.nhwc_convs &&
+              nchw.conversions == 0,
+          "%s: NHWC float32 copies each NHWC conv's filters once a step (%llu copies in 2 "
+          "steps, %llu such convs); NCHW none", label, (unsigned long long)nhwc.conversions,
+          (unsigned long long)nhwc.nhwc_convs);
     if (nhwc.logits != NULL && nchw.logits != NULL) {
         size_t out = (size_t)n * cfg.classes;
         double el = tt_rel_err_f(nhwc.logits, nchw.logits, out),

@@ -404,14 +404,16 @@ struct backend_device_ops {
     bool device_allreduce; /* sync_replicated all-reduces with comm_create's communicator */
 
     int (*info)(backend_t *be, backend_device_info *info, tt_err *err);
-    /* Mixed precision: reserves the scratch of the 16-bit copies of the
-     * largest dense or conv2d call (backend_copies_bytes); nothing in fp32. */
+    /* Mixed precision and float32 NHWC: reserves the scratch of the copies
+     * of the largest dense or conv2d call (precision.h; device_copies_bytes);
+     * nothing in fp32 NCHW (0 bytes). */
     int (*reserve_copies)(backend_t *be, size_t bytes, tt_err *err);
     /* Mixed precision: one 16-bit copy of each weight tensor of a tower,
-     * made once per step (backend/weight_copies.h says why that is exact).
+     * made once per step (backend/weight_copies.h says why that is exact);
+     * float32 NHWC: a float32 KRSC copy of each filter.
      * weights_add: at setup, the tower's parameter block [params, params +
      * count) floats (its copies' memory is taken from the pool now; nothing
-     * in fp32); weights_remove: before the block is freed. weights_step:
+     * in fp32 NCHW: precision.h's prec_weight_copies); weights_remove: before the block is freed. weights_step:
      * tower_step of that block begins (true: every copy is stale, the
      * master weights may have been written since) or ends (false). */
     int (*weights_add)(backend_t *be, const float *params, size_t count, tt_err *err);

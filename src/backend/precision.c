@@ -1,5 +1,5 @@
-/* precision.c - the precision table and the layout of the 16-bit copies
- * (precision.h). */
+/* precision.c - the precision table, the device layouts and the layout of
+ * the convolutions' and dense products' copies (precision.h). */
 #include "backend/precision.h"
 
 #include <stdio.h>
@@ -78,9 +78,11 @@ void prec_describe(prec_t p, char *buf, size_t len)
         snprintf(buf, len, "%s in %s (fp32 accumulation); %s in fp32", low, prec_name(p), high);
 }
 
-/* Whether a device in tf32 keeps float32 activations in NHWC: convbench
- * (bench/gpu) has not yet timed NHWC float convolutions on a GPU, so NCHW,
- * today's measured layout, stays until it does (one line to change). */
+/* Whether a device in tf32 keeps float32 activations in NHWC: no GPU has
+ * yet timed NHWC float convolutions (convbench's tf32 rows) or a tf32
+ * tower in float32 NHWC (the kit's bench_nhwc, TT_CUDA_LAYOUT=nhwc against
+ * NCHW), so NCHW, today's measured layout, stays until one does (one line
+ * to change). */
 #define PREC_TF32_NHWC false
 
 bool prec_bf16_grads_on(void)
@@ -131,7 +133,7 @@ prec_layout prec_device_layout(prec_t p, bool tf32)
     return prec_layout_of(p, tf32, false);
 }
 
-/* Appends `count` elements of the 16-bit type at the next aligned offset. */
+/* Appends `count` elements of `elem` bytes at the next aligned offset. */
 static size_t place(size_t *end, size_t count, size_t elem)
 {
     size_t at = (*end + MEM_POOL_ALIGN - 1) / MEM_POOL_ALIGN * MEM_POOL_ALIGN;
@@ -155,15 +157,24 @@ void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l
 void prec_conv_copies_of(prec_t p, const window_desc *d, bool g16, prec_conv_copies *l)
 {
     memset(l, 0, sizeof(*l));
-    if (!prec_reduced(p, PREC_OP_CONV) || d->n <= 0)
+    bool nhwc = d->blocked_x || d->blocked_y;
+    if ((!prec_reduced(p, PREC_OP_CONV) && !nhwc) || d->n <= 0)
         return;
+    /* a blocked side whose gradient has the convolution's type (bf16
+     * gradients, or float32 NHWC) is read and written in place */
+    bool in_place = g16 || p == PREC_FP32;
     size_t e = prec_elem_bytes(p), end = 0;
     size_t xs = (size_t)d->n * d->c * d->h * d->w, ws = (size_t)d->f * d->c * d->k * d->k;
     size_t ys = (size_t)d->n * d->f * d->oh * d->ow;
-    l->x = place(&end, d->blocked_x && g16 ? 0 : xs, e);
-    l->y = place(&end, d->blocked_y && g16 ? 0 : ys, e);
+    l->x = place(&end, d->blocked_x && in_place ? 0 : xs, e);
+    l->y = place(&end, d->blocked_y && in_place ? 0 : ys, e);
     l->dw = place(&end, ws, e);
     l->bytes_no_w = end;
     l->w = place(&end, ws, e);
     l->bytes = end;
+}
+
+bool prec_weight_copies(prec_t p, bool nhwc)
+{
+    return p != PREC_FP32 || nhwc;
 }

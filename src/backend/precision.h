@@ -19,6 +19,14 @@
  * pooling, the element-wise operations, softmax and the loss, the
  * all-reduce and the optimizer stay float32.
  *
+ * A float32 tower in NHWC (TT_CUDA_LAYOUT=nhwc, prec_device_layout) keeps
+ * copies too, float32 ones, for its convolutions only: cuDNN reads and
+ * writes the NHWC activations and their gradients in place, and the
+ * filters as KRSC: a tower's weights have a float32 KRSC copy made once per
+ * step (weight_copies.h), cuDNN's KRSC dw is transposed to KCRS from the
+ * scratch region, and an NCHW side of a call (the model's input, a layer
+ * out of the layout) is transposed there.
+ *
  * The scratch region is sized while the run sets up (the largest call of
  * the model at its batch size) and never grows during training.
  *
@@ -108,9 +116,9 @@ prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c);
 /* The layout of a device tower (CUDA, sim): prec_layout_of's, unless the
  * environment's TT_CUDA_LAYOUT says otherwise: "nchw", every activation
  * NCHW float32 (today's proven path, the fallback); "nhwc", float32
- * towers (fp32, tf32) NHWC float32 too, as PREC_TF32_NHWC will once
- * convbench shows it faster (the switch the tests run it by); bf16 is
- * NHWC bf16 either way. */
+ * towers (fp32, tf32) NHWC float32 too, convolutions included, as
+ * PREC_TF32_NHWC will once convbench shows it faster (the switch the tests
+ * run it by); bf16 is NHWC bf16 either way. */
 prec_layout prec_device_layout(prec_t p, bool tf32);
 
 /* TT_BF16_GRADS: unset or "1" -> true (the default), "0" -> false. */
@@ -135,13 +143,15 @@ typedef struct {
 } prec_dense_copies;
 void prec_dense_copies_of(prec_t p, int n, int in, int out, prec_dense_copies *l);
 
-/* The same for one conv2d call (cuDNN reads and writes one type). With
- * bf16 activations (prec_layout's bf16) a blocked x or y is read and
- * written in place; the places stay, for backward data's dx and
- * backward's dy where they are float32 gradients (an NCHW side, or
- * without bf16_grads; bf16 gradients of a blocked side are read and
- * written in place too), and w in the filter layout the activations'
- * layout asks (KRSC for NHWC):
+/* The same for one conv2d call (cuDNN reads and writes one type), and the
+ * float32 copies of a float32 NHWC call (one with a blocked side: places
+ * of 4-byte elements; an fp32 call with no blocked side has none). With
+ * bf16 or float32 NHWC activations a blocked x or y is read and
+ * written in place; the places stay for what cuDNN cannot read or write
+ * as it is: an NCHW side of an NHWC call (transposed) and a bf16 call's
+ * float32 gradients dx and dy (without bf16_grads; bf16 gradients of a
+ * blocked side are read and written in place too), and w in the filter
+ * layout the activations' layout asks (KRSC for NHWC):
  *   x  [n,c,h,w]    x for forward and backward filter; backward data's dx
  *   y  [n,f,oh,ow]  forward's y; backward's dy
  *   dw [f,c,k,k]    backward filter's dw
@@ -155,7 +165,14 @@ typedef struct {
 /* g16: the backend keeps its blocked activations' gradients in bf16
  * (backend.h's blocked_bf16_grads): a blocked x or y side then needs no
  * place at all (read and written in place, gradients too), and its place
- * is sized 0. */
+ * is sized 0; so does a blocked side in float32 (fp32), whose gradients
+ * are float32 NHWC. */
 void prec_conv_copies_of(prec_t p, const window_desc *d, bool g16, prec_conv_copies *l);
+
+/* Whether a device tower keeps copies of its weights once per step
+ * (weight_copies.h; its mirror of prec_elem_bytes(p) an element): for the
+ * 16-bit products, and in float32 for the KRSC filters of NHWC
+ * convolutions (nhwc: the backend's blocked_nhwc). */
+bool prec_weight_copies(prec_t p, bool nhwc);
 
 #endif

@@ -324,6 +324,18 @@ int device_towers_check(trainer_t *tr, tt_err *err)
     return 0;
 }
 
+/* What a device tower keeps between layers (precision.h's device layout:
+ * TT_CUDA_LAYOUT, TT_BF16_GRADS) */
+static const char *activations_name(const backend_t *be)
+{
+    if (!be->blocked_layout)
+        return "float32 NCHW";
+    if (!be->blocked_bf16)
+        return "float32 NHWC";
+    return be->blocked_bf16_grads ? "bf16 NHWC, their gradients bf16"
+                                  : "bf16 NHWC, their gradients float32";
+}
+
 void device_print_table(const trainer_t *tr)
 {
     const device_towers *g = tr->dev;
@@ -347,6 +359,7 @@ void device_print_table(const trainer_t *tr)
     log_printf("%s; tf32 %s, deterministic %s; input staged through pinned buffers (2 per "
                "tower)\n", built ? built : dev->kind, job->trainer.tf32 ? "on" : "off",
                job->trainer.deterministic ? "on" : "off");
+    log_printf("activations between layers: %s\n", activations_name(tr->backends[0]));
     prec_t p = job_prec(job);
     if (p != PREC_FP32) {
         char what[256];

@@ -2,7 +2,8 @@
 # End-to-end GPU towers (TAP). Without a GPU: what a user sees then (exit 2
 # and one line), and every GPU check reported as SKIP. With GPUs: a LeNet
 # run reaching the CPU run's accuracy, bitwise repeatability with
-# deterministic = true, checkpoints resumed across devices, towertrain.cfg(5) TRAINER's
+# deterministic = true, fp32 in float32 NHWC (TT_CUDA_LAYOUT=nhwc) reaching
+# the NCHW run's accuracy, checkpoints resumed across devices, towertrain.cfg(5) TRAINER's
 # equivalence on 2 GPU towers (sync_replicated with NCCL,
 # sync_parameter_server with both ps_device) and over 2 MPI ranks, async,
 # NCCL's all-reduce correct at every size of the bench table (and over 2 MPI
@@ -45,6 +46,8 @@ if [ "$GPUS" = 0 ]; then
   tt_skip_all "no GPU here" "LeNet on a GPU reaches the CPU run's accuracy" \
     "deterministic = true: two GPU runs give the same bits" \
     "TT_CUDA_GRAPH=1: a step replayed from a graph gives the eager bits" \
+    "TT_CUDA_LAYOUT=nhwc: fp32 LeNet in float32 NHWC reaches the NCHW run's accuracy" \
+    "TT_CUDA_LAYOUT=nhwc, deterministic = true: two runs give the same bits" \
     "a GPU checkpoint resumes on the CPU and a CPU one on the GPU" \
     "2 GPU towers: sync_replicated (NCCL), sync_parameter_server (ps_device cpu, gpu) equal simple" \
     "async on 2 GPU towers" "NCCL all-reduce correct at every bench size" \
@@ -102,6 +105,29 @@ TT_CUDA_GRAPH=1 "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/graph" > "$T/graph
   grep -q 'cuda graph: [0-9]* step(s) replayed' "$T/graph.out" &&
   tt_same "$T/gpu1/model-128.safetensors" "$T/graph/model-128.safetensors" 0 optimizer >/dev/null
 ok $? "TT_CUDA_GRAPH=1: LeNet's step captured in a graph and replayed on the $DEV gives the eager run's bits ($(grep 'cuda graph' "$T/graph.out" | tail -1))"
+
+# ---- float32 NHWC (TT_CUDA_LAYOUT=nhwc): fp32 learns as in NCHW ----
+# The same network up to rounding: every activation and gradient float32
+# NHWC, convolutions reading a float32 KRSC copy of the filters
+# (cuda_conv.c). It rounds otherwise than NCHW (another summation order in
+# the convolutions and the bias gradient), and SGD soon forgets where it
+# started from: at worst its final accuracy is another draw from the spread
+# over seeds, as for the GPU-against-CPU check above, so the same margin:
+# 0.04 for a one-sided false-failure rate of 1 in 1,000. On sim both runs
+# are deterministic (no false failure at all). The log's layout line shows
+# that the run was NHWC; deterministic = true gives it the same bits twice.
+tt_lenet_job "$T/acc.cfg" 7 12000 3 0
+[ -f "$T/acc_gpu/stats.json" ] ||
+  "$TOWERTRAIN" run "$T/acc.cfg" --logdir "$T/acc_gpu" > /dev/null 2>&1
+TT_CUDA_LAYOUT=nhwc "$TOWERTRAIN" run "$T/acc.cfg" --logdir "$T/acc_nhwc" > "$T/nhwc.out" 2>&1
+na=$(acc "$T/acc_nhwc/stats.json"); ga=$(acc "$T/acc_gpu/stats.json")
+grep -q '^activations between layers: float32 NHWC$' "$T/nhwc.out" &&
+  $PY -c 'import sys; n, g = map(float, sys.argv[1:]); sys.exit(0 if n >= g - 0.04 and n > 0.75 else 1)' "$na" "$ga"
+ok $? "TT_CUDA_LAYOUT=nhwc: LeNet in fp32 keeps float32 NHWC on the $DEV and reaches the NCHW run's accuracy within 0.04, 10,000 test images (NHWC $na, NCHW $ga)"
+TT_CUDA_LAYOUT=nhwc "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/nhwc1" > /dev/null 2>&1 &&
+  TT_CUDA_LAYOUT=nhwc "$TOWERTRAIN" run "$T/lenet.cfg" --logdir "$T/nhwc2" > /dev/null 2>&1 &&
+  tt_same "$T/nhwc1/model-128.safetensors" "$T/nhwc2/model-128.safetensors" 0 optimizer >/dev/null
+ok $? "TT_CUDA_LAYOUT=nhwc, deterministic = true: two fp32 $DEV runs in float32 NHWC give the same bits"
 
 # ---- checkpoints across devices ----
 "$TOWERTRAIN" resume "$T/gpu1" --max-epoch 3 --set 'trainer.device="cpu"' > "$T/r1.out" 2>&1 &&

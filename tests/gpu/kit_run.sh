@@ -63,7 +63,10 @@
 # leaves the benchmark out, TT_KIT_TIMELINE=0 the timeline's cost,
 # TT_KIT_PROFILE=0 the profile, TT_KIT_BF16=0 the CPU's bf16 checks;
 # TT_KIT_GRAPH=0 the captured step's graph-against-eager benchmark (LeNet
-# and ResNet-20, TT_KIT_GRAPH_BUDGET s, default 60, before the benchmark);
+# and ResNet-20, TT_KIT_GRAPH_BUDGET s, default 60, before the benchmark),
+# TT_KIT_NHWC=0 the float32 NHWC-against-NCHW one (ResNet-50 and ResNet-20
+# in TT_KIT_NHWC_PRECISIONS, default tf32; TT_KIT_NHWC_BUDGET s, default
+# 60, after it);
 # TT_KIT_BENCH_MODELS (default resnet50,resnet20,lenet) and
 # TT_KIT_BENCH_PRECISIONS (default bf16,tf32,fp32) choose what the benchmark
 # measures. A kit built with a baseline (kit.sh's TT_KIT_BASELINE) measures
@@ -368,21 +371,41 @@ if [ "${TT_KIT_TIMELINE:-1}" != 0 ]; then
   done
 fi
 
+# bench_setting NAME SETTING MODELS PRECISIONS SECONDS: bench/gpu/run with
+# a wrapper that runs bin/towertrain under the environment SETTING as its
+# towertrain and bin/towertrain itself as its baseline, so "vs base" is the
+# setting against the default; one round, into bench_NAME.json and .txt.
+bench_setting() {
+  printf '#!/bin/sh\n%s exec "%s" "$@"\n' "$2" "$KIT/bin/towertrain" >"$T/towertrain-$1" &&
+    chmod +x "$T/towertrain-$1"
+  { timeout -k 5 "$5" "$PY" "$KIT/src/bench/gpu/run" --towertrain "$T/towertrain-$1" \
+      --baseline "$KIT/bin/towertrain" --models "$3" --precisions "$4" --rounds 1 \
+      --budget $(($5 > 25 ? $5 - 10 : 15)) --json "$OUTDIR/bench_$1.json" 2>&1
+    echo "   exit status $?"; } | tee "$OUTDIR/bench_$1.txt" | tee -a "$LOG"
+}
+
 # ---- the captured step (TT_CUDA_GRAPH=1) against eager steps ----
-# bench/gpu/run with a wrapper that sets TT_CUDA_GRAPH=1 as its towertrain
-# and the eager bin/towertrain as its baseline, so "vs base" is graph /
-# eager: LeNet and ResNet-20 (the small models the graph is for) in bf16
-# and tf32, one round, TT_KIT_GRAPH_BUDGET seconds (default 60) taken from
-# the benchmark's; TT_KIT_GRAPH=0 (or TT_KIT_BENCH=0) leaves it out.
+# "vs base" is graph / eager: LeNet and ResNet-20 (the small models the
+# graph is for) in bf16 and tf32, TT_KIT_GRAPH_BUDGET seconds (default 60)
+# taken from the benchmark's; TT_KIT_GRAPH=0 (or TT_KIT_BENCH=0) leaves it
+# out.
 if [ "${TT_KIT_BENCH:-1}" != 0 ] && [ "${TT_KIT_GRAPH:-1}" != 0 ]; then
   gsecs=${TT_KIT_GRAPH_BUDGET:-60}
   say "== the captured step: bench/gpu/run, TT_CUDA_GRAPH=1 against eager steps (${gsecs}s)"
-  printf '#!/bin/sh\nTT_CUDA_GRAPH=1 exec "%s" "$@"\n' "$KIT/bin/towertrain" >"$T/towertrain-graph" &&
-    chmod +x "$T/towertrain-graph"
-  { timeout -k 5 "$gsecs" "$PY" "$KIT/src/bench/gpu/run" --towertrain "$T/towertrain-graph" \
-      --baseline "$KIT/bin/towertrain" --models lenet,resnet20 --precisions bf16,tf32 --rounds 1 \
-      --budget $((gsecs > 25 ? gsecs - 10 : 15)) --json "$OUTDIR/bench_graph.json" 2>&1
-    echo "   exit status $?"; } | tee "$OUTDIR/bench_graph.txt" | tee -a "$LOG"
+  bench_setting graph TT_CUDA_GRAPH=1 lenet,resnet20 bf16,tf32 "$gsecs"
+fi
+
+# ---- tf32 in float32 NHWC (TT_CUDA_LAYOUT=nhwc) against NCHW ----
+# "vs base" is float32 NHWC / NCHW, the measurement precision.c's
+# PREC_TF32_NHWC waits for: ResNet-50 and ResNet-20 in
+# TT_KIT_NHWC_PRECISIONS (default tf32), TT_KIT_NHWC_BUDGET seconds
+# (default 60) taken from the benchmark's; TT_KIT_NHWC=0 (or
+# TT_KIT_BENCH=0) leaves it out. convbench's tf32 rows time the same
+# convolutions shape by shape (legacy-nhwc, graph-auto).
+if [ "${TT_KIT_BENCH:-1}" != 0 ] && [ "${TT_KIT_NHWC:-1}" != 0 ]; then
+  nsecs=${TT_KIT_NHWC_BUDGET:-60}
+  say "== float32 NHWC: bench/gpu/run, TT_CUDA_LAYOUT=nhwc against NCHW (${nsecs}s)"
+  bench_setting nhwc TT_CUDA_LAYOUT=nhwc resnet50,resnet20 "${TT_KIT_NHWC_PRECISIONS:-tf32}" "$nsecs"
 fi
 
 # ---- the benchmark: what is left of the budget, less 20 s ----

@@ -19,8 +19,11 @@
  * the CPU's float32 gradients rounded to nearest even, element by element;
  * batchnorm (alone and fused with the add) and conv2d backward with bf16
  * gradients on their float32-gradient path's results rounded.
- * float32 NHWC (TT_CUDA_LAYOUT=nhwc): the same element-wise operations and
- * pools on the bits of the CPU's float32 NHWC ones.
+ * float32 NHWC (TT_CUDA_LAYOUT=nhwc), fp32 and tf32: the same element-wise
+ * operations and pools on the bits of the CPU's float32 NHWC ones; conv2d
+ * with blocked (float32 NHWC) and NCHW sides, forward and backward,
+ * against the fp32 CPU backend (1e-4 in fp32, 1e-2 with tf32), and its
+ * float32 KRSC weight copies.
  * The weight copies made once per step (weight_copies.h): a conv (NCHW and
  * bf16 NHWC) and a dense call on a registered block give the bits of
  * converting at each call, and see new weights in the next step.
@@ -1139,17 +1142,19 @@ static float *read_nchw(backend_t *g, const void *gd, int n, int c, int hw, bool
 }
 
 static void rel_check(const float *got, const float *ref, size_t count, const char *what,
-                      const window_desc *d)
+                      const window_desc *d, const char *tag, double tol)
 {
     double e = tt_rel_err_f(got, ref, count);
-    tt_ok(e <= 1e-2, "bf16 NHWC conv %s [%d,%d,%d,%d] f%d k%d s%d (x %s, y %s): within 1e-2 of "
-          "fp32 NCHW on the CPU (%.1e)", what, d->n, d->c, d->h, d->w, d->f, d->k, d->stride,
-          d->blocked_x ? "NHWC" : "NCHW", d->blocked_y ? "NHWC" : "NCHW", e);
+    tt_ok(e <= tol, "%s NHWC conv %s [%d,%d,%d,%d] f%d k%d s%d (x %s, y %s): within %.0e of "
+          "fp32 NCHW on the CPU (%.1e)", tag, what, d->n, d->c, d->h, d->w, d->f, d->k,
+          d->stride, d->blocked_x ? "NHWC" : "NCHW", d->blocked_y ? "NHWC" : "NCHW", tol, e);
 }
 
-/* One conv shape: the CPU's fp32 NCHW against the GPU's bf16 NHWC */
-static void nhwc_conv_case(backend_t *g, window_desc d, bool relu)
+/* One conv shape: the CPU's fp32 NCHW against the GPU's NHWC, bf16 or
+ * (blocked_bf16 off) float32; the inputs are bf16 values, exact in both */
+static void nhwc_conv_case(backend_t *g, window_desc d, bool relu, const char *tag, double tol)
 {
+    bool bf16 = g->blocked_bf16;
     int hw = d.h * d.w, ohw = d.oh * d.ow;
     size_t xn = (size_t)d.n * d.c * hw, wn = (size_t)d.f * d.c * d.k * d.k;
     size_t yn = (size_t)d.n * d.f * ohw;
@@ -1159,7 +1164,10 @@ static void nhwc_conv_case(backend_t *g, window_desc d, bool relu)
     float *hx_g = malloc(xn * 4), *hdy_g = malloc(yn * 4);
     uint16_t *hx16 = malloc(xn * 2);
     to_blocked16(fx, d.n, d.c, hw, true, hx16);
-    memcpy(hx_g, fx, xn * 4);
+    if (d.blocked_x && !bf16)
+        to_blocked(fx, d.n, d.c, hw, true, hx_g);
+    else
+        memcpy(hx_g, fx, xn * 4);
     if (d.blocked_y)
         to_blocked(hdy, d.n, d.f, ohw, true, hdy_g);
     else
@@ -1172,23 +1180,23 @@ static void nhwc_conv_case(backend_t *g, window_desc d, bool relu)
     float *cb = put(cpu_be, hb, d.f * 4), *cy = put(cpu_be, NULL, yn * 4);
     float *cdy = put(cpu_be, hdy, yn * 4), *cdx = put(cpu_be, NULL, xn * 4);
     float *cdw = put(cpu_be, NULL, wn * 4), *cdb = put(cpu_be, NULL, d.f * 4);
-    void *gx = d.blocked_x ? put(g, hx16, xn * 2) : put(g, hx_g, xn * 4);
+    void *gx = d.blocked_x && bf16 ? put(g, hx16, xn * 2) : put(g, hx_g, xn * 4);
     float *gwt = put(g, hw_, wn * 4), *gb = put(g, hb, d.f * 4), *gy = put(g, NULL, yn * 4);
     float *gdy = put(g, hdy_g, yn * 4), *gdx = put(g, NULL, xn * 4);
     float *gdw = put(g, NULL, wn * 4), *gdb = put(g, NULL, d.f * 4);
     cpu_be->conv_forward(cpu_be, &cd, cx, cwt, cb, relu, cy, cw);
     g->conv_forward(g, &d, gx, gwt, gb, relu, gy, gw);
-    float *y = read_nchw(g, gy, d.n, d.f, ohw, d.blocked_y, d.blocked_y);
-    rel_check(y, cy, yn, "forward + bias", &d);
+    float *y = read_nchw(g, gy, d.n, d.f, ohw, d.blocked_y, d.blocked_y && bf16);
+    rel_check(y, cy, yn, "forward + bias", &d, tag, tol);
     /* backward without relu (the mask of a bf16 y differs near zero) */
     cpu_be->conv_backward(cpu_be, &cd, cx, cwt, cy, false, cdy, cdx, cdw, cdb, cw);
     g->conv_backward(g, &d, gx, gwt, gy, false, gdy, gdx, gdw, gdb, gw);
     float *dx = read_nchw(g, gdx, d.n, d.c, hw, d.blocked_x, false);
     float *dw = read_nchw(g, gdw, d.f, d.c, d.k * d.k, false, false);
     float *db = read_nchw(g, gdb, 1, d.f, 1, false, false);
-    rel_check(dx, cdx, xn, "backward data", &d);
-    rel_check(dw, cdw, wn, "backward filter", &d);
-    rel_check(db, cdb, d.f, "bias gradient", &d);
+    rel_check(dx, cdx, xn, "backward data", &d, tag, tol);
+    rel_check(dw, cdw, wn, "backward filter", &d, tag, tol);
+    rel_check(db, cdb, d.f, "bias gradient", &d, tag, tol);
     void *cp[] = {cw, cx, cwt, cb, cy, cdy, cdx, cdw, cdb};
     void *gp[] = {gw, gx, gwt, gb, gy, gdy, gdx, gdw, gdb};
     for (int i = 0; i < 9; i++) {
@@ -1199,7 +1207,7 @@ static void nhwc_conv_case(backend_t *g, window_desc d, bool relu)
     free(y), free(dx), free(dw), free(db);
 }
 
-static void test_nhwc_conv(backend_t *g)
+static void test_nhwc_conv(backend_t *g, const char *tag, double tol)
 {
     /* n, c, h, w, f, k, stride, pad, blocked x, blocked y: ResNet's 3x3
      * and 1x1 stride 2 inside the layout, a stem from NCHW (c = 3), an
@@ -1213,7 +1221,7 @@ static void test_nhwc_conv(backend_t *g)
                          q[9] == 1};
         d.oh = window_out_size(d.h, d.k, d.stride, d.pad);
         d.ow = window_out_size(d.w, d.k, d.stride, d.pad);
-        nhwc_conv_case(g, d, s % 2 == 0);
+        nhwc_conv_case(g, d, s % 2 == 0, tag, tol);
     }
 }
 
@@ -1238,7 +1246,7 @@ static void wc_pass(backend_t *g, wc_case *k, float *out)
     g->dense_forward(g, k->n, k->in, k->out, k->dd_x, dw, NULL, false, k->y2);
     g->dense_backward(g, k->n, k->in, k->out, k->dd_x, dw, NULL, false, k->ddy, k->dx2, NULL,
                       NULL);
-    size_t yb = k->d.blocked_y ? k->yn * 2 : k->yn * 4;
+    size_t yb = k->d.blocked_y && g->blocked_bf16 ? k->yn * 2 : k->yn * 4;
     g->download(g, out, k->y, yb);
     g->download(g, (char *)out + yb, k->dxg, k->xn * 4);
     g->download(g, (char *)out + yb + k->xn * 4, k->y2, (size_t)k->n * k->out * 4);
@@ -1260,7 +1268,8 @@ static void weight_copies_case(backend_t *g, window_desc d)
     uint16_t *hx = bf16_rand(k.xn, -1, 1, &fx);
     float *hdy = rand_buf(k.yn, -1, 1), *hdx = rand_buf((size_t)k.n * k.in, -1, 1);
     float *hddy = rand_buf((size_t)k.n * k.out, -1, 1);
-    k.x = d.blocked_x ? put(g, hx, k.xn * 2) : put(g, fx, k.xn * 4);
+    /* a blocked x in the layout's type; the values' order matters not */
+    k.x = d.blocked_x && g->blocked_bf16 ? put(g, hx, k.xn * 2) : put(g, fx, k.xn * 4);
     k.dy = put(g, hdy, k.yn * 4);
     k.dxg = put(g, NULL, k.xn * 4);
     k.y = put(g, NULL, k.yn * 4);
@@ -1290,9 +1299,9 @@ static void weight_copies_case(backend_t *g, window_desc d)
     ok = ok && backend_cuda_check(g, &err) == 0;
     tt_ok(ok && memcmp(ref, got, outn * 4) == 0 && memcmp(ref, again, outn * 4) == 0 &&
               memcmp(ref2, got2, outn * 4) == 0 && memcmp(ref, ref2, outn * 4) != 0,
-          "bf16 weight copies once per step, conv [%d,%d,%d,%d] f%d (x %s, y %s) and dense: "
+          "%s weight copies once per step, conv [%d,%d,%d,%d] f%d (x %s, y %s) and dense: "
           "the bits of converting at each call, twice in a step, and new weights seen by the "
-          "next step %s", d.n, d.c, d.h, d.w, d.f, d.blocked_x ? "NHWC" : "NCHW",
+          "next step %s", g->precision, d.n, d.c, d.h, d.w, d.f, d.blocked_x ? "NHWC" : "NCHW",
           d.blocked_y ? "NHWC" : "NCHW", err.msg);
     void *gp[] = {k.x, k.dy, k.dxg, k.y, k.dw, k.ws, k.block, k.dd_x, k.ddy, k.y2, k.dx2};
     for (int i = 0; i < 11; i++)
@@ -1301,10 +1310,20 @@ static void weight_copies_case(backend_t *g, window_desc d)
     free(ref), free(got), free(again), free(ref2), free(got2);
 }
 
-/* float32 NHWC (TT_CUDA_LAYOUT=nhwc: tf32's layout to be): the
- * element-wise operations and pools of an fp32 backend made with the
- * switch, on the bits of the CPU's float32 NHWC blocked operations */
-static void test_nhwc_f32(const cuda_options *o)
+static void test_weight_copies(backend_t *g)
+{
+    window_desc nchw = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, false, false};
+    window_desc nhwc = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, true, true};
+    weight_copies_case(g, nchw);
+    weight_copies_case(g, nhwc);
+}
+
+/* float32 NHWC (TT_CUDA_LAYOUT=nhwc: tf32's layout to be), of an fp32
+ * backend made with the switch (o: strict fp32, or tf32): the element-wise
+ * operations and pools on the bits of the CPU's float32 NHWC blocked
+ * operations; conv2d with blocked and NCHW sides against the CPU's NCHW
+ * within tol; its float32 KRSC weight copies on the per-call bits */
+static void test_nhwc_f32(const cuda_options *o, const char *tag, double tol)
 {
     tt_err err = {0};
     setenv("TT_CUDA_LAYOUT", "nhwc", 1);
@@ -1318,20 +1337,16 @@ static void test_nhwc_f32(const cuda_options *o)
     cn->blocked_nhwc = true;
     cn->blocked_bf16 = false;
     tt_ok(g->relu_forward_blocked != NULL && g->global_avgpool_blocked_forward != NULL &&
-              !g->blocked_bf16,
-          "TT_CUDA_LAYOUT=nhwc: the fp32 GPU backend has the float32 NHWC operations");
+              g->blocked_layout && g->blocked_nhwc && !g->blocked_bf16 &&
+              !g->blocked_bf16_grads,
+          "TT_CUDA_LAYOUT=nhwc: the %s GPU backend keeps float32 NHWC, convolutions included",
+          tag);
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
+    test_nhwc_conv(g, tag, tol);
+    test_weight_copies(g);
     g->destroy(g);
     cn->destroy(cn);
-}
-
-static void test_weight_copies(backend_t *g)
-{
-    window_desc nchw = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, false, false};
-    window_desc nhwc = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, true, true};
-    weight_copies_case(g, nchw);
-    weight_copies_case(g, nhwc);
 }
 
 /* every bf16 NHWC case; cn: a CPU backend reading bf16 NHWC blocked */
@@ -1351,7 +1366,7 @@ static void test_nhwc(backend_t *g)
     g->blocked_bf16_grads = false; /* the float32-gradient path first */
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
-    test_nhwc_conv(g);
+    test_nhwc_conv(g, "bf16", 1e-2);
     test_nhwc_grad16(g, cn);
     test_bn_conv_grad16(g);
     g->blocked_bf16_grads = true;
@@ -1390,7 +1405,8 @@ int main(void)
                 "the CPU, twice the same bits, fused = unfused bitwise");
         tt_skip("bf16 NHWC: blocked element-wise, pools and conv2d against the CPU backend");
         tt_skip("bf16 weight copies once per step: the bits of converting at each call");
-        tt_skip("float32 NHWC (TT_CUDA_LAYOUT=nhwc): element-wise and pools on the CPU's bits");
+        tt_skip("float32 NHWC (TT_CUDA_LAYOUT=nhwc), fp32 and tf32: element-wise and pools on "
+                "the CPU's bits, conv2d against the CPU, float32 KRSC weight copies");
         tt_skip("bf16 gradients: relu, global average pooling and pools backward against the "
                 "CPU's float32 gradients rounded; batchnorm (+add) and conv2d backward against "
                 "the float32-gradient path rounded");
@@ -1414,7 +1430,8 @@ int main(void)
     test_conv(gpu_bf16, 1e-2, "bf16");
     test_nhwc(gpu_bf16);
     test_weight_copies(gpu_bf16);
-    test_nhwc_f32(&fast);
+    test_nhwc_f32(&strict, "fp32", TOL);
+    test_nhwc_f32(&fast, "tf32", 1e-2);
     test_dense(gpu_fp16, 1e-2, "fp16");
     test_conv(gpu_fp16, 1e-2, "fp16");
     gpu_be->destroy(gpu_be);

@@ -31,8 +31,8 @@ typedef struct {
     int n, c, h, w, f, k, stride, pad;
     int tf32;                 /* trainer.tf32: tensor-core math allowed */
     int deterministic;        /* trainer.deterministic: deterministic algorithms only */
-    int nhwc;                 /* bf16 NHWC tensors (cuda_conv.c: a blocked side); set by
-                               * the caller after algo_key_make (0 there) */
+    int nhwc;                 /* NHWC tensors, bf16 or float32 (cuda_conv.c: a blocked
+                               * side); set by the caller after algo_key_make (0 there) */
     /* the graph API's keys (conv_graph_spec.h: cg_spec_key); 0 in the legacy
      * API's, whose layout (NCHW) and type (the backend's) are fixed */
     int graph;                /* 1: a plan of the graph API */

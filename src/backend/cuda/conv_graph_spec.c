@@ -35,6 +35,21 @@ void cg_spec_tensors(const cg_spec *s, cg_tensor out[3])
     set_tensor(&out[2], d->n, d->f, d->oh, d->ow, s->layout, CG_UID_Y, s->align);
 }
 
+cg_spec cg_spec_make(conv_pass pass, const window_desc *d, cg_layout layout, prec_t prec,
+                     bool tf32, bool deterministic, const void *const ptrs[3])
+{
+    cg_dtype t = !prec_reduced(prec, PREC_OP_CONV) ? CG_DTYPE_FLOAT
+                 : prec == PREC_BF16              ? CG_DTYPE_BF16
+                                                  : CG_DTYPE_HALF;
+    return (cg_spec){.pass = pass,
+                     .win = *d,
+                     .layout = layout,
+                     .dtype = t,
+                     .tf32 = tf32,
+                     .deterministic = deterministic,
+                     .align = cg_align_of(ptrs, 3)};
+}
+
 int cg_align_of(const void *const *ptrs, int n)
 {
     int a = 16;

@@ -1,6 +1,8 @@
 /* conv_graph_spec.h - what a convolution through cuDNN's graph (backend)
- * API is made of, in plain C: the three tensors' dimensions, strides,
- * unique ids and byte alignment for a layout and a pass, the filter of
+ * API is made of, in plain C: a backend's spec of a pass (its data type
+ * from the precision: float for fp32 in NCHW and in float32 NHWC), the
+ * three tensors' dimensions, strides, unique ids and byte alignment for a
+ * layout and a pass, the filter of
  * candidate plans by their numerical notes (PyTorch's Conv_v8.cpp rule),
  * the pick among timed plans, and the algo_cache key. cuda_conv_graph.c
  * turns these into cudnnBackend* descriptors; everything here is checked
@@ -22,6 +24,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/algo_cache.h"
+#include "backend/precision.h"
 
 typedef enum { CG_LAYOUT_NCHW, CG_LAYOUT_NHWC } cg_layout;
 typedef enum { CG_DTYPE_FLOAT, CG_DTYPE_BF16, CG_DTYPE_HALF } cg_dtype;
@@ -60,6 +63,13 @@ typedef struct {
     int64_t align;
     int64_t elements; /* dims' product: the extent of the strides, no padding */
 } cg_tensor;
+
+/* The spec of a backend's pass: the data type the backend's convolutions
+ * read and write (float for fp32, in NCHW or float32 NHWC; bf16 or half
+ * for the 16-bit precisions), TF32 plans allowed only where tf32 (a float
+ * tower's trainer.tf32), and the alignment of the three pointers. */
+cg_spec cg_spec_make(conv_pass pass, const window_desc *d, cg_layout layout, prec_t prec,
+                     bool tf32, bool deterministic, const void *const ptrs[3]);
 
 /* The three tensors of s, in order x, w, y (x is dx and y is dy in the
  * backward passes, w is dw in backward filter). */

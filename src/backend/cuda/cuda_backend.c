@@ -794,7 +794,7 @@ backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err 
 int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
 {
     cuda_impl *c = cuda_of(be);
-    if (bytes == 0 || c->prec == PREC_FP32)
+    if (bytes == 0) /* fp32 NCHW: no copies (float32 NHWC has some: precision.h) */
         return 0;
     if (cuda_begin(be) && cuda_copies(c, bytes) != NULL)
         return 0;

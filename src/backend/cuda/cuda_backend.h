@@ -45,11 +45,12 @@ backend_t *backend_cuda_create(int device, const cuda_options *opt, tt_err *err)
 backend_t *backend_cuda_create_bf16(int device, const cuda_options *opt, tt_err *err);
 backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err *err);
 
-/* Setup, mixed precision: reserves the scratch region of the 16-bit copies
- * for the largest dense or conv2d call the tower will make (bytes from
- * precision.h's layouts). Training never grows it; a call that would need
- * more is an error. Nothing to do in fp32. TT_ERR_USAGE when out of device
- * memory (backend_cuda_alloc_error says more). */
+/* Setup, mixed precision (and float32 NHWC): reserves the scratch region
+ * of the copies for the largest dense or conv2d call the tower will make
+ * (bytes from precision.h's layouts). Training never grows it; a call that
+ * would need more is an error. Nothing to do for 0 bytes (fp32 NCHW).
+ * TT_ERR_USAGE when out of device memory (backend_cuda_alloc_error says
+ * more). */
 int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err);
 /* backend.h's weights_add, weights_remove and weights_step: one 16-bit copy
  * of each weight of a tower a step (weight_copies.h; nothing in fp32). */

@@ -18,16 +18,23 @@
  * and a kernel widens them to the float32 outputs. Bias, relu and the bias
  * gradient stay float32.
  *
- * bf16 NHWC (the blocked layout, cuda_nhwc.c): a call with a blocked x or
- * y runs all three tensors in bf16 NHWC (filters KRSC) in cuDNN. A blocked
- * x is read and a blocked y written in place, with no conversion, and so
- * are their bf16 gradients (a blocked y's dy, a blocked x's dx:
- * blocked_bf16_grads); an NCHW side, the filters, a float32 gradient dy and
- * the results dx (float32) and dw go through the same 16-bit copies,
- * transposed where the layouts differ (cuda_nhwc_kernels.cu). A tower's
- * filters are converted once per step, at their first use, into the
- * tower's weight copies (weight_copies.h; KRSC for NHWC), which forward
- * and backward data read after that.
+ * NHWC (the blocked layout, cuda_nhwc.c): a call with a blocked x or y
+ * runs all three tensors in NHWC (filters KRSC) in cuDNN, in bf16 for the
+ * bf16 backend, in float32 for an fp32 one in float32 NHWC
+ * (TT_CUDA_LAYOUT=nhwc; with tf32's math where the tower's tf32 is on, as
+ * in NCHW). A blocked x is read and a blocked y written in place, with no
+ * conversion, and so are their gradients where they have the
+ * convolution's type (a blocked y's dy, a blocked x's dx: bf16 gradients,
+ * blocked_bf16_grads, or float32 NHWC); an NCHW side, the filters, a bf16
+ * call's float32 gradients dy and dx, and dw go through the copies
+ * (precision.h), transposed where the layouts differ
+ * (cuda_nhwc_kernels.cu): cuDNN writes dw as KRSC, a kernel transposes it
+ * to the KCRS float32 gradient. A tower's filters are converted once per
+ * step, at their first use, into the tower's weight copies
+ * (weight_copies.h; KRSC for NHWC, float32 for float32 NHWC), which forward
+ * and backward data read after that. The bias and relu of a blocked y
+ * run on its NHWC rows [n * oh * ow, f], and its bias gradient is their
+ * column sum, rows in order.
  * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
  * data, as PyTorch's does, and times the candidates on random operands:
  * zeros can run faster than real data and skew the ranking.
@@ -266,24 +273,23 @@ static const algo_choice *choose(cuda_impl *c, conv_pass pass, const window_desc
     return algo_cache_find(c->algos, &key);
 }
 
-/* The graph API's hook (cuda_conv_graph.c), for operands in layout `lay`
- * (NCHW; NHWC for a call with a blocked side). Runs the pass with the graph
- * API's plan when it has one at least as fast as the legacy API's choice
- * `legacy`; false: the legacy API runs it. */
-static bool graph_ran_in(cuda_impl *c, conv_pass pass, const window_desc *d, cg_layout lay,
-                         const algo_choice *legacy, const void *x, const void *w, const void *y,
-                         void *ws, size_t limit)
+/* The layout of a call's cuDNN tensors: NHWC for a call with a blocked side */
+static cg_layout layout_of(const window_desc *d)
 {
-    cg_ptrs p = {(void *)x, (void *)w, (void *)y};
-    const algo_choice *g = cuda_conv_graph_plan(c, pass, d, lay, &p, ws, limit, legacy->time_ms);
-    return g != NULL && cuda_conv_graph_run(c, pass, d, lay, g, &p, ws) == 0;
+    return conv_nhwc(d) ? CG_LAYOUT_NHWC : CG_LAYOUT_NCHW;
 }
 
+/* The graph API's hook (cuda_conv_graph.c), for operands in d's layout.
+ * Runs the pass with the graph API's plan when it has one at least as
+ * fast as the legacy API's choice `legacy`; false: the legacy API runs it. */
 static bool graph_ran(cuda_impl *c, conv_pass pass, const window_desc *d,
                       const algo_choice *legacy, const void *x, const void *w, const void *y,
                       void *ws, size_t limit)
 {
-    return graph_ran_in(c, pass, d, CG_LAYOUT_NCHW, legacy, x, w, y, ws, limit);
+    cg_ptrs p = {(void *)x, (void *)w, (void *)y};
+    cg_layout lay = layout_of(d);
+    const algo_choice *g = cuda_conv_graph_plan(c, pass, d, lay, &p, ws, limit, legacy->time_ms);
+    return g != NULL && cuda_conv_graph_run(c, pass, d, lay, g, &p, ws) == 0;
 }
 
 /* At setup, for the model's largest batch: chooses the three passes and
@@ -340,7 +346,7 @@ size_t cuda_conv_workspace(backend_t *be, const window_desc *d)
         /* and the graph API's plan, timed on the same scratch */
         cg_ptrs gp = {tmp[0], tmp[1], tmp[2]};
         const algo_choice *g = b == NULL ? NULL
-                                         : cuda_conv_graph_plan(c, (conv_pass)p, d, CG_LAYOUT_NCHW,
+                                         : cuda_conv_graph_plan(c, (conv_pass)p, d, layout_of(d),
                                                                 &gp, tmp[3], limit, ch->time_ms);
         if (g != NULL && g->ws_bytes > need)
             need = g->ws_bytes;
@@ -388,20 +394,27 @@ static char *conv_copies(cuda_impl *c, const window_desc *d, const float *x, con
     return h;
 }
 
-/* ---- bf16 NHWC (a blocked side; the file's header says how) ---- */
+/* ---- NHWC (a blocked side; the file's header says how): bf16, or
+ * float32 for an fp32 tower in float32 NHWC ---- */
 
-/* The 16-bit copies of an NHWC call: w's bf16 KRSC copy in *w16 when
- * asked, an NCHW x as bf16 NHWC when asked and x is not blocked; NULL
- * after an error. */
+/* The NHWC tensors' type: bf16 (the bf16 backend), else float32 */
+static bool nhwc_bf16(const cuda_impl *c)
+{
+    return c->prec == PREC_BF16;
+}
+
+/* The copies of an NHWC call: w's KRSC copy in *w16 when asked, an NCHW x
+ * as NHWC when asked and x is not blocked; NULL after an error. */
 static char *nhwc_copies(cuda_impl *c, const window_desc *d, const float *x, const float *w,
                          prec_conv_copies *l, const void **w16)
 {
     char *h = copies_and_w(c, d, w, true, l, w16);
     if (h == NULL)
         return NULL;
+    int hw = d->h * d->w;
     if (x != NULL && !d->blocked_x &&
-        cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->n, d->c, d->h * d->w, x, h + l->x),
-                "conv input to bf16 NHWC kernel") != 0)
+        cuda_ok(c, tt_k_nchw_to_nhwc(c->stream, nhwc_bf16(c), d->n, d->c, hw, x, h + l->x),
+                "conv input to NHWC kernel") != 0)
         return NULL;
     return h;
 }
@@ -424,44 +437,52 @@ static void conv_forward_nhwc(cuda_impl *c, const window_desc *d, const float *x
     const algo_choice *ch = choose(c, CONV_PASS_FORWARD, d, &bufs, limit);
     const float one = 1.0f, zero = 0.0f;
     if (ch == NULL ||
-        (!graph_ran_in(c, CONV_PASS_FORWARD, d, CG_LAYOUT_NHWC, ch, bufs.x, bufs.w, bufs.y, ws,
-                       limit) &&
+        (!graph_ran(c, CONV_PASS_FORWARD, d, ch, bufs.x, bufs.w, bufs.y, ws, limit) &&
          cudnn_ok(c,
                   cu.cudnnConvolutionForward(c->cudnn, &one, c->x_desc, bufs.x, c->w_desc, bufs.w,
                                              c->conv_desc, (cudnnConvolutionFwdAlgo_t)ch->algo,
                                              ws, ch->ws_bytes, &zero, c->y_desc, bufs.y),
                   "cudnnConvolutionForward (NHWC)") != 0))
         return;
-    if (d->blocked_y) { /* bias and relu on the bf16 output, in place */
-        cuda_ok(c, tt_k_bias_relu_nhwc_bf16(c->stream, d->n * ohw, d->f, b, relu, y),
+    if (d->blocked_y) { /* bias and relu on the NHWC output [n * ohw, f], in place */
+        int rows = d->n * ohw;
+        cuda_ok(c, nhwc_bf16(c) ? tt_k_bias_relu_nhwc_bf16(c->stream, rows, d->f, b, relu, y)
+                                : tt_k_bias_relu(c->stream, rows, d->f, 1, b, relu, y),
                 "conv bias/relu kernel (NHWC)");
         return;
     }
-    if (cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->n, d->f, ohw, h + l.y, y),
+    if (cuda_ok(c, tt_k_nhwc_to_nchw(c->stream, nhwc_bf16(c), d->n, d->f, ohw, h + l.y, y),
                 "conv output to NCHW kernel") != 0)
         return;
     cuda_ok(c, tt_k_bias_relu(c->stream, d->n, d->f, ohw, b, relu, y), "conv bias/relu kernel");
 }
 
-/* A bf16 dy of a blocked y (backend.h: blocked_bf16_grads): masked by the
- * relu in place and its bias gradient; cuDNN reads it as it is. */
-static int nhwc_dy16(cuda_impl *c, const window_desc *d, const float *y, bool relu, float *dy,
-                     float *db)
+/* A blocked y's gradient dy in the convolution's type (bf16 with bf16
+ * gradients, backend.h: blocked_bf16_grads; float32 in float32 NHWC):
+ * masked by the relu in place and its bias gradient (dy is [n * ohw, f]:
+ * a column sum, rows in order); cuDNN reads it as it is. */
+static int nhwc_dy_in_place(cuda_impl *c, const window_desc *d, const float *y, bool relu,
+                            float *dy, float *db)
 {
     int rows = d->n * d->oh * d->ow;
-    if (relu && cuda_ok(c, tt_k_relu_back_bf16(c->stream, true, (size_t)rows * d->f, y, dy, dy),
-                        "relu mask kernel (bf16 gradient)") != 0)
+    size_t out = (size_t)rows * d->f;
+    bool b16 = nhwc_bf16(c);
+    if (relu && cuda_ok(c, b16 ? tt_k_relu_back_bf16(c->stream, true, out, y, dy, dy)
+                               : tt_k_relu_backward(c->stream, out, y, dy, dy),
+                        "relu mask kernel (NHWC gradient)") != 0)
         return -1;
-    if (db != NULL && cuda_ok(c, tt_k_column_sum_g16(c->stream, rows, d->f, dy, db),
-                              "conv bias gradient kernel (bf16 gradient)") != 0)
+    if (db != NULL && cuda_ok(c, b16 ? tt_k_column_sum_g16(c->stream, rows, d->f, dy, db)
+                                     : tt_k_channel_sum(c->stream, rows, d->f, 1, dy, db),
+                              "conv bias gradient kernel (NHWC gradient)") != 0)
         return -1;
     return 0;
 }
 
-/* The float32 gradient dy (masked by the relu of a bf16 or float32 y),
- * its bias gradient, and dy as bf16 NHWC in the copies; -1 after an error */
+/* The float32 gradient dy of a bf16 call's y (blocked bf16, or NCHW) or
+ * of a float32 call's NCHW y: masked by the relu, its bias gradient, and
+ * dy as NHWC in the copies; -1 after an error */
 static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu, float *dy,
-                   float *db, void *dy16)
+                   float *db, void *dy_nhwc)
 {
     int ohw = d->oh * d->ow;
     size_t out = (size_t)d->n * d->f * ohw;
@@ -476,14 +497,15 @@ static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu
                               "conv bias gradient kernel") != 0)
         return -1;
     if (d->blocked_y)
-        return cuda_to_half(c, out, dy, dy16);
-    return cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, d->n, d->f, ohw, dy, dy16),
-                   "conv gradient to bf16 NHWC kernel");
+        return cuda_to_half(c, out, dy, dy_nhwc);
+    return cuda_ok(c, tt_k_nchw_to_nhwc(c->stream, nhwc_bf16(c), d->n, d->f, ohw, dy, dy_nhwc),
+                   "conv gradient to NHWC kernel");
 }
 
 /* Backward filter first, then backward data into x's copy (read by then),
- * or with bf16 gradients (g16) into a blocked x's gradient dx directly,
- * from a blocked y's bf16 dy read in place */
+ * or with gradients in the convolution's type (bf16 gradients, g16, or
+ * float32 NHWC) into a blocked x's gradient dx directly, from a blocked
+ * y's dy read in place */
 static void conv_backward_nhwc(cuda_impl *c, bool g16, const window_desc *d, const float *x,
                                const float *w, const float *y, bool relu, float *dy, float *dx,
                                float *dw, float *db, void *ws)
@@ -492,27 +514,29 @@ static void conv_backward_nhwc(cuda_impl *c, bool g16, const window_desc *d, con
     const float one = 1.0f, zero = 0.0f;
     prec_conv_copies l;
     const void *w16 = NULL;
-    bool dy16 = g16 && d->blocked_y, dx16 = g16 && d->blocked_x;
+    bool in_place = g16 || !nhwc_bf16(c);
+    bool dy_in = in_place && d->blocked_y, dx_in = in_place && d->blocked_x;
     char *h = nhwc_copies(c, d, dw != NULL ? x : NULL, dx != NULL ? w : NULL, &l, &w16);
-    if (h == NULL || (dy16 ? nhwc_dy16(c, d, y, relu, dy, db)
-                           : nhwc_dy(c, d, y, relu, dy, db, h + l.y)) != 0)
+    if (h == NULL || (dy_in ? nhwc_dy_in_place(c, d, y, relu, dy, db)
+                            : nhwc_dy(c, d, y, relu, dy, db, h + l.y)) != 0)
         return;
     const void *xa = d->blocked_x ? (const void *)x : h + l.x;
-    const void *dya = dy16 ? (const void *)dy : h + l.y;
-    void *dxa = dx16 ? (void *)dx : h + l.x;
+    const void *dya = dy_in ? (const void *)dy : h + l.y;
+    void *dxa = dx_in ? (void *)dx : h + l.x;
     if (dw != NULL) {
         conv_bufs bufs = {.x = xa, .dy = dya, .dw = h + l.dw, .ws = ws, .ws_bytes = limit};
         const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_FILTER, d, &bufs, limit);
         if (ch == NULL ||
-            (!graph_ran_in(c, CONV_PASS_BACKWARD_FILTER, d, CG_LAYOUT_NHWC, ch, xa, h + l.dw, dya,
-                           ws, limit) &&
+            (!graph_ran(c, CONV_PASS_BACKWARD_FILTER, d, ch, xa, h + l.dw, dya, ws, limit) &&
              cudnn_ok(c,
                       cu.cudnnConvolutionBackwardFilter(
                           c->cudnn, &one, c->x_desc, xa, c->y_desc, dya, c->conv_desc,
                           (cudnnConvolutionBwdFilterAlgo_t)ch->algo, ws, ch->ws_bytes, &zero,
                           c->w_desc, h + l.dw),
                       "cudnnConvolutionBackwardFilter (NHWC)") != 0) ||
-            cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->f, d->c, d->k * d->k, h + l.dw, dw),
+            cuda_ok(c,
+                    tt_k_nhwc_to_nchw(c->stream, nhwc_bf16(c), d->f, d->c, d->k * d->k,
+                                      h + l.dw, dw),
                     "conv filter gradient to KCRS kernel") != 0)
             return;
     }
@@ -521,8 +545,7 @@ static void conv_backward_nhwc(cuda_impl *c, bool g16, const window_desc *d, con
     conv_bufs bufs = {.w = w16, .dy = dya, .dx = dxa, .ws = ws, .ws_bytes = limit};
     const algo_choice *ch = choose(c, CONV_PASS_BACKWARD_DATA, d, &bufs, limit);
     if (ch == NULL ||
-        (!graph_ran_in(c, CONV_PASS_BACKWARD_DATA, d, CG_LAYOUT_NHWC, ch, dxa, w16, dya,
-                       ws, limit) &&
+        (!graph_ran(c, CONV_PASS_BACKWARD_DATA, d, ch, dxa, w16, dya, ws, limit) &&
          cudnn_ok(c,
                   cu.cudnnConvolutionBackwardData(c->cudnn, &one, c->w_desc, w16, c->y_desc,
                                                   dya, c->conv_desc,
@@ -530,13 +553,14 @@ static void conv_backward_nhwc(cuda_impl *c, bool g16, const window_desc *d, con
                                                   ch->ws_bytes, &zero, c->x_desc, dxa),
                   "cudnnConvolutionBackwardData (NHWC)") != 0))
         return;
-    if (dx16) /* cuDNN wrote the bf16 gradient in place */
+    if (dx_in) /* cuDNN wrote the gradient in place */
         return;
-    /* a float32 gradient, in x's layout */
+    /* a float32 gradient, in x's layout (a blocked x's: bf16's float32 gradients) */
     if (d->blocked_x)
         cuda_from_half(c, (size_t)d->n * d->c * d->h * d->w, h + l.x, dx);
     else
-        cuda_ok(c, tt_k_nhwc_bf16_to_nchw(c->stream, d->n, d->c, d->h * d->w, h + l.x, dx),
+        cuda_ok(c,
+                tt_k_nhwc_to_nchw(c->stream, nhwc_bf16(c), d->n, d->c, d->h * d->w, h + l.x, dx),
                 "conv input gradient to NCHW kernel");
 }
 

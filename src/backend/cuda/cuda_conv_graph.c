@@ -553,16 +553,7 @@ static cg_spec backend_spec(const cuda_impl *c, conv_pass pass, const window_des
                             cg_layout layout, const cg_ptrs *p)
 {
     const void *ptrs[3] = {p->x, p->w, p->y};
-    cg_dtype t = !prec_reduced(c->prec, PREC_OP_CONV) ? CG_DTYPE_FLOAT
-                 : c->prec == PREC_BF16               ? CG_DTYPE_BF16
-                                                      : CG_DTYPE_HALF;
-    return (cg_spec){.pass = pass,
-                     .win = *d,
-                     .layout = layout,
-                     .dtype = t,
-                     .tf32 = c->opt.tf32,
-                     .deterministic = c->opt.deterministic,
-                     .align = cg_align_of(ptrs, 3)};
+    return cg_spec_make(pass, d, layout, c->prec, c->opt.tf32, c->opt.deterministic, ptrs);
 }
 
 /* one line per shape and pass that the legacy API runs for a reason */

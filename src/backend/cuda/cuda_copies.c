@@ -1,8 +1,8 @@
 /* cuda_copies.c - what the CUDA backend's files share below the backend
  * itself: the host's wait for the stream (and its error), and the 16-bit
- * copies of mixed precision with their conversions and element types
- * (cuda_impl.h). cuda_backend.c, cuda_conv.c and the other operation files
- * call these; these call none of theirs. */
+ * copies of mixed precision (and of float32 NHWC convolutions) with their
+ * conversions and element types (cuda_impl.h). cuda_backend.c, cuda_conv.c
+ * and the other operation files call these; these call none of theirs. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -71,7 +71,7 @@ void *cuda_copies(cuda_impl *c, size_t bytes)
 int backend_cuda_weights_add(backend_t *be, const float *params, size_t count, tt_err *err)
 {
     cuda_impl *c = cuda_of(be);
-    if (c->prec == PREC_FP32 || count == 0)
+    if (!prec_weight_copies(c->prec, be->blocked_nhwc) || count == 0)
         return 0;
     tt_err pool_err = {0};
     void *mirror = mem_pool_alloc(c->pool, count * prec_elem_bytes(c->prec), &pool_err);
@@ -102,9 +102,10 @@ void backend_cuda_weights_step(backend_t *be, const float *params, bool begin)
 int cuda_weight_convert(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
                         void *dst)
 {
+    bool bf16 = c->prec == PREC_BF16; /* else a float32 NHWC conv's */
     if (krsc)
-        return cuda_ok(c, tt_k_nchw_to_nhwc_bf16(c->stream, rows, cols, hw, w, dst),
-                       "conv filter to bf16 KRSC kernel");
+        return cuda_ok(c, tt_k_nchw_to_nhwc(c->stream, bf16, rows, cols, hw, w, dst),
+                       "conv filter to KRSC kernel");
     return cuda_to_half(c, (size_t)rows * (size_t)cols * (size_t)hw, w, dst);
 }
 

@@ -33,7 +33,7 @@ typedef struct {
     int device;
     cuda_options opt;
     prec_t prec;                   /* what dense and conv2d multiply in (precision.h) */
-    void *copies;                  /* their 16-bit operands (prec != fp32), from the pool */
+    void *copies;                  /* their copies (precision.h), from the pool */
     size_t copies_bytes;
     weight_copies weights;         /* the towers' weight copies, once per step (its mirrors
                                     * from the pool) */
@@ -115,15 +115,16 @@ int cuda_wait_failed(cuda_impl *c, const tt_err *e);
  * an error. */
 void *cuda_copies(cuda_impl *c, size_t bytes);
 
-/* The 16-bit copy of the tower weight w[rows, cols * hw] this step
- * (weight_copies.h; krsc: a filter [rows = K, cols = C, hw = R*S] as bf16
- * KRSC, else as stored), converted now at its first use in the step: 0
- * with *copy, or *copy NULL for weights of no tower's step (the caller
- * converts them itself); -1 after an error. */
+/* The copy of the tower weight w[rows, cols * hw] this step
+ * (weight_copies.h; krsc: a filter [rows = K, cols = C, hw = R*S] as KRSC,
+ * bf16 or, for a float32 NHWC tower, float32; else 16-bit as stored),
+ * converted now at its first use in the step: 0 with *copy, or *copy NULL
+ * for weights of no tower's step (the caller converts them itself); -1
+ * after an error. */
 int cuda_weight_copy(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
                      const void **copy);
-/* w[rows, cols * hw] into the 16-bit dst now, as cuda_weight_copy's copy
- * is made (krsc: bf16 KRSC); 0, or -1 after an error. */
+/* w[rows, cols * hw] into dst now, as cuda_weight_copy's copy is made
+ * (krsc: KRSC in the convolutions' type); 0, or -1 after an error. */
 int cuda_weight_convert(cuda_impl *c, const float *w, int rows, int cols, int hw, bool krsc,
                         void *dst);
 

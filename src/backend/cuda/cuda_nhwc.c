@@ -5,17 +5,16 @@
  *
  * The layout is turned on only when every operation that reads or writes
  * a blocked activation can: the ones here (and the pools, whose blocked
- * x takes the NHWC kernels), conv2d (cuda_conv.c's NHWC path), and the
- * batchnorm ones (batchnorm_forward_blocked / batchnorm_backward_blocked,
- * written apart in cuda_bn_nhwc.*; NULL until then, and the layout off).
- * The activations' gradients are bf16 too unless TT_BF16_GRADS=0
- * (precision.h's rule). TT_CUDA_LAYOUT=nchw keeps today's proven NCHW
- * float32 path (the fallback while no GPU has run this code;
- * towertrain(1)); =nhwc asks float32 NHWC of fp32 / tf32 towers
- * (precision.c's prec_device_layout), whose element-wise, pooling and
- * batchnorm operations are here and in cuda_bn_nhwc.*, but whose conv2d
- * path is not written yet: until it is, they stay NCHW. sim runs both
- * layouts in make check (sim_blocked.c).
+ * x takes the NHWC kernels), conv2d (cuda_conv.c's NHWC path, bf16 and
+ * float32), and the batchnorm ones (batchnorm_forward_blocked /
+ * batchnorm_backward_blocked, written apart in cuda_bn_nhwc.*; NULL until
+ * then, and the layout off). The bf16 activations' gradients are bf16 too
+ * unless TT_BF16_GRADS=0 (precision.h's rule). TT_CUDA_LAYOUT=nchw keeps
+ * today's proven NCHW float32 path (the fallback while no GPU has run this
+ * code; towertrain(1)); =nhwc gives fp32 / tf32 towers float32 NHWC end to
+ * end (precision.c's prec_device_layout): element-wise, pooling, batchnorm
+ * and conv2d; its gradients are float32 NHWC. sim runs both layouts in
+ * make check (sim_blocked.c).
  */
 
 #include "backend/cuda/cuda_impl.h"
@@ -134,12 +133,9 @@ void cuda_install_blocked(backend_t *be, prec_t prec, bool tf32)
     be->maxpool_backward = nhwc_maxpool_backward;
     be->avgpool_forward = nhwc_avgpool_forward;
     be->avgpool_backward = nhwc_avgpool_backward;
+    /* conv2d reads and writes NHWC in bf16 and in float32 (cuda_conv.c) */
     bool bn = be->batchnorm_forward_blocked != NULL && be->batchnorm_backward_blocked != NULL;
-    /* conv2d reads and writes NHWC in bf16 only (cuda_conv.c): float32
-     * NHWC (TT_CUDA_LAYOUT=nhwc, tf32 to be) waits for its float path
-     * there, and stays NCHW until then */
-    bool conv = lay.bf16;
-    be->blocked_layout = bn && conv;
+    be->blocked_layout = bn;
     be->blocked_nhwc = be->blocked_layout;
     be->blocked_bf16 = be->blocked_layout && lay.bf16;
     /* bf16 activation gradients (precision.h's rule; TT_BF16_GRADS=0 keeps

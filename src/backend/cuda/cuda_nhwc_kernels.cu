@@ -4,8 +4,8 @@
  * relu forward and backward, add (+relu), global average pooling (and
  * the pools and global average pooling over float32 NHWC too), and
  * the conversions cuda_conv.c needs at a layout's edge (NCHW float32 to
- * bf16 NHWC and back, also KCRS filters to KRSC and back: the same
- * transpose with n = filters, hw = k * k) and the conv bias + relu. The
+ * NHWC, bf16 or float32, and back, also KCRS filters to KRSC and back: the
+ * same transpose with n = filters, hw = k * k) and the conv bias + relu. The
  * activations are bf16 (__nv_bfloat16, stored rounded to nearest even by
  * __float2bfloat16_rn, as bf16_io.h's bf16_from_float rounds on the CPU);
  * gradients are float32, or bf16 in the *_g16 backward kernels (backend.h:
@@ -100,24 +100,25 @@ __global__ void k_gap_nhwc_backward(int n, int c, int hw, const float *dy, bool 
     }
 }
 
-/* y[i, p, c] = bf16(x[i, c, p]): NCHW float32 to NHWC bf16 (one thread per
- * output element, so the stores coalesce) */
-__global__ void k_nchw_to_nhwc_bf16(int n, int c, int hw, const float *x, __nv_bfloat16 *y)
+/* y[i, p, c] = x[i, c, p]: NCHW float32 to NHWC in T (bf16: rounded to
+ * nearest even; float: copied), one thread per output element, so the
+ * stores coalesce */
+template <typename T> __global__ void k_nchw_to_nhwc(int n, int c, int hw, const float *x, T *y)
 {
     FOR_EACH(e, (size_t)n * hw * c)
     {
         size_t ch = e % (size_t)c, p = e / (size_t)c % (size_t)hw, i = e / ((size_t)hw * c);
-        y[e] = __float2bfloat16_rn(x[(i * c + ch) * hw + p]);
+        act_st(&y[e], x[(i * c + ch) * hw + p]);
     }
 }
 
-/* y[i, c, p] = float(x[i, p, c]): NHWC bf16 to NCHW float32 (exact) */
-__global__ void k_nhwc_bf16_to_nchw(int n, int c, int hw, const __nv_bfloat16 *x, float *y)
+/* y[i, c, p] = float(x[i, p, c]): NHWC in T to NCHW float32 (exact) */
+template <typename T> __global__ void k_nhwc_to_nchw(int n, int c, int hw, const T *x, float *y)
 {
     FOR_EACH(e, (size_t)n * c * hw)
     {
         size_t p = e % (size_t)hw, ch = e / (size_t)hw % (size_t)c, i = e / ((size_t)hw * c);
-        y[e] = __bfloat162float(x[(i * hw + p) * c + ch]);
+        y[e] = act_ld(x[(i * hw + p) * c + ch]);
     }
 }
 
@@ -323,22 +324,30 @@ cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, bool g16, int n, int c, int h
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_nchw_to_nhwc_bf16(cudaStream_t s, int n, int c, int hw, const float *x, void *y)
+cudaError_t tt_k_nchw_to_nhwc(cudaStream_t s, bool bf16, int n, int c, int hw, const float *x,
+                              void *y)
 {
     size_t count = (size_t)n * c * hw;
     if (count == 0)
         return cudaSuccess;
-    k_nchw_to_nhwc_bf16<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, x, (__nv_bfloat16 *)y);
+    if (bf16)
+        k_nchw_to_nhwc<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, x, (__nv_bfloat16 *)y);
+    else
+        k_nchw_to_nhwc<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, x, (float *)y);
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_nhwc_bf16_to_nchw(cudaStream_t s, int n, int c, int hw, const void *x, float *y)
+cudaError_t tt_k_nhwc_to_nchw(cudaStream_t s, bool bf16, int n, int c, int hw, const void *x,
+                              float *y)
 {
     size_t count = (size_t)n * c * hw;
     if (count == 0)
         return cudaSuccess;
-    k_nhwc_bf16_to_nchw<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw,
-                                                              (const __nv_bfloat16 *)x, y);
+    if (bf16)
+        k_nhwc_to_nchw<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw,
+                                                             (const __nv_bfloat16 *)x, y);
+    else
+        k_nhwc_to_nchw<<<blocks_for(count), THREADS, 0, s>>>(n, c, hw, (const float *)x, y);
     return cudaGetLastError();
 }
 

@@ -1,6 +1,7 @@
 /* cuda_nhwc_kernels.h - launchers of cuda_nhwc_kernels.cu: the blocked
  * layout's element-wise and global-average-pooling kernels in bf16 NHWC
- * (pools and global average pooling in float32 NHWC too).
+ * (pools, global average pooling and the layout conversions in float32
+ * NHWC too).
  * Activation pointers hold bf16 (void here, so C callers need no CUDA
  * bf16 header); gradients float32, or bf16 where a backward launcher's g16
  * says (below). Each queues on stream s and returns the launch's error. */
@@ -31,10 +32,12 @@ cudaError_t tt_k_gap_nhwc_forward(cudaStream_t s, bool bf16, int n, int c, int h
 /* dy [n, c] float32; dx NHWC */
 cudaError_t tt_k_gap_nhwc_backward(cudaStream_t s, bool g16, int n, int c, int hw,
                                    const float *dy, void *dx);
-/* NCHW float32 [n, c, hw] to NHWC bf16 and back (filters: KCRS to KRSC
- * with n = filters, hw = k * k) */
-cudaError_t tt_k_nchw_to_nhwc_bf16(cudaStream_t s, int n, int c, int hw, const float *x, void *y);
-cudaError_t tt_k_nhwc_bf16_to_nchw(cudaStream_t s, int n, int c, int hw, const void *x, float *y);
+/* NCHW float32 [n, c, hw] to NHWC (bf16 where bf16, else float32) and
+ * back (filters: KCRS to KRSC with n = filters, hw = k * k) */
+cudaError_t tt_k_nchw_to_nhwc(cudaStream_t s, bool bf16, int n, int c, int hw, const float *x,
+                              void *y);
+cudaError_t tt_k_nhwc_to_nchw(cudaStream_t s, bool bf16, int n, int c, int hw, const void *x,
+                              float *y);
 /* conv bias (b may be NULL) and relu over NHWC bf16 [rows, c], in place */
 cudaError_t tt_k_bias_relu_nhwc_bf16(cudaStream_t s, int rows, int c, const float *b, bool relu,
                                      void *y);

@@ -156,9 +156,10 @@ void sim_conv_backward_blocked(backend_t *be, prec_t p, const window_desc *d, co
                                float *dy, float *dx, float *dw, float *db, void *ws);
 
 /* The 16-bit copy (as floats) of the tower weight tensor w[count] in this
- * step, made now at its first use (weight_copies.h); NULL in fp32 or for
- * weights of no tower's step (the caller rounds them at this call). On the
- * queue's worker. */
+ * step, made now at its first use (weight_copies.h), or a float32 NHWC
+ * tower's float32 copy (a GPU's KRSC; sim keeps the stored order: the
+ * values are the same); NULL in fp32 NCHW or for weights of no tower's
+ * step (the caller rounds them at this call). On the queue's worker. */
 const float *sim_weight_copy(backend_t *be, const float *w, size_t count);
 /* How many weight tensors sim has converted into the towers' copies
  * (waits for the queue): one a weight a step, TT_WEIGHT_COPIES=each_call

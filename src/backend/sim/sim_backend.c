@@ -177,24 +177,25 @@ static void sim_copy(backend_t *be, void *dst, const void *src, size_t bytes)
 }
 
 
-/* The 16-bit scratch for a call needing `bytes` (precision.h's layout):
- * an error, as on CUDA, when setup reserved less. */
+/* The copies' scratch for a call needing `bytes` (precision.h's layout:
+ * 16-bit, or float32 for a float32 NHWC conv): an error, as on CUDA, when
+ * setup reserved less. */
 static float *copies_at(backend_t *be, size_t bytes, size_t offset)
 {
     sim_impl *s = S(be);
     if (bytes > s->copies_reserved) {
-        sim_fail(be, "16-bit copies need %zu bytes; %zu were reserved", bytes,
+        sim_fail(be, "the %s copies need %zu bytes; %zu were reserved", prec_name(s->prec), bytes,
                  s->copies_reserved);
         return NULL;
     }
-    /* offsets are in the 2-byte type; the floats here take twice the room */
+    /* offsets are in the copies' type; the floats here take up to twice the room */
     return s->copies + offset / prec_elem_bytes(s->prec);
 }
 
 static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
 {
     sim_impl *s = S(be);
-    if (s->prec == PREC_FP32 || bytes == 0 || bytes <= s->copies_reserved)
+    if (bytes == 0 || bytes <= s->copies_reserved) /* fp32 NCHW: none */
         return 0;
     /* a second, larger reservation replaces the first */
     if (s->copies_dev != NULL)
@@ -218,9 +219,9 @@ static int sim_reserve_copies(backend_t *be, size_t bytes, tt_err *err)
 
 /* ---- the towers' weight copies (weight_copies.h) ---- */
 
-/* A block's mirror: the 16-bit values held as floats in host memory, and
- * the device reservation of their 16-bit size that the pool counts (as
- * the copies' scratch above). */
+/* A block's mirror: the 16-bit (or float32 NHWC's float32) values held as
+ * floats in host memory, and the device reservation of their size in the
+ * copies' type that the pool counts (as the copies' scratch above). */
 typedef struct {
     float *vals;
     void *dev;
@@ -263,7 +264,7 @@ static void q_weights_run(backend_t *be, void *p)
 static int sim_weights_add(backend_t *be, const float *params, size_t count, tt_err *err)
 {
     sim_impl *s = S(be);
-    if (s->prec == PREC_FP32 || count == 0)
+    if (!prec_weight_copies(s->prec, be->blocked_nhwc) || count == 0)
         return 0;
     sim_mirror *m = calloc(1, sizeof(*m));
     if (m != NULL)
@@ -285,14 +286,14 @@ static int sim_weights_add(backend_t *be, const float *params, size_t count, tt_
 static void sim_weights_remove(backend_t *be, const float *params)
 {
     q_weights_args q = {params, 0, NULL, -1};
-    if (S(be)->prec != PREC_FP32)
+    if (prec_weight_copies(S(be)->prec, be->blocked_nhwc))
         sim_enqueue(be, q_weights_run, &q, sizeof(q));
 }
 
 static void sim_weights_step(backend_t *be, const float *params, bool begin)
 {
     q_weights_args q = {params, 0, NULL, begin ? 1 : 0};
-    if (S(be)->prec != PREC_FP32)
+    if (prec_weight_copies(S(be)->prec, be->blocked_nhwc))
         sim_enqueue(be, q_weights_run, &q, sizeof(q));
 }
 
@@ -301,13 +302,15 @@ const float *sim_weight_copy(backend_t *be, const float *w, size_t count)
     sim_impl *s = S(be);
     void *mirror = NULL;
     size_t at = 0;
-    if (s->prec == PREC_FP32)
+    if (!prec_weight_copies(s->prec, be->blocked_nhwc))
         return NULL;
     wc_answer a = weight_copies_find(&s->weights, w, count, WC_AS_STORED, &mirror, &at);
     if (a == WC_NONE)
         return NULL;
     float *copy = ((sim_mirror *)mirror)->vals + at;
-    if (a == WC_CONVERT) /* the same rounding as a call's own conversion */
+    if (a == WC_CONVERT && s->prec == PREC_FP32) /* a float32 NHWC conv's (KRSC on a GPU) */
+        memcpy(copy, w, count * sizeof(float));
+    else if (a == WC_CONVERT) /* the same rounding as a call's own conversion */
         sim_round_16bit(s->prec, count, w, copy);
     return copy;
 }
@@ -420,7 +423,7 @@ static void run_conv_forward(backend_t *be, const window_desc *d, const float *x
     prec_conv_copies l;
     prec_conv_copies_of(s->prec, d, be->blocked_bf16_grads, &l);
     float *x16 = copies_at(be, l.bytes_no_w, l.x);
-    if (x16 == NULL && s->prec != PREC_FP32)
+    if (x16 == NULL)
         return; /* setup reserved too little: an error, as on CUDA */
     if (d->blocked_x || d->blocked_y) {
         sim_conv_forward_blocked(be, s->prec, d, x, w, sim_weight_copy(be, w, conv_w(d)), b, relu,
@@ -452,7 +455,7 @@ static void run_conv_backward(backend_t *be, const window_desc *d, const float *
     if (d->blocked_x || d->blocked_y) {
         prec_conv_copies l;
         prec_conv_copies_of(s->prec, d, be->blocked_bf16_grads, &l);
-        if (s->prec != PREC_FP32 && copies_at(be, l.bytes_no_w, l.x) == NULL)
+        if (copies_at(be, l.bytes_no_w, l.x) == NULL)
             return; /* setup reserved too little: an error, as on CUDA */
         sim_conv_backward_blocked(be, s->prec, d, x, w, sim_weight_copy(be, w, conv_w(d)), y,
                                   relu, dy, dx, dw, db, ws);
