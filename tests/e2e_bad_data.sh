@@ -40,6 +40,13 @@ job count "$T/good-images" "$T/short-labels";       expect count "has 63 labels 
 job gz "$T/trunc-gz-images.gz" "$T/good-labels";    expect gz "trunc-gz-images.gz: truncated"
 job missing "$T/nothing-here" "$T/good-labels";     expect missing "dataflow.source.images: $T/nothing-here: No such file"
 job limit "$T/good-images" "$T/good-labels" "limit = 4;"; expect limit "fewer than one global batch"
+# with a limit only the first records are read (idx.c): a file cut after
+# them trains, one cut before them is refused, naming what the limit needs
+job cut_after "$T/trunc-images" "$T/good-labels" "limit = 32;"
+"$TOWERTRAIN" run "$T/cut_after.cfg" --logdir "$T/log-cut_after" --quiet
+ok $? "limit = 32 on 62 of 64 images: the first 32 are read and train"
+job cut_before "$T/trunc-images" "$T/good-labels" "limit = 63;"
+expect cut_before "trunc-images: truncated: the first 63 images of 4x4 need 1008 bytes but 1000"
 job labels_as_images "$T/good-labels" "$T/good-labels"; expect labels_as_images "not an IDX image file"
 # a random_resized_crop ratio whose fallback crop (ten draws missed) would be
 # empty on these 4x4 images: refused at build, not trained on garbage

@@ -56,7 +56,7 @@ int dataset_open(const source_cfg *src, int limit, int classes, dataset_t **out,
     int rc;
     switch (src->type) {
     case SOURCE_IDX:
-        rc = idx_read(src, ds, err);
+        rc = idx_read(src, limit, ds, err);
         ds->label_file = src->labels;
         break;
     case SOURCE_CIFAR10:

@@ -2,7 +2,9 @@
  * (zlib's gzread reads both). Images: magic 0x00000803, then N, H, W as
  * big-endian uint32, then N*H*W bytes. Labels: magic 0x00000801, N, then N bytes.
  * IDX has no class count: any label byte is read, and dataset_open checks it
- * against the model's classes. */
+ * against the model's classes. With dataflow.limit only the first records
+ * are inflated (the rest of the file is neither read nor checked): a job on
+ * 512 of Fashion-MNIST's 60,000 images inflates 0.4 MB, not 47 MB. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,8 +13,9 @@
 
 #include "dataflow/dataset_impl.h"
 
-/* Reads a whole (possibly gzip-compressed) file into memory. */
-static int read_gz(const char *path, uint8_t **data, size_t *len, tt_err *err)
+/* Reads the first `most` bytes of a (possibly gzip-compressed) file into
+ * memory, or the whole file when it is shorter. */
+static int read_gz(const char *path, size_t most, uint8_t **data, size_t *len, tt_err *err)
 {
     gzFile f = gzopen(path, "rb");
     if (f == NULL)
@@ -26,8 +29,9 @@ static int read_gz(const char *path, uint8_t **data, size_t *len, tt_err *err)
             gzclose(f);
             return err_set(err, TT_ERR_RUNTIME, "%s: out of memory", path);
         }
-        int want = (int)((cap - n) > (1u << 30) ? (1u << 30) : (cap - n));
-        int got = gzread(f, buf + n, (unsigned)want);
+        size_t room = (cap < most ? cap : most) - n;
+        int want = (int)(room > (1u << 30) ? (1u << 30) : room);
+        int got = want > 0 ? gzread(f, buf + n, (unsigned)want) : 0;
         if (got < 0) {
             int code;
             const char *msg = gzerror(f, &code);
@@ -37,7 +41,7 @@ static int read_gz(const char *path, uint8_t **data, size_t *len, tt_err *err)
             return -1;
         }
         n += (size_t)got;
-        if (got < want)
+        if (got < want || n == most)
             break;
         if (n == cap) {
             uint8_t *bigger = realloc(buf, cap * 2);
@@ -67,13 +71,35 @@ static uint32_t be32(const uint8_t *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-int idx_read(const source_cfg *src, struct dataset *ds, tt_err *err)
+/* The bytes of the first `limit` records (0: all) of an IDX file whose
+ * header is `header` bytes (magic, count, dimensions) and whose records are
+ * `record` bytes each: SIZE_MAX (the whole file) without a limit, or when
+ * the header cannot be read, which the full read then reports. */
+static size_t idx_prefix(const char *path, size_t header, int limit, tt_err *err)
+{
+    uint8_t *h = NULL;
+    size_t len = 0, most = SIZE_MAX;
+    if (limit <= 0 || read_gz(path, header, &h, &len, err) != 0 || len < header) {
+        free(h);
+        return SIZE_MAX;
+    }
+    size_t record = 1;
+    for (size_t d = 8; d < header; d += 4)
+        record *= be32(h + d);
+    size_t bytes;
+    if (!__builtin_mul_overflow(record, (size_t)limit, &bytes) && bytes < SIZE_MAX - header)
+        most = header + bytes;
+    free(h);
+    return most;
+}
+
+int idx_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err)
 {
     uint8_t *img = NULL, *lab = NULL;
     size_t img_len = 0, lab_len = 0;
-    if (read_gz(src->images, &img, &img_len, err) != 0)
+    if (read_gz(src->images, idx_prefix(src->images, 16, limit, err), &img, &img_len, err) != 0)
         return -1;
-    if (read_gz(src->labels, &lab, &lab_len, err) != 0) {
+    if (read_gz(src->labels, idx_prefix(src->labels, 8, limit, err), &lab, &lab_len, err) != 0) {
         free(img);
         return -1;
     }
@@ -94,20 +120,25 @@ int idx_read(const source_cfg *src, struct dataset *ds, tt_err *err)
         err_set(err, TT_ERR_USAGE, "%s: bad IDX dimensions %ux%ux%u", src->images, n, h, w);
         goto out;
     }
-    size_t bytes;
-    if (__builtin_mul_overflow((size_t)n, (size_t)h * w, &bytes) || img_len - 16 < bytes) {
-        err_set(err, TT_ERR_USAGE, "%s: truncated: header says %u images of %ux%u (%zu bytes) "
-                "but %zu bytes follow", src->images, n, h, w, (size_t)n * h * w, img_len - 16);
-        goto out;
-    }
-    if (lab_len - 8 < nl) {
-        err_set(err, TT_ERR_USAGE, "%s: truncated: header says %u labels but %zu bytes follow",
-                src->labels, nl, lab_len - 8);
-        goto out;
-    }
     if (nl != n) {
         err_set(err, TT_ERR_USAGE, "%s has %u labels but %s has %u images", src->labels, nl,
                 src->images, n);
+        goto out;
+    }
+    /* the records read: the first `limit`, else all the header counts */
+    if (limit > 0 && (uint32_t)limit < n)
+        n = (uint32_t)limit;
+    const char *of = n < nl ? "the first " : "";
+    size_t bytes;
+    if (__builtin_mul_overflow((size_t)n, (size_t)h * w, &bytes) || img_len - 16 < bytes) {
+        err_set(err, TT_ERR_USAGE, "%s: truncated: %s%u images of %ux%u need %zu bytes but "
+                "%zu bytes follow the header", src->images, of, n, h, w, (size_t)n * h * w,
+                img_len - 16);
+        goto out;
+    }
+    if (lab_len - 8 < n) {
+        err_set(err, TT_ERR_USAGE, "%s: truncated: %s%u labels need %u bytes but %zu bytes "
+                "follow the header", src->labels, of, n, n, lab_len - 8);
         goto out;
     }
     ds->n = n;
