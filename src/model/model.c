@@ -588,6 +588,17 @@ static bool tower_tables_alloc(tower_t *t, int L)
            t->act_bufs && t->act_shared;
 }
 
+/* Layer i's workspace for up to max_n images in the layouts the tower
+ * chose for its input and output (t->blocked). */
+static size_t layer_ws_bytes(const tower_t *t, int i, int max_n)
+{
+    const layer_t *l = &t->model->layers[i];
+    if (l->ops->ws_bytes == NULL)
+        return 0;
+    int src = layer_input(l->cfg, i, 0);
+    return l->ops->ws_bytes(l, t->be, max_n, src >= 0 && t->blocked[src], t->blocked[i]);
+}
+
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
@@ -667,10 +678,7 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
         size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
         if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
             goto oom;
-        int src = layer_input(l->cfg, i, 0);
-        size_t w = l->ops->ws_bytes ? l->ops->ws_bytes(l, be, max_n, src >= 0 && t->blocked[src],
-                                                       t->blocked[i])
-                                    : 0;
+        size_t w = layer_ws_bytes(t, i, max_n);
         if (w > ws)
             ws = w;
     }
