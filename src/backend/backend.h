@@ -413,9 +413,10 @@ struct backend_device_ops {
      * float32 NHWC: a float32 KRSC copy of each filter.
      * weights_add: at setup, the tower's parameter block [params, params +
      * count) floats (its copies' memory is taken from the pool now; nothing
-     * in fp32 NCHW: precision.h's prec_weight_copies); weights_remove: before the block is freed. weights_step:
-     * tower_step of that block begins (true: every copy is stale, the
-     * master weights may have been written since) or ends (false). */
+     * in fp32 NCHW: precision.h's prec_weight_copies); weights_remove:
+     * before the block is freed. weights_step: tower_step of that block
+     * begins (true: every copy is stale, the master weights may have been
+     * written since) or ends (false). */
     int (*weights_add)(backend_t *be, const float *params, size_t count, tt_err *err);
     void (*weights_remove)(backend_t *be, const float *params);
     void (*weights_step)(backend_t *be, const float *params, bool begin);

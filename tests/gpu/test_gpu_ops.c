@@ -1322,7 +1322,8 @@ static void test_weight_copies(backend_t *g)
  * backend made with the switch (o: strict fp32, or tf32): the element-wise
  * operations and pools on the bits of the CPU's float32 NHWC blocked
  * operations; conv2d with blocked and NCHW sides against the CPU's NCHW
- * within tol; its float32 KRSC weight copies on the per-call bits */
+ * within tol; its float32 KRSC weight copies on the per-call bits (where
+ * o is deterministic) */
 static void test_nhwc_f32(const cuda_options *o, const char *tag, double tol)
 {
     tt_err err = {0};
@@ -1344,7 +1345,15 @@ static void test_nhwc_f32(const cuda_options *o, const char *tag, double tol)
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
     test_nhwc_conv(g, tag, tol);
-    test_weight_copies(g);
+    /* the copies' check compares bits between calls: only where every
+     * algorithm is deterministic (with deterministic = false cuDNN may pick
+     * an atomics one, backward data's ALGO_0 or a NONDETERMINISTIC engine,
+     * whose bits differ from call to call with or without copies) */
+    if (o->deterministic)
+        test_weight_copies(g);
+    else
+        tt_skip("%s weight copies: their check compares bits, and this backend's cuDNN "
+                "algorithms need not be deterministic", tag);
     g->destroy(g);
     cn->destroy(cn);
 }

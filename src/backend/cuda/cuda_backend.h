@@ -52,8 +52,9 @@ backend_t *backend_cuda_create_fp16(int device, const cuda_options *opt, tt_err 
  * TT_ERR_USAGE when out of device memory (backend_cuda_alloc_error says
  * more). */
 int backend_cuda_reserve_copies(backend_t *be, size_t bytes, tt_err *err);
-/* backend.h's weights_add, weights_remove and weights_step: one 16-bit copy
- * of each weight of a tower a step (weight_copies.h; nothing in fp32). */
+/* backend.h's weights_add, weights_remove and weights_step: one copy of
+ * each weight of a tower a step (weight_copies.h): 16-bit, or float32 KRSC
+ * filters in float32 NHWC; nothing in fp32 NCHW (prec_weight_copies). */
 int backend_cuda_weights_add(backend_t *be, const float *params, size_t count, tt_err *err);
 void backend_cuda_weights_remove(backend_t *be, const float *params);
 void backend_cuda_weights_step(backend_t *be, const float *params, bool begin);
