@@ -1,7 +1,8 @@
 /* test_blocked_layout.c - activations kept in the CPU backend's blocked
  * layout between layers give the bits of the NCHW path.
  *
- * With oneDNN the CPU backend computes convolutions in nChw16c, and the
+ * With oneDNN the CPU backend computes convolutions in nChw16c (NHWC below
+ * AVX-512), and the
  * model keeps activations in it between the layers that accept it
  * (batchnorm, add, relu, pools, global_avgpool, convolutions) instead of
  * reordering at every call. For a residual model (batchnorm, fused relus,
@@ -14,7 +15,9 @@
  * the batchnorm running statistics must be bitwise equal, on 1 and 2
  * threads. The checks also see that the blocked layout was really chosen
  * where it should be, so they cannot pass by both towers being NCHW.
- * A 32-channel pool keeps it too (two blocks).
+ * A 32-channel pool keeps it too (two blocks). Where oneDNN runs below
+ * AVX-512 the float32 blocked layout is NHWC (cpu_backend.c) and the
+ * gradients agree within 1e-5 (fp32_nhwc below).
  * The bf16 backend keeps the blocked layout in NHWC order, and its blocked
  * activations in bf16 (backend.h): the same models on it, within bf16's
  * precision of its NCHW tower (whose activations are float32) and bitwise
@@ -33,6 +36,14 @@
 #include "tt_model_texts.h"
 #include "tt_ref.h"
 #include "tt_test.h"
+
+/* The float32 blocked layout is NHWC where oneDNN's convolutions run below
+ * AVX-512 (cpu_backend.c): its kernels there sum a weight gradient in
+ * another order for NHWC than for the 8-channel blocks it picks behind an
+ * NCHW tower, so the gradients agree to float32's precision (measured
+ * below 1e-6 of the largest), not bitwise, and are the same bits on 1 and
+ * 2 threads. Everything else stays bitwise. */
+static bool fp32_nhwc;
 
 /* Two training steps (train_two_steps) on a tower of a fresh backend;
  * blocked says whether the backend may use its blocked layout. */
@@ -80,6 +91,10 @@ static void check_model(const char *label, bool bf16, const char *text,
             check_probe_bf16(at, &m, n, probe, chosen, &blk[th], &plain);
             within_bf16(at, "NCHW's", &m, n, &blk[th], &plain, grad_tol);
         }
+        bool exact = bf16 || !fp32_nhwc;
+        if (!exact)
+            tt_ok(memcmp(blk[0].grads, blk[1].grads, m.n_trainable * sizeof(float)) == 0,
+                  "%s: the same gradient bits on 1 and 2 threads (NHWC)", label);
         if (bf16)
             tt_ok(memcmp(blk[0].logits, blk[1].logits, nl * sizeof(float)) == 0 &&
                       memcmp(blk[0].grads, blk[1].grads, m.n_trainable * sizeof(float)) == 0 &&
@@ -93,8 +108,13 @@ static void check_model(const char *label, bool bf16, const char *text,
             tt_ok(memcmp(plain.logits, blk[th].logits, nl * sizeof(float)) == 0 &&
                       plain.loss == blk[th].loss,
                   "%s, %d thread(s): logits and loss bitwise equal to NCHW's", label, th + 1);
-            tt_ok(memcmp(plain.grads, blk[th].grads, m.n_trainable * sizeof(float)) == 0,
-                  "%s, %d thread(s): every gradient bitwise equal to NCHW's", label, th + 1);
+            if (exact)
+                tt_ok(memcmp(plain.grads, blk[th].grads, m.n_trainable * sizeof(float)) == 0,
+                      "%s, %d thread(s): every gradient bitwise equal to NCHW's", label, th + 1);
+            else
+                tt_ok(tt_rel_err_f(blk[th].grads, plain.grads, m.n_trainable) < 1e-5,
+                      "%s, %d thread(s): every gradient within 1e-5 of NCHW's (%.1e; NHWC)",
+                      label, th + 1, tt_rel_err_f(blk[th].grads, plain.grads, m.n_trainable));
             tt_ok(memcmp(plain.params, blk[th].params, m.n_floats * sizeof(float)) == 0,
                   "%s, %d thread(s): parameters and running statistics bitwise equal", label,
                   th + 1);
@@ -116,6 +136,7 @@ int main(void)
     tt_err err = {0};
     backend_t *be = backend_cpu_create(0, 1, &err);
     bool has = be != NULL && be->blocked_layout;
+    fp32_nhwc = has && be->blocked_nhwc;
     if (be != NULL)
         be->destroy(be);
     if (!has) {

@@ -154,6 +154,16 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
 #endif
     prec_layout lay = prec_layout_of(PREC_FP32, false, nchw16c);
     be->blocked_layout = lay.blocked;
+#ifdef HAVE_DNNL
+    /* Below AVX-512, oneDNN's convolutions block channels by 8 (AVX2,
+     * SSE4.1), not by our 16, and each would reorder its input and output
+     * from and to nChw16c; they read and write NHWC in place, so there the
+     * blocked layout is NHWC (ResNet-20 at TT_CPU_ISA=avx2: 784 against
+     * 728 images/s; at plain 216 against 124; at AVX-512 nChw16c stays,
+     * 3% faster). The rule reads the CPU's features and the cap only, so
+     * one machine gives the same bits on every run. */
+    be->blocked_nhwc = lay.blocked && cpu_dnnl_convs_nhwc();
+#endif
     be->conv_workspace = conv_workspace;
     be->conv_forward = conv_forward;
     be->conv_backward = conv_backward;

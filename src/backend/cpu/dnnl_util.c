@@ -27,6 +27,13 @@ void cpu_dnnl_cap_isa(void)
     pthread_once(&cap_once, cap_isa);
 }
 
+bool cpu_dnnl_convs_nhwc(void)
+{
+    cpu_dnnl_cap_isa();
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    return (isa & dnnl_cpu_isa_avx512_core) != dnnl_cpu_isa_avx512_core;
+}
+
 const char *cpu_dnnl_isa_name(dnnl_cpu_isa_t isa)
 {
     switch (isa) {

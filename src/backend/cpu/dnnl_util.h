@@ -5,6 +5,8 @@
 #ifndef TT_DNNL_UTIL_H
 #define TT_DNNL_UTIL_H
 
+#include <stdbool.h>
+
 #include <dnnl.h>
 
 /* Caps oneDNN's instruction sets to cpu_isa()'s level where TT_CPU_ISA
@@ -12,6 +14,12 @@
  * ONEDNN_MAX_CPU_ISA: once per process, before oneDNN's first use (the
  * engine, sgemm and the bf16 check call it). */
 void cpu_dnnl_cap_isa(void);
+
+/* True where oneDNN's convolutions run below AVX-512 (its AVX2 and SSE4.1
+ * kernels block channels by 8, not by the 16 of nChw16c, and read and
+ * write NHWC as it is): the CPU backend's float32 blocked layout is NHWC
+ * there (cpu_backend.c). Caps oneDNN first (cpu_dnnl_cap_isa). */
+bool cpu_dnnl_convs_nhwc(void);
 
 /* oneDNN's name of an instruction-set level, as ONEDNN_MAX_CPU_ISA spells
  * it ("AVX2", "AVX512_CORE", ...). */
