@@ -113,6 +113,27 @@ const char *backend_cpu_kernels(char *buf, size_t len)
     return buf;
 }
 
+/* The float32 activations' layout between layers (backend.h). With oneDNN
+ * its convolutions compute in a blocked layout, and activations stay in it
+ * between the layers that accept it (conv.c knows NCHW only): nChw16c at
+ * AVX-512. Below AVX-512 its convolutions block channels by 8 (AVX2,
+ * SSE4.1), and each would reorder its input and output from and to
+ * nChw16c; they read and write NHWC in place, so there the blocked layout
+ * is NHWC (ResNet-20 at TT_CPU_ISA=avx2: 807 against 744 images/s; at
+ * plain 216 against 124; at AVX-512 nChw16c stays, 3% faster). The rule
+ * reads the CPU's features and the cap only, so one machine gives the
+ * same bits on every run. */
+static void cpu_layout_choose(backend_t *be)
+{
+#ifdef HAVE_DNNL
+    prec_layout lay = prec_layout_of(PREC_FP32, false, true);
+    be->blocked_layout = lay.blocked;
+    be->blocked_nhwc = lay.blocked && cpu_dnnl_convs_nhwc();
+#else
+    be->blocked_layout = prec_layout_of(PREC_FP32, false, false).blocked;
+#endif
+}
+
 backend_t *backend_cpu_create(int device, int threads, tt_err *err)
 {
     char why[128];
@@ -145,25 +166,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->copy = cpu_memcpy;
     be->dense_forward = cpu_dense_forward;
     be->dense_backward = cpu_dense_backward;
-#ifdef HAVE_DNNL
-    /* oneDNN's convolutions compute in the blocked layout; activations stay
-     * in it between the layers that accept it (conv.c knows NCHW only) */
-    bool nchw16c = true;
-#else
-    bool nchw16c = false;
-#endif
-    prec_layout lay = prec_layout_of(PREC_FP32, false, nchw16c);
-    be->blocked_layout = lay.blocked;
-#ifdef HAVE_DNNL
-    /* Below AVX-512, oneDNN's convolutions block channels by 8 (AVX2,
-     * SSE4.1), not by our 16, and each would reorder its input and output
-     * from and to nChw16c; they read and write NHWC in place, so there the
-     * blocked layout is NHWC (ResNet-20 at TT_CPU_ISA=avx2: 784 against
-     * 728 images/s; at plain 216 against 124; at AVX-512 nChw16c stays,
-     * 3% faster). The rule reads the CPU's features and the cap only, so
-     * one machine gives the same bits on every run. */
-    be->blocked_nhwc = lay.blocked && cpu_dnnl_convs_nhwc();
-#endif
+    cpu_layout_choose(be);
     be->conv_workspace = conv_workspace;
     be->conv_forward = conv_forward;
     be->conv_backward = conv_backward;
