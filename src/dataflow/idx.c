@@ -13,9 +13,29 @@
 
 #include "dataflow/dataset_impl.h"
 
-/* Reads the first `most` bytes of a (possibly gzip-compressed) file into
- * memory, or the whole file when it is shorter. */
-static int read_gz(const char *path, size_t most, uint8_t **data, size_t *len, tt_err *err)
+static uint32_t be32(const uint8_t *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* The bytes of an IDX file's header (`header` bytes: magic, count, then
+ * the dimensions from byte 8) and its first `limit` records, each the
+ * dimensions' product; SIZE_MAX when that does not fit. */
+static size_t limit_bytes(const uint8_t *h, size_t header, int limit)
+{
+    size_t record = 1, bytes;
+    for (size_t d = 8; d < header; d += 4)
+        record *= be32(h + d);
+    if (__builtin_mul_overflow(record, (size_t)limit, &bytes) || bytes >= SIZE_MAX - header)
+        return SIZE_MAX;
+    return header + bytes;
+}
+
+/* Reads an IDX file (possibly gzip-compressed) into memory: all of it, or
+ * with a limit (> 0) its `header` bytes and then only the first `limit`
+ * records they describe (or the whole file when it is shorter). */
+static int read_gz(const char *path, size_t header, int limit, uint8_t **data, size_t *len,
+                   tt_err *err)
 {
     gzFile f = gzopen(path, "rb");
     if (f == NULL)
@@ -23,6 +43,8 @@ static int read_gz(const char *path, size_t most, uint8_t **data, size_t *len, t
                        errno ? strerror(errno) : "out of memory");
     gzbuffer(f, 1 << 17);
     size_t cap = 1 << 20, n = 0;
+    size_t most = limit > 0 ? header : SIZE_MAX; /* the header first, then the records */
+    bool sized = limit <= 0;
     uint8_t *buf = malloc(cap);
     for (;;) {
         if (buf == NULL) {
@@ -41,7 +63,13 @@ static int read_gz(const char *path, size_t most, uint8_t **data, size_t *len, t
             return -1;
         }
         n += (size_t)got;
-        if (got < want || n == most)
+        if (got < want)
+            break;
+        if (n == most && !sized) {
+            most = limit_bytes(buf, header, limit);
+            sized = true;
+        }
+        if (n == most)
             break;
         if (n == cap) {
             uint8_t *bigger = realloc(buf, cap * 2);
@@ -66,40 +94,13 @@ static int read_gz(const char *path, size_t most, uint8_t **data, size_t *len, t
     return 0;
 }
 
-static uint32_t be32(const uint8_t *p)
-{
-    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-/* The bytes of the first `limit` records (0: all) of an IDX file whose
- * header is `header` bytes (magic, count, dimensions) and whose records are
- * `record` bytes each: SIZE_MAX (the whole file) without a limit, or when
- * the header cannot be read, which the full read then reports. */
-static size_t idx_prefix(const char *path, size_t header, int limit, tt_err *err)
-{
-    uint8_t *h = NULL;
-    size_t len = 0, most = SIZE_MAX;
-    if (limit <= 0 || read_gz(path, header, &h, &len, err) != 0 || len < header) {
-        free(h);
-        return SIZE_MAX;
-    }
-    size_t record = 1;
-    for (size_t d = 8; d < header; d += 4)
-        record *= be32(h + d);
-    size_t bytes;
-    if (!__builtin_mul_overflow(record, (size_t)limit, &bytes) && bytes < SIZE_MAX - header)
-        most = header + bytes;
-    free(h);
-    return most;
-}
-
 int idx_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err)
 {
     uint8_t *img = NULL, *lab = NULL;
     size_t img_len = 0, lab_len = 0;
-    if (read_gz(src->images, idx_prefix(src->images, 16, limit, err), &img, &img_len, err) != 0)
+    if (read_gz(src->images, 16, limit, &img, &img_len, err) != 0)
         return -1;
-    if (read_gz(src->labels, idx_prefix(src->labels, 8, limit, err), &lab, &lab_len, err) != 0) {
+    if (read_gz(src->labels, 8, limit, &lab, &lab_len, err) != 0) {
         free(img);
         return -1;
     }
