@@ -1,5 +1,5 @@
-/* bn_nhwc_plan.c - the NHWC batchnorm's split into partial sums
- * (bn_nhwc_plan.h). */
+/* bn_nhwc_plan.c - the NHWC batchnorm's and conv bias gradient's splits
+ * into partial sums (bn_nhwc_plan.h). */
 #include "backend/cuda/bn_nhwc_plan.h"
 
 tt_bn_grid tt_bn_nhwc_plan(int m, int c)
@@ -16,5 +16,15 @@ tt_bn_grid tt_bn_nhwc_plan(int m, int c)
         want = TT_BN_MAX_PARTIALS;
     g.rows = (int)(((size_t)m + want - 1) / want);
     g.g = (m + g.rows - 1) / g.rows; /* rounding rows up may leave the last empty */
+    return g;
+}
+
+tt_bn_grid tt_colsum_plan(int m, int c)
+{
+    tt_bn_grid g = tt_bn_nhwc_plan(m, c);
+    if (g.g == 0 && m > 0 && c > 0) {
+        g.g = 1;
+        g.rows = m;
+    }
     return g;
 }

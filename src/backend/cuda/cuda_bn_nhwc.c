@@ -15,10 +15,23 @@
  * the sums (with the relu mask recomputed from y and the add's gradient
  * written to r on the way), coefficients, the dx pass. Five or six launches
  * where cuDNN's path took three to five passes plus the add's copy.
+ *
+ * The NHWC conv bias gradient (cuda_column_sum_nhwc, for cuda_conv.c) sums
+ * its columns on the same kind of split, in the same scratch.
  */
 #include "backend/cuda/cuda_bn_nhwc.h"
 
 #include "backend/cuda/cuda_impl.h"
+
+/* The NHWC conv bias gradient (cuda_impl.h). The scratch is free here:
+ * each batchnorm call above uses it only between its own launches, on the
+ * same stream, and nothing keeps it across calls. */
+int cuda_column_sum_nhwc(cuda_impl *c, bool g16, int m, int ch, const void *dy, float *db)
+{
+    tt_bn_grid g = tt_colsum_plan(m, ch);
+    return cuda_ok(c, tt_k_column_sum(c->stream, g16, g, dy, c->bn_scratch, db),
+                   "conv bias gradient kernel (NHWC)");
+}
 
 int cuda_bn_nhwc_setup(cuda_impl *c, tt_err *err)
 {

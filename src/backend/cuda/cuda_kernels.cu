@@ -196,8 +196,10 @@ __global__ void k_bias_relu(size_t n, int channels, int inner, const float *b, i
     }
 }
 
-/* inner == 1 (dense): one thread per column sums its rows in order, from 0,
- * as the CPU backend does - the same bits. */
+/* inner == 1 (dense, rows = the batch): one thread per column sums its
+ * rows in order, from 0, as the CPU backend does - the same bits. (An
+ * NHWC conv's [n * oh * ow, f] gradient has far more rows: its bias
+ * gradient is cuda_bn_nhwc.cu's tt_k_column_sum.) */
 __global__ void k_column_sum(int rows, int cols, const float *dy, float *db)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
