@@ -1,6 +1,8 @@
-/* bn_nhwc_plan.c - the NHWC batchnorm's and conv bias gradient's splits
- * into partial sums (bn_nhwc_plan.h). */
+/* bn_nhwc_plan.c - the NHWC batchnorm's and the conv bias gradient's
+ * splits into partial sums (bn_nhwc_plan.h). */
 #include "backend/cuda/bn_nhwc_plan.h"
+
+#include <limits.h>
 
 tt_bn_grid tt_bn_nhwc_plan(int m, int c)
 {
@@ -19,12 +21,16 @@ tt_bn_grid tt_bn_nhwc_plan(int m, int c)
     return g;
 }
 
-tt_bn_grid tt_colsum_plan(int m, int c)
+tt_colsum_grid tt_colsum_plan(int n, int c, int inner)
 {
-    tt_bn_grid g = tt_bn_nhwc_plan(m, c);
-    if (g.g == 0 && m > 0 && c > 0) {
-        g.g = 1;
-        g.rows = m;
+    tt_colsum_grid k = {{0, c, 0, 0}, inner};
+    if (n <= 0 || c <= 0 || inner <= 0 || n > INT_MAX / inner)
+        return k;
+    int m = n * inner;
+    k.g = tt_bn_nhwc_plan(m, c);
+    if (k.g.g == 0) {
+        k.g.g = 1;
+        k.g.rows = m;
     }
-    return g;
+    return k;
 }

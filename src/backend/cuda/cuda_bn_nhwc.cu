@@ -1,6 +1,6 @@
 /* cuda_bn_nhwc.cu - batchnorm's kernels over NHWC activations, float32 or
- * bf16, with the residual add and relu fused in, and the NHWC conv bias
- * gradient's column sum on the same split (cuda_bn_nhwc.h says what each
+ * bf16, with the residual add and relu fused in, and the conv bias gradient's
+ * per-channel sums on the same split (cuda_bn_nhwc.h says what each
  * computes and in which order it sums).
  *
  * Threads: a CTA covers one 16-channel tile (the blocked layout's block)
@@ -22,7 +22,7 @@
 
 #define BN_THREADS THREADS /* 256: also the element-wise kernels' blocks */
 #define BN_TILE 16
-static_assert(BN_THREADS == TT_COLSUM_THREADS, "the column sum's positions assume these CTAs");
+static_assert(BN_THREADS == TT_COLSUM_THREADS, "the channel sums' positions assume these CTAs");
 
 /* ---- 16 bytes of an activation as VEC floats, and back ---- */
 
@@ -401,7 +401,7 @@ __global__ void k_bn_dx(const T *x, const T *y, bool g16, const void *dy, const 
     }
 }
 
-/* ---- the conv bias gradient: column sums of an NHWC gradient ---- */
+/* ---- the conv bias gradient: per-channel sums, NHWC or NCHW ---- */
 
 /* dy's element e, float32 or bf16 (g16: widened exactly, so that the same
  * values give the same bits in either type) */
@@ -412,18 +412,18 @@ static __device__ float grad_at(const void *dy, bool g16, size_t e)
     return ((const float *)dy)[e];
 }
 
-/* CTA (tile, p): each thread sums its rows of its channel in order
+/* CTA (tile, p): each thread sums its elements of its channel in order
  * (tt_colsum_pos_of), then the threads of a channel add up in a fixed tree
  * (tt_colsum_half); part[p * c + ch] = the partial's sum. */
 __global__ void __launch_bounds__(BN_THREADS)
-    k_column_partials(const void *dy, bool g16, tt_bn_grid g, float *part)
+    k_channel_partials(const void *dy, bool g16, tt_colsum_grid k, float *part)
 {
     __shared__ float s[BN_THREADS];
-    const tt_colsum_pos q = tt_colsum_pos_of(g, blockIdx.x, blockIdx.y, threadIdx.x);
-    int t = threadIdx.x, tx = tt_colsum_tx(g.c);
+    const tt_colsum_pos q = tt_colsum_pos_of(k, blockIdx.x, blockIdx.y, threadIdx.x);
+    int t = threadIdx.x, tx = tt_colsum_tx(k);
     float sum = 0;
     for (int r = q.r0; r < q.r1; r += q.step)
-        sum += grad_at(dy, g16, (size_t)r * g.c + q.ch);
+        sum += grad_at(dy, g16, tt_colsum_at(k, r, q.ch));
     s[t] = sum;
     __syncthreads();
     for (int n = q.step, h; n > 1; n = h) {
@@ -432,13 +432,13 @@ __global__ void __launch_bounds__(BN_THREADS)
             s[t] += s[t + h * tx];
         __syncthreads();
     }
-    if (q.ty == 0 && q.ch < g.c)
-        part[(size_t)blockIdx.y * g.c + q.ch] = s[t];
+    if (q.ty == 0 && q.ch < k.g.c)
+        part[(size_t)blockIdx.y * k.g.c + q.ch] = s[t];
 }
 
 /* A CTA a channel: db[ch] = sum_partials of the partials. */
 __global__ void __launch_bounds__(BN_THREADS)
-    k_column_finish(tt_bn_grid g, const float *part, float *db)
+    k_channel_finish(tt_bn_grid g, const float *part, float *db)
 {
     double sum[1];
     sum_partials<1>(g, part, blockIdx.x, sum);
@@ -532,16 +532,16 @@ extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_b
     return cudaGetLastError();
 }
 
-extern "C" cudaError_t tt_k_column_sum(cudaStream_t s, bool g16, tt_bn_grid g, const void *dy,
-                                       float *part, float *db)
+extern "C" cudaError_t tt_k_channel_sum(cudaStream_t s, bool g16, tt_colsum_grid k,
+                                        const void *dy, float *part, float *db)
 {
-    if (g.g <= 0)
+    if (k.g.g <= 0)
         return cudaSuccess;
-    dim3 grid((unsigned)tt_colsum_tiles(g.c), (unsigned)g.g);
-    k_column_partials<<<grid, BN_THREADS, 0, s>>>(dy, g16, g, g.g == 1 ? db : part);
+    dim3 grid((unsigned)tt_colsum_tiles(k), (unsigned)k.g.g);
+    k_channel_partials<<<grid, BN_THREADS, 0, s>>>(dy, g16, k, k.g.g == 1 ? db : part);
     cudaError_t rc = cudaGetLastError();
-    if (rc != cudaSuccess || g.g == 1)
+    if (rc != cudaSuccess || k.g.g == 1)
         return rc;
-    k_column_finish<<<(unsigned)g.c, BN_THREADS, 0, s>>>(g, part, db);
+    k_channel_finish<<<(unsigned)k.g.c, BN_THREADS, 0, s>>>(k.g, part, db);
     return cudaGetLastError();
 }
