@@ -24,6 +24,13 @@
  * with blocked (float32 NHWC) and NCHW sides, forward and backward,
  * against the fp32 CPU backend (1e-4 in fp32, 1e-2 with tf32), and its
  * float32 KRSC weight copies.
+ * The conv bias gradient (per-channel sums in partials, cuda_channel_sum),
+ * NHWC [n * oh * ow, f] and NCHW, bf16 and float32 gradients, at LeNet's
+ * shapes at batch 128 and up to 100,352 rows of 6 and 16 channels, past a
+ * tile and past the scratch: equal to float64 on values whose sums are
+ * exact in any order, within the order's own error bound on values whose
+ * sums round; float32 and bf16 of the same values, and two calls, the
+ * same bits; through conv_backward too (NHWC and NCHW).
  * The weight copies made once per step (weight_copies.h): a conv (NCHW and
  * bf16 NHWC) and a dense call on a registered block give the bits of
  * converting at each call, and see new weights in the next step.
@@ -33,13 +40,21 @@
  * Without a GPU every check is reported as SKIP (visible in make check).
  * Also run by tests/gpu/run.sh on a GPU machine.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/bn_nhwc_plan.h"
 #include "backend/cuda/cuda_backend.h"
+#ifdef HAVE_CUDA
+#include "backend/cuda/cuda_impl.h"
+#endif
 #include "tt_ref.h"
 #include "tt_blocked.h"
 #include "tt_conv_graph.h"
@@ -1118,6 +1133,153 @@ static void test_bn_conv_grad16(backend_t *g)
     free(fx), free(fdy), free(fr), free(hp), free(hx), free(hdy), free(hr), free(hw_);
 }
 
+/* ---- the conv bias gradient: per-channel sums of dy [n, c, inner] (NHWC
+ * [rows, c]: inner 1; NCHW [n, c, oh * ow]) ---- */
+
+/* count bf16-exact gradients as floats (and bf16 in *h16): with exact,
+ * k / 64 for k in -63..63, whose sums of up to 2^17 terms are all exact in
+ * float32 (|sum| < 2^17 in steps of 2^-6: 23 bits), so that any order
+ * gives the float64 sum and an element missed or read twice shows; else
+ * uniform in [-1, 1] rounded to bf16 (sums round: the order shows in the
+ * bits). */
+static float *colsum_grads(size_t count, bool exact, uint16_t **h16)
+{
+    float *f = NULL;
+    *h16 = bf16_rand(count, -1, 1, &f);
+    for (size_t i = 0; exact && i < count; i++) {
+        f[i] = (float)((int)uniform(0, 127) - 63) / 64.0f;
+        (*h16)[i] = tt_bf16_round(f[i]);
+    }
+    return f;
+}
+
+/* The channel sums of dy [n, c, inner] in float64, and of |dy| */
+static void colsum_ref(const float *dy, int n, int c, int inner, double *sum, double *abs_sum)
+{
+    for (int ch = 0; ch < c; ch++)
+        sum[ch] = abs_sum[ch] = 0;
+    for (size_t i = 0; i < (size_t)n; i++)
+        for (int ch = 0; ch < c; ch++)
+            for (size_t p = 0; p < (size_t)inner; p++) {
+                float v = dy[(i * c + ch) * inner + p];
+                sum[ch] += v;
+                abs_sum[ch] += fabs(v);
+            }
+}
+
+/* The float32 error bound of the sums' order (cuda_bn_nhwc.h) in units of
+ * Sum |dy| * 2^-24: a thread's ceil(rows / ty) additions, the tree's
+ * levels, and the double total's rounding to float. */
+static int colsum_bound(int n, int c, int inner)
+{
+    tt_colsum_grid k = tt_colsum_plan(n, c, inner);
+    int ty = tt_colsum_ty(k), b = (k.g.rows + ty - 1) / ty + 1;
+    for (int m = ty; m > 1; m = tt_colsum_half(m))
+        b++;
+    return b;
+}
+
+/* got[c] against the float64 sums: exactly equal where exact, else within
+ * colsum_bound; the number of channels that are not */
+static int colsum_misses(const float *got, int n, int c, int inner, const double *sum,
+                         const double *abs_sum, bool exact)
+{
+    int bad = 0;
+    double u = ldexp(1.0, -24) * 1.01 * colsum_bound(n, c, inner);
+    for (int ch = 0; ch < c; ch++)
+        bad += exact ? (double)got[ch] != sum[ch] : fabs(got[ch] - sum[ch]) > u * abs_sum[ch];
+    return bad;
+}
+
+#ifdef HAVE_CUDA
+/* cuda_channel_sum as the conv calls it, on [n, c, inner]: float32 twice,
+ * then bf16 of the same values: against float64, and the same bits all
+ * three times (the order is the shape's, not the type's). */
+static void channel_sum_case(backend_t *g, const int *s, bool exact)
+{
+    int n = s[0], c = s[1], inner = s[2];
+    size_t count = (size_t)n * c * inner;
+    uint16_t *h16;
+    float *hf = colsum_grads(count, exact, &h16), *got = malloc(3 * (size_t)c * 4);
+    double *sum = malloc((size_t)c * 8), *abs_sum = malloc((size_t)c * 8);
+    colsum_ref(hf, n, c, inner, sum, abs_sum);
+    void *df = put(g, hf, count * 4), *d16 = put(g, h16, count * 2);
+    float *out = put(g, NULL, 3 * (size_t)c * 4);
+    cuda_impl *ci = cuda_of(g);
+    int rc = cuda_channel_sum(ci, false, n, c, inner, df, out);
+    rc |= cuda_channel_sum(ci, false, n, c, inner, df, out + c);
+    rc |= cuda_channel_sum(ci, true, n, c, inner, d16, out + 2 * c);
+    g->download(g, got, out, 3 * (size_t)c * 4);
+    tt_err err = {0};
+    bool ok = rc == 0 && backend_cuda_check(g, &err) == 0;
+    int bad = colsum_misses(got, n, c, inner, sum, abs_sum, exact);
+    tt_ok(ok && bad == 0 && memcmp(got, got + c, (size_t)c * 4) == 0 &&
+              memcmp(got, got + 2 * c, (size_t)c * 4) == 0,
+          "conv bias gradient of [%d, %d, %d] (%s) in %d partials, %s: %s float64 (%d "
+          "channels not), twice and from bf16 the same bits %s", n, c, inner,
+          inner == 1 ? "NHWC" : "NCHW", tt_colsum_plan(n, c, inner).g.g,
+          exact ? "sums exact in any order" : "sums that round",
+          exact ? "equal to" : "within the order's bound of", bad, err.msg);
+    g->free(g, df), g->free(g, d16), g->free(g, out);
+    free(hf), free(h16), free(got), free(sum), free(abs_sum);
+}
+#endif
+
+/* The channel sums themselves (g: a bf16 backend, whose stream they run
+ * on), [n, c, inner]: LeNet's at batch 128, NHWC ([n * oh * ow, f]) and
+ * NCHW, and larger ones, a channel past a 256-channel tile, and past the
+ * batchnorm's scratch (one partial, straight into db). */
+static void test_channel_sums(backend_t *g)
+{
+#ifdef HAVE_CUDA
+    int shapes[][3] = {{12800, 16, 1}, {100352, 6, 1}, {100352, 16, 1}, {128, 6, 784},
+                       {128, 16, 100}, {73728, 6, 1},  {1000, 257, 1},  {100, 16, 1},
+                       {3, 5, 7},      {3, TT_BN_MAX_CHANNELS + 1, 1}};
+    for (int s = 0; s < 10; s++)
+        channel_sum_case(g, shapes[s], true);
+    for (int s = 0; s < 7; s++)
+        channel_sum_case(g, shapes[s], false);
+#else
+    tt_skip("conv bias gradient: channel sums (built without CUDA)");
+#endif
+}
+
+/* The bias gradient of conv_backward on g as it is (bf16 with or without
+ * bf16 gradients, float32 NHWC, or NCHW): LeNet's conv1 and conv0 at batch
+ * 128, y blocked (NHWC; conv0 with 16 filters there, as only whole blocks
+ * of 16 are blocked) where blocked, else NCHW; exact sums, twice the same
+ * bits */
+static void test_conv_bias(backend_t *g, const char *tag, bool blocked)
+{
+    window_desc ds[] = {{128, 6, 14, 14, 16, 5, 1, 0, 10, 10, false, blocked},
+                        {128, 1, 28, 28, blocked ? 16 : 6, 5, 1, 2, 28, 28, false, blocked}};
+    bool g16 = blocked && g->blocked_bf16 && g->blocked_bf16_grads;
+    for (int s = 0; s < 2; s++) {
+        window_desc d = ds[s];
+        int n = blocked ? d.n * d.oh * d.ow : d.n, c = d.f, inner = blocked ? 1 : d.oh * d.ow;
+        size_t count = (size_t)d.n * d.oh * d.ow * c;
+        uint16_t *h16;
+        float *hf = colsum_grads(count, true, &h16), got[32];
+        double sum[16], abs_sum[16];
+        colsum_ref(hf, n, c, inner, sum, abs_sum);
+        void *dy = g16 ? put(g, h16, count * 2) : put(g, hf, count * 4);
+        float *db = put(g, NULL, 2 * (size_t)c * 4);
+        g->conv_backward(g, &d, NULL, NULL, NULL, false, dy, NULL, NULL, db, NULL);
+        g->conv_backward(g, &d, NULL, NULL, NULL, false, dy, NULL, NULL, db + c, NULL);
+        g->download(g, got, db, 2 * (size_t)c * 4);
+        tt_err err = {0};
+        bool ok = backend_cuda_check(g, &err) == 0;
+        int bad = colsum_misses(got, n, c, inner, sum, abs_sum, true);
+        tt_ok(ok && bad == 0 && memcmp(got, got + c, (size_t)c * 4) == 0,
+              "%s %s conv backward [%d,%d,%d,%d] f%d, %s gradients: the bias gradient equal "
+              "to float64 (sums exact in any order; %d channels not), twice the same bits %s",
+              tag, blocked ? "NHWC" : "NCHW", d.n, d.c, d.h, d.w, d.f,
+              g16 ? "bf16" : "float32", bad, err.msg);
+        g->free(g, dy), g->free(g, db);
+        free(hf), free(h16);
+    }
+}
+
 /* A GPU tensor in bf16 NHWC (bf16) or float32 NHWC / NCHW, read into NCHW
  * floats */
 static float *read_nchw(backend_t *g, const void *gd, int n, int c, int hw, bool nhwc, bool bf16)
@@ -1345,6 +1507,7 @@ static void test_nhwc_f32(const cuda_options *o, const char *tag, double tol)
     test_nhwc_elementwise(g, cn);
     test_nhwc_pool(g, cn);
     test_nhwc_conv(g, tag, tol);
+    test_conv_bias(g, tag, true);
     /* the copies' check compares bits between calls: only where every
      * algorithm is deterministic (with deterministic = false cuDNN may pick
      * an atomics one, backward data's ALGO_0 or a NONDETERMINISTIC engine,
@@ -1378,7 +1541,10 @@ static void test_nhwc(backend_t *g)
     test_nhwc_conv(g, "bf16", 1e-2);
     test_nhwc_grad16(g, cn);
     test_bn_conv_grad16(g);
+    test_conv_bias(g, "bf16", true);
     g->blocked_bf16_grads = true;
+    test_conv_bias(g, "bf16", true);
+    test_channel_sums(g);
     cn->destroy(cn);
 }
 
@@ -1419,6 +1585,9 @@ int main(void)
         tt_skip("bf16 gradients: relu, global average pooling and pools backward against the "
                 "CPU's float32 gradients rounded; batchnorm (+add) and conv2d backward against "
                 "the float32-gradient path rounded");
+        tt_skip("conv bias gradient (channel sums in partials), NHWC and NCHW, float32 and "
+                "bf16, up to 100,352 rows of 6 and 16 channels: against float64, the same bits "
+                "twice and from bf16");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
@@ -1426,6 +1595,7 @@ int main(void)
           "each backend says its precision");
     test_dense(gpu_be, TOL, "fp32");
     test_conv(gpu_be, TOL, "fp32");
+    test_conv_bias(gpu_be, "fp32", false);
     test_pool(gpu_be);
     test_batchnorm(gpu_be);
     test_bn_nhwc(gpu_be);
@@ -1437,6 +1607,7 @@ int main(void)
      * products' operands, float32 sums: 1e-2 */
     test_dense(gpu_bf16, 1e-2, "bf16");
     test_conv(gpu_bf16, 1e-2, "bf16");
+    test_conv_bias(gpu_bf16, "bf16", false);
     test_nhwc(gpu_bf16);
     test_weight_copies(gpu_bf16);
     test_nhwc_f32(&strict, "fp32", TOL);

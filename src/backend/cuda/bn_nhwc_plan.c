@@ -1,6 +1,8 @@
-/* bn_nhwc_plan.c - the NHWC batchnorm's split into partial sums
- * (bn_nhwc_plan.h). */
+/* bn_nhwc_plan.c - the NHWC batchnorm's and the conv bias gradient's
+ * splits into partial sums (bn_nhwc_plan.h). */
 #include "backend/cuda/bn_nhwc_plan.h"
+
+#include <limits.h>
 
 tt_bn_grid tt_bn_nhwc_plan(int m, int c)
 {
@@ -17,4 +19,18 @@ tt_bn_grid tt_bn_nhwc_plan(int m, int c)
     g.rows = (int)(((size_t)m + want - 1) / want);
     g.g = (m + g.rows - 1) / g.rows; /* rounding rows up may leave the last empty */
     return g;
+}
+
+tt_colsum_grid tt_colsum_plan(int n, int c, int inner)
+{
+    tt_colsum_grid k = {{0, c, 0, 0}, inner};
+    if (n <= 0 || c <= 0 || inner <= 0 || n > INT_MAX / inner)
+        return k;
+    int m = n * inner;
+    k.g = tt_bn_nhwc_plan(m, c);
+    if (k.g.g == 0) {
+        k.g.g = 1;
+        k.g.rows = m;
+    }
+    return k;
 }

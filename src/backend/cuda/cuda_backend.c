@@ -328,7 +328,7 @@ static void dense_backward_as(backend_t *be, prec_t p, int n, int in, int out, c
             return;
     }
     if (db != NULL &&
-        cuda_ok(c, tt_k_channel_sum(c->stream, n, out, 1, dy, db), "bias gradient kernel") != 0)
+        cuda_ok(c, tt_k_dense_bias_grad(c->stream, n, out, dy, db), "bias gradient kernel") != 0)
         return;
     if (dx != NULL && n > 0 && in > 0) {
         if (out <= 0)

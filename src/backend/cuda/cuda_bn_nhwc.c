@@ -15,10 +15,32 @@
  * the sums (with the relu mask recomputed from y and the add's gradient
  * written to r on the way), coefficients, the dx pass. Five or six launches
  * where cuDNN's path took three to five passes plus the add's copy.
+ *
+ * The conv bias gradient (cuda_channel_sum, for cuda_conv.c, NHWC or NCHW)
+ * sums its channels on the same kind of split, in the same scratch.
  */
 #include "backend/cuda/cuda_bn_nhwc.h"
 
+#include <limits.h>
+
 #include "backend/cuda/cuda_impl.h"
+
+/* The conv bias gradient (cuda_impl.h). The scratch is free here: each
+ * batchnorm call below uses it only between its own launches, on the same
+ * stream, and nothing keeps it across calls. */
+int cuda_channel_sum(cuda_impl *c, bool g16, int n, int ch, int inner, const void *dy,
+                     float *db)
+{
+    tt_colsum_grid k = tt_colsum_plan(n, ch, inner);
+    if (k.g.g == 0 && n > 0 && ch > 0 && inner > 0) { /* n * inner past an int */
+        c->failed = true;
+        return err_set(&c->err, TT_ERR_RUNTIME,
+                       "cuda:%d: conv bias gradient of %d x %d elements a channel (at most %d)",
+                       c->device, n, inner, INT_MAX);
+    }
+    return cuda_ok(c, tt_k_channel_sum(c->stream, g16, k, dy, c->bn_scratch, db),
+                   "conv bias gradient kernel");
+}
 
 int cuda_bn_nhwc_setup(cuda_impl *c, tt_err *err)
 {

@@ -1,6 +1,7 @@
 /* cuda_bn_nhwc.cu - batchnorm's kernels over NHWC activations, float32 or
- * bf16, with the residual add and relu fused in (cuda_bn_nhwc.h says what
- * each computes and in which order it sums).
+ * bf16, with the residual add and relu fused in, and the conv bias gradient's
+ * per-channel sums on the same split (cuda_bn_nhwc.h says what each
+ * computes and in which order it sums).
  *
  * Threads: a CTA covers one 16-channel tile (the blocked layout's block)
  * of a range of rows; each thread loads 16 bytes of a row (VEC channels: 4
@@ -21,6 +22,7 @@
 
 #define BN_THREADS THREADS /* 256: also the element-wise kernels' blocks */
 #define BN_TILE 16
+static_assert(BN_THREADS == TT_COLSUM_THREADS, "the channel sums' positions assume these CTAs");
 
 /* ---- 16 bytes of an activation as VEC floats, and back ---- */
 
@@ -333,29 +335,42 @@ __global__ void __launch_bounds__(BN_THREADS)
     store_partials<VEC>(g, p, sa, sb, part);
 }
 
-/* A CTA a channel, as k_bn_stats_finish: partials t, t + 256, ... in
- * order in double, then a fixed tree. */
+/* In a CTA a channel (ch): the N sums part[(p * c + ch) * N + i] over the
+ * partials p, thread t partials t, t + 256, ... in order in double, then
+ * the threads in a fixed tree; the totals in thread 0's sum. Every thread
+ * of the CTA must call it (it synchronises them). */
+template <int N>
+static __device__ void sum_partials(const tt_bn_grid &g, const float *part, int ch, double *sum)
+{
+    __shared__ double s[N][BN_THREADS];
+    int t = threadIdx.x;
+    for (int i = 0; i < N; i++)
+        sum[i] = 0;
+    for (int p = t; p < g.g; p += BN_THREADS)
+        for (int i = 0; i < N; i++)
+            sum[i] += part[((size_t)p * g.c + ch) * N + i];
+    for (int half = BN_THREADS / 2; half >= 1; half /= 2) {
+        for (int i = 0; i < N; i++)
+            s[i][t] = sum[i];
+        __syncthreads();
+        if (t < half)
+            for (int i = 0; i < N; i++)
+                sum[i] += s[i][t + half];
+        __syncthreads();
+    }
+}
+
+/* A CTA a channel, as k_bn_stats_finish: sum_partials of the two sums. */
 __global__ void __launch_bounds__(BN_THREADS)
     k_bn_grad_finish(tt_bn_grid g, const float *part, const float *gamma, const float *mean,
                      const float *invstd, float *dgamma, float *dbeta, float *k)
 {
-    __shared__ double s_a[BN_THREADS], s_b[BN_THREADS];
-    int ch = blockIdx.x, t = threadIdx.x;
-    double sdy = 0, sdyx = 0, m = (double)g.m;
-    for (int p = t; p < g.g; p += BN_THREADS) {
-        size_t at = ((size_t)p * g.c + ch) * 2;
-        sdy += part[at];
-        sdyx += part[at + 1];
-    }
-    for (int half = BN_THREADS / 2; half >= 1; half /= 2) {
-        s_a[t] = sdy, s_b[t] = sdyx;
-        __syncthreads();
-        if (t < half)
-            sdy += s_a[t + half], sdyx += s_b[t + half];
-        __syncthreads();
-    }
-    if (t != 0)
+    int ch = blockIdx.x;
+    double sum[2], m = (double)g.m;
+    sum_partials<2>(g, part, ch, sum);
+    if (threadIdx.x != 0)
         return;
+    double sdy = sum[0], sdyx = sum[1];
     /* cpu/batchnorm.c's channel_backward */
     float is = invstd[ch];
     sdyx *= is;
@@ -384,6 +399,51 @@ __global__ void k_bn_dx(const T *x, const T *y, bool g16, const void *dy, const 
             gv[j] = k[ch + j] * gv[j] + k[g.c + ch + j] * xv[j] + k[2 * g.c + ch + j];
         store_g((void *)g_at(dx, g16, e), g16, gv, VEC);
     }
+}
+
+/* ---- the conv bias gradient: per-channel sums, NHWC or NCHW ---- */
+
+/* dy's element e, float32 or bf16 (g16: widened exactly, so that the same
+ * values give the same bits in either type) */
+static __device__ float grad_at(const void *dy, bool g16, size_t e)
+{
+    if (g16)
+        return __bfloat162float(((const __nv_bfloat16 *)dy)[e]);
+    return ((const float *)dy)[e];
+}
+
+/* CTA (tile, p): each thread sums its elements of its channel in order
+ * (tt_colsum_pos_of), then the threads of a channel add up in a fixed tree
+ * (tt_colsum_half); part[p * c + ch] = the partial's sum. */
+__global__ void __launch_bounds__(BN_THREADS)
+    k_channel_partials(const void *dy, bool g16, tt_colsum_grid k, float *part)
+{
+    __shared__ float s[BN_THREADS];
+    const tt_colsum_pos q = tt_colsum_pos_of(k, blockIdx.x, blockIdx.y, threadIdx.x);
+    int t = threadIdx.x, tx = tt_colsum_tx(k);
+    float sum = 0;
+    for (int r = q.r0; r < q.r1; r += q.step)
+        sum += grad_at(dy, g16, tt_colsum_at(k, r, q.ch));
+    s[t] = sum;
+    __syncthreads();
+    for (int n = q.step, h; n > 1; n = h) {
+        h = tt_colsum_half(n);
+        if (q.ty < n - h)
+            s[t] += s[t + h * tx];
+        __syncthreads();
+    }
+    if (q.ty == 0 && q.ch < k.g.c)
+        part[(size_t)blockIdx.y * k.g.c + q.ch] = s[t];
+}
+
+/* A CTA a channel: db[ch] = sum_partials of the partials. */
+__global__ void __launch_bounds__(BN_THREADS)
+    k_channel_finish(tt_bn_grid g, const float *part, float *db)
+{
+    double sum[1];
+    sum_partials<1>(g, part, blockIdx.x, sum);
+    if (threadIdx.x == 0)
+        db[blockIdx.x] = (float)sum[0];
 }
 
 /* ---- launchers ---- */
@@ -469,5 +529,19 @@ extern "C" cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_b
     else
         k_bn_dx<<<elementwise_blocks(g, 4), BN_THREADS, 0, s>>>(
             (const float *)x, (const float *)y, false, dy, k, g, relu, dx);
+    return cudaGetLastError();
+}
+
+extern "C" cudaError_t tt_k_channel_sum(cudaStream_t s, bool g16, tt_colsum_grid k,
+                                        const void *dy, float *part, float *db)
+{
+    if (k.g.g <= 0)
+        return cudaSuccess;
+    dim3 grid((unsigned)tt_colsum_tiles(k), (unsigned)k.g.g);
+    k_channel_partials<<<grid, BN_THREADS, 0, s>>>(dy, g16, k, k.g.g == 1 ? db : part);
+    cudaError_t rc = cudaGetLastError();
+    if (rc != cudaSuccess || k.g.g == 1)
+        return rc;
+    k_channel_finish<<<(unsigned)k.g.c, BN_THREADS, 0, s>>>(k.g, part, db);
     return cudaGetLastError();
 }

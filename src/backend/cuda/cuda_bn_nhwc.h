@@ -1,6 +1,7 @@
 /* cuda_bn_nhwc.h - batchnorm's kernels over NHWC activations (the blocked
- * layout with blocked_nhwc and C % 16 == 0, backend.h), as C launchers
- * (cuda_bn_nhwc.cu; the operations that call them: cuda_bn_nhwc.c).
+ * layout with blocked_nhwc and C % 16 == 0, backend.h), and the conv bias
+ * gradient's per-channel sums (NHWC or NCHW), as C launchers (cuda_bn_nhwc.cu; the
+ * operations that call them: cuda_bn_nhwc.c).
  *
  * An activation x is [M rows = n * hw pixels][C channels], float32 or bf16
  * (blocked_bf16); gradients are float32 in the same order. Every sum runs
@@ -13,7 +14,9 @@
  *      writes the per-channel coefficients;
  *   3. an element-wise kernel applies them (16-byte loads and stores).
  * Same inputs, same bits, run after run (the split: bn_nhwc_plan.h). Each
- * launcher returns the launch status (cudaGetLastError).
+ * launcher returns the launch status (cudaGetLastError). The conv bias
+ * gradient (tt_k_channel_sum, at the end) sums its channels the same way,
+ * on its own split (tt_colsum_plan) and in the same scratch.
  */
 #ifndef TT_CUDA_BN_NHWC_H
 #define TT_CUDA_BN_NHWC_H
@@ -67,6 +70,21 @@ cudaError_t tt_k_bn_nhwc_grad_finish(cudaStream_t s, tt_bn_grid g, const float *
 /* 3. dx = k[ch] g + k[c + ch] x + k[2c + ch] (g as in 1). */
 cudaError_t tt_k_bn_nhwc_dx(cudaStream_t s, bool bf16, bool g16, tt_bn_grid g, const void *x,
                             const void *y, const void *dy, const float *k, bool relu, void *dx);
+
+/* The conv bias gradient: db[ch] = the sum of channel ch of dy [n, c,
+ * inner] (NHWC [rows, c]: inner 1; NCHW: inner = oh * ow; float32, or
+ * bf16 with g16, read exactly), on k = tt_colsum_plan(n, c, inner) (any
+ * c, not only multiples of 16):
+ *   1. CTA (tile of channels, partial p): its threads sum their elements
+ *      of their channel in order, in float32, then add up in a fixed tree
+ *      (tt_colsum_pos_of, tt_colsum_half); part[p * c + ch] = that;
+ *   2. a CTA a channel merges the partials as step 2 above, in double.
+ * With one partial (k.g.g == 1) step 1 writes db and part is not touched.
+ * The order is the shape's alone, not the type's: float32 and bf16 dy of
+ * the same values give the same bits. part: k.g.g * c floats (the
+ * batchnorm's scratch holds them). */
+cudaError_t tt_k_channel_sum(cudaStream_t s, bool g16, tt_colsum_grid k, const void *dy,
+                             float *part, float *db);
 
 #ifdef __cplusplus
 }

@@ -34,7 +34,8 @@
  * (weight_copies.h; KRSC for NHWC, float32 for float32 NHWC), which forward
  * and backward data read after that. The bias and relu of a blocked y
  * run on its NHWC rows [n * oh * ow, f], and its bias gradient is their
- * column sum, rows in order.
+ * column sum (cuda_channel_sum: partial sums over ranges of rows in
+ * parallel, in an order the shape fixes; an NCHW bias gradient too).
  * The search (cudnnFind*AlgorithmEx) starts from TENSOR_OP math for 16-bit
  * data, as PyTorch's does, and times the candidates on random operands:
  * zeros can run faster than real data and skew the ranking.
@@ -460,7 +461,7 @@ static void conv_forward_nhwc(cuda_impl *c, const window_desc *d, const float *x
 /* A blocked y's gradient dy in the convolution's type (bf16 with bf16
  * gradients, backend.h: blocked_bf16_grads; float32 in float32 NHWC):
  * masked by the relu in place and its bias gradient (dy is [n * ohw, f]:
- * a column sum, rows in order); cuDNN reads it as it is. */
+ * a column sum); cuDNN reads it as it is. */
 static int nhwc_dy_in_place(cuda_impl *c, const window_desc *d, const float *y, bool relu,
                             float *dy, float *db)
 {
@@ -471,9 +472,7 @@ static int nhwc_dy_in_place(cuda_impl *c, const window_desc *d, const float *y, 
                                : tt_k_relu_backward(c->stream, out, y, dy, dy),
                         "relu mask kernel (NHWC gradient)") != 0)
         return -1;
-    if (db != NULL && cuda_ok(c, b16 ? tt_k_column_sum_g16(c->stream, rows, d->f, dy, db)
-                                     : tt_k_channel_sum(c->stream, rows, d->f, 1, dy, db),
-                              "conv bias gradient kernel (NHWC gradient)") != 0)
+    if (db != NULL && cuda_channel_sum(c, b16, rows, d->f, 1, dy, db) != 0)
         return -1;
     return 0;
 }
@@ -490,11 +489,9 @@ static int nhwc_dy(cuda_impl *c, const window_desc *d, const float *y, bool relu
                                         : tt_k_relu_backward(c->stream, out, y, dy, dy),
                         "relu mask kernel") != 0)
         return -1;
-    /* NHWC dy is [n * ohw, f]: a column sum, rows in order */
-    if (db != NULL && cuda_ok(c, d->blocked_y
-                                     ? tt_k_channel_sum(c->stream, d->n * ohw, d->f, 1, dy, db)
-                                     : tt_k_channel_sum(c->stream, d->n, d->f, ohw, dy, db),
-                              "conv bias gradient kernel") != 0)
+    /* NHWC dy is [n * ohw, f], NCHW [n, f, ohw] */
+    if (db != NULL && (d->blocked_y ? cuda_channel_sum(c, false, d->n * ohw, d->f, 1, dy, db)
+                                    : cuda_channel_sum(c, false, d->n, d->f, ohw, dy, db)) != 0)
         return -1;
     if (d->blocked_y)
         return cuda_to_half(c, out, dy, dy_nhwc);
@@ -619,8 +616,7 @@ void cuda_conv_backward(backend_t *be, const window_desc *d, const float *x, con
     size_t xs = (size_t)d->n * d->c * d->h * d->w, wn = (size_t)d->f * d->c * d->k * d->k;
     if (relu && cuda_ok(c, tt_k_relu_backward(c->stream, out, y, dy, dy), "relu mask kernel") != 0)
         return;
-    if (db != NULL && cuda_ok(c, tt_k_channel_sum(c->stream, d->n, d->f, d->oh * d->ow, dy, db),
-                              "conv bias gradient kernel") != 0)
+    if (db != NULL && cuda_channel_sum(c, false, d->n, d->f, d->oh * d->ow, dy, db) != 0)
         return;
     if (dw == NULL && dx == NULL)
         return;

@@ -51,9 +51,10 @@ typedef struct {
     size_t conv_ws_budget;         /* the largest conv workspace reported to the model */
     bn_eps_entry *bn_eps;
     int n_bn_eps, cap_bn_eps;
-    /* the NHWC batchnorm's coefficients and partial sums (cuda_bn_nhwc.h),
-     * TT_BN_SCRATCH_FLOATS from the pool; its calls follow each other on
-     * the one stream, so they share it */
+    /* the NHWC batchnorm's coefficients and partial sums, and the conv
+     * bias gradient's partials (cuda_bn_nhwc.h), TT_BN_SCRATCH_FLOATS
+     * from the pool; each call uses it only between its own launches, and
+     * the calls follow each other on the one stream, so they share it */
     float *bn_scratch;
     /* two results each, device and pinned: [XENT_LOSS] the loss kernel's,
      * read by loss_read after the event loss_done, and [XENT_CHECK] the
@@ -185,6 +186,13 @@ void cuda_batchnorm_backward(backend_t *be, int n, int c, int hw, const float *x
 /* cuda_bn_nhwc.c: batchnorm over NHWC activations with our kernels, and
  * fused with the residual add (backend.h); setup reserves their scratch */
 int cuda_bn_nhwc_setup(cuda_impl *c, tt_err *err);
+/* The conv bias gradient: db[ch] = the sum of channel ch of dy [n, ch,
+ * inner] (NHWC [rows, ch]: inner 1; NCHW: inner = oh * ow; float32, or
+ * bf16 with g16), in an order fixed by the shape alone (cuda_bn_nhwc.h:
+ * tt_k_channel_sum), through the batchnorm's scratch. 0, or -1 after
+ * recording an error. */
+int cuda_channel_sum(cuda_impl *c, bool g16, int n, int ch, int inner, const void *dy,
+                     float *db);
 void cuda_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const float *x,
                                     const float *gamma, const float *beta, float *running_mean,
                                     float *running_var, float momentum, float eps, bool training,

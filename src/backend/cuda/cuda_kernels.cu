@@ -196,8 +196,10 @@ __global__ void k_bias_relu(size_t n, int channels, int inner, const float *b, i
     }
 }
 
-/* inner == 1 (dense): one thread per column sums its rows in order, from 0,
- * as the CPU backend does - the same bits. */
+/* The dense bias gradient (rows = the batch): one thread per column sums
+ * its rows in order, from 0, as the CPU backend does - the same bits. (A
+ * conv's gradient has far more rows a channel: its bias gradient is
+ * cuda_bn_nhwc.cu's tt_k_channel_sum, in parallel partials.) */
 __global__ void k_column_sum(int rows, int cols, const float *dy, float *db)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
@@ -207,29 +209,6 @@ __global__ void k_column_sum(int rows, int cols, const float *dy, float *db)
     for (int r = 0; r < rows; r++)
         s += dy[(size_t)r * cols + j];
     db[j] = s;
-}
-
-/* inner > 1 (conv): one block per channel; each thread sums a fixed strided
- * share in double, then a fixed tree in shared memory. */
-__global__ void k_channel_sum(int rows, int channels, int inner, const float *dy, float *db)
-{
-    __shared__ double part[THREADS];
-    int ch = blockIdx.x;
-    size_t per = (size_t)rows * inner;
-    double s = 0.0;
-    for (size_t q = threadIdx.x; q < per; q += blockDim.x) {
-        size_t r = q / inner, i = q % inner;
-        s += dy[(r * channels + ch) * inner + i];
-    }
-    part[threadIdx.x] = s;
-    __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
-        if ((int)threadIdx.x < half)
-            part[threadIdx.x] += part[threadIdx.x + half];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0)
-        db[ch] = (float)part[0];
 }
 
 /* ---- pooling: one thread per output (forward) or per input (backward) ---- */
@@ -555,16 +534,11 @@ cudaError_t tt_k_bias_relu(cudaStream_t s, int rows, int channels, int inner, co
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_channel_sum(cudaStream_t s, int rows, int channels, int inner, const float *dy,
-                             float *db)
+cudaError_t tt_k_dense_bias_grad(cudaStream_t s, int rows, int cols, const float *dy, float *db)
 {
-    if (channels <= 0)
+    if (cols <= 0)
         return cudaSuccess;
-    if (inner == 1)
-        k_column_sum<<<(channels + THREADS - 1) / THREADS, THREADS, 0, s>>>(rows, channels, dy,
-                                                                             db);
-    else
-        k_channel_sum<<<channels, THREADS, 0, s>>>(rows, channels, inner, dy, db);
+    k_column_sum<<<(cols + THREADS - 1) / THREADS, THREADS, 0, s>>>(rows, cols, dy, db);
     return cudaGetLastError();
 }
 

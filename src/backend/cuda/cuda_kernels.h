@@ -63,10 +63,9 @@ cudaError_t tt_k_dropout_vars(cudaStream_t s, size_t n, float rate, const uint64
  * (inner 1) and conv (inner = oh*ow) bias; b may be NULL (relu only). */
 cudaError_t tt_k_bias_relu(cudaStream_t s, int rows, int channels, int inner, const float *b,
                            bool relu, float *y);
-/* db[ch] = sum over r, i of dy[r, ch, i]; each channel summed in a fixed
- * order (rows in order when inner is 1, as the CPU's dense bias gradient). */
-cudaError_t tt_k_channel_sum(cudaStream_t s, int rows, int channels, int inner, const float *dy,
-                             float *db);
+/* The dense bias gradient: db[j] = sum over r of dy[r, j], rows in order
+ * (the CPU's bits). A conv's: cuda_bn_nhwc.h, tt_k_channel_sum. */
+cudaError_t tt_k_dense_bias_grad(cudaStream_t s, int rows, int cols, const float *dy, float *db);
 
 cudaError_t tt_k_maxpool_forward(cudaStream_t s, window_desc d, const float *x, float *y,
                                  int32_t *mask);

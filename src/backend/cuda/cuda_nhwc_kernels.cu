@@ -122,19 +122,6 @@ template <typename T> __global__ void k_nhwc_to_nchw(int n, int c, int hw, const
     }
 }
 
-/* db[ch] = the sum of a bf16 NHWC gradient [rows, c] down its column,
- * rows in order, in float32 (cuda_kernels.cu's k_column_sum on bf16) */
-__global__ void k_column_sum_g16(int rows, int c, const __nv_bfloat16 *dy, float *db)
-{
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= c)
-        return;
-    float s = 0.0f;
-    for (int r = 0; r < rows; r++)
-        s += __bfloat162float(dy[(size_t)r * c + j]);
-    db[j] = s;
-}
-
 /* y[r, ch] = bf16(relu(float(y) + b[ch])) over NHWC rows (b may be NULL) */
 __global__ void k_bias_relu_nhwc_bf16(size_t n, int c, const float *b, int relu, __nv_bfloat16 *y)
 {
@@ -277,15 +264,6 @@ cudaError_t tt_k_relu_back_bf16(cudaStream_t s, bool g16, size_t n, const void *
     if (n == 0)
         return cudaSuccess;
     k_relu_back_bf16<<<blocks_for(n), THREADS, 0, s>>>(n, (const __nv_bfloat16 *)y, g16, dy, dx);
-    return cudaGetLastError();
-}
-
-cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy, float *db)
-{
-    if (c <= 0)
-        return cudaSuccess;
-    k_column_sum_g16<<<(c + THREADS - 1) / THREADS, THREADS, 0, s>>>(
-        rows, c, (const __nv_bfloat16 *)dy, db);
     return cudaGetLastError();
 }
 

@@ -52,11 +52,6 @@ cudaError_t tt_k_avgpool_nhwc_forward(cudaStream_t s, bool bf16, window_desc d, 
                                       void *y);
 cudaError_t tt_k_pool_nhwc_backward(cudaStream_t s, bool g16, window_desc d, bool max,
                                     const void *dy, const int32_t *mask, void *dx);
-/* g16: the backend's gradients are bf16 (backend.h: blocked_bf16_grads;
- * the same arithmetic, each gradient stored rounded to nearest even). */
-/* db[ch] = the column sum of a bf16 NHWC gradient [rows, c], rows in
- * order, float32 (a conv's bias gradient) */
-cudaError_t tt_k_column_sum_g16(cudaStream_t s, int rows, int c, const void *dy, float *db);
 
 #ifdef __cplusplus
 }
