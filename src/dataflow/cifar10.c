@@ -1,5 +1,7 @@
 /* cifar10.c - the CIFAR-10 binary format: records of 1 label byte and 3072
  * pixel bytes (3 x 32 x 32, channel-major), several files concatenated.
+ * Every file is checked (it opens, it is whole records); with
+ * dataflow.limit only the first `limit` records are read and held.
  * Labels are checked against the model's classes by dataset_open, which names
  * the file and the record (a source imposes no class count of its own). */
 #include <errno.h>
@@ -14,7 +16,7 @@
 #define CIFAR_RECORD (1 + CIFAR_PIXELS)
 #define CIFAR_URL "https://www.cs.toronto.edu/~kriz/cifar-10-binary.tar.gz"
 
-int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
+int cifar10_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err)
 {
     size_t total = 0;
     long sizes[256];
@@ -40,6 +42,8 @@ int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
                            "records of %d bytes", src->files[i], sizes[i], CIFAR_RECORD);
         total += (size_t)sizes[i] / CIFAR_RECORD;
     }
+    if (limit > 0 && (size_t)limit < total)
+        total = (size_t)limit;
     ds->pixels = malloc(total * CIFAR_PIXELS);
     ds->labels = malloc(total * sizeof(int32_t));
     ds->file_first = malloc(((size_t)src->n_files + 1) * sizeof(size_t));
@@ -48,12 +52,14 @@ int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err)
     size_t k = 0;
     uint8_t rec[CIFAR_RECORD];
     for (int i = 0; i < src->n_files; i++) {
+        ds->file_first[i] = k;
+        if (k == total) /* the limit's records are read */
+            continue;
         FILE *f = fopen(src->files[i], "rb");
         if (f == NULL)
             return err_set(err, TT_ERR_USAGE, "%s: cannot open: %s", src->files[i],
                            strerror(errno));
-        ds->file_first[i] = k;
-        for (long r = 0; r < sizes[i] / CIFAR_RECORD; r++, k++) {
+        for (long r = 0; r < sizes[i] / CIFAR_RECORD && k < total; r++, k++) {
             if (fread(rec, 1, CIFAR_RECORD, f) != CIFAR_RECORD) {
                 fclose(f);
                 return err_set(err, TT_ERR_USAGE, "%s: truncated", src->files[i]);

@@ -60,7 +60,7 @@ int dataset_open(const source_cfg *src, int limit, int classes, dataset_t **out,
         ds->label_file = src->labels;
         break;
     case SOURCE_CIFAR10:
-        rc = cifar10_read(src, ds, err);
+        rc = cifar10_read(src, limit, ds, err);
         break;
     case SOURCE_FAKE:
         rc = fake_open(src, ds, err);

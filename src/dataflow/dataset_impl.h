@@ -33,9 +33,9 @@ struct dataset {
  * dataset_open's, against the model's classes. The IDX and CIFAR-10 readers
  * only need src->images / src->labels and src->files (fuzz targets call them
  * on any file). */
-/* idx_read reads the first `limit` records only (0: all). */
+/* idx_read and cifar10_read read the first `limit` records only (0: all). */
 int idx_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err);
-int cifar10_read(const source_cfg *src, struct dataset *ds, tt_err *err);
+int cifar10_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err);
 int fake_open(const source_cfg *src, struct dataset *ds, tt_err *err);
 int fake_sample(const struct dataset *ds, size_t i, float *x);
 int npy_open(const source_cfg *src, struct dataset *ds, tt_err *err);

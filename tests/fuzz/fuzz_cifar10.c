@@ -1,5 +1,6 @@
-/* fuzz_cifar10.c - the CIFAR-10 binary reader. Input: one byte n (1 + n % 3
- * files; bit 7: the model's classes are 10, else unchecked), then the files one after the other, each but the last preceded by
+/* fuzz_cifar10.c - the CIFAR-10 binary reader. Input: one byte n (its low
+ * 7 bits m: 1 + m % 3 files, dataflow.limit m / 3 (0: all); bit 7: the
+ * model's classes are 10, else unchecked), then the files one after the other, each but the last preceded by
  * its length (3 bytes, little-endian; cut at the input's end). Every sample of
  * an opened dataset is read back. */
 #include "tests/fuzz/fuzz_common.h"
@@ -11,7 +12,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1)
         return 0;
     int n_files = 1 + (data[0] & 0x7f) % 3;
-    int classes = data[0] & 0x80 ? 10 : 0;
+    int classes = data[0] & 0x80 ? 10 : 0, limit = (data[0] & 0x7f) / 3;
     data++;
     size--;
     char names[3][128], *files[3];
@@ -36,12 +37,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     source_cfg src = { .type = SOURCE_CIFAR10, .files = files, .n_files = n_files };
     dataset_t *ds = NULL;
     tt_err err = { 0 };
-    int rc = dataset_open(&src, 0, classes, &ds, &err);
+    int rc = dataset_open(&src, limit, classes, &ds, &err);
     fuzz_check_error(&err, rc);
     if (rc != 0)
         return 0;
     shape3 s = dataset_shape(ds);
-    if (s.c != 3 || s.h != 32 || s.w != 32 || dataset_max_floats(ds) != 3 * 32 * 32)
+    if (s.c != 3 || s.h != 32 || s.w != 32 || dataset_max_floats(ds) != 3 * 32 * 32 ||
+        (limit > 0 && dataset_size(ds) > (size_t)limit))
         abort();
     float x[3 * 32 * 32];
     dataset_scratch scratch = { 0 };
