@@ -29,10 +29,15 @@ typedef struct {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 #define CPU_HOT __attribute__((target_clones("avx512f", "avx2", "default")))
-/* and a few loops have hand-written AVX-512 kernels, chosen at run time */
-#define CPU_AVX512_KERNELS 1
 #else
 #define CPU_HOT
+#endif
+/* A few loops have hand-written AVX-512 kernels, chosen at run time. They
+ * are plain functions with target attributes (no ifunc), so they stay in
+ * the sanitizers' builds: the only memory checkers that can run them
+ * (valgrind cannot run AVX-512 code). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CPU_AVX512_KERNELS 1
 #endif
 
 /* Splits [0, n) into `parts` contiguous ranges; range k is [*lo, *hi). */
