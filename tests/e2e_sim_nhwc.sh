@@ -59,10 +59,10 @@ assert pb <= 0.60 * pf, (pb, pf)
 assert pg / pf - pb / pf >= 0.03, (pg, pb, pf)
 PYEOF
 ok $? "bf16 on sim: losses within 2e-2 of fp32's; peak_device_memory_mb at most 0.60x fp32's, and below the float32-gradient run's ($(tail -1 "$T/check"))"
-# The layout switches refuse a value they do not know (it must not
+# The device switches refuse a value they do not know (it must not
 # silently mean the default): one line naming the variable, exit 2, no
 # log directory.
-for v in TT_CUDA_LAYOUT=nhcw TT_BF16_GRADS=off TT_ACT_SHARING=no; do
+for v in TT_CUDA_LAYOUT=nhcw TT_BF16_GRADS=off TT_ACT_SHARING=no TT_CUDNN_LEGACY=yes; do
   tt_refused "$v: one line, exit 2, nothing written" "${v%%=*}=${v#*=}: use" "$T/bad" \
     env "$v" "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/bad" --quiet --set 'trainer.precision="bf16"'
 done

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend/mem_pool.h"
+#include "util/env.h"
 
 static const char *const names[] = {"fp32", "bf16", "fp16"};
 
@@ -85,29 +86,28 @@ void prec_describe(prec_t p, char *buf, size_t len)
  * to change). */
 #define PREC_TF32_NHWC false
 
+static const char *const off_on[] = {"0", "1"};
+static const char *const layouts[] = {"nchw", "nhwc"};
+enum { LAYOUT_NCHW, LAYOUT_NHWC };
+
 bool prec_bf16_grads_on(void)
 {
-    const char *e = getenv("TT_BF16_GRADS");
-    return e == NULL || strcmp(e, "0") != 0;
-}
-
-/* Whether environment variable `name` is unset, empty or one of the two
- * values. */
-static bool env_is(const char *name, const char *a, const char *b)
-{
-    const char *e = getenv(name);
-    return e == NULL || e[0] == '\0' || strcmp(e, a) == 0 || strcmp(e, b) == 0;
+    return env_word("TT_BF16_GRADS", off_on, 2) != 0;
 }
 
 int prec_check_env(tt_err *err)
 {
-    if (!env_is("TT_CUDA_LAYOUT", "nchw", "nhwc"))
+    if (env_word("TT_CUDA_LAYOUT", layouts, 2) == ENV_OTHER)
         return err_set(err, TT_ERR_USAGE, "TT_CUDA_LAYOUT=%.40s: use nchw or nhwc (or unset it)",
                        getenv("TT_CUDA_LAYOUT"));
-    if (!env_is("TT_BF16_GRADS", "0", "1"))
+    if (env_word("TT_BF16_GRADS", off_on, 2) == ENV_OTHER)
         return err_set(err, TT_ERR_USAGE,
                        "TT_BF16_GRADS=%.40s: use 0 (float32 activation gradients) or 1 (bf16)",
                        getenv("TT_BF16_GRADS"));
+    if (env_word("TT_CUDNN_LEGACY", off_on, 2) == ENV_OTHER)
+        return err_set(err, TT_ERR_USAGE,
+                       "TT_CUDNN_LEGACY=%.40s: use 1 (cuDNN's legacy API) or 0 (its graph API)",
+                       getenv("TT_CUDNN_LEGACY"));
     return 0;
 }
 
@@ -125,10 +125,10 @@ prec_layout prec_layout_of(prec_t p, bool tf32, bool fp32_nchw16c)
 
 prec_layout prec_device_layout(prec_t p, bool tf32)
 {
-    const char *e = getenv("TT_CUDA_LAYOUT");
-    if (e != NULL && strcmp(e, "nchw") == 0)
+    int e = env_word("TT_CUDA_LAYOUT", layouts, 2);
+    if (e == LAYOUT_NCHW)
         return (prec_layout){false, false, false, false};
-    if (e != NULL && strcmp(e, "nhwc") == 0 && p == PREC_FP32)
+    if (e == LAYOUT_NHWC && p == PREC_FP32)
         return (prec_layout){true, true, false, false};
     return prec_layout_of(p, tf32, false);
 }

@@ -124,10 +124,11 @@ prec_layout prec_device_layout(prec_t p, bool tf32);
 /* TT_BF16_GRADS: unset or "1" -> true (the default), "0" -> false. */
 bool prec_bf16_grads_on(void);
 
-/* The device layout switches a device tower reads, TT_CUDA_LAYOUT (unset,
- * "nchw" or "nhwc") and TT_BF16_GRADS (unset, "0" or "1"): 0, or -1 with a
- * usage error naming the variable (exit status 2) for any other value,
- * which must not silently mean the default. */
+/* The switches a device tower reads, TT_CUDA_LAYOUT (unset, "nchw" or
+ * "nhwc"), TT_BF16_GRADS and TT_CUDNN_LEGACY (unset, "0" or "1";
+ * util/env.h's rule): 0, or -1 with a usage error naming the variable
+ * (exit status 2) for any other value, which must not silently mean the
+ * default. */
 int prec_check_env(tt_err *err);
 
 /* The 16-bit copies of one dense call, y[n,out] = x[n,in] w[out,in]^T:

@@ -1,6 +1,7 @@
 /* weight_copies.c - which weight tensors have this step's 16-bit copy
  * (weight_copies.h). */
 #include "backend/weight_copies.h"
+#include "util/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,15 +9,15 @@
 
 int weight_copies_init(weight_copies *wc, char *why, size_t why_len)
 {
+    static const char *const when[] = {"step", "each_call"};
     memset(wc, 0, sizeof(*wc));
-    const char *e = getenv("TT_WEIGHT_COPIES");
-    if (e == NULL || e[0] == '\0' || strcmp(e, "step") == 0)
-        return 0;
-    if (strcmp(e, "each_call") == 0) {
-        wc->each_call = true;
+    int e = env_word("TT_WEIGHT_COPIES", when, 2);
+    if (e != ENV_OTHER) {
+        wc->each_call = e == 1;
         return 0;
     }
-    snprintf(why, why_len, "TT_WEIGHT_COPIES=\"%s\": expected \"step\" or \"each_call\"", e);
+    snprintf(why, why_len, "TT_WEIGHT_COPIES=\"%.40s\": expected \"step\" or \"each_call\"",
+             getenv("TT_WEIGHT_COPIES"));
     return -1;
 }
 

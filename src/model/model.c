@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
 #include "util/log.h"
 #include "util/rng.h"
 #include "util/trace.h"
@@ -520,18 +521,19 @@ static int transient_until(const model_t *m, int i)
 
 /* TT_ACT_SHARING=0 turns the sharing off (the test of its bits); unset
  * or 1, on; anything else is a usage error (act_sharing_check). */
+static const char *const off_on[] = {"0", "1"};
+
 static bool act_sharing_on(void)
 {
-    const char *e = getenv("TT_ACT_SHARING");
-    return e == NULL || strcmp(e, "0") != 0;
+    return env_word("TT_ACT_SHARING", off_on, 2) != 0;
 }
 
 static int act_sharing_check(tt_err *err)
 {
-    const char *e = getenv("TT_ACT_SHARING");
-    if (e == NULL || e[0] == '\0' || strcmp(e, "0") == 0 || strcmp(e, "1") == 0)
+    if (env_word("TT_ACT_SHARING", off_on, 2) != ENV_OTHER)
         return 0;
-    return err_set(err, TT_ERR_USAGE, "TT_ACT_SHARING=%.40s: use 0 or 1 (or unset it)", e);
+    return err_set(err, TT_ERR_USAGE, "TT_ACT_SHARING=%.40s: use 0 or 1 (or unset it)",
+                   getenv("TT_ACT_SHARING"));
 }
 
 /* Activation buffers shared by lifetime (the forward-only outputs above):

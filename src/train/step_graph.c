@@ -20,6 +20,7 @@
 
 #include "train/device_towers.h"
 #include "train/trainer.h"
+#include "util/env.h"
 #include "util/log.h"
 #include "util/trace.h"
 
@@ -74,13 +75,13 @@ static const char *graph_refusal(const trainer_t *tr, const optimizer_t *opt)
 /* TT_CUDA_GRAPH: 0 (or unset) or 1; -1 with err on anything else */
 static int graph_wanted(tt_err *err)
 {
-    const char *v = getenv("TT_CUDA_GRAPH");
-    if (v == NULL || strcmp(v, "0") == 0 || v[0] == '\0')
-        return 0;
-    if (strcmp(v, "1") == 0)
-        return 1;
-    return err_set(err, TT_ERR_USAGE, "TT_CUDA_GRAPH=%s: use 1 (capture the step) or 0 (eager)",
-                   v);
+    static const char *const off_on[] = {"0", "1"};
+    int v = env_word("TT_CUDA_GRAPH", off_on, 2);
+    if (v != ENV_OTHER)
+        return v == 1;
+    return err_set(err, TT_ERR_USAGE,
+                   "TT_CUDA_GRAPH=%.40s: use 1 (capture the step) or 0 (eager)",
+                   getenv("TT_CUDA_GRAPH"));
 }
 
 step_graph *step_graph_create(trainer_t *tr, optimizer_t *opt, tt_err *err)

@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/env.h"
+
 /* cpu_isa()'s answer, once asked. Atomic (relaxed: every thread computes
  * the same value) because the first ask may come from several of a team's
  * threads at once, in a kernel. */
@@ -38,21 +40,17 @@ const char *cpu_isa_name(cpu_isa_t isa)
     return isa == CPU_ISA_AVX512 ? "avx512" : isa == CPU_ISA_AVX2 ? "avx2" : "plain";
 }
 
-/* TT_CPU_ISA's level, or -1 when it is unset; -2 when it names none. */
+/* TT_CPU_ISA's level, or ENV_UNSET, or ENV_OTHER when it names none. */
 static int env_level(void)
 {
-    const char *s = getenv("TT_CPU_ISA");
-    if (s == NULL || *s == '\0')
-        return -1;
-    for (int l = CPU_ISA_PLAIN; l <= CPU_ISA_AVX512; l++)
-        if (strcmp(s, cpu_isa_name((cpu_isa_t)l)) == 0)
-            return l;
-    return -2;
+    const char *names[] = {cpu_isa_name(CPU_ISA_PLAIN), cpu_isa_name(CPU_ISA_AVX2),
+                           cpu_isa_name(CPU_ISA_AVX512)};
+    return env_word("TT_CPU_ISA", names, 3); /* the index is the level */
 }
 
 int cpu_isa_check_env(char *why, size_t n)
 {
-    if (env_level() != -2)
+    if (env_level() != ENV_OTHER)
         return 0;
     snprintf(why, n, "TT_CPU_ISA must be avx512, avx2 or plain, not '%.40s'",
              getenv("TT_CPU_ISA"));

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda_impl.h"
+#include "util/env.h"
 #include "util/log.h"
 
 /* conv_graph_spec.h's note bits are cuDNN 9's note values */
@@ -545,8 +546,8 @@ int cg_table_time(cg_table *t, cudnnHandle_t h, cudaStream_t st, int plan, const
 
 static bool legacy_forced(void)
 {
-    const char *e = getenv("TT_CUDNN_LEGACY");
-    return e != NULL && e[0] != '\0' && strcmp(e, "0") != 0;
+    static const char *const off_on[] = {"0", "1"};
+    return env_word("TT_CUDNN_LEGACY", off_on, 2) == 1; /* prec_check_env checked it */
 }
 
 static cg_spec backend_spec(const cuda_impl *c, conv_pass pass, const window_desc *d,
