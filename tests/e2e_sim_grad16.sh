@@ -2,11 +2,11 @@
 # e2e_sim_grad16.sh - bf16 activation gradients on a simulated GPU (TAP):
 # towers in bf16 keep the gradients of their bf16 NHWC activations in bf16
 # (precision.h's rule, sim_grad16.c; TT_BF16_GRADS=0 keeps them float32).
-# Both checks compare a run with bf16 gradients to one without, at the same
-# seed, through the binary; both are statistical, each with at most 1
-# false failure in 2,000, so at most 1 in 1,000 together.
+# The check compares a run with bf16 gradients to one without, at the same
+# seed, through the binary; it is statistical, with at most 1 false
+# failure in 2,000.
 #
-# 1. Rounding, never truncation (paired, as tt_lib.sh's tt_grad_size): the
+# Rounding, never truncation (paired, as tt_lib.sh's tt_grad_size): the
 #    first step of ResNet-20 (models/resnet20.cfg, fake data, batch 32) from
 #    the same weights and batch, with and without bf16 gradients; its
 #    update w0 - w1 over every weight and bias differs only by the rounding
@@ -18,24 +18,15 @@
 #    m0 +- 0.000186 (3.48: two-sided normal, 1 in 2,000; 2 SE leaves room
 #    for m0's own error). Gradients truncated instead of rounded (sim's
 #    stores made to drop the low half of the float) gave -0.0213 over seeds
-#    1-6, and truncated to 3 mantissa bits -0.31: far outside.
-# 2. Accuracy (tt_lib.sh's tt_not_worse): a one-block residual net (below:
-#    conv, batchnorm, relu, a residual block whose add is fused into its
-#    batchnorm, max pooling, dense; every one of those backward passes
-#    stores a bf16 gradient) trained on Fashion-MNIST as tt_fm_lenet does,
-#    2 epochs of its first 12,000 images at learning rate 0.02, seed 1,
-#    with and without bf16 gradients, the validation accuracies compared.
-#    Measured over seeds 1-30 on sim (AMD EPYC Zen 5): each run's accuracy
-#    sd 0.0075 (mean 0.842 either way), but with and without bf16 gradients
-#    at the same seed the runs stay paired: their difference has mean
-#    -0.0002 and sd 0.0038, 80% upper bound 0.0044 on 29 degrees of
-#    freedom. tt_not_worse (whose z is 3.09) with sigma = 3.29 / 3.09 x
-#    0.0044 / sqrt(2) = 0.0033 fails below 3.29 x 0.0044 = 0.0145,
-#    one-sided: 1 false failure in 2,000 at most (3.29), valid for runs
-#    paired so (the same job at the same seed).
+#    1-6, truncated to 3 mantissa bits -0.31, and the relu backward's mask
+#    left out +3.18: far outside.
+# An accuracy check (a residual net trained 2 epochs with and without bf16
+# gradients) stood beside it until it was shown unable to fail: with the
+# relu backward's mask left out it still passed (0.8452 against 0.8471,
+# margin 0.0144).
 . "$(dirname "$0")/tt_lib.sh"
 
-# ---- 1. the first step's update: rounding, never truncation ----
+# ---- the first step's update: rounding, never truncation ----
 cat >"$T/res.cfg" <<CFG
 model = "$TT_SRCDIR/models/resnet20.cfg";
 dataflow = { source = { type = "fake"; shape = [3, 32, 32]; classes = 10; size = 32; };
@@ -79,37 +70,4 @@ PYEOF
 ) || why="$why outside;"
 ok $([ -z "$why" ]; echo $?) "ResNet-20 on sim: bf16 gradients round, never truncate: step 1's update has the float32-gradient update's size (|u| / |u_fp32| - 1: $size;$why)"
 
-# ---- 2. accuracy ----
-DATA=${TT_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
-if [ ! -f "$DATA/train-images-idx3-ubyte.gz" ]; then
-  skip "a residual net learns with bf16 gradients as without" "dataset-fashion-mnist not installed"
-  tt_done
-fi
-cat >"$T/resfm.cfg" <<'CFG'
-input = [1, 28, 28];
-classes = 10;
-layers = (
-  { name = "conv0"; type = "conv2d"; filters = 16; kernel = 3; stride = 2; padding = 1; bias = false; },
-  { name = "bn0"; type = "batchnorm"; },
-  { name = "relu0"; type = "relu"; },
-  { name = "b_conv1"; type = "conv2d"; filters = 16; kernel = 3; padding = 1; bias = false; },
-  { name = "b_bn1"; type = "batchnorm"; },
-  { name = "b_relu1"; type = "relu"; },
-  { name = "b_conv2"; type = "conv2d"; filters = 16; kernel = 3; padding = 1; bias = false; },
-  { name = "b_bn2"; type = "batchnorm"; },
-  { name = "b_add"; type = "add"; inputs = ["b_bn2", "relu0"]; },
-  { name = "b_out"; type = "relu"; },
-  { name = "pool"; type = "maxpool"; kernel = 2; },
-  { name = "fc"; type = "dense"; units = 10; }
-);
-loss = "softmax_cross_entropy";
-CFG
-acc() { # TT_BF16_GRADS; a run that fails shows its last lines
-  TT_BF16_GRADS=$1 tt_fm_lenet "$T/acc-$1" 1 --set 'trainer.device="sim"' \
-    --set 'trainer.precision="bf16"' --set "model=\"$T/resfm.cfg\"" \
-    --set optimizer.learning_rate=0.02 --set max_epoch=2 --set dataflow.limit=12000 ||
-    tail -n 3 "$T/acc-$1.out" | sed 's/^/# /' >&2
-}
-tt_not_worse "a residual net on sim learns with bf16 gradients as with float32 ones (Fashion-MNIST, 2 epochs of 12,000 images, seed 1)" \
-  "$(acc 0)" "$(acc 1)" 1 0.0033
 tt_done
