@@ -22,6 +22,7 @@ EXTRA_DIST += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c %reldir%/cpu/dn
 libtowertrain_a_SOURCES += %reldir%/cuda/cuda_backend.h %reldir%/mem_pool.c \
 	%reldir%/mem_pool.h %reldir%/cuda/algo_cache.c %reldir%/cuda/algo_cache.h \
 	%reldir%/cuda/bn_nhwc_plan.c %reldir%/cuda/bn_nhwc_plan.h \
+	%reldir%/cuda/sumsq_plan.c %reldir%/cuda/sumsq_plan.h \
 	%reldir%/cuda/conv_graph_spec.c %reldir%/cuda/conv_graph_spec.h \
 	%reldir%/staging_ring.c %reldir%/staging_ring.h %reldir%/staging.c %reldir%/staging.h \
 	%reldir%/precision.c %reldir%/precision.h %reldir%/weight_copies.c %reldir%/weight_copies.h \
@@ -50,8 +51,9 @@ EXTRA_DIST += $(CUDA_HOST_SOURCES) %reldir%/cuda/cuda_kernels.cu %reldir%/cuda/c
 # The GPU-independent logic of the CUDA backend, on the CPU.
 check_PROGRAMS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
 	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan \
-	tests/test_conv_graph_spec tests/test_cuda_conv_graph
+	tests/test_sumsq_plan tests/test_conv_graph_spec tests/test_cuda_conv_graph
 tests_test_bn_nhwc_plan_SOURCES = tests/test_bn_nhwc_plan.c
+tests_test_sumsq_plan_SOURCES = tests/test_sumsq_plan.c
 tests_test_conv_graph_spec_SOURCES = tests/test_conv_graph_spec.c
 tests_test_cuda_conv_graph_SOURCES = tests/test_cuda_conv_graph.c
 tests_test_mem_pool_SOURCES = tests/test_mem_pool.c
@@ -62,7 +64,7 @@ tests_test_cuda_libs_SOURCES = tests/test_cuda_libs.c
 tests_test_precision_SOURCES = tests/test_precision.c
 TESTS += tests/test_mem_pool tests/test_algo_cache tests/test_staging_ring \
 	tests/test_backend_math tests/test_cuda_libs tests/test_precision tests/test_bn_nhwc_plan \
-	tests/test_conv_graph_spec tests/test_cuda_conv_graph
+	tests/test_sumsq_plan tests/test_conv_graph_spec tests/test_cuda_conv_graph
 
 # The towers' 16-bit weight copies, made once per step (weight_copies.h), on
 # sim: the bits of converting at every call, one conversion a weight a step.

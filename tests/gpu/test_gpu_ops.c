@@ -31,6 +31,11 @@
  * exact in any order, within the order's own error bound on values whose
  * sums round; float32 and bf16 of the same values, and two calls, the
  * same bits; through conv_backward too (NHWC and NCHW).
+ * The optimizer's norms (sumsq, sumsq_each; sumsq_plan.h): ranges of 1 to
+ * 10 M floats and empty ones, against float64 (exactly on values whose
+ * sums are exact in any order, else within the order's bound), twice,
+ * alone and in a list the same bits; more ranges than the scratch holds
+ * the partials of (in groups).
  * The weight copies made once per step (weight_copies.h): a conv (NCHW and
  * bf16 NHWC) and a dense call on a registered block give the bits of
  * converting at each call, and see new weights in the next step.
@@ -48,9 +53,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/backend.h"
 #include "backend/cuda/bn_nhwc_plan.h"
+#include "backend/cuda/sumsq_plan.h"
 #include "backend/cuda/cuda_backend.h"
 #ifdef HAVE_CUDA
 #include "backend/cuda/cuda_impl.h"
@@ -840,6 +847,150 @@ static void test_elementwise(backend_t *g)
     free(hl);
 }
 
+/* ---- the optimizer's norms: sumsq and sumsq_each in partials
+ * (sumsq_plan.h) ---- */
+
+/* The float64 sum of x[i]^2 (each square exact in double), compensated
+ * (Neumaier): within a few ulps of the exact sum at any n */
+static double sumsq_ref(const float *x, size_t n)
+{
+    double s = 0.0, c = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double v = (double)x[i] * x[i], t = s + v;
+        c += fabs(s) >= v ? (s - t) + v : (v - t) + s;
+        s = t;
+    }
+    return s + c;
+}
+
+/* The relative error bound of the GPU's order on n squares (nonnegative
+ * terms): a term goes through at most a thread's additions, its block's
+ * tree, the merge thread's additions and its tree, each rounding by at
+ * most 2^-53; 3 more for the reference's own error */
+static double sumsq_bound(size_t n)
+{
+    tt_sumsq_range a = tt_sumsq_plan(NULL, n);
+    int depth = 3 + (int)((a.chunk + TT_SUMSQ_THREADS - 1) / TT_SUMSQ_THREADS) +
+                (a.parts + TT_SUMSQ_THREADS - 1) / TT_SUMSQ_THREADS;
+    for (int m = TT_SUMSQ_THREADS; m > 1; m /= 2)
+        depth += 2;
+    return 1.01 * depth * ldexp(1.0, -53);
+}
+
+/* k / 64 for k in -63..63: squares in steps of 2^-12 below 1, whose sums
+ * of up to 2^24 terms are exact in double in any order (36 bits), so that
+ * an element missed or read twice shows; else uniform in [-1, 1] */
+static void sumsq_values(float *h, size_t count, bool exact)
+{
+    for (size_t i = 0; i < count; i++)
+        h[i] = exact ? (float)((int)uniform(0, 127) - 63) / 64.0f : uniform(-1, 1);
+}
+
+/* The ranges of one buffer d (on the GPU) / h (its host copy): counts
+ * from 1 to 10 M and empty ones, each at an odd offset after the last */
+#define SUMSQ_RANGES 16
+static const size_t sumsq_counts[SUMSQ_RANGES] = {1,    0,    2,       255,     256,     257,
+                                                  0,    4095, 4096,    4097,    100003,  1048583,
+                                                  0,    1,    10000019, 0};
+
+/* sumsq_each of every range twice and sumsq of each: the same bits; equal
+ * to float64 where exact, else within sumsq_bound; an empty range 0 */
+static void sumsq_case(backend_t *g, const float *d, const float *h, const size_t *off,
+                       bool exact)
+{
+    const float *xs[SUMSQ_RANGES];
+    double each[SUMSQ_RANGES], again[SUMSQ_RANGES], alone[SUMSQ_RANGES];
+    int bad = 0, differ = 0;
+    for (int i = 0; i < SUMSQ_RANGES; i++)
+        xs[i] = d + off[i];
+    g->sumsq_each(g, SUMSQ_RANGES, xs, sumsq_counts, each);
+    g->sumsq_each(g, SUMSQ_RANGES, xs, sumsq_counts, again);
+    for (int i = 0; i < SUMSQ_RANGES; i++) {
+        size_t n = sumsq_counts[i];
+        double want = sumsq_ref(h + off[i], n);
+        alone[i] = g->sumsq(g, n, xs[i]);
+        bool near = exact ? each[i] == want : fabs(each[i] - want) <= sumsq_bound(n) * want;
+        bad += !near || (n == 0 && each[i] != 0.0);
+        if (!near)
+            tt_diag("range %d of %zu: %.17g, float64 %.17g", i, n, each[i], want);
+    }
+    differ = memcmp(each, again, sizeof(each)) != 0 || memcmp(each, alone, sizeof(each)) != 0;
+    tt_err err = {0};
+    bool ok = backend_cuda_check(g, &err) == 0;
+    tt_ok(ok && bad == 0 && !differ,
+          "sumsq_each of %d ranges of 0 to 10,000,019 floats (%s): %s float64 (%d not), twice "
+          "and as sumsq alone the same bits (%s) %s", SUMSQ_RANGES,
+          exact ? "sums exact in any order" : "uniform, sums that round",
+          exact ? "equal to" : "within the order's bound of", bad, differ ? "differ" : "same",
+          err.msg);
+}
+
+/* More ranges than the scratch holds the partials of (tt_sumsq_group: in
+ * groups), all reading the same 2048 partials' worth of d: each equal to
+ * sumsq of that range alone, and to float64 */
+static void sumsq_groups(backend_t *g, const float *d, const float *h)
+{
+    enum { N = 513 };
+    size_t n = (size_t)TT_SUMSQ_MIN_CHUNK * TT_SUMSQ_MAX_PARTS + 1;
+    const float **xs = malloc(N * sizeof(*xs));
+    size_t *counts = malloc(N * sizeof(*counts));
+    double *each = malloc(N * sizeof(*each));
+    tt_sumsq_range *r = malloc(N * sizeof(*r));
+    for (int i = 0; i < N; i++)
+        xs[i] = d, counts[i] = n, each[i] = -1.0;
+    int first = tt_sumsq_group(N, xs, counts, (int)TT_SUMSQ_SCRATCH_DOUBLES, r);
+    g->sumsq_each(g, N, xs, counts, each);
+    double alone = g->sumsq(g, n, d), want = sumsq_ref(h, n);
+    int same = 0;
+    for (int i = 0; i < N; i++)
+        same += memcmp(&each[i], &alone, sizeof(alone)) == 0;
+    tt_err err = {0};
+    bool ok = backend_cuda_check(g, &err) == 0;
+    tt_ok(ok && first < N && same == N && alone == want,
+          "sumsq_each of %d ranges of %zu floats (%d partials each: the first group %d "
+          "ranges): every one sumsq's bits (%d of %d), equal to float64 %s", N, n,
+          TT_SUMSQ_MAX_PARTS, first, same, N, err.msg);
+    free(xs), free(counts), free(each), free(r);
+}
+
+/* The host's time of sumsq of n floats at d, best of 5 (a diagnostic for
+ * the note, not a check: the old single block was latency-bound) */
+static void sumsq_time(backend_t *g, const float *d, size_t n)
+{
+    double best = 1e30;
+    for (int k = 0; k < 5; k++) {
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        g->sumsq(g, n, d);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double us = (t1.tv_sec - t0.tv_sec) * 1e6 + (t1.tv_nsec - t0.tv_nsec) * 1e-3;
+        best = us < best ? us : best;
+    }
+    tt_diag("sumsq of %zu floats: %.1f us on the host's clock (launches, read back and wait)",
+            n, best);
+}
+
+/* LARS's and clip_global_norm's norms on g (its own stream) */
+static void test_sumsq(backend_t *g)
+{
+    size_t off[SUMSQ_RANGES], total = 0;
+    for (int i = 0; i < SUMSQ_RANGES; i++) {
+        off[i] = total + 1;
+        total = off[i] + sumsq_counts[i];
+    }
+    float *h = malloc(total * sizeof(float)), *d = g->alloc(g, total * sizeof(float));
+    sumsq_values(h, total, true);
+    g->upload(g, d, h, total * sizeof(float));
+    sumsq_case(g, d, h, off, true);
+    sumsq_groups(g, d, h);
+    sumsq_values(h, total, false);
+    g->upload(g, d, h, total * sizeof(float));
+    sumsq_case(g, d, h, off, false);
+    sumsq_time(g, d, total);
+    g->free(g, d);
+    free(h);
+}
+
 /* ---- bf16 NHWC: the blocked layout of the bf16 backend ---- */
 
 /* count random bf16 values (as uint16) and their floats */
@@ -1588,6 +1739,8 @@ int main(void)
         tt_skip("conv bias gradient (channel sums in partials), NHWC and NCHW, float32 and "
                 "bf16, up to 100,352 rows of 6 and 16 channels: against float64, the same bits "
                 "twice and from bf16");
+        tt_skip("sumsq and sumsq_each (the optimizer's norms) in partials: 1 to 10 M floats "
+                "and empty ranges, against float64, twice and alone the same bits, in groups");
         return tt_done();
     }
     tt_ok(strcmp(gpu_be->precision, "fp32") == 0 && strcmp(gpu_bf16->precision, "bf16") == 0 &&
@@ -1600,6 +1753,7 @@ int main(void)
     test_batchnorm(gpu_be);
     test_bn_nhwc(gpu_be);
     test_elementwise(gpu_be);
+    test_sumsq(gpu_be);
     /* TF32 keeps 10 mantissa bits: 1e-2 */
     test_dense(gpu_tf32, 1e-2, "tf32");
     test_conv(gpu_tf32, 1e-2, "tf32");

@@ -460,58 +460,66 @@ static bool cuda_all_finite(backend_t *be, size_t count, const float *x)
     return host->not_finite == 0;
 }
 
-/* The optimizer's norms, read back by the host (its loss buffer holds the double) */
-static double cuda_sumsq(backend_t *be, size_t count, const float *x)
-{
-    cuda_impl *c = cuda_of(be);
-    if (count == 0 || !cuda_begin(be))
-        return 0.0;
-    tt_xent_result *dev = &c->xent_dev[XENT_CHECK], *host = &c->xent_host[XENT_CHECK];
-    if (cuda_ok(c, tt_k_sumsq(c->stream, count, x, &dev->loss), "sum of squares kernel") != 0 ||
-        cuda_ok(c,
-                cudaMemcpyAsync(&host->loss, &dev->loss, sizeof(double), cudaMemcpyDeviceToHost,
-                                c->stream),
-                "cudaMemcpyAsync (sum of squares)") != 0 ||
-        cuda_wait(be, "sum of squares") != 0)
-        return 0.0;
-    return host->loss;
-}
-
-/* Room for n results of sumsq_each; false after recording an error. */
+/* Room for n results of sumsq_each and their ranges; false after
+ * recording an error. */
 static bool norms_room(cuda_impl *c, int n)
 {
     if (n <= c->n_norms)
         return true;
     if (c->norms_dev != NULL)
         cudaFree(c->norms_dev); /* cudaFree waits for the stream's work on it */
+    if (c->ranges_dev != NULL)
+        cudaFree(c->ranges_dev);
     if (c->norms_host != NULL)
         cudaFreeHost(c->norms_host);
-    c->norms_dev = NULL;
-    c->norms_host = NULL;
+    if (c->ranges_host != NULL)
+        cudaFreeHost(c->ranges_host);
+    c->norms_dev = c->norms_host = NULL;
+    c->ranges_dev = c->ranges_host = NULL;
     c->n_norms = 0;
-    size_t bytes = (size_t)n * sizeof(double);
+    size_t bytes = (size_t)n * sizeof(double), list = (size_t)n * sizeof(tt_sumsq_range);
     if (cuda_ok(c, cudaMalloc((void **)&c->norms_dev, bytes), "cudaMalloc (norms)") != 0 ||
-        cuda_ok(c, cudaMallocHost((void **)&c->norms_host, bytes), "cudaMallocHost (norms)") != 0)
+        cuda_ok(c, cudaMalloc((void **)&c->ranges_dev, list), "cudaMalloc (norms)") != 0 ||
+        cuda_ok(c, cudaMallocHost((void **)&c->norms_host, bytes), "cudaMallocHost (norms)") != 0 ||
+        cuda_ok(c, cudaMallocHost((void **)&c->ranges_host, list), "cudaMallocHost (norms)") != 0)
         return false;
     c->n_norms = n;
     return true;
 }
 
-/* Every range's kernel into the device array, one copy back, one wait. */
+/* The sums of squares of n ranges into norms_dev, queued: for each group
+ * of ranges whose partials fit the scratch (one but for lists past 512
+ * ranges of 8 M floats), its list to the device and a pair of launches.
+ * 0, or -1 after recording an error. */
+static int sumsq_queue(cuda_impl *c, int n, const float *const *x, const size_t *count)
+{
+    for (int i = 0, len; i < n; i += len) {
+        tt_sumsq_range *r = c->ranges_host + i;
+        len = tt_sumsq_group(n - i, x + i, count + i, (int)TT_SUMSQ_SCRATCH_DOUBLES, r);
+        if (cuda_ok(c,
+                    cudaMemcpyAsync(c->ranges_dev + i, r, (size_t)len * sizeof(*r),
+                                    cudaMemcpyHostToDevice, c->stream),
+                    "cudaMemcpyAsync (norms' ranges)") != 0 ||
+            cuda_ok(c,
+                    tt_k_sumsq(c->stream, c->ranges_dev + i, len, tt_sumsq_parts(r, len),
+                               (double *)c->bn_scratch, c->norms_dev + i),
+                    "sum of squares kernel") != 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The optimizer's norms (backend.h): every range's sum in one queue of
+ * launches, one copy back, one wait. A captured step cannot hand the host
+ * a result: refused before it grows any room (the eager step runs it). */
 static void cuda_sumsq_each(backend_t *be, int n, const float *const *x, const size_t *count,
                             double *out)
 {
     cuda_impl *c = cuda_of(be);
     memset(out, 0, (size_t)n * sizeof(double));
-    if (n <= 0 || !cuda_begin(be) || !norms_room(c, n))
+    if (n <= 0 || cuda_capture_refuse(c, "waits for the device (norms)") || !cuda_begin(be) ||
+        !norms_room(c, n) || sumsq_queue(c, n, x, count) != 0)
         return;
-    for (int i = 0; i < n; i++) {
-        cudaError_t e = count[i] > 0
-                            ? tt_k_sumsq(c->stream, count[i], x[i], &c->norms_dev[i])
-                            : cudaMemsetAsync(&c->norms_dev[i], 0, sizeof(double), c->stream);
-        if (cuda_ok(c, e, "sum of squares kernel") != 0)
-            return;
-    }
     if (cuda_ok(c,
                 cudaMemcpyAsync(c->norms_host, c->norms_dev, (size_t)n * sizeof(double),
                                 cudaMemcpyDeviceToHost, c->stream),
@@ -519,6 +527,15 @@ static void cuda_sumsq_each(backend_t *be, int n, const float *const *x, const s
         cuda_wait(be, "norms") != 0)
         return;
     memcpy(out, c->norms_host, (size_t)n * sizeof(double));
+}
+
+/* One range: sumsq_each's bits (its split is the count's alone) */
+static double cuda_sumsq(backend_t *be, size_t count, const float *x)
+{
+    double out = 0.0;
+    if (count > 0)
+        cuda_sumsq_each(be, 1, &x, &count, &out);
+    return out;
 }
 
 /* The loss: kernel, copy to pinned memory and an event, all queued; the
@@ -619,6 +636,10 @@ static void cuda_destroy(backend_t *be)
             cudaFreeHost(c->norms_host);
         if (c->norms_dev)
             cudaFree(c->norms_dev);
+        if (c->ranges_host)
+            cudaFreeHost(c->ranges_host);
+        if (c->ranges_dev)
+            cudaFree(c->ranges_dev);
         backend_cuda_event_free(be, c->loss_done);
         mem_pool_destroy(c->pool);
         if (c->stream)

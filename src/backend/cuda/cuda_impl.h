@@ -52,20 +52,24 @@ typedef struct {
     bn_eps_entry *bn_eps;
     int n_bn_eps, cap_bn_eps;
     /* the NHWC batchnorm's coefficients and partial sums, and the conv
-     * bias gradient's partials (cuda_bn_nhwc.h), TT_BN_SCRATCH_FLOATS
-     * from the pool; each call uses it only between its own launches, and
-     * the calls follow each other on the one stream, so they share it */
+     * bias gradient's and the sum of squares' partials (cuda_bn_nhwc.h,
+     * sumsq_plan.h), TT_BN_SCRATCH_FLOATS from the pool; each call uses
+     * it only between its own launches, and the calls follow each other
+     * on the one stream, so they share it */
     float *bn_scratch;
     /* two results each, device and pinned: [XENT_LOSS] the loss kernel's,
      * read by loss_read after the event loss_done, and [XENT_CHECK] the
-     * host checks' (all_finite, sumsq): apart, so that a check queued
+     * host checks' (all_finite): apart, so that a check queued
      * before the host reads the loss never overwrites it */
     tt_xent_result *xent_dev;
     tt_xent_result *xent_host;
-    /* sumsq_each's results: n_norms doubles on the device and pinned on the
+    /* sumsq and sumsq_each: n_norms results (doubles) and the list of
+     * their ranges (sumsq_plan.h), each on the device and pinned on the
      * host, grown at first use (cudaMalloc / cudaMallocHost: a few KB,
-     * outside the pool, which is frozen by then) */
+     * outside the pool, which is frozen by then); the partials go
+     * through bn_scratch */
     double *norms_dev, *norms_host;
+    tt_sumsq_range *ranges_dev, *ranges_host;
     int n_norms;
     backend_event *loss_done;
     /* a step being captured on stream (cuda_graph.c): while capturing, an

@@ -293,23 +293,70 @@ __global__ void k_softmax_xent(int n, int classes, const float *logits, const in
     }
 }
 
-/* ---- sum of squares: one block, thread t takes t, t + THREADS, ...; a fixed tree ---- */
+/* ---- sum of squares (sumsq_plan.h): a block a partial of a list of
+ * ranges, then a block a range merging its partials; both in double, a
+ * thread's terms in order, then a fixed tree ---- */
 
-__global__ void k_sumsq(size_t n, const float *x, double *out)
+/* The block's TT_SUMSQ_THREADS sums in acc, added up: the total in acc[0] */
+static __device__ void sumsq_tree(double *acc)
 {
-    __shared__ double acc[THREADS];
-    double s = 0.0;
-    for (size_t i = threadIdx.x; i < n; i += blockDim.x)
-        s += (double)x[i] * (double)x[i];
-    acc[threadIdx.x] = s;
     __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    for (int half = TT_SUMSQ_THREADS / 2; half > 0; half /= 2) {
         if ((int)threadIdx.x < half)
             acc[threadIdx.x] += acc[threadIdx.x + half];
         __syncthreads();
     }
+}
+
+/* x[i]^2 over i = sp.i0, + TT_SUMSQ_THREADS, ... below sp.i1, added in
+ * that order; eight loads issued before their additions (a bounds check
+ * between loads would leave one in flight a thread) */
+static __device__ double sumsq_thread(const float *x, tt_sumsq_span sp)
+{
+    const size_t T = TT_SUMSQ_THREADS;
+    double s = 0.0;
+    size_t i = sp.i0;
+    for (; i + 7 * T < sp.i1; i += 8 * T) {
+        double v[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            v[k] = x[i + k * T];
+#pragma unroll
+        for (int k = 0; k < 8; k++)
+            s += v[k] * v[k];
+    }
+    for (; i < sp.i1; i += T) {
+        double v = x[i];
+        s += v * v;
+    }
+    return s;
+}
+
+__global__ void __launch_bounds__(TT_SUMSQ_THREADS)
+    k_sumsq_partials(const tt_sumsq_range *r, int n, double *part)
+{
+    __shared__ double acc[TT_SUMSQ_THREADS];
+    int b = (int)blockIdx.x;
+    tt_sumsq_range a = r[tt_sumsq_find(r, n, b)];
+    tt_sumsq_span sp = tt_sumsq_span_of(a, b - a.first, (int)threadIdx.x);
+    acc[threadIdx.x] = sumsq_thread(a.x, sp);
+    sumsq_tree(acc);
     if (threadIdx.x == 0)
-        *out = acc[0];
+        part[b] = acc[0];
+}
+
+__global__ void __launch_bounds__(TT_SUMSQ_THREADS)
+    k_sumsq_merge(const tt_sumsq_range *r, const double *part, double *out)
+{
+    __shared__ double acc[TT_SUMSQ_THREADS];
+    tt_sumsq_range a = r[blockIdx.x];
+    double s = 0.0;
+    for (int p = (int)threadIdx.x; p < a.parts; p += TT_SUMSQ_THREADS)
+        s += part[a.first + p];
+    acc[threadIdx.x] = s;
+    sumsq_tree(acc);
+    if (threadIdx.x == 0)
+        out[blockIdx.x] = acc[0]; /* 0 for an empty range */
 }
 
 /* ---- batchnorm parameter gradients: one block per channel ---- */
@@ -461,9 +508,18 @@ cudaError_t tt_k_not_finite(cudaStream_t s, size_t n, const float *x, int *flag)
     return cudaGetLastError();
 }
 
-cudaError_t tt_k_sumsq(cudaStream_t s, size_t count, const float *x, double *out)
+cudaError_t tt_k_sumsq(cudaStream_t s, const tt_sumsq_range *r, int n, int parts, double *part,
+                       double *out)
 {
-    k_sumsq<<<1, THREADS, 0, s>>>(count, x, out);
+    if (n <= 0)
+        return cudaSuccess;
+    if (parts > 0) {
+        k_sumsq_partials<<<(unsigned)parts, TT_SUMSQ_THREADS, 0, s>>>(r, n, part);
+        cudaError_t rc = cudaGetLastError();
+        if (rc != cudaSuccess)
+            return rc;
+    }
+    k_sumsq_merge<<<(unsigned)n, TT_SUMSQ_THREADS, 0, s>>>(r, part, out);
     return cudaGetLastError();
 }
 

@@ -13,6 +13,7 @@
 #include <cuda_runtime_api.h>
 
 #include "backend/backend.h"
+#include "backend/cuda/sumsq_plan.h"
 #include "backend/math.h"
 
 #ifdef __cplusplus
@@ -83,8 +84,12 @@ typedef struct {
 cudaError_t tt_k_softmax_xent(cudaStream_t s, int n, int classes, const float *logits,
                               const int32_t *labels, float smoothing, float *dlogits,
                               tt_xent_result *out);
-/* out = sum of x[i]^2 over count floats, in double (one block, a fixed tree) */
-cudaError_t tt_k_sumsq(cudaStream_t s, size_t count, const float *x, double *out);
+/* out[i] = the sum of r[i].x[e]^2 over its r[i].count floats, in double,
+ * for the n ranges of a group (sumsq_plan.h: tt_sumsq_group; r in device
+ * memory) whose parts partials (tt_sumsq_parts) go through part (device
+ * memory, room for parts doubles): in an order fixed by each count alone */
+cudaError_t tt_k_sumsq(cudaStream_t s, const tt_sumsq_range *r, int n, int parts, double *part,
+                       double *out);
 
 /* Batchnorm's parameter gradients alone (when no dx is wanted):
  * dbeta[ch] = sum dy, dgamma[ch] = sum dy * (x - mean) * invstd. */
