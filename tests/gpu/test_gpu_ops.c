@@ -1627,8 +1627,14 @@ static void test_weight_copies(backend_t *g)
 {
     window_desc nchw = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, false, false};
     window_desc nhwc = {8, 16, 16, 16, 32, 3, 1, 1, 16, 16, true, true};
+    /* the cases upload a float32 dy and read a float32 dx: the
+     * float32-gradient path (with bf16 gradients the blocked conv would
+     * read those floats as bf16 pairs); the copies are the weights' */
+    bool grads16 = g->blocked_bf16_grads;
+    g->blocked_bf16_grads = false;
     weight_copies_case(g, nchw);
     weight_copies_case(g, nhwc);
+    g->blocked_bf16_grads = grads16;
 }
 
 /* float32 NHWC (TT_CUDA_LAYOUT=nhwc: tf32's layout to be), of an fp32
