@@ -4,7 +4,8 @@
 # then training: different sizes need an augment that fixes the size; the same
 # job gives the same bits with 0 and 3 prefetch workers (random_resized_crop,
 # color_jitter, flip), with 1 and 2 towers, and across 2 MPI ranks; a file that
-# does not decode stops the run naming it, or is skipped with skip_corrupt.
+# does not decode stops the run naming it, or is skipped with skip_corrupt;
+# dataflow.limit reads only the headers of the images it uses.
 . "$(dirname "$0")/tt_lib.sh"
 if ! $PY -c 'import numpy, PIL' 2>/dev/null; then
   skip "image folders against PIL" "python3-pil or python3-numpy not installed"; tt_done
@@ -130,6 +131,12 @@ ok $? "the log counts the images and classes, and says a .bmp torchvision would 
 "$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/gif2" >"$T/out" 2>"$T/err"; rc=$?
 [ $rc = 2 ] && grep -q "^towertrain: $T/train/cats/zz.png: not a JPEG or PNG file" "$T/err" && [ ! -e "$T/gif2" ]
 ok $? "without skip_corrupt it is refused at open: exit 2, no logdir ($(cat "$T/err"))"
+# dataflow.limit reads the headers of the images it uses only: the first 24
+# (the ants) train, and cats/zz.png, past them, is never opened
+"$TOWERTRAIN" run "$T/job.cfg" --logdir "$T/lim" --quiet --set dataflow.limit=24 --set max_epoch=1 \
+  --set 'callbacks=( )' >"$T/out" 2>&1; rc=$?
+[ $rc = 0 ] && grep -q "image_folder $T/train: 24 images (dataflow.limit: the first of 74 files) in 3 classes" "$T/lim/log.log"
+ok $? "dataflow.limit = 24: trains on the first 24 images, reading no header past them (rc $rc; $(grep -m1 'image_folder' "$T/lim/log.log" 2>/dev/null))"
 
 # names with a newline in the log: escaped as err_set escapes them, one line each
 cp -r "$T/train" "$T/nl"

@@ -70,7 +70,7 @@ int dataset_open(const source_cfg *src, int limit, int classes, dataset_t **out,
         ds->label_file = src->labels;
         break;
     case SOURCE_IMAGE_FOLDER:
-        rc = image_folder_open(src, ds, err);
+        rc = image_folder_open(src, limit, ds, err);
         break;
     default:
         rc = err_set(err, TT_ERR_USAGE, "dataflow.source: unknown type");

@@ -33,7 +33,9 @@ struct dataset {
  * dataset_open's, against the model's classes. The IDX and CIFAR-10 readers
  * only need src->images / src->labels and src->files (fuzz targets call them
  * on any file). */
-/* idx_read and cifar10_read read the first `limit` records only (0: all). */
+/* idx_read and cifar10_read read the first `limit` records only (0: all);
+ * image_folder_open lists every file but reads the first `limit` images'
+ * headers only. */
 int idx_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err);
 int cifar10_read(const source_cfg *src, int limit, struct dataset *ds, tt_err *err);
 int fake_open(const source_cfg *src, struct dataset *ds, tt_err *err);
@@ -42,7 +44,7 @@ int npy_open(const source_cfg *src, struct dataset *ds, tt_err *err);
 int npy_sample(const struct dataset *ds, size_t i, float *x);
 int npy_label(const struct dataset *ds, size_t i);
 void npy_close(struct npy_source *npy);
-int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err);
+int image_folder_open(const source_cfg *src, int limit, struct dataset *ds, tt_err *err);
 /* Decodes image i into x; returns its label or -1 (err names the file). */
 int image_folder_sample(const struct dataset *ds, size_t i, float *x, shape3 *shape,
                         dataset_scratch *s, tt_err *err);

@@ -9,7 +9,9 @@
  * as torchvision's make_dataset. The list is read once, at open, with every
  * image's header (format, size), so a file that is not an image, is cut short
  * before its pixels, or has an unsupported size is found before anything is
- * written; pixels are decoded by image_folder_sample, in the prefetch workers.
+ * written; with dataflow.limit, the headers of the first `limit` images only
+ * (the others are never read). Pixels are decoded by image_folder_sample, in
+ * the prefetch workers.
  *
  * skip_corrupt: files whose header does not read are left out at open, with a
  * count in the log. A file whose header reads but whose pixels do not decode
@@ -381,13 +383,13 @@ static int read_classes(struct image_folder *f, walk_stats *ws, char *empty, siz
 
 /* Every header, once; corrupt ones leave the list (skip_corrupt, counted in
  * *skipped, the first named in first_bad) or stop the open. */
-static int probe_all(struct image_folder *f, size_t *skipped, char *first_bad,
+static int probe_all(struct image_folder *f, int limit, size_t *skipped, char *first_bad,
                      size_t first_bad_len, tt_err *err)
 {
     dataset_scratch s = {0};
-    size_t kept = 0;
+    size_t kept = 0, want = limit > 0 ? (size_t)limit : f->n;
     int rc = 0;
-    for (size_t i = 0; i < f->n && rc == 0; i++) {
+    for (size_t i = 0; i < f->n && kept < want && rc == 0; i++) {
         char why[300] = "";
         int rc_probe = probe(f, i, &s, why, sizeof(why));
         if (rc_probe == 0) {
@@ -415,7 +417,7 @@ static int probe_all(struct image_folder *f, size_t *skipped, char *first_bad,
     return 0;
 }
 
-int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
+int image_folder_open(const source_cfg *src, int limit, struct dataset *ds, tt_err *err)
 {
     struct image_folder *f = calloc(1, sizeof(*f));
     if (f == NULL)
@@ -430,8 +432,10 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
     char empty[256] = "", first_bad[1024] = "";
     int n_empty = 0;
     size_t skipped = 0;
-    if (read_classes(f, &ws, empty, sizeof(empty), &n_empty, err) != 0 ||
-        probe_all(f, &skipped, first_bad, sizeof(first_bad), err) != 0)
+    if (read_classes(f, &ws, empty, sizeof(empty), &n_empty, err) != 0)
+        return -1;
+    size_t listed = f->n;
+    if (probe_all(f, limit, &skipped, first_bad, sizeof(first_bad), err) != 0)
         return -1;
     if ((f->reported = calloc(f->n, 1)) == NULL)
         return err_set(err, TT_ERR_RUNTIME, "out of memory");
@@ -455,7 +459,10 @@ int image_folder_open(const source_cfg *src, struct dataset *ds, tt_err *err)
      * a file name must not split or garble the log's line */
     char root[LOG_NAME_BYTES], names[LOG_NAME_BYTES];
     str_escape(f->root, root, sizeof(root));
-    log_printf("image_folder %s: %zu images in %d classes%s\n", root, f->n, f->n_classes,
+    char of[64] = "";
+    if (f->n + skipped < listed) /* the limit stopped the probe */
+        snprintf(of, sizeof(of), " (dataflow.limit: the first of %zu files)", listed);
+    log_printf("image_folder %s: %zu images%s in %d classes%s\n", root, f->n, of, f->n_classes,
                ds->uniform ? "" : " (of different sizes)");
     if (n_empty > 0) {
         str_escape(empty, names, sizeof(names));
