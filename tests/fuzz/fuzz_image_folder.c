@@ -2,7 +2,8 @@
  * header at open (image_probe), and the pixels at read (image_decode, PNG
  * through libpng and JPEG through TurboJPEG). Input: one flags byte (bit 0:
  * channels = 1, else 3; bit 1: skip_corrupt; bit 2: the first file is named
- * .jpg, else .png; bit 3: the same for the second; bit 4: a second file),
+ * .jpg, else .png; bit 3: the same for the second; bit 4: a second file;
+ * bit 5: dataflow.limit = 1, so the second is listed but never read),
  * with a second file three bytes (little-endian) for the first's length,
  * then the first file and the second (the rest). The files are
  * root/a/0.<ext> (class 0) and root/b/1.<ext> (class 1). Every sample of an
@@ -57,12 +58,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         fuzz_write(flags & 8 ? "root/b/1.jpg" : "root/b/1.png", data + first, size - first);
     dataset_t *ds = NULL;
     tt_err err = { 0 };
-    int rc = dataset_open(&src, 0, 2, &ds, &err);
+    int limit = flags & 32 ? 1 : 0;
+    int rc = dataset_open(&src, limit, 2, &ds, &err);
     fuzz_check_error(&err, rc);
     if (rc != 0)
         return 0;
-    size_t n = dataset_size(ds);
-    if (n < 1 || n > (two ? 2u : 1u) || (!src.skip_corrupt && n != (two ? 2u : 1u)))
+    size_t n = dataset_size(ds), files = two && !limit ? 2u : 1u;
+    if (n < 1 || n > files || (!src.skip_corrupt && n != files))
         abort(); /* without skip_corrupt, a file whose header does not read fails the open */
     if (dataset_max_floats(ds) > MOST_FLOATS) {
         dataset_free(ds);
