@@ -247,7 +247,9 @@ static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_quer
     return dnnl_primitive_desc_query_md(pd, q, 0);
 }
 
-static bool prim_build(conv_prim *p)
+/* The three convolution primitives (oneDNN's best for this CPU) and the
+ * layouts they chose */
+static bool prim_convs(conv_prim *p)
 {
     const window_desc *d = &p->d;
     dnnl_dims_t src_dims = {d->n, d->c, d->h, d->w}, wei_dims = {d->f, d->c, d->k, d->k},
@@ -291,18 +293,22 @@ static bool prim_build(conv_prim *p)
         dnnl_primitive_attr_destroy(fattr);
     if (attr != NULL)
         dnnl_primitive_attr_destroy(attr);
-    if (!ok)
-        return false;
+    return ok;
+}
 
-    ok = reorder_create(p, P_R_SRC, &p->src_u, &p->src_b) &&
-         reorder_create(p, P_R_WEI, &p->wei_u, &p->wei_b) &&
-         reorder_create(p, P_R_DST, &p->dst_b, &p->dst_u) &&
-         reorder_create(p, P_R_DDST, &p->ddst_u, &p->ddst_b) &&
-         reorder_create(p, P_R_DDST_BW, &p->ddst_u, &p->ddst_bw_b) &&
-         reorder_create(p, P_R_WEI_BD, &p->wei_u, &p->wei_bd_b) &&
-         reorder_create(p, P_R_SRC_BW, &p->src_u, &p->src_bw_b) &&
-         reorder_create(p, P_R_DSRC, &p->dsrc_b, &p->dsrc_u) &&
-         reorder_create(p, P_R_DWEI, &p->dwei_b, &p->wei_u);
+/* The reorders between our layouts and the primitives', and the memory
+ * descriptors of every buffer a call binds */
+static bool prim_reorders(conv_prim *p)
+{
+    bool ok = reorder_create(p, P_R_SRC, &p->src_u, &p->src_b) &&
+              reorder_create(p, P_R_WEI, &p->wei_u, &p->wei_b) &&
+              reorder_create(p, P_R_DST, &p->dst_b, &p->dst_u) &&
+              reorder_create(p, P_R_DDST, &p->ddst_u, &p->ddst_b) &&
+              reorder_create(p, P_R_DDST_BW, &p->ddst_u, &p->ddst_bw_b) &&
+              reorder_create(p, P_R_WEI_BD, &p->wei_u, &p->wei_bd_b) &&
+              reorder_create(p, P_R_SRC_BW, &p->src_u, &p->src_bw_b) &&
+              reorder_create(p, P_R_DSRC, &p->dsrc_b, &p->dsrc_u) &&
+              reorder_create(p, P_R_DWEI, &p->dwei_b, &p->wei_u);
     if (!ok)
         return false;
 
@@ -317,26 +323,35 @@ static bool prim_build(conv_prim *p)
         p->md[i] = md[i];
     for (int i = 0; i < N_PRIMS; i++)
         p->md[M_SCRATCH + i] = &p->scratch_md[i];
+    return true;
+}
 
-    /* a group's copies in the kernels' layouts, only where a reorder makes one */
-#define NEEDS(i) (p->prim[i] != NULL)
-#define SIZE(md) dnnl_memory_desc_get_size(&p->md)
-#define MAX2(a, b) ((a) > (b) ? (a) : (b))
-    p->buf_bytes[B_SRC] = ALIGN(MAX2(NEEDS(P_R_SRC) ? SIZE(src_b) : 0,
-                                     NEEDS(P_R_SRC_BW) ? SIZE(src_bw_b) : 0));
-    p->buf_bytes[B_DST] = ALIGN(MAX2(NEEDS(P_R_DST) ? SIZE(dst_b) : 0,
-                                     NEEDS(P_R_DDST) ? SIZE(ddst_b) : 0));
-    p->buf_bytes[B_DDST2] = ALIGN(NEEDS(P_R_DDST_BW) && !dnnl_memory_desc_equal(&p->ddst_bw_b,
-                                                                                &p->ddst_b)
-                                      ? SIZE(ddst_bw_b)
-                                      : 0);
-    p->buf_bytes[B_DSRC] = ALIGN(NEEDS(P_R_DSRC) ? SIZE(dsrc_b) : 0);
-    p->buf_bytes[B_WEI] = ALIGN(MAX2(NEEDS(P_R_WEI) ? SIZE(wei_b) : 0,
-                                     NEEDS(P_R_WEI_BD) ? SIZE(wei_bd_b) : 0));
-    p->buf_bytes[B_DWEI] = ALIGN(NEEDS(P_R_DWEI) ? SIZE(dwei_b) : 0);
-#undef NEEDS
-#undef SIZE
-#undef MAX2
+/* the bytes of a copy in layout md where reorder `prim` exists, else 0 */
+static size_t copy_bytes(const conv_prim *p, int prim, const dnnl_memory_desc_t *md)
+{
+    return p->prim[prim] != NULL ? dnnl_memory_desc_get_size(md) : 0;
+}
+
+static size_t max_bytes(size_t a, size_t b)
+{
+    return a > b ? a : b;
+}
+
+/* A group's copies in the kernels' layouts, only where a reorder makes one,
+ * and each group's scratchpad */
+static bool prim_buffers(conv_prim *p)
+{
+    p->buf_bytes[B_SRC] = ALIGN(max_bytes(copy_bytes(p, P_R_SRC, &p->src_b),
+                                          copy_bytes(p, P_R_SRC_BW, &p->src_bw_b)));
+    p->buf_bytes[B_DST] = ALIGN(max_bytes(copy_bytes(p, P_R_DST, &p->dst_b),
+                                          copy_bytes(p, P_R_DDST, &p->ddst_b)));
+    p->buf_bytes[B_DDST2] = ALIGN(dnnl_memory_desc_equal(&p->ddst_bw_b, &p->ddst_b)
+                                      ? 0
+                                      : copy_bytes(p, P_R_DDST_BW, &p->ddst_bw_b));
+    p->buf_bytes[B_DSRC] = ALIGN(copy_bytes(p, P_R_DSRC, &p->dsrc_b));
+    p->buf_bytes[B_WEI] = ALIGN(max_bytes(copy_bytes(p, P_R_WEI, &p->wei_b),
+                                          copy_bytes(p, P_R_WEI_BD, &p->wei_bd_b)));
+    p->buf_bytes[B_DWEI] = ALIGN(copy_bytes(p, P_R_DWEI, &p->dwei_b));
     p->group_bytes = 0;
     for (int i = 0; i < N_BUFS; i++)
         p->group_bytes += p->buf_bytes[i];
@@ -345,6 +360,11 @@ static bool prim_build(conv_prim *p)
         if ((p->scratch[g] = aligned_alloc(64, p->scratch_bytes)) == NULL)
             return false;
     return true;
+}
+
+static bool prim_build(conv_prim *p)
+{
+    return prim_convs(p) && prim_reorders(p) && prim_buffers(p);
 }
 
 static void prim_free(conv_prim *p)
