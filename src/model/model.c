@@ -121,10 +121,10 @@ static void count_costs(model_t *m)
     }
 }
 
-int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
+/* m->input: the data's shape, as the model's input names it (a rank-1
+ * input takes the data's elements flattened) */
+static int model_input(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
 {
-    memset(m, 0, sizeof(*m));
-    m->cfg = cfg;
     if (cfg->input_rank == 1) {
         if (shape3_size(data) != (size_t)cfg->input[0])
             return err_set(err, TT_ERR_USAGE,
@@ -140,6 +140,52 @@ int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
                            cfg->input[2], data.c, data.h, data.w);
         m->input = data;
     }
+    return 0;
+}
+
+/* The parameter layout: trainable tensors first, then the others, each
+ * 16-float aligned */
+static int model_layout_params(model_t *m, tt_err *err)
+{
+    int total = 0;
+    for (int i = 0; i < m->n_layers; i++)
+        total += m->layers[i].n_params;
+    m->params = calloc(total > 0 ? (size_t)total : 1, sizeof(param_entry));
+    if (m->params == NULL)
+        return err_set(err, TT_ERR_RUNTIME, "out of memory building the model");
+    size_t offset = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        bool want_trainable = pass == 0;
+        for (int i = 0; i < m->n_layers; i++) {
+            const layer_t *l = &m->layers[i];
+            for (int j = 0; j < l->n_params; j++) {
+                if (l->params[j].trainable != want_trainable)
+                    continue;
+                param_entry *p = &m->params[m->n_params++];
+                snprintf(p->name, sizeof(p->name), "%s.%s", l->cfg->name, l->params[j].suffix);
+                p->layer = i;
+                p->spec = j;
+                p->offset = offset;
+                p->count = l->params[j].count;
+                p->trainable = want_trainable;
+                m->param_offset[i * LAYER_MAX_PARAMS + j] = offset;
+                /* keep every tensor 16-float (64-byte) aligned for vector loads */
+                offset += (p->count + 15) & ~(size_t)15;
+            }
+        }
+        if (pass == 0)
+            m->n_trainable = offset;
+    }
+    m->n_floats = offset;
+    return 0;
+}
+
+int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
+{
+    memset(m, 0, sizeof(*m));
+    m->cfg = cfg;
+    if (model_input(cfg, data, m, err) != 0)
+        return -1;
     if (cfg->n_layers < 1)
         return err_set(err, TT_ERR_USAGE, "%s: the model has no layers", model_file_name(cfg));
 
@@ -184,39 +230,10 @@ int model_build(const model_cfg *cfg, shape3 data, model_t *m, tt_err *err)
                        (int)shape3_size(out), cfg->classes);
     }
 
-    /* Parameter layout: trainable tensors first, then the others. */
-    int total = 0;
-    for (int i = 0; i < m->n_layers; i++)
-        total += m->layers[i].n_params;
-    m->params = calloc(total > 0 ? (size_t)total : 1, sizeof(param_entry));
-    if (m->params == NULL) {
+    if (model_layout_params(m, err) != 0) {
         model_free(m);
-        return err_set(err, TT_ERR_RUNTIME, "out of memory building the model");
+        return -1;
     }
-    size_t offset = 0;
-    for (int pass = 0; pass < 2; pass++) {
-        bool want_trainable = pass == 0;
-        for (int i = 0; i < m->n_layers; i++) {
-            const layer_t *l = &m->layers[i];
-            for (int j = 0; j < l->n_params; j++) {
-                if (l->params[j].trainable != want_trainable)
-                    continue;
-                param_entry *p = &m->params[m->n_params++];
-                snprintf(p->name, sizeof(p->name), "%s.%s", l->cfg->name, l->params[j].suffix);
-                p->layer = i;
-                p->spec = j;
-                p->offset = offset;
-                p->count = l->params[j].count;
-                p->trainable = want_trainable;
-                m->param_offset[i * LAYER_MAX_PARAMS + j] = offset;
-                /* keep every tensor 16-float (64-byte) aligned for vector loads */
-                offset += (p->count + 15) & ~(size_t)15;
-            }
-        }
-        if (pass == 0)
-            m->n_trainable = offset;
-    }
-    m->n_floats = offset;
     return 0;
 }
 
@@ -601,6 +618,46 @@ static size_t layer_ws_bytes(const tower_t *t, int i, int max_n)
     return l->ops->ws_bytes(l, t->be, max_n, src >= 0 && t->blocked[src], t->blocked[i]);
 }
 
+/* Each layer's output and gradient buffers (its own, a shared one, or the
+ * layer's that does its work), its state, and the tower's workspace and
+ * scratch (the largest any layer needs); false when out of memory */
+static bool tower_layer_buffers(tower_t *t, const int *grad_of, const int *buf_of,
+                                const size_t *act_bytes, const size_t *out_bytes)
+{
+    const model_t *m = t->model;
+    backend_t *be = t->be;
+    int max_n = t->max_n;
+    size_t ws = 0, scratch = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const layer_t *l = &m->layers[i];
+        size_t out = out_bytes[i];
+        if (m->consumers[i] > 1 && out > scratch)
+            scratch = out;
+        if (done_elsewhere(l)) { /* the buffers of the layer doing its work */
+            int src = l->add_fused ? l->add_src : layer_input(l->cfg, i, 0);
+            t->act[i] = t->act[src];
+            t->dact[i] = t->dact[src];
+            continue;
+        }
+        t->dact[i] = t->grad_bufs[grad_of[i]];
+        t->act_shared[i] = buf_of[i] >= 0;
+        t->act[i] = t->act_shared[i] ? t->act_bufs[buf_of[i]] : be->alloc(be, act_bytes[i]);
+        if (!t->act[i])
+            return false;
+        size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
+        if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
+            return false;
+        size_t w = layer_ws_bytes(t, i, max_n);
+        if (w > ws)
+            ws = w;
+    }
+    if (ws > 0 && (t->ws = be->alloc(be, ws)) == NULL)
+        return false;
+    if (scratch > 0 && (t->dlogits_scratch = be->alloc(be, scratch)) == NULL)
+        return false;
+    return true;
+}
+
 int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err *err)
 {
     memset(t, 0, sizeof(*t));
@@ -660,33 +717,7 @@ int tower_create(const model_t *m, backend_t *be, int max_n, tower_t *t, tt_err 
     for (int b = 0; b < t->n_act_bufs; b++)
         if ((t->act_bufs[b] = be->alloc(be, grad_bytes[b])) == NULL)
             goto oom;
-    size_t ws = 0, scratch = 0;
-    for (int i = 0; i < L; i++) {
-        const layer_t *l = &m->layers[i];
-        size_t out = out_bytes[i];
-        if (m->consumers[i] > 1 && out > scratch)
-            scratch = out;
-        if (done_elsewhere(l)) { /* the buffers of the layer doing its work */
-            int src = l->add_fused ? l->add_src : layer_input(l->cfg, i, 0);
-            t->act[i] = t->act[src];
-            t->dact[i] = t->dact[src];
-            continue;
-        }
-        t->dact[i] = t->grad_bufs[grad_of[i]];
-        t->act_shared[i] = buf_of[i] >= 0;
-        t->act[i] = t->act_shared[i] ? t->act_bufs[buf_of[i]] : be->alloc(be, act_bytes[i]);
-        if (!t->act[i])
-            goto oom;
-        size_t sb = l->ops->state_bytes ? l->ops->state_bytes(l, max_n) : 0;
-        if (sb > 0 && (t->state[i] = be->alloc(be, sb)) == NULL)
-            goto oom;
-        size_t w = layer_ws_bytes(t, i, max_n);
-        if (w > ws)
-            ws = w;
-    }
-    if (ws > 0 && (t->ws = be->alloc(be, ws)) == NULL)
-        goto oom;
-    if (scratch > 0 && (t->dlogits_scratch = be->alloc(be, scratch)) == NULL)
+    if (!tower_layer_buffers(t, grad_of, buf_of, act_bytes, out_bytes))
         goto oom;
     tower_plan_free(buf_of, grad_of, free_after, grad_bytes, out_bytes, act_bytes);
     return 0;
