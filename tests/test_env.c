@@ -17,6 +17,14 @@ static void check(const char *value, int want)
     tt_ok(got == want, "TT_TEST_SWITCH=%s: %d (got %d)", value ? value : "(unset)", want, got);
 }
 
+/* env_bit: the words "0" and "1" */
+static void check_bit(const char *value, int want)
+{
+    setenv("TT_TEST_SWITCH", value, 1);
+    int got = env_bit("TT_TEST_SWITCH");
+    tt_ok(got == want, "env_bit TT_TEST_SWITCH=%s: %d (got %d)", value, want, got);
+}
+
 int main(void)
 {
     check(NULL, ENV_UNSET);
@@ -29,5 +37,9 @@ int main(void)
     check("EACH_CALL", ENV_OTHER);
     check("10", ENV_OTHER);
     check(" 1", ENV_OTHER);
+    check_bit("", ENV_UNSET);
+    check_bit("0", 0);
+    check_bit("1", 1);
+    check_bit("yes", ENV_OTHER);
     return tt_done();
 }

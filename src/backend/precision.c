@@ -86,13 +86,12 @@ void prec_describe(prec_t p, char *buf, size_t len)
  * to change). */
 #define PREC_TF32_NHWC false
 
-static const char *const off_on[] = {"0", "1"};
 static const char *const layouts[] = {"nchw", "nhwc"};
 enum { LAYOUT_NCHW, LAYOUT_NHWC };
 
 bool prec_bf16_grads_on(void)
 {
-    return env_word("TT_BF16_GRADS", off_on, 2) != 0;
+    return env_bit("TT_BF16_GRADS") != 0;
 }
 
 int prec_check_env(tt_err *err)
@@ -100,11 +99,11 @@ int prec_check_env(tt_err *err)
     if (env_word("TT_CUDA_LAYOUT", layouts, 2) == ENV_OTHER)
         return err_set(err, TT_ERR_USAGE, "TT_CUDA_LAYOUT=%.40s: use nchw or nhwc (or unset it)",
                        getenv("TT_CUDA_LAYOUT"));
-    if (env_word("TT_BF16_GRADS", off_on, 2) == ENV_OTHER)
+    if (env_bit("TT_BF16_GRADS") == ENV_OTHER)
         return err_set(err, TT_ERR_USAGE,
                        "TT_BF16_GRADS=%.40s: use 0 (float32 activation gradients) or 1 (bf16)",
                        getenv("TT_BF16_GRADS"));
-    if (env_word("TT_CUDNN_LEGACY", off_on, 2) == ENV_OTHER)
+    if (env_bit("TT_CUDNN_LEGACY") == ENV_OTHER)
         return err_set(err, TT_ERR_USAGE,
                        "TT_CUDNN_LEGACY=%.40s: use 1 (cuDNN's legacy API) or 0 (its graph API)",
                        getenv("TT_CUDNN_LEGACY"));

@@ -1,11 +1,12 @@
 /* weight_copies.c - which weight tensors have this step's 16-bit copy
  * (weight_copies.h). */
 #include "backend/weight_copies.h"
-#include "util/env.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "util/env.h"
 
 int weight_copies_init(weight_copies *wc, char *why, size_t why_len)
 {

@@ -538,16 +538,14 @@ static int transient_until(const model_t *m, int i)
 
 /* TT_ACT_SHARING=0 turns the sharing off (the test of its bits); unset
  * or 1, on; anything else is a usage error (act_sharing_check). */
-static const char *const off_on[] = {"0", "1"};
-
 static bool act_sharing_on(void)
 {
-    return env_word("TT_ACT_SHARING", off_on, 2) != 0;
+    return env_bit("TT_ACT_SHARING") != 0;
 }
 
 static int act_sharing_check(tt_err *err)
 {
-    if (env_word("TT_ACT_SHARING", off_on, 2) != ENV_OTHER)
+    if (env_bit("TT_ACT_SHARING") != ENV_OTHER)
         return 0;
     return err_set(err, TT_ERR_USAGE, "TT_ACT_SHARING=%.40s: use 0 or 1 (or unset it)",
                    getenv("TT_ACT_SHARING"));

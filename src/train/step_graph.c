@@ -75,8 +75,7 @@ static const char *graph_refusal(const trainer_t *tr, const optimizer_t *opt)
 /* TT_CUDA_GRAPH: 0 (or unset) or 1; -1 with err on anything else */
 static int graph_wanted(tt_err *err)
 {
-    static const char *const off_on[] = {"0", "1"};
-    int v = env_word("TT_CUDA_GRAPH", off_on, 2);
+    int v = env_bit("TT_CUDA_GRAPH");
     if (v != ENV_OTHER)
         return v == 1;
     return err_set(err, TT_ERR_USAGE,

@@ -52,8 +52,7 @@ static int trainer_check_precision(const job_t *job, bool on_device, tt_err *err
     char why[256];
     if (backend_cpu_bf16_isa(why, sizeof(why)) == NULL)
         return err_set(err, TT_ERR_USAGE, "trainer.precision = \"bf16\" %s; use \"fp32\"", why);
-    static const char *const off_on[] = {"0", "1"};
-    if (env_word("TT_BF16_KERNELS", off_on, 2) == ENV_OTHER)
+    if (env_bit("TT_BF16_KERNELS") == ENV_OTHER)
         return err_set(err, TT_ERR_USAGE, "TT_BF16_KERNELS=%.40s: expected 0 or 1",
                        getenv("TT_BF16_KERNELS"));
     return 0;

@@ -14,3 +14,9 @@ int env_word(const char *name, const char *const *words, int n)
             return i;
     return ENV_OTHER;
 }
+
+int env_bit(const char *name)
+{
+    static const char *const off_on[] = {"0", "1"};
+    return env_word(name, off_on, 2);
+}

@@ -13,4 +13,8 @@
  * ENV_UNSET or ENV_OTHER. */
 int env_word(const char *name, const char *const *words, int n);
 
+/* env_word of an on/off switch, whose words are "0" and "1": 0, 1,
+ * ENV_UNSET or ENV_OTHER. */
+int env_bit(const char *name);
+
 #endif

@@ -111,8 +111,7 @@ const char *backend_cpu_bf16_fp32_why(void)
     const char *isa = backend_cpu_bf16_isa(NULL, 0);
     if (isa == NULL || strcmp(isa, "AMX") == 0 || !cpu_intel_avx512_fp16())
         return NULL;
-    static const char *const off_on[] = {"0", "1"};
-    if (env_word("TT_BF16_KERNELS", off_on, 2) == 1)
+    if (env_bit("TT_BF16_KERNELS") == 1)
         return NULL;
     return "an Intel core with AVX512_FP16 and no AMX multiplies bf16 (vdpbf16ps) at half "
            "its float32 rate";

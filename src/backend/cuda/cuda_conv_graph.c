@@ -546,8 +546,7 @@ int cg_table_time(cg_table *t, cudnnHandle_t h, cudaStream_t st, int plan, const
 
 static bool legacy_forced(void)
 {
-    static const char *const off_on[] = {"0", "1"};
-    return env_word("TT_CUDNN_LEGACY", off_on, 2) == 1; /* prec_check_env checked it */
+    return env_bit("TT_CUDNN_LEGACY") == 1; /* prec_check_env checked it */
 }
 
 static cg_spec backend_spec(const cuda_impl *c, conv_pass pass, const window_desc *d,
