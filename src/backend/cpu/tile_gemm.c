@@ -4,7 +4,8 @@
  *  - AVX-512: 8 rows x 48 columns of C in 24 of the 32 registers, one
  *    broadcast of A and three vectors of B per k;
  *  - AVX2 + FMA: 4 rows x 24 columns in 12 of the 16 registers, one
- *    broadcast of A and three vectors of 8 of B per k;
+ *    broadcast of A and three vectors of 8 of B per k; a narrower last tile
+ *    takes more rows (6 x 16, 12 x 8), so it too keeps 12 chains in flight;
  *  - plain C: 4 x 16 accumulators the compiler vectorises as it can.
  * The AVX-512 and AVX2 kernels fuse each multiply-add (fmaf's bits), so they
  * agree bit for bit; the plain kernel, for CPUs without FMA, rounds the
@@ -29,7 +30,6 @@
 
 #define NR 48 /* columns per panel: three vectors of 16, six of 8 */
 #define MR 8  /* rows per AVX-512 tile */
-#define MR2 4 /* rows per AVX2 tile */
 
 size_t tile_gemm_pack_floats(int K)
 {
@@ -209,12 +209,18 @@ __attribute__((target("avx512f"))) static void block_avx512(const tile_gemm_t *g
 
 /* ---- the AVX2 + FMA kernel ----
  *
- * A tile of `rows` (<= MR2 = 4) x 8*NV (<= 24) columns: 12 accumulators,
- * three vectors of B and one broadcast of A, 16 registers. With `ragged`
+ * A tile of `rows` x 8*NV columns, at most 12 accumulators: 4 rows of three
+ * vectors, 6 of two or 12 of one (avx2_rows), with NV vectors of B and one
+ * broadcast of A, at most 16 registers. Two FMA ports of 4 cycles' latency
+ * need 8 independent chains at least: a 4 x 8 tile (4 chains) ran at half
+ * speed, and it is the last tile of each thread's half of N = 256. With `ragged`
  * the tile's last vector holds fewer than 8 columns (the lanes set in
  * `last`): it is loaded and stored masked, since an unpacked B (dy w, dy^T
  * x) ends there. */
 #define ACC2_ROW(r) __m256 d##r##0 = _mm256_setzero_ps(), d##r##1 = d##r##0, d##r##2 = d##r##0
+#define ACC2_ROWS                                                                             \
+    ACC2_ROW(0); ACC2_ROW(1); ACC2_ROW(2); ACC2_ROW(3); ACC2_ROW(4); ACC2_ROW(5);             \
+    ACC2_ROW(6); ACC2_ROW(7); ACC2_ROW(8); ACC2_ROW(9); ACC2_ROW(10); ACC2_ROW(11)
 #define FMA2_ROW(r)                                                                           \
     if (rows > r) {                                                                           \
         __m256 av = _mm256_broadcast_ss(a + r * ars);                                         \
@@ -260,23 +266,32 @@ tile256(const int rows, const int NV, const bool ragged, int K, const float *a, 
         ptrdiff_t acs, const float *b, ptrdiff_t brs, __m256i last, float *c, ptrdiff_t ldc,
         const float *bias, bool relu)
 {
-    ACC2_ROW(0); ACC2_ROW(1); ACC2_ROW(2); ACC2_ROW(3);
+    ACC2_ROWS;
     for (int k = 0; k < K; k++) {
         __m256 b0 = load_vec8(b, ragged && NV == 1, last);
         __m256 b1 = NV > 1 ? load_vec8(b + 8, ragged && NV == 2, last) : b0;
         __m256 b2 = NV > 2 ? load_vec8(b + 16, ragged, last) : b0;
-        FMA2_ROW(0); FMA2_ROW(1); FMA2_ROW(2); FMA2_ROW(3);
+        FMA2_ROW(0); FMA2_ROW(1); FMA2_ROW(2); FMA2_ROW(3); FMA2_ROW(4); FMA2_ROW(5);
+        FMA2_ROW(6); FMA2_ROW(7); FMA2_ROW(8); FMA2_ROW(9); FMA2_ROW(10); FMA2_ROW(11);
         a += acs;
         b += brs;
     }
-    STORE2_ROW(0); STORE2_ROW(1); STORE2_ROW(2); STORE2_ROW(3);
+    STORE2_ROW(0); STORE2_ROW(1); STORE2_ROW(2); STORE2_ROW(3); STORE2_ROW(4); STORE2_ROW(5);
+    STORE2_ROW(6); STORE2_ROW(7); STORE2_ROW(8); STORE2_ROW(9); STORE2_ROW(10); STORE2_ROW(11);
 }
 
 /* T(rows, vectors) for every AVX2 tile shape, for a switch on
  * (rows * 4 + nv) * 2 + ragged */
 #define TILE2_SHAPES(T)                                                                       \
     T(1, 1) T(1, 2) T(1, 3) T(2, 1) T(2, 2) T(2, 3) T(3, 1) T(3, 2) T(3, 3)                   \
-    T(4, 1) T(4, 2) T(4, 3)
+    T(4, 1) T(4, 2) T(4, 3) T(5, 1) T(5, 2) T(6, 1) T(6, 2) T(7, 1) T(8, 1) T(9, 1)          \
+    T(10, 1) T(11, 1) T(12, 1)
+
+/* Rows a tile of nv vectors takes: 12 accumulators whatever its width. */
+static int avx2_rows(int nv)
+{
+    return 12 / nv;
+}
 
 #define TILE2_CASE(R, V)                                                                      \
     case ((R) * 4 + (V)) * 2:                                                                 \
@@ -297,7 +312,7 @@ CPU_TARGET_AVX2 static void tile256_any(int rows, int nv, bool ragged, int K, co
 }
 
 /* Rows [m0, m1) x columns [n0, n0 + nn) of C from B(k, j) = b[k * b_rs + j],
- * in tiles of 4 rows x 24 columns. */
+ * in tiles of 4 rows x 24 columns (the last, narrower, of more rows). */
 CPU_TARGET_AVX2 static void block_avx2(const tile_gemm_t *g, int m0, int m1, int n0, int nn,
                                        const float *b, ptrdiff_t b_rs)
 {
@@ -306,8 +321,8 @@ CPU_TARGET_AVX2 static void block_avx2(const tile_gemm_t *g, int m0, int m1, int
         __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), lanes);
         const float *bias = g->bias != NULL ? g->bias + n0 + j : NULL;
-        for (int m = m0; m < m1; m += MR2) {
-            int rows = m1 - m < MR2 ? m1 - m : MR2;
+        for (int m = m0; m < m1; m += avx2_rows(nv)) {
+            int rows = m1 - m < avx2_rows(nv) ? m1 - m : avx2_rows(nv);
             tile256_any(rows, nv, tail < 8, g->K, g->a + (size_t)m * g->a_rs, g->a_rs, g->a_cs,
                         b + j, b_rs, last, g->c + (size_t)m * g->ldc + n0 + j, g->ldc, bias,
                         g->relu);
