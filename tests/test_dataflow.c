@@ -1,7 +1,13 @@
 /* test_dataflow.c - the dataflow's determinism rules (towertrain.cfg(5), DATAFLOW) on generated data: prefetch
  * workers 0 and 3 give identical batches over two passes; every pass is a
  * permutation; a dataflow started at step s continues exactly; slices
- * concatenate to the global batch; eval mode covers every sample once. */
+ * concatenate to the global batch; eval mode covers every sample once.
+ * And the pixels' values: an IDX (1 channel) and a CIFAR-10 file (3),
+ * read through the byte table (a leading normalize folded into it), give
+ * ToTensor's v / 255 and then Normalize's (x - mean) / std in float32,
+ * computed here from the files' bytes, bit for bit, whether normalize comes
+ * first (folded), before a flip (folded, the flip applied after) or after
+ * one (applied as an augment). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +24,11 @@ static char dir[64];
 
 /* Sample i: pixel 0 holds i % 256 and pixel 1 holds i / 256, so a batch's
  * samples can be identified; the rest vary for the augmentations. */
+static uint8_t idx_pixel(int i, int k)
+{
+    return k == 0 ? (uint8_t)(i % 256) : k == 1 ? (uint8_t)(i / 256) : (uint8_t)((i * 7 + k * 13) % 256);
+}
+
 static void write_idx(void)
 {
     char path[128];
@@ -28,12 +39,8 @@ static void write_idx(void)
     tt_put_be32(f, H);
     tt_put_be32(f, H);
     for (int i = 0; i < N; i++)
-        for (int k = 0; k < H * H; k++) {
-            unsigned char px = k == 0 ? (unsigned char)(i % 256)
-                               : k == 1 ? (unsigned char)(i / 256)
-                                        : (unsigned char)((i * 7 + k * 13) % 256);
-            fputc(px, f);
-        }
+        for (int k = 0; k < H * H; k++)
+            fputc(idx_pixel(i, k), f);
     fclose(f);
     snprintf(path, sizeof(path), "%s/lab", dir);
     f = fopen(path, "wb");
@@ -61,6 +68,112 @@ static dataflow_cfg make_cfg(int workers, int queue, bool augment)
     c.workers = workers;
     c.queue = queue;
     return c;
+}
+
+#define NC 37 /* CIFAR-10 records */
+
+/* NC records whose pixel k of record i is (i * 31 + k * 7) % 256: every byte
+ * value in every channel. */
+static void write_cifar(uint8_t *bytes)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/cifar.bin", dir);
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < NC; i++) {
+        fputc(i % 10, f);
+        for (int k = 0; k < 3072; k++) {
+            bytes[i * 3072 + k] = (uint8_t)((i * 31 + k * 7) % 256);
+            fputc(bytes[i * 3072 + k], f);
+        }
+    }
+    fclose(f);
+}
+
+/* Every sample of ds in order (eval mode, batches of 8): n x floats. */
+static float *read_all(const dataset_t *ds, const dataflow_cfg *cfg, size_t floats)
+{
+    dataflow_t *df;
+    tt_err err = {0};
+    size_t n = dataset_size(ds);
+    float *x = malloc(n * floats * sizeof(float));
+    if (dataflow_create(cfg, ds, 3, DATAFLOW_EVAL, 8, 0, 8, &df, &err) != 0 ||
+        dataflow_start(df, 0, &err) != 0) {
+        free(x);
+        return NULL;
+    }
+    size_t at = 0;
+    const batch_t *b;
+    while ((b = dataflow_next(df)) != NULL)
+        for (int j = 0; j < b->n; j++, at++)
+            memcpy(x + at * floats, b->x + (size_t)j * floats, floats * sizeof(float));
+    dataflow_free(df);
+    return x;
+}
+
+static const float norm_mean[3] = {0.4914f, 0.4822f, 0.4465f};
+static const float norm_std[3] = {0.247f, 0.2435f, 0.2616f};
+
+/* Normalize's float32 (x - mean) / std on v / 255, channel c. */
+static float normalized(uint8_t v, int c)
+{
+    float u = (float)v / 255.0f;
+    return (u - norm_mean[c]) / norm_std[c];
+}
+
+/* The byte values of src (C channels of `plane` pixels a sample, bytes as
+ * the files hold them) through four pipelines. */
+static void check_values(const source_cfg *src, const uint8_t *bytes, int C, int plane)
+{
+    dataset_t *ds;
+    tt_err err = {0};
+    if (!tt_ok(dataset_open(src, 0, 10, &ds, &err) == 0, "open %s: %s",
+               src->type == SOURCE_IDX ? "the IDX" : "the CIFAR-10 file", err.msg))
+        return;
+    augment_cfg norm = {.type = AUG_NORMALIZE, .n_mean = C, .n_std = C};
+    for (int c = 0; c < C; c++) {
+        norm.mean[c] = norm_mean[c];
+        norm.std[c] = norm_std[c];
+    }
+    augment_cfg flip = {.type = AUG_FLIP};
+    augment_cfg pipes[4][2] = {{norm}, {norm, flip}, {flip, norm}, {flip}};
+    int n_aug[4] = {1, 2, 2, 1};
+    dataflow_cfg cfg = {.source = *src, .batch_size = 8, .workers = 1, .queue = 2};
+    size_t n = dataset_size(ds), floats = (size_t)C * plane;
+    float *got[4] = {NULL};
+    for (int p = 0; p < 4; p++) {
+        cfg.augment = pipes[p];
+        cfg.n_augment = n_aug[p];
+        got[p] = read_all(ds, &cfg, floats);
+    }
+    cfg.n_augment = 0;
+    float *unit = read_all(ds, &cfg, floats);
+    size_t bad_unit = 0, bad_norm = 0, bad_flip = 0, flipped = 0;
+    for (size_t i = 0; i < n && unit && got[0] && got[1] && got[2] && got[3]; i++)
+        for (size_t k = 0; k < floats; k++) {
+            size_t at = i * floats + k;
+            uint8_t v = bytes[at];
+            float u = (float)v / 255.0f, e = normalized(v, (int)(k / (size_t)plane));
+            bad_unit += memcmp(&unit[at], &u, sizeof(float)) != 0;
+            bad_norm += memcmp(&got[0][at], &e, sizeof(float)) != 0;
+            /* the flip moves pixels; normalizing the flipped bytes here */
+            float f = (got[3][at] * 255.0f) + 0.5f;
+            float fe = normalized((uint8_t)f, (int)(k / (size_t)plane));
+            bad_flip += memcmp(&got[1][at], &fe, sizeof(float)) != 0 ||
+                        memcmp(&got[2][at], &fe, sizeof(float)) != 0;
+            flipped += got[3][at] != u;
+        }
+    const char *what = src->type == SOURCE_IDX ? "IDX" : "CIFAR-10";
+    tt_ok(unit && bad_unit == 0, "%s, no augment: every pixel v / 255 in float32 (%zu differ)",
+          what, bad_unit);
+    tt_ok(got[0] && bad_norm == 0, "%s, normalize (folded into the byte table): every pixel "
+          "(v / 255 - mean[c]) / std[c] in float32 (%zu differ)", what, bad_norm);
+    tt_ok(got[1] && got[2] && bad_flip == 0 && flipped > 0, "%s: normalize then flip, and flip "
+          "then normalize, are the flipped bytes normalized here (%zu differ; %zu pixels moved)",
+          what, bad_flip, flipped);
+    for (int p = 0; p < 4; p++)
+        free(got[p]);
+    free(unit);
+    dataset_free(ds);
 }
 
 /* Copies `steps` batches from a dataflow started at `first`. */
@@ -177,6 +290,21 @@ int main(void)
                   e2.code == TT_ERR_USAGE && strstr(e2.msg, "fewer than one global batch");
     tt_ok(refused, "limit 10 below a global batch of %d is refused: %s", G, e2.msg);
     dataset_free(small);
+
+    /* the pixels' values, through the byte table */
+    uint8_t idx_bytes[N * H * H];
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < H * H; k++)
+            idx_bytes[i * H * H + k] = idx_pixel(i, k);
+    check_values(&c0.source, idx_bytes, 1, H * H);
+    uint8_t *cifar = malloc((size_t)NC * 3072);
+    write_cifar(cifar);
+    char cpath[128];
+    snprintf(cpath, sizeof(cpath), "%s/cifar.bin", dir);
+    char *files[1] = {cpath};
+    source_cfg cs = {.type = SOURCE_CIFAR10, .files = files, .n_files = 1};
+    check_values(&cs, cifar, 3, 1024);
+    free(cifar);
 
     free(x0);
     free(xp);

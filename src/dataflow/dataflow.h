@@ -66,6 +66,17 @@ void dataset_scratch_free(dataset_scratch *s);
  * log). Thread-safe for distinct scratches. */
 int dataset_read(const dataset_t *ds, size_t i, float *x, shape3 *shape, dataset_scratch *s,
                  tt_err *err);
+/* A pixel byte's value, as torchvision's ToTensor gives it. */
+static inline float dataset_byte_value(uint8_t v)
+{
+    return (float)v / 255.0f;
+}
+/* Sample i's bytes ([C, H, W]) and label, for the sources that hold bytes
+ * (idx, cifar10); NULL for the others, which only dataset_read reads. */
+const uint8_t *dataset_bytes(const dataset_t *ds, size_t i, int *label);
+/* A hint that sample i is read next: its bytes (idx, cifar10) are fetched
+ * into the cache while the one before is converted. No effect on results. */
+void dataset_prefetch(const dataset_t *ds, size_t i);
 void dataset_free(dataset_t *ds);
 
 /* ---- batches ---- */

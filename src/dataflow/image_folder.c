@@ -529,7 +529,7 @@ static int decode_one(const struct dataset *ds, size_t i, float *x, shape3 *shap
         const uint8_t *p = s->pix + k;
         float *o = x + (size_t)k * plane;
         for (size_t j = 0; j < plane; j++)
-            o[j] = (float)p[j * c] / 255.0f; /* as torchvision ToTensor */
+            o[j] = dataset_byte_value(p[j * c]);
     }
     *shape = shape3_make(c, h, w);
     return 0;

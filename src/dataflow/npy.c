@@ -398,11 +398,11 @@ int npy_sample(const struct dataset *ds, size_t i, float *x)
         const uint8_t *p = s->data + i * n;
         if (!s->nhwc) {
             for (size_t k = 0; k < n; k++)
-                x[k] = (float)p[k] / 255.0f; /* as torchvision ToTensor */
+                x[k] = dataset_byte_value(p[k]);
         } else {
             for (size_t k = 0; k < plane; k++)
                 for (int c = 0; c < s->c; c++)
-                    x[(size_t)c * plane + k] = (float)p[k * s->c + c] / 255.0f;
+                    x[(size_t)c * plane + k] = dataset_byte_value(p[k * s->c + c]);
         }
     } else {
         const uint8_t *p = s->data + i * n * 4;
