@@ -10,6 +10,7 @@
 
 #include "backend/backend.h"
 #include "comm/dist.h"
+#include "util/clock.h"
 
 static const volatile sig_atomic_t *stop_flag;
 
@@ -30,13 +31,6 @@ void backend_device_watch(backend_t *const *bes, int n, backend_comm *c)
         bes[t]->watch_index = t;
     }
     dist_watch_set_hook(c != NULL ? comm_abort : NULL, c);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int queue_query(void *be, tt_err *err)
@@ -81,8 +75,8 @@ static int device_wait_poll(backend_t *be, int (*query)(void *arg, tt_err *err),
         }
         if (stop_flag != NULL && *stop_flag != 0) {
             if (stop_since == 0.0) {
-                stop_since = now_s();
-            } else if (now_s() - stop_since > BACKEND_STOP_GRACE_S) {
+                stop_since = clock_s();
+            } else if (clock_s() - stop_since > BACKEND_STOP_GRACE_S) {
                 if (c != NULL)
                     c->abort(c);
                 return err_set(err, TT_ERR_RUNTIME, "%s: not done %d s after signal %d "

@@ -22,12 +22,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "comm/dist.h"
 #include "comm/nccl_comm.h"
+#include "util/clock.h"
 
 #ifndef HAVE_CUDA
 
@@ -60,9 +60,7 @@ static float bench_value(int g, size_t i)
 
 static double now_us(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+    return (double)clock_ns() * 1e-3;
 }
 
 static int cuda_check(cudaError_t rc, int device, const char *what, tt_err *err)

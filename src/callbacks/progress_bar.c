@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "train/trainer.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 typedef struct {
@@ -34,7 +35,7 @@ static int bar_after_step(callback_t *cb, trainer_t *tr, tt_err *err)
     bar_state *s = cb->state;
     if (!s->tty)
         return 0;
-    double now = trainer_now();
+    double now = clock_s();
     bool last = tr->local_step == tr->steps_per_epoch;
     if (!last && now - s->last_draw < 0.1)
         return 0;

@@ -7,7 +7,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "util/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -70,13 +71,6 @@ struct allreduce {
     mailbox_t *boxes;
     rank_state_t *ranks;
 };
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 allreduce_t *allreduce_create(int n, tt_err *err)
 {
@@ -149,7 +143,7 @@ static void wait_for(allreduce_t *ar, _Atomic uint64_t *word, uint64_t want)
             return;
         cpu_relax();
     }
-    for (uint64_t start = now_ns(); now_ns() - start < WAIT_YIELD_NS;) {
+    for (int64_t start = clock_ns(); clock_ns() - start < WAIT_YIELD_NS;) {
         if (READY())
             return;
         sched_yield();

@@ -14,6 +14,7 @@
 #include "backend/precision.h"
 #include "comm/dist.h"
 #include "train/device_towers.h"
+#include "util/clock.h"
 #include "util/env.h"
 #include "util/log.h"
 #include "util/threadpool.h"
@@ -469,7 +470,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
 {
     if (trainer_call_hook(tr, HOOK_BEFORE_EPOCH, err) != 0)
         return -1;
-    tr->epoch_start_time = trainer_now();
+    tr->epoch_start_time = clock_s();
     tr->epoch_first_step = tr->local_step; /* > 0 when resumed mid-epoch */
     while (tr->local_step < tr->steps_per_epoch && !tr->stop_training) {
         /* under MPI only a stop the ranks agreed on, or some would wait forever */
@@ -477,7 +478,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
             return TT_STOPPED_BY_SIGNAL;
         if (trainer_step(tr, err) != 0)
             return -1;
-        tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
+        tr->epoch_seconds = clock_s() - tr->epoch_start_time;
         int64_t t_cb = trace_begin();
         if (trainer_call_hook(tr, HOOK_AFTER_STEP, err) != 0)
             return -1;
@@ -497,7 +498,7 @@ static int trainer_run_epoch(trainer_t *tr, tt_err *err)
         }
         trace_end(TRACE_ROW_TRAINER, t_cb, TRACE_CAT_TRAINER, "callbacks", -1);
     }
-    tr->epoch_seconds = trainer_now() - tr->epoch_start_time;
+    tr->epoch_seconds = clock_s() - tr->epoch_start_time;
     /* tower-local batchnorm statistics become one, before validation and saving */
     trainer_sync_batchnorm(tr);
     dump_tower_statistics(tr);

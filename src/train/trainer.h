@@ -319,7 +319,4 @@ const monitor_ops *monitor_ops_find(const char *type);
 extern volatile sig_atomic_t trainer_stop_signal;
 #define TT_STOPPED_BY_SIGNAL (-2)
 
-/* Monotonic seconds. */
-double trainer_now(void);
-
 #endif

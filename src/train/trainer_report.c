@@ -1,7 +1,6 @@
 /* trainer_report.c - what the callbacks and the tower step call back into
- * the loop with: trainer_put_scalar (a scalar to every monitor),
- * trainer_now (the loop's clock) and trainer_stop_signal (set by the
- * signal handler, read between steps). Kept apart from trainer.c, which
+ * the loop with: trainer_put_scalar (a scalar to every monitor) and
+ * trainer_stop_signal (set by the signal handler, read between steps). Kept apart from trainer.c, which
  * calls the callbacks and the tower step, so that no two files call each
  * other. */
 #include "train/trainer.h"
@@ -9,18 +8,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "util/strutil.h"
 
 volatile sig_atomic_t trainer_stop_signal;
-
-double trainer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int trainer_put_scalar(trainer_t *tr, const char *raw_name, double value, tt_err *err)
 {

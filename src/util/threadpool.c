@@ -19,8 +19,9 @@
 #include <stdint.h>
 #include <sched.h>
 #include <stdlib.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "util/clock.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -37,13 +38,6 @@
  * sleep on a condition variable. */
 #define SPIN_ROUNDS 64
 #define YIELD_NS 1000000
-
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The job word: generation (24 bits) | task count (20) | next task (20). */
 #define TASK_BITS 20
@@ -113,9 +107,9 @@ static void *worker_main(void *p)
         for (int spins = 0; word_gen(atomic_load(&tp->work)) == seen && spins < SPIN_ROUNDS;
              spins++)
             cpu_relax();
-        for (uint64_t t0 = now_ns();
+        for (int64_t t0 = clock_ns();
              word_gen(atomic_load(&tp->work)) == seen && !atomic_load(&tp->stop) &&
-             now_ns() - t0 < YIELD_NS;)
+             clock_ns() - t0 < YIELD_NS;)
             sched_yield();
         if (word_gen(atomic_load(&tp->work)) == seen) {
             pthread_mutex_lock(&tp->lock);
@@ -201,7 +195,7 @@ void threadpool_run(threadpool_t *tp, int ntasks, threadpool_fn fn, void *arg)
     /* wait for the tasks others claimed: spin a little, yield, then sleep */
     for (int spins = 0; atomic_load(&tp->done) < ntasks && spins < SPIN_ROUNDS; spins++)
         cpu_relax();
-    for (uint64_t t0 = now_ns(); atomic_load(&tp->done) < ntasks && now_ns() - t0 < YIELD_NS;)
+    for (int64_t t0 = clock_ns(); atomic_load(&tp->done) < ntasks && clock_ns() - t0 < YIELD_NS;)
         sched_yield();
     if (atomic_load(&tp->done) < ntasks) {
         pthread_mutex_lock(&tp->lock);

@@ -5,7 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "util/clock.h"
 
 typedef struct {
     _Atomic(trace_event *) ev; /* allocated by the row's first writer */
@@ -28,9 +29,7 @@ static _Thread_local int64_t last_end_ns;
 
 int64_t trace_clock_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    int64_t t = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    int64_t t = clock_ns();
     return t != 0 ? t : 1;
 }
 

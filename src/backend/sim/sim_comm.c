@@ -17,10 +17,10 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "backend/sim/sim.h"
 #include "comm/dist.h"
+#include "util/clock.h"
 #include "util/log.h"
 
 #define SIM_GROUP 32 /* packs a group may hold, as NCCL_GROUP in sync_replicated.c */
@@ -49,13 +49,6 @@ typedef struct {
 } sim_comm;
 
 #define SIM_STALL_ERROR_S 2.0
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The last tower of a group: sums and shares every pack. */
 static void group_reduce(sim_comm *c)
@@ -101,7 +94,7 @@ static void group_run(backend_t *be, void *p)
     float *buf = g->buf;
     pthread_mutex_lock(&c->lock);
     if (g->stall && c->stalled_since == 0.0) {
-        c->stalled_since = now_s();
+        c->stalled_since = clock_s();
         c->stalled_step = g->step;
     }
     /* a stalled group, as a peer that never answers: only abort ends it */
@@ -201,7 +194,7 @@ static int sim_check(backend_comm *bc, int t, tt_err *err)
     (void)t;
     pthread_mutex_lock(&c->lock);
     if (c->err.code == TT_OK && c->stalled_since != 0.0 && !sim_fault_silent() &&
-        now_s() - c->stalled_since >= SIM_STALL_ERROR_S)
+        clock_s() - c->stalled_since >= SIM_STALL_ERROR_S)
         err_set(&c->err, TT_ERR_RUNTIME, "sim: asynchronous error: the all-reduce of global "
                 "step %lld never completed (a peer gone; injected by TT_SIM_FAULT)",
                 (long long)c->stalled_step);

@@ -32,9 +32,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/sim/sim.h"
+#include "util/clock.h"
 
 /* One queued operation: its function and its arguments, copied. */
 typedef struct sim_job {
@@ -76,13 +76,6 @@ typedef struct {
     bool freed;      /* event_free came while jobs > 0: the last job frees it */
 } sim_event;
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void sim_clock_init(sim_clock *c)
 {
     *c = (sim_clock){0};
@@ -104,7 +97,7 @@ static int64_t clock_read(const sim_clock *c, int64_t now)
  * returns the clock then. */
 static int64_t clock_run(sim_clock *c, int delta)
 {
-    int64_t now = now_ns();
+    int64_t now = clock_ns();
     pthread_mutex_lock(&c->lock);
     if (c->running == 0)
         c->since_ns = now;
@@ -118,7 +111,7 @@ static int64_t clock_run(sim_clock *c, int delta)
 
 static int64_t clock_now(sim_clock *c)
 {
-    int64_t now = now_ns();
+    int64_t now = clock_ns();
     pthread_mutex_lock(&c->lock);
     int64_t t = clock_read(c, now);
     pthread_mutex_unlock(&c->lock);
