@@ -44,20 +44,27 @@ static void copy_mutated(const char *to, long cut, long flip_at)
     fclose(out);
 }
 
-/* A safetensors file of a given header and `data` zero bytes of data. */
-static void raw_file(char *out, size_t n, const char *name, const char *header, size_t data)
+/* A safetensors file of a header of len bytes and `data` bytes of data,
+ * first_byte then zeros. */
+static void raw_file_len(char *out, size_t n, const char *name, const char *header, size_t len,
+                         size_t data, int first_byte)
 {
     snprintf(out, n, "%s/%s.safetensors", dir, name);
     FILE *f = fopen(out, "wb");
-    uint64_t len = strlen(header);
     unsigned char le[8];
     for (int b = 0; b < 8; b++)
-        le[b] = (unsigned char)(len >> (8 * b));
+        le[b] = (unsigned char)((uint64_t)len >> (8 * b));
     fwrite(le, 1, 8, f);
-    fputs(header, f);
+    fwrite(header, 1, len, f);
     for (size_t i = 0; i < data; i++)
-        fputc(0, f);
+        fputc(i == 0 ? first_byte : 0, f);
     fclose(f);
+}
+
+/* A safetensors file of a given header and `data` zero bytes of data. */
+static void raw_file(char *out, size_t n, const char *name, const char *header, size_t data)
+{
+    raw_file_len(out, n, name, header, strlen(header), data, 0);
 }
 
 static void expect_refused(const char *what, const char *file, const char *needle)
@@ -157,6 +164,25 @@ int main(void)
     raw_file(bad, sizeof(bad), "frac", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],"
              "\"data_offsets\":[0,4]}}", 4);
     expect_refused("a fractional dimension", bad, "bad shape");
+    /* header text the reference (serde_json) refuses and cJSON takes */
+#define ONE_F32 "\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"
+    raw_file(bad, sizeof(bad), "utf8", "{\"\xee" ONE_F32, 4);
+    expect_refused("a name that is not UTF-8", bad, "header is not UTF-8");
+    raw_file(bad, sizeof(bad), "ctl", "{\"a\x12" ONE_F32, 4);
+    expect_refused("a control character in a name", bad, "control character inside a string");
+    static const char nul_pad[] = "{\"a" ONE_F32 "\0\0";
+    raw_file_len(bad, sizeof(bad), "nul", nul_pad, sizeof(nul_pad) - 1, 4, 0);
+    expect_refused("NUL padding", bad, "header has a control character");
+    static const char cut[] = "{\"a" ONE_F32 " \xc3"; /* its second byte in the data */
+    raw_file_len(bad, sizeof(bad), "cut", cut, sizeof(cut) - 1, 4, 0xa9);
+    expect_refused("a character cut by the header's end", bad, "header is not UTF-8");
+    raw_file(bad, sizeof(bad), "ws", "{\n\t\"caf\xc3\xa9 \\\"x\\\\" ONE_F32 " \r\n\t", 4);
+    f = NULL;
+    err = (tt_err){0};
+    tt_ok(safetensors_read(bad, &f, &err) == 0 && safetensors_find(f, "caf\xc3\xa9 \"x\\") != NULL,
+          "JSON's whitespace, UTF-8 and escaped quotes are read (%s)", err.msg);
+    safetensors_free(f);
+#undef ONE_F32
     raw_file(bad, sizeof(bad), "empty", "{\"z\":{\"dtype\":\"F32\",\"shape\":[0],"
              "\"data_offsets\":[4,4]},\"a\":{\"dtype\":\"F32\",\"shape\":[2],"
              "\"data_offsets\":[0,8]}}", 8);
