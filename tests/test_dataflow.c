@@ -3,17 +3,20 @@
  * permutation; a dataflow started at step s continues exactly; slices
  * concatenate to the global batch; eval mode covers every sample once.
  * And the pixels' values: an IDX (1 channel) and a CIFAR-10 file (3),
- * read through the byte table (a leading normalize folded into it), give
+ * read through pixels_to_float (a leading normalize folded into it), give
  * ToTensor's v / 255 and then Normalize's (x - mean) / std in float32,
  * computed here from the files' bytes, bit for bit, whether normalize comes
  * first (folded), before a flip (folded, the flip applied after) or after
- * one (applied as an augment). */
+ * one (applied as an augment), at every instruction-set level this CPU has;
+ * and pixels_to_float itself, for every byte value and every tail length. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "backend/cpu/cpu_isa.h"
 #include "dataflow/dataflow.h"
+#include "dataflow/pixels.h"
 #include "tt_test.h"
 
 #define N 203 /* samples: not a multiple of the batch, so a remainder is dropped */
@@ -122,6 +125,31 @@ static float normalized(uint8_t v, int c)
 
 /* The byte values of src (C channels of `plane` pixels a sample, bytes as
  * the files hold them) through four pipelines. */
+/* pixels_to_float at the current level: every byte value at every offset
+ * of the vectors, n = 0..300 (every tail), against the float32 formula. */
+static void check_pixels(void)
+{
+    uint8_t p[300 + 256];
+    float x[300];
+    for (int i = 0; i < 300 + 256; i++)
+        p[i] = (uint8_t)(i * 37 % 256);
+    const float ms[3][2] = {{0.0f, 1.0f}, {0.286f, 0.353f}, {-1.5f, 3e-3f}};
+    size_t bad = 0;
+    for (int q = 0; q < 3; q++)
+        for (int start = 0; start < 256; start += 5)
+            for (size_t n = 0; n <= 300; n += start % 2 ? 7 : 1) {
+                memset(x, 0xff, sizeof(x));
+                pixels_to_float(p + start, n, ms[q][0], ms[q][1], x);
+                for (size_t k = 0; k < 300; k++) {
+                    float want = ((float)p[start + k] / 255.0f - ms[q][0]) / ms[q][1];
+                    uint32_t none = 0xffffffffu;
+                    bad += k < n ? memcmp(&x[k], &want, 4) != 0 : memcmp(&x[k], &none, 4) != 0;
+                }
+            }
+    tt_ok(bad == 0, "%s: pixels_to_float is (v / 255 - mean) / std in float32 for every byte "
+          "and length 0..300, nothing written past n (%zu differ)", cpu_isa_name(cpu_isa()), bad);
+}
+
 static void check_values(const source_cfg *src, const uint8_t *bytes, int C, int plane)
 {
     dataset_t *ds;
@@ -162,10 +190,12 @@ static void check_values(const source_cfg *src, const uint8_t *bytes, int C, int
                         memcmp(&got[2][at], &fe, sizeof(float)) != 0;
             flipped += got[3][at] != u;
         }
-    const char *what = src->type == SOURCE_IDX ? "IDX" : "CIFAR-10";
+    char what[32];
+    snprintf(what, sizeof(what), "%s, %s", cpu_isa_name(cpu_isa()),
+             src->type == SOURCE_IDX ? "IDX" : "CIFAR-10");
     tt_ok(unit && bad_unit == 0, "%s, no augment: every pixel v / 255 in float32 (%zu differ)",
           what, bad_unit);
-    tt_ok(got[0] && bad_norm == 0, "%s, normalize (folded into the byte table): every pixel "
+    tt_ok(got[0] && bad_norm == 0, "%s, normalize (folded into the conversion): every pixel "
           "(v / 255 - mean[c]) / std[c] in float32 (%zu differ)", what, bad_norm);
     tt_ok(got[1] && got[2] && bad_flip == 0 && flipped > 0, "%s: normalize then flip, and flip "
           "then normalize, are the flipped bytes normalized here (%zu differ; %zu pixels moved)",
@@ -291,19 +321,23 @@ int main(void)
     tt_ok(refused, "limit 10 below a global batch of %d is refused: %s", G, e2.msg);
     dataset_free(small);
 
-    /* the pixels' values, through the byte table */
+    /* the pixels' values, through pixels_to_float */
     uint8_t idx_bytes[N * H * H];
     for (int i = 0; i < N; i++)
         for (int k = 0; k < H * H; k++)
             idx_bytes[i * H * H + k] = idx_pixel(i, k);
-    check_values(&c0.source, idx_bytes, 1, H * H);
     uint8_t *cifar = malloc((size_t)NC * 3072);
     write_cifar(cifar);
     char cpath[128];
     snprintf(cpath, sizeof(cpath), "%s/cifar.bin", dir);
     char *files[1] = {cpath};
     source_cfg cs = {.type = SOURCE_CIFAR10, .files = files, .n_files = 1};
-    check_values(&cs, cifar, 3, 1024);
+    for (int level = CPU_ISA_PLAIN; level <= (int)cpu_isa_detected(); level++) {
+        cpu_isa_set_for_test((cpu_isa_t)level);
+        check_pixels();
+        check_values(&c0.source, idx_bytes, 1, H * H);
+        check_values(&cs, cifar, 3, 1024);
+    }
     free(cifar);
 
     free(x0);

@@ -102,12 +102,18 @@ size_t augment_buffer_size(const augment_cfg *aug, int n_aug, shape3 in)
 
 /* ---- normalize, random_crop, flip ---- */
 
+void augment_normalize_params(const augment_cfg *a, int c, float *mean, float *std)
+{
+    *mean = a->mean[a->n_mean == 1 ? 0 : c];
+    *std = a->std[a->n_std == 1 ? 0 : c];
+}
+
 static void normalize(const augment_cfg *a, float *x, shape3 s)
 {
     size_t plane = (size_t)s.h * s.w;
     for (int c = 0; c < s.c; c++) {
-        float mean = a->mean[a->n_mean == 1 ? 0 : c];
-        float std = a->std[a->n_std == 1 ? 0 : c];
+        float mean, std;
+        augment_normalize_params(a, c, &mean, &std);
         float *p = x + (size_t)c * plane;
         for (size_t i = 0; i < plane; i++)
             p[i] = (p[i] - mean) / std;

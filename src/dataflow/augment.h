@@ -24,6 +24,10 @@ size_t augment_buffer_size(const augment_cfg *aug, int n_aug, shape3 in);
  * into x; x and tmp must each hold augment_buffer_size(in) floats. Random
  * choices come from rng, which the caller derives from (seed, pass, sample
  * index). */
+/* A normalize's mean and std for channel c (one value may serve them all);
+ * it computes (x - mean) / std in float32, as torchvision's Normalize. */
+void augment_normalize_params(const augment_cfg *a, int c, float *mean, float *std);
+
 void augment_apply(const augment_cfg *aug, int n_aug, rng_t *rng, float *x, shape3 in,
                    float *tmp);
 

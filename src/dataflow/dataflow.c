@@ -11,6 +11,7 @@
 
 #include "dataflow/augment.h"
 #include "dataflow/dataset_impl.h"
+#include "dataflow/pixels.h"
 #include "util/rng.h"
 #include "util/trace.h"
 
@@ -34,8 +35,8 @@ struct dataflow {
     int64_t batches;         /* per pass */
     shape3 out_shape;
     size_t sample_floats;    /* per-sample scratch size */
-    float *table;            /* byte_table's [C][256]; NULL: dataset_read reads */
-    int folded;              /* the augments the table applies (0 or 1) */
+    float *norm;             /* byte sources: byte_norm's [C] means, [C] stds */
+    int folded;              /* the augments the conversion applies (0 or 1) */
 
     /* permutations of recent passes, shared by the workers */
     pthread_mutex_t perm_lock;
@@ -104,25 +105,22 @@ static void step_indices(dataflow_t *df, int64_t step, uint32_t *idx)
     pthread_mutex_unlock(&df->perm_lock);
 }
 
-/* Sample i into x, through the byte table where there is one: its label,
- * or -1 with err. */
+/* Sample i into x (pixels_to_float where it is bytes): its label, or -1
+ * with err. */
 static int read_sample(dataflow_t *df, size_t i, float *x, shape3 *in, dataset_scratch *scratch,
                        tt_err *err)
 {
     int64_t t0 = trace_begin();
     int label;
-    const uint8_t *p = df->table != NULL ? dataset_bytes(df->ds, i, &label) : NULL;
+    const uint8_t *p = df->norm != NULL ? dataset_bytes(df->ds, i, &label) : NULL;
     if (p == NULL) {
         label = dataset_read(df->ds, i, x, in, scratch, err);
     } else {
         *in = dataset_shape(df->ds);
         size_t plane = (size_t)in->h * in->w;
-        for (int c = 0; c < in->c; c++, p += plane) {
-            const float *t = df->table + 256 * c;
-            float *o = x + (size_t)c * plane;
-            for (size_t k = 0; k < plane; k++)
-                o[k] = t[p[k]];
-        }
+        for (int c = 0; c < in->c; c++)
+            pixels_to_float(p + (size_t)c * plane, plane, df->norm[c], df->norm[in->c + c],
+                            x + (size_t)c * plane);
     }
     if (label >= 0)
         trace_end(TRACE_ROW_NONE, t0, TRACE_CAT_DATA, "decode", -1);
@@ -155,7 +153,7 @@ static int fill_batch(dataflow_t *df, int64_t step, batch_t *out, float *tmp,
     out->step = step;
     const augment_cfg *aug = cfg->augment + df->folded;
     int n_aug = cfg->n_augment - df->folded;
-    bool direct = df->table != NULL && n_aug == 0; /* the table writes the batch's rows */
+    bool direct = df->norm != NULL && n_aug == 0; /* read_sample writes the batch's rows */
     for (int j = 0; j < n && j < 2; j++)
         dataset_prefetch(df->ds, idx[j]);
     for (int j = 0; j < n; j++) {
@@ -179,29 +177,25 @@ static int fill_batch(dataflow_t *df, int64_t step, batch_t *out, float *tmp,
     return 0;
 }
 
-/* idx and CIFAR-10 samples are bytes: each pixel is dataset_byte_value(v)
- * and, where the first augment is normalize, then that normalized: one of
- * 256 values per channel. A table of them gives the same bits with one load
- * a pixel. The two divisions a pixel were half the prefetch worker's time on
- * Fashion-MNIST, and on a machine whose cores all compute that time is taken
- * from a tower's thread. The table is normalized by augment_apply itself, as
- * a [C, 16, 16] image of the 256 values. Returns 0, or -1 out of memory. */
-static int byte_table(dataflow_t *df)
+/* idx and CIFAR-10 samples are bytes, converted by pixels_to_float with
+ * each channel's mean and std: those of a leading normalize, folded into the
+ * conversion (the same bits as converting, then normalizing), else 0 and 1.
+ * Returns 0, or -1 out of memory. */
+static int byte_norm(dataflow_t *df)
 {
     const dataflow_cfg *cfg = df->cfg;
     int label;
     if (dataset_size(df->ds) == 0 || dataset_bytes(df->ds, 0, &label) == NULL)
         return 0;
-    shape3 s = dataset_shape(df->ds);
-    if ((df->table = malloc((size_t)s.c * 256 * sizeof(float))) == NULL)
+    int C = dataset_shape(df->ds).c;
+    if ((df->norm = malloc(2 * (size_t)C * sizeof(float))) == NULL)
         return -1;
-    for (int c = 0; c < s.c; c++)
-        for (int v = 0; v < 256; v++)
-            df->table[256 * c + v] = dataset_byte_value((uint8_t)v);
-    if (cfg->n_augment > 0 && cfg->augment[0].type == AUG_NORMALIZE) {
-        rng_t unused = rng_make(0, 0, 0); /* normalize draws nothing */
-        augment_apply(cfg->augment, 1, &unused, df->table, shape3_make(s.c, 16, 16), NULL);
-        df->folded = 1;
+    df->folded = cfg->n_augment > 0 && cfg->augment[0].type == AUG_NORMALIZE;
+    for (int c = 0; c < C; c++) {
+        df->norm[c] = 0.0f;
+        df->norm[C + c] = 1.0f;
+        if (df->folded)
+            augment_normalize_params(&cfg->augment[0], c, &df->norm[c], &df->norm[C + c]);
     }
     return 0;
 }
@@ -318,7 +312,7 @@ int dataflow_create(const dataflow_cfg *cfg, const dataset_t *ds, uint64_t seed,
         if (df->slots[i].batch.x == NULL || df->slots[i].batch.y == NULL)
             goto oom;
     }
-    if ((df->inline_tmp = malloc(scratch_bytes(df))) == NULL || byte_table(df) != 0)
+    if ((df->inline_tmp = malloc(scratch_bytes(df))) == NULL || byte_norm(df) != 0)
         goto oom;
     return 0;
 oom:
@@ -471,7 +465,7 @@ void dataflow_free(dataflow_t *df)
     }
     free(df->slots);
     free(df->inline_tmp);
-    free(df->table);
+    free(df->norm);
     dataset_scratch_free(&df->inline_scratch);
     pthread_mutex_destroy(&df->perm_lock);
     pthread_mutex_destroy(&df->lock);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "dataflow/dataset_impl.h"
+#include "dataflow/pixels.h"
 
 /* towertrain.cfg(5), DATAFLOW: every label is in [0, classes), the model's; a source has no class
  * count of its own. The message names the file, the sample and the value. */
@@ -136,9 +137,7 @@ int dataset_read(const dataset_t *ds, size_t i, float *x, shape3 *shape, dataset
         break;
     }
     size_t n = shape3_size(ds->shape);
-    const uint8_t *p = ds->pixels + i * n;
-    for (size_t k = 0; k < n; k++)
-        x[k] = dataset_byte_value(p[k]);
+    pixels_to_float(ds->pixels + i * n, n, 0.0f, 1.0f, x);
     return ds->labels[i];
 }
 
