@@ -15,6 +15,10 @@
  * uneven splits over the threads all show up. Errors are tt_rel_err's
  * max|a - ref| / max|ref| over a tensor.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,6 +27,9 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_isa.h"
+#ifdef HAVE_DNNL
+#include "backend/cpu/conv_dnnl.h"
+#endif
 #include "layers/layer.h"
 #include "model/model.h"
 #include "tt_ref.h"
@@ -505,12 +512,45 @@ static void test_conv(void)
         {17, 3, 5, 4, 9, 3, 1, 1, true, false},  /* 9 filters: tiles of 4 and 5 */
         {17, 2, 3, 3, 5, 5, 1, 4, false, true},  /* padding k - 1 */
         {16, 15, 3, 4, 7, 3, 1, 0, true, true},  /* 15 channels: 7 + 8; 1 block */
+        /* 16 -> 16, 3x3, padding 1, no bias or relu: with oneDNN the forward
+         * runs as its dual's backward-data (conv_dnnl.c); with a bias, not */
+        {3, 16, 4, 5, 16, 3, 1, 1, false, false},
+        {2, 16, 4, 4, 16, 3, 1, 1, true, false},
     };
     for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
         layer_cfg c = conv_cfg(odd[i].f, odd[i].k, odd[i].s, odd[i].p, odd[i].bias, odd[i].relu);
         check_layer(&c, shape3_make(odd[i].c, odd[i].h, odd[i].w), odd[i].n);
     }
 }
+
+#ifdef HAVE_DNNL
+/* conv_dnnl.c's rule for running a forward as its dual's backward-data:
+ * the one shape it was measured faster for, and nothing else (a shape
+ * it took by mistake would still compute y, so the layer checks above
+ * cannot see it). */
+static void test_conv_dual_rule(void)
+{
+    window_desc d = {.n = 32, .c = 16, .h = 32, .w = 32, .f = 16, .k = 3, .stride = 1,
+                     .pad = 1, .oh = 32, .ow = 32};
+    tt_ok(cpu_conv_dnnl_dual_forward(&d, false, false, false, true),
+          "dual forward: 16 -> 16 channels, 3x3, stride 1, padding 1, float32, AVX2");
+    tt_ok(!cpu_conv_dnnl_dual_forward(&d, true, false, false, true) &&
+              !cpu_conv_dnnl_dual_forward(&d, false, true, false, true) &&
+              !cpu_conv_dnnl_dual_forward(&d, false, false, true, true) &&
+              !cpu_conv_dnnl_dual_forward(&d, false, false, false, false),
+          "dual forward: not with relu, a bias or bf16, nor below AVX2");
+    window_desc o[5] = {d, d, d, d, d};
+    o[0].c = 32;
+    o[1].f = 32;
+    o[2].stride = 2, o[2].oh = o[2].ow = 16;
+    o[3].k = 5, o[3].pad = 2;
+    o[4].pad = 0, o[4].oh = o[4].ow = 30;
+    bool none = true;
+    for (int i = 0; i < 5; i++)
+        none = none && !cpu_conv_dnnl_dual_forward(&o[i], false, false, false, true);
+    tt_ok(none, "dual forward: not for 32 channels in or out, stride 2, 5x5, or no padding");
+}
+#endif
 
 static void test_pools(void)
 {
@@ -1193,6 +1233,9 @@ int main(void)
         test_dropout();
         test_model();
     }
+#ifdef HAVE_DNNL
+    test_conv_dual_rule();
+#endif
     test_init();
     test_errors();
     return tt_done();

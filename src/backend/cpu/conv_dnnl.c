@@ -62,6 +62,7 @@ enum {
 enum {
     M_X, M_SRC_B, M_W, M_WEI_B, M_DST_B, M_Y, M_BIAS, M_DY, M_DDST_B, M_WEI_BD, M_DSRC_B, M_DX,
     M_SRC_BW, M_DDST_BW, M_DWEI_B, M_DW, M_DB,
+    M_WF, /* the weights flipped and transposed (dual_forward), plain */
     M_SCRATCH, /* + primitive index */
     N_MEMS = M_SCRATCH + N_PRIMS
 };
@@ -74,11 +75,12 @@ typedef struct {
     bool nhwc;     /* its blocked layout in NHWC order (backend.h), the same */
     bool act_bf16; /* its blocked activations in bf16 (backend.h), the same */
     bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
+    bool dual;     /* the forward runs as a backward-data primitive (dual_forward) */
 
     dnnl_primitive_t prim[N_PRIMS];
     /* the user's x, w, y, b and the gradients dx (dsrc_u), dy (ddst_u): the
      * activations' type, float32 for the rest */
-    dnnl_memory_desc_t src_u, wei_u, dst_u, bias_md, dsrc_u, ddst_u;
+    dnnl_memory_desc_t src_u, wei_u, dst_u, bias_md, dsrc_u, ddst_u, wei_flip_u;
     dnnl_memory_desc_t src_b, wei_b, dst_b, ddst_b, dsrc_b, wei_bd_b, src_bw_b, ddst_bw_b,
         dwei_b;
     dnnl_memory_desc_t scratch_md[N_PRIMS];
@@ -247,6 +249,93 @@ static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_quer
     return dnnl_primitive_desc_query_md(pd, q, 0);
 }
 
+/* ---- the forward as a backward-data primitive ----
+ *
+ * A stride-1 convolution y = x * w (K x K, padding p, output as large as
+ * the input) is the backward-data pass of its dual, the convolution from
+ * y's shape to x's with padding K - 1 - p and the weights transposed and
+ * flipped, w'[c][f][ky][kx] = w[f][c][K-1-ky][K-1-kx]: backward-data
+ * computes dsrc[f][i][j] = the sum over c, ky', kx' of
+ * ddst[c][i + K-1-p - ky'][j + K-1-p - kx'] * w'[c][f][ky'][kx'], which with
+ * ky = K-1-ky' is x[c][i - p + ky][j - p + kx] * w[f][c][ky][kx]: y.
+ *
+ * Why: oneDNN's (2.6) forward kernels for 16 -> 16 channels are slower than
+ * its backward-data kernels doing the same work. One thread, batch 32,
+ * 3x3, padding 1, forward against dual, ms (bench/conv_dual/run, Zen 5):
+ *   AVX2 (NHWC)        32x32 1.87 / 1.28, 16x16 0.41 / 0.32, 8x8 0.106 / 0.077
+ *   AVX-512 (nChw16c)  32x32 0.76 / 0.64, 16x16 and 8x8 within 3%
+ *   SSE4.1 (NHWC)      within 5%, and there its backward-data kernel sums
+ *                      in another order in NHWC than in the layout it picks
+ *                      behind an NCHW tower (test_blocked_layout saw it)
+ * That is ResNet-20's first stage (six of its convolutions; its training
+ * 1.06x as fast at AVX2, 1.02x at AVX-512, interleaved). With 32 or 64
+ * channels on either side, each wins for some sizes and loses for others,
+ * so the rule is this one shape: 16 -> 16 channels, 3x3, stride 1,
+ * padding 1, float32, no bias or relu (backward-data has neither), where
+ * oneDNN runs at AVX2 or above. It reads the shape and the CPU's level
+ * only (not a timing), so every run gives the same bits;
+ * they differ from the forward kernel's in the last place (another order
+ * of the same sums; test_layers checks y against float64). */
+bool cpu_conv_dnnl_dual_forward(const window_desc *d, bool relu, bool bias, bool bf16,
+                                bool avx2)
+{
+    return avx2 && !bf16 && !relu && !bias && d->c == 16 && d->f == 16 && d->k == 3 &&
+           d->stride == 1 && d->pad == 1 && d->oh == d->h && d->ow == d->w;
+}
+
+/* w'[c][f][ky][kx] = w[f][c][K-1-ky][K-1-kx], the dual's weights */
+static void weights_flip(const window_desc *d, const float *w, float *wf)
+{
+    size_t kk = (size_t)d->k * d->k;
+    for (int c = 0; c < d->c; c++)
+        for (int f = 0; f < d->f; f++)
+            for (size_t t = 0; t < kk; t++)
+                wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + (kk - 1 - t)];
+}
+
+/* The backward-data descriptor that computes the forward: its diff_src is
+ * y, its diff_dst x, its weights w'. The blocked sides fixed to the user's
+ * layout, the NCHW ones picked by oneDNN. NULL where oneDNN has only its
+ * reference kernel for it (the forward path then stays). */
+static dnnl_primitive_desc_t dual_pd(const conv_prim *p)
+{
+    const window_desc *d = &p->d;
+    dnnl_dims_t y_dims = {d->n, d->f, d->oh, d->ow}, x_dims = {d->n, d->c, d->h, d->w},
+                wei_dims = {d->c, d->f, d->k, d->k};
+    dnnl_dims_t strides = {1, 1}, pad = {d->k - 1 - d->pad, d->k - 1 - d->pad};
+    dnnl_memory_desc_t y, x, wei;
+    dnnl_memory_desc_init_by_tag(&y, 4, y_dims, dnnl_f32,
+                                 d->blocked_y ? user_tag(true, p->nhwc) : dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&x, 4, x_dims, dnnl_f32,
+                                 d->blocked_x ? user_tag(true, p->nhwc) : dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wei_dims, dnnl_f32, dnnl_format_tag_any);
+    dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
+    dnnl_convolution_desc_t fd, bd;
+    dnnl_primitive_desc_t hint = NULL, pd = NULL;
+    bool ok = attr != NULL &&
+              dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training,
+                                                 dnnl_convolution_direct, &y, &wei, NULL, &x,
+                                                 strides, pad, pad) == dnnl_success &&
+              dnnl_primitive_desc_create(&hint, &fd, attr, cpu_dnnl_engine(), NULL) ==
+                  dnnl_success &&
+              dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &y, &wei,
+                                                       &x, strides, pad, pad) == dnnl_success &&
+              dnnl_primitive_desc_create(&pd, &bd, attr, cpu_dnnl_engine(), hint) ==
+                  dnnl_success;
+    const char *impl = NULL;
+    if (ok && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) !=
+                   dnnl_success ||
+               impl == NULL || strncmp(impl, "ref", 3) == 0))
+        ok = false;
+    if (!ok && pd != NULL)
+        dnnl_primitive_desc_destroy(pd);
+    if (hint != NULL)
+        dnnl_primitive_desc_destroy(hint);
+    if (attr != NULL)
+        dnnl_primitive_attr_destroy(attr);
+    return ok ? pd : NULL;
+}
+
 /* The three convolution primitives (oneDNN's best for this CPU) and the
  * layouts they chose */
 static bool prim_convs(conv_prim *p)
@@ -259,20 +348,33 @@ static bool prim_convs(conv_prim *p)
     dnnl_memory_desc_init_by_tag(&p->src_u, 4, src_dims, x_type, user_tag(d->blocked_x, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->dsrc_u, 4, src_dims, dnnl_f32, user_tag(d->blocked_x, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->wei_u, 4, wei_dims, dnnl_f32, dnnl_oihw);
+    dnnl_dims_t flip_dims = {d->c, d->f, d->k, d->k};
+    dnnl_memory_desc_init_by_tag(&p->wei_flip_u, 4, flip_dims, dnnl_f32, dnnl_oihw);
     dnnl_memory_desc_init_by_tag(&p->dst_u, 4, dst_dims, y_type, user_tag(d->blocked_y, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->ddst_u, 4, dst_dims, dnnl_f32, user_tag(d->blocked_y, p->nhwc));
     dnnl_memory_desc_init_by_tag(&p->bias_md, 1, bias_dims, dnnl_f32, dnnl_x);
 
     dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
     dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
-    dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL;
+    dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL, dpd = NULL;
     bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd_best(p, 0, fattr, NULL)) != NULL &&
               (bdpd = conv_pd_best(p, 1, attr, fpd)) != NULL &&
               (bwpd = conv_pd_best(p, 2, attr, fpd)) != NULL;
-    if (ok) {
+    /* the forward through the dual where the rule says so and oneDNN has a
+     * kernel for it; the backward ones are hinted by the real forward */
+    bool avx2 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2;
+    p->dual = ok && cpu_conv_dnnl_dual_forward(d, p->relu, p->bias, p->bf16 || p->act_bf16, avx2) &&
+              (dpd = dual_pd(p)) != NULL;
+    if (ok && p->dual) {
+        p->src_b = *md_of(dpd, dnnl_query_diff_dst_md);
+        p->wei_b = *md_of(dpd, dnnl_query_weights_md);
+        p->dst_b = *md_of(dpd, dnnl_query_diff_src_md);
+    } else if (ok) {
         p->src_b = *md_of(fpd, dnnl_query_src_md);
         p->wei_b = *md_of(fpd, dnnl_query_weights_md);
         p->dst_b = *md_of(fpd, dnnl_query_dst_md);
+    }
+    if (ok) {
         p->dsrc_b = *md_of(bdpd, dnnl_query_diff_src_md);
         p->wei_bd_b = *md_of(bdpd, dnnl_query_weights_md);
         p->ddst_b = *md_of(bdpd, dnnl_query_diff_dst_md);
@@ -280,9 +382,15 @@ static bool prim_convs(conv_prim *p)
         p->dwei_b = *md_of(bwpd, dnnl_query_diff_weights_md);
         p->ddst_bw_b = *md_of(bwpd, dnnl_query_diff_dst_md);
         ok = prim_create(p, P_BWD_DATA, bdpd) & prim_create(p, P_BWD_WEIGHTS, bwpd) &
-             prim_create(p, P_FWD, fpd);
-        bdpd = bwpd = fpd = NULL; /* prim_create destroyed them */
+             prim_create(p, P_FWD, p->dual ? dpd : fpd);
+        bdpd = bwpd = NULL; /* prim_create destroyed them, and fpd or dpd */
+        if (p->dual)
+            dpd = NULL;
+        else
+            fpd = NULL;
     }
+    if (dpd != NULL)
+        dnnl_primitive_desc_destroy(dpd);
     if (fpd != NULL)
         dnnl_primitive_desc_destroy(fpd);
     if (bdpd != NULL)
@@ -301,7 +409,7 @@ static bool prim_convs(conv_prim *p)
 static bool prim_reorders(conv_prim *p)
 {
     bool ok = reorder_create(p, P_R_SRC, &p->src_u, &p->src_b) &&
-              reorder_create(p, P_R_WEI, &p->wei_u, &p->wei_b) &&
+              reorder_create(p, P_R_WEI, p->dual ? &p->wei_flip_u : &p->wei_u, &p->wei_b) &&
               reorder_create(p, P_R_DST, &p->dst_b, &p->dst_u) &&
               reorder_create(p, P_R_DDST, &p->ddst_u, &p->ddst_b) &&
               reorder_create(p, P_R_DDST_BW, &p->ddst_u, &p->ddst_bw_b) &&
@@ -318,7 +426,7 @@ static bool prim_reorders(conv_prim *p)
         [M_BIAS] = &p->bias_md,   [M_DY] = &p->ddst_u,     [M_DDST_B] = &p->ddst_b,
         [M_WEI_BD] = &p->wei_bd_b, [M_DSRC_B] = &p->dsrc_b, [M_DX] = &p->dsrc_u,
         [M_SRC_BW] = &p->src_bw_b, [M_DDST_BW] = &p->ddst_bw_b, [M_DWEI_B] = &p->dwei_b,
-        [M_DW] = &p->wei_u,       [M_DB] = &p->bias_md};
+        [M_DW] = &p->wei_u,       [M_DB] = &p->bias_md,    [M_WF] = &p->wei_flip_u};
     for (int i = 0; i < M_SCRATCH; i++)
         p->md[i] = md[i];
     for (int i = 0; i < N_PRIMS; i++)
@@ -453,6 +561,7 @@ typedef struct {
     char *ws;
     size_t group_bytes; /* workspace stride between groups */
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
+    float *wflip;       /* the weights flipped for a dual forward (weights_flip) */
     char *shared_wei;   /* room for the weights in a kernel's layout */
     const void *wei;    /* the weights reordered once for every group, or NULL */
     bool backward;      /* dnnl_group runs group_backward, else group_forward */
@@ -543,11 +652,17 @@ static void group_forward(dnnl_args *a, conv_prim *p, int g, int lo)
     void *y = (void *)act_at(a->yo, (size_t)lo * image_out(d), a->y_bf16);
     const void *src = reorder(p, g, s, P_R_SRC, M_X, x, M_SRC_B, group_buf(a, p, g, B_SRC));
     const void *wei = a->wei != NULL ? a->wei
-                                     : reorder(p, g, s, P_R_WEI, M_W, a->w, M_WEI_B,
+                                     : reorder(p, g, s, P_R_WEI, p->dual ? M_WF : M_W,
+                                               p->dual ? a->wflip : a->w, M_WEI_B,
                                                group_buf(a, p, g, B_WEI));
     void *dst = p->prim[P_R_DST] != NULL ? (void *)group_buf(a, p, g, B_DST) : (void *)y;
     bind b[4] = {{DNNL_ARG_SRC, M_SRC_B, src}, {DNNL_ARG_WEIGHTS, M_WEI_B, wei},
                  {DNNL_ARG_DST, M_DST_B, dst}, {DNNL_ARG_BIAS, M_BIAS, a->b}};
+    if (p->dual) {
+        /* backward-data: x is its diff_dst, y its diff_src */
+        b[0].arg = DNNL_ARG_DIFF_DST;
+        b[2].arg = DNNL_ARG_DIFF_SRC;
+    }
     exec(p, g, s, P_FWD, p->bias ? 4 : 3, b);
     reorder(p, g, s, P_R_DST, M_DST_B, dst, M_Y, y);
 }
@@ -660,6 +775,11 @@ static size_t shared_wei_bytes(const conv_prim *p)
     return ALIGN(f > b ? f : b);
 }
 
+static size_t flip_bytes(const window_desc *d)
+{
+    return ALIGN((size_t)d->f * d->c * d->k * d->k * sizeof(float));
+}
+
 static size_t partial_dw_bytes(const window_desc *d)
 {
     return ALIGN(CONV_GROUPS * (size_t)d->f * d->c * d->k * d->k * sizeof(float));
@@ -673,7 +793,8 @@ size_t cpu_conv_dnnl_workspace(backend_t *be, const window_desc *d)
     if (!prims_for_call(be, d, false, false, prim))
         return fallback;
     size_t bytes = CONV_GROUPS * prim[1]->group_bytes + partial_dw_bytes(d) +
-                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)) + shared_wei_bytes(prim[1]);
+                   ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)) + flip_bytes(d) +
+                   shared_wei_bytes(prim[1]);
     return bytes > fallback ? bytes : fallback;
 }
 
@@ -697,7 +818,8 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
     a->group_bytes = a->prim[1]->group_bytes;
     a->pdw = (float *)(a->ws + CONV_GROUPS * a->group_bytes);
     a->pdb = (float *)((char *)a->pdw + partial_dw_bytes(d));
-    a->shared_wei = (char *)a->pdb + ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float));
+    a->wflip = (float *)((char *)a->pdb + ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)));
+    a->shared_wei = (char *)a->wflip + flip_bytes(d);
     return true;
 }
 
@@ -718,16 +840,17 @@ static void no_blocked_fallback(const window_desc *d)
  * objects, before its task), instead of once per group (8 reorders per
  * layer and step). Only when both primitives of the call want the same
  * layout. */
-static void share_weights(dnnl_args *a, int reorder_i, int role)
+static void share_weights(dnnl_args *a, int reorder_i, int role, int from_role,
+                          const float *from)
 {
     conv_prim *p0 = a->prim[0], *p1 = a->prim[1];
     a->wei = NULL;
-    if (p1->prim[reorder_i] == NULL || p0->prim[reorder_i] == NULL ||
+    if (p1->prim[reorder_i] == NULL || p0->prim[reorder_i] == NULL || p0->dual != p1->dual ||
         !dnnl_memory_desc_equal(p0->md[role], p1->md[role]) ||
         dnnl_memory_desc_get_size(p1->md[role]) > shared_wei_bytes(p1))
         return;
     cpu_dnnl_single_thread();
-    a->wei = reorder(p1, 0, a->streams[0], reorder_i, M_W, a->w, role, a->shared_wei);
+    a->wei = reorder(p1, 0, a->streams[0], reorder_i, from_role, from, role, a->shared_wei);
 }
 
 void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, const float *w,
@@ -739,7 +862,10 @@ void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, 
         cpu_conv_forward(be, d, x, w, b, relu, y, ws);
         return;
     }
-    share_weights(&a, P_R_WEI, M_WEI_B);
+    bool dual = a.prim[1]->dual;
+    if (a.prim[0]->dual || dual)
+        weights_flip(d, w, a.wflip);
+    share_weights(&a, P_R_WEI, M_WEI_B, dual ? M_WF : M_W, dual ? a.wflip : w);
     cpu_run(be, CONV_GROUPS, dnnl_group, &a);
 }
 
@@ -757,7 +883,7 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
         return;
     }
     if (dx != NULL)
-        share_weights(&a, P_R_WEI_BD, M_WEI_BD);
+        share_weights(&a, P_R_WEI_BD, M_WEI_BD, M_W, w);
     cpu_run(be, CONV_GROUPS, dnnl_group, &a);
     if (dw != NULL)
         cpu_run(be, be->threads, dnnl_reduce_task, &a);
