@@ -140,11 +140,6 @@ typedef struct {
     double *us; /* tower 0's timings */
 } bench_job;
 
-static double now_us(void)
-{
-    return (double)clock_ns() * 1e-3;
-}
-
 /* Tower t's value at element i: small integers, so the float sum is exact and
  * the check can be exact too. */
 static float bench_value(int t, size_t i)
@@ -163,7 +158,7 @@ static void bench_tower(const tower_context *ctx, void *p)
         if (t == 0)
             dist_barrier(); /* the ranks start together */
         allreduce_barrier(j->ar, t);
-        double t0 = now_us();
+        double t0 = clock_us();
         float *buf = j->in_place ? j->send[t] : j->recv[t];
         if (j->mpi_only) {
             if (j->in_place)
@@ -184,7 +179,7 @@ static void bench_tower(const tower_context *ctx, void *p)
          * nccl-tests and bench/allreduce's mpi_allreduce.c take it (a barrier
          * here would time one more synchronisation than MPI_Allreduce's) */
         if (t == 0 && it >= j->warmup)
-            j->us[it - j->warmup] = now_us() - t0;
+            j->us[it - j->warmup] = clock_us() - t0;
     }
 }
 

@@ -14,6 +14,12 @@ static inline int64_t clock_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* The same in microseconds (the bench's unit, as nccl-tests prints). */
+static inline double clock_us(void)
+{
+    return (double)clock_ns() * 1e-3;
+}
+
 /* The same in seconds (exact to the nanosecond for 104 days of uptime). */
 static inline double clock_s(void)
 {
