@@ -11,6 +11,9 @@
  *   float32 and bf16 activations; 2x2 and 3x3 / 2 / pad 1; widths around
  *   the 8 and 16 windows of a vector step) against a reference, with ties
  *   and NaNs: every maximum and index;
+ *   conv_dnnl (oneDNN) on 3x3 shapes that its Winograd rule takes (32 or
+ *   more channels) and one it does not, forward, backward-data and
+ *   backward-weights against float64, and the rule itself;
  *   blocked batchnorm+relu forward and backward (nChw16c, NHWC; float32
  *   against float64, and float32 and bf16 activations against plain C's
  *   bits, which every level promises);
@@ -21,6 +24,10 @@
  * flags (blocked_nhwc, blocked_bf16), as test_cpu_ops does, so every CPU
  * runs them.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,6 +37,9 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/cpu_isa.h"
+#ifdef HAVE_DNNL
+#include "backend/cpu/conv_dnnl.h"
+#endif
 #include "tt_blocked.h"
 #include "tt_ref.h"
 #include "tt_test.h"
@@ -49,6 +59,19 @@ static long out_of_bound(const float *got, const double *ref, const double *abs,
     for (size_t i = 0; i < count; i++)
         bad += !(fabs((double)got[i] - ref[i]) <= (terms + 2) * U32 * abs[i] + 1e-30);
     return bad;
+}
+
+/* The largest error against the bound's unit: max |got - ref| over
+ * (terms + 2) * U32 * abs (out_of_bound passes below 1). */
+static double worst_ratio(const float *got, const double *ref, const double *abs, size_t count,
+                          int terms)
+{
+    double worst = 0.0;
+    for (size_t i = 0; i < count; i++) {
+        double r = fabs((double)got[i] - ref[i]) / ((terms + 2) * U32 * abs[i] + 1e-30);
+        worst = r > worst ? r : worst;
+    }
+    return worst;
 }
 
 /* ---- conv_small ---- */
@@ -190,8 +213,9 @@ static void ref_backward(const window_desc *d, const float *x, const float *w, c
 /* The level's results against the float64 reference: y (relu applied to
  * the reference), the mask of dy (where the kernel's own y is positive),
  * dx, dw and db within each sum's bound. */
-static void conv_check(const conv_case *cc, const char *level, const float *x, const float *w,
-                       const float *b, const float *dy, const conv_out *o)
+static void conv_check(const char *what, const conv_case *cc, const char *level, const float *x,
+                       const float *w, const float *b, const float *dy, bool report,
+                       const conv_out *o)
 {
     window_desc d = conv_desc(cc);
     size_t nx = xsize(&d), ny = ysize(&d), nw = wsize(&d);
@@ -209,16 +233,21 @@ static void conv_check(const conv_case *cc, const char *level, const float *x, c
     }
     int taps = d.c * d.k * d.k;
     tt_ok(out_of_bound(o->y, y, ay, ny, taps + 1) == 0,
-          "conv_small %s at %s: forward y = float64's within the bound (%ld of %zu out)", cc->name,
+          "%s %s at %s: forward y = float64's within the bound (%ld of %zu out)", what, cc->name,
           level, out_of_bound(o->y, y, ay, ny, taps + 1), ny);
     ref_backward(&d, x, w, g, dx, adx, dw, adw, db, adb);
     int pixels = d.n * d.oh * d.ow;
     tt_ok(bad_mask == 0 && out_of_bound(o->dx, dx, adx, nx, d.f * d.k * d.k) == 0,
-          "conv_small %s at %s: dy masked by relu (%ld wrong), dx = float64's within the bound",
+          "%s %s at %s: dy masked by relu (%ld wrong), dx = float64's within the bound", what,
           cc->name, level, bad_mask);
+    if (report)
+        tt_diag("%s %s at %s: the largest error is %.3f (y), %.3f (dx), %.3f (dw) of the direct "
+                "bound", what, cc->name, level, worst_ratio(o->y, y, ay, ny, taps + 1),
+                worst_ratio(o->dx, dx, adx, nx, d.f * d.k * d.k),
+                worst_ratio(o->dw, dw, adw, nw, pixels));
     tt_ok(out_of_bound(o->dw, dw, adw, nw, pixels) == 0 &&
               out_of_bound(o->db, db, adb, (size_t)d.f, pixels) == 0,
-          "conv_small %s at %s: dw and db = float64's within the bound (dw %ld of %zu out)",
+          "%s %s at %s: dw and db = float64's within the bound (dw %ld of %zu out)", what,
           cc->name, level, out_of_bound(o->dw, dw, adw, nw, pixels), nw);
     free(y), free(ay), free(dx), free(adx), free(dw), free(adw), free(db), free(adb), free(g);
 }
@@ -248,7 +277,7 @@ static void test_conv_small(void)
             const char *level = cpu_isa_name((cpu_isa_t)l);
             cpu_isa_set_for_test((cpu_isa_t)l);
             at[l] = conv_run(be1, cc, x, w, b, dy);
-            conv_check(cc, level, x, w, b, dy, &at[l]);
+            conv_check("conv_small", cc, level, x, w, b, dy, false, &at[l]);
             conv_out two = conv_run(be2, cc, x, w, b, dy);
             tt_ok(conv_same_bits(&d, &at[l], &two),
                   "conv_small %s at %s: the same bits on 1 and 2 threads", cc->name, level);
@@ -263,6 +292,79 @@ static void test_conv_small(void)
     }
     cpu_isa_set_for_test(cpu_isa_detected());
 }
+
+#ifdef HAVE_DNNL
+/* ---- conv_dnnl's Winograd (AVX-512) ---- */
+
+/* The rule (conv_dnnl.c): at least 32 channels in and out, 3x3, stride 1,
+ * padding 1, float32, no bias or relu, oneDNN at AVX-512; nothing else. */
+static void test_winograd_rule(void)
+{
+    window_desc d = {.n = 32, .c = 32, .h = 16, .w = 16, .f = 64, .k = 3, .stride = 1,
+                     .pad = 1, .oh = 16, .ow = 16};
+    tt_ok(cpu_conv_dnnl_winograd(&d, false, false, false, true),
+          "Winograd: 32 -> 64 channels, 3x3, stride 1, padding 1, float32, AVX-512");
+    tt_ok(!cpu_conv_dnnl_winograd(&d, false, false, false, false) &&
+              !cpu_conv_dnnl_winograd(&d, true, false, false, true) &&
+              !cpu_conv_dnnl_winograd(&d, false, true, false, true) &&
+              !cpu_conv_dnnl_winograd(&d, false, false, true, true),
+          "Winograd: not below AVX-512, nor with relu, a bias or bf16");
+    window_desc o[4] = {d, d, d, d};
+    o[0].c = 16;
+    o[1].f = 16;
+    o[2].stride = 2, o[2].oh = o[2].ow = 8;
+    o[3].k = 5, o[3].pad = 2;
+    bool none = true;
+    for (int i = 0; i < 4; i++)
+        none = none && !cpu_conv_dnnl_winograd(&o[i], false, false, false, true);
+    tt_ok(none, "Winograd: not with 16 channels in or out, stride 2, or 5x5");
+}
+
+/* Shapes the rule takes (Winograd where oneDNN runs at AVX-512, its direct
+ * kernels below) and one it does not (a bias), through the backend's conv
+ * as a model calls it, NCHW, against float64 within a direct sum's bound,
+ * and the same bits on 1 and 2 threads. (oneDNN's level is set once a
+ * process, so every level of our kernels here sees the same oneDNN one.)
+ * F(4x4, 3x3)'s transforms (entries up to 5 in B^T and 8 in A^T, down to
+ * 1/24 in G) take a sum's error to a few times a direct kernel's, still far
+ * inside that bound: measured at most 0.029 of it for y (direct 0.011),
+ * 0.006 for dx, 0.033 for dw (the diagnostic lines print it each run, so
+ * a CPU where Winograd runs shows its y errors about 3x those where it
+ * does not). A wrong tile, layout or transform is off by the values. */
+static void test_conv_dnnl(void)
+{
+    const conv_case cases[] = {
+        {"32->32, 3x3, pad 1, 6x7", 5, 32, 6, 7, 32, 3, 1, false, false},
+        {"64->32, 3x3, pad 1, 5x4", 3, 64, 5, 4, 32, 3, 1, false, false},
+        {"32->48, 3x3, pad 1, 9x9", 2, 32, 9, 9, 48, 3, 1, false, false},
+        {"32->32, 3x3, pad 1, bias (direct)", 3, 32, 4, 4, 32, 3, 1, false, true},
+    };
+    tt_rng rng = tt_rng_make(0xd22);
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        const conv_case *cc = &cases[ci];
+        window_desc d = conv_desc(cc);
+        float *x = malloc(xsize(&d) * 4), *w = malloc(wsize(&d) * 4), *b = malloc((size_t)d.f * 4),
+              *dy = malloc(ysize(&d) * 4);
+        tt_fill(&rng, x, xsize(&d), -1.0, 1.0);
+        tt_fill(&rng, w, wsize(&d), -0.5, 0.5);
+        tt_fill(&rng, b, (size_t)d.f, -0.2, 0.2);
+        tt_fill(&rng, dy, ysize(&d), -1.0, 1.0);
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+            const char *level = cpu_isa_name((cpu_isa_t)l);
+            cpu_isa_set_for_test((cpu_isa_t)l);
+            conv_out one = conv_run(be1, cc, x, w, b, dy);
+            conv_check("conv_dnnl", cc, level, x, w, b, dy, true, &one);
+            conv_out two = conv_run(be2, cc, x, w, b, dy);
+            tt_ok(conv_same_bits(&d, &one, &two),
+                  "conv_dnnl %s at %s: the same bits on 1 and 2 threads", cc->name, level);
+            conv_out_free(&one);
+            conv_out_free(&two);
+        }
+        free(x), free(w), free(b), free(dy);
+    }
+    cpu_isa_set_for_test(cpu_isa_detected());
+}
+#endif
 
 /* ---- max pooling: the 2x2 rows over NCHW and the blocked rows ---- */
 
@@ -517,6 +619,10 @@ int main(void)
         return 1;
     tt_diag("levels run: plain to %s (this CPU's)", cpu_isa_name(cpu_isa_detected()));
     test_conv_small();
+#ifdef HAVE_DNNL
+    test_winograd_rule();
+    test_conv_dnnl();
+#endif
     test_maxpool();
     test_batchnorm_blocked();
     be1->destroy(be1);

@@ -76,6 +76,7 @@ typedef struct {
     bool act_bf16; /* its blocked activations in bf16 (backend.h), the same */
     bool ok;       /* false: oneDNN has no kernel for it; use conv.c */
     bool dual;     /* the forward runs as a backward-data primitive (dual_forward) */
+    bool wino;     /* the three are oneDNN's Winograd ones (cpu_conv_dnnl_winograd) */
 
     dnnl_primitive_t prim[N_PRIMS];
     /* the user's x, w, y, b and the gradients dx (dsrc_u), dy (ddst_u): the
@@ -208,16 +209,16 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     const dnnl_memory_desc_t *bias = p->bias ? &p->bias_md : NULL;
     dnnl_convolution_desc_t cd;
     dnnl_status_t st;
+    dnnl_alg_kind_t alg = p->wino ? dnnl_convolution_winograd : dnnl_convolution_direct;
     if (kind == 0)
-        st = dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training,
-                                                dnnl_convolution_direct, &src, &wei, bias, &dst,
-                                                strides, pad_l, pad_r);
+        st = dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, &src, &wei,
+                                                bias, &dst, strides, pad_l, pad_r);
     else if (kind == 1)
-        st = dnnl_convolution_backward_data_desc_init(&cd, dnnl_convolution_direct, &src, &wei,
-                                                      &dst, strides, pad_l, pad_r);
+        st = dnnl_convolution_backward_data_desc_init(&cd, alg, &src, &wei, &dst, strides, pad_l,
+                                                      pad_r);
     else
-        st = dnnl_convolution_backward_weights_desc_init(&cd, dnnl_convolution_direct, &src,
-                                                         &wei, bias, &dst, strides, pad_l, pad_r);
+        st = dnnl_convolution_backward_weights_desc_init(&cd, alg, &src, &wei, bias, &dst,
+                                                         strides, pad_l, pad_r);
     dnnl_primitive_desc_t pd;
     if (st != dnnl_success || dnnl_primitive_desc_create(&pd, &cd, attr, cpu_dnnl_engine(), hint) !=
                                   dnnl_success)
@@ -249,6 +250,28 @@ static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_quer
     return dnnl_primitive_desc_query_md(pd, q, 0);
 }
 
+/* ---- Winograd at AVX-512 ----
+ *
+ * oneDNN has Winograd F(4x4, 3x3) convolutions (jit_wino_4x3) at AVX-512
+ * only: 2.25 products an output per channel pair instead of 9. Against its
+ * direct kernels, one thread, batch 32, nChw16c (bench/conv_rules/run):
+ * forward and backward-data 1.24-1.85x as fast wherever both channel
+ * counts are 32 or more (32 -> 32 at 16x16 1.64x / 1.30x, 64 -> 64 at 8x8
+ * 1.36x / 1.74x, up to 1.85x at 128 channels), backward-weights 1.14-1.74x
+ * but for 32 channels at 32x32 (0.91x); with 16 channels on either side
+ * all three are slower (0.6-0.99x). So the rule: AVX-512, float32, 3x3,
+ * stride 1, padding 1, no bias or relu, at least 32 channels in and out;
+ * all three passes (the backward primitives take the forward's algorithm
+ * from their hint). ResNet-20's second and third stages. The transforms
+ * put the error of a sum at a few times a direct one's (entries up to 5 in
+ * B^T, 8 in A^T); test_cpu_isa_kernels bounds it against float64. A shape
+ * and a level, not a timing: the same bits on every run. */
+bool cpu_conv_dnnl_winograd(const window_desc *d, bool relu, bool bias, bool bf16, bool avx512)
+{
+    return avx512 && !bf16 && !relu && !bias && d->c >= 32 && d->f >= 32 && d->k == 3 &&
+           d->stride == 1 && d->pad == 1 && d->oh == d->h && d->ow == d->w;
+}
+
 /* ---- the forward as a backward-data primitive ----
  *
  * A stride-1 convolution y = x * w (K x K, padding p, output as large as
@@ -261,7 +284,7 @@ static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_quer
  *
  * Why: oneDNN's (2.6) forward kernels for 16 -> 16 channels are slower than
  * its backward-data kernels doing the same work. One thread, batch 32,
- * 3x3, padding 1, forward against dual, ms (bench/conv_dual/run, Zen 5):
+ * 3x3, padding 1, forward against dual, ms (bench/conv_rules/run, Zen 5):
  *   AVX2 (NHWC)        32x32 1.87 / 1.28, 16x16 0.41 / 0.32, 8x8 0.106 / 0.077
  *   AVX-512 (nChw16c)  32x32 0.76 / 0.64, 16x16 and 8x8 within 3%
  *   SSE4.1 (NHWC)      within 5%, and there its backward-data kernel sums
@@ -336,6 +359,26 @@ static dnnl_primitive_desc_t dual_pd(const conv_prim *p)
     return ok ? pd : NULL;
 }
 
+/* The three descriptors (the backward ones hinted by the forward); all
+ * NULL, false, when oneDNN refuses one. */
+static bool conv_pds(const conv_prim *p, dnnl_primitive_attr_t fattr, dnnl_primitive_attr_t attr,
+                     dnnl_primitive_desc_t *fpd, dnnl_primitive_desc_t *bdpd,
+                     dnnl_primitive_desc_t *bwpd)
+{
+    *fpd = conv_pd_best(p, 0, fattr, NULL);
+    *bdpd = *fpd != NULL ? conv_pd_best(p, 1, attr, *fpd) : NULL;
+    *bwpd = *bdpd != NULL ? conv_pd_best(p, 2, attr, *fpd) : NULL;
+    if (*bwpd != NULL)
+        return true;
+    dnnl_primitive_desc_t *all[3] = {fpd, bdpd, bwpd};
+    for (int i = 0; i < 3; i++)
+        if (*all[i] != NULL) {
+            dnnl_primitive_desc_destroy(*all[i]);
+            *all[i] = NULL;
+        }
+    return false;
+}
+
 /* The three convolution primitives (oneDNN's best for this CPU) and the
  * layouts they chose */
 static bool prim_convs(conv_prim *p)
@@ -357,12 +400,18 @@ static bool prim_convs(conv_prim *p)
     dnnl_primitive_attr_t fattr = user_scratchpad_attr(p->relu);
     dnnl_primitive_attr_t attr = user_scratchpad_attr(false);
     dnnl_primitive_desc_t fpd = NULL, bdpd = NULL, bwpd = NULL, dpd = NULL;
-    bool ok = fattr != NULL && attr != NULL && (fpd = conv_pd_best(p, 0, fattr, NULL)) != NULL &&
-              (bdpd = conv_pd_best(p, 1, attr, fpd)) != NULL &&
-              (bwpd = conv_pd_best(p, 2, attr, fpd)) != NULL;
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    bool avx2 = (isa & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2;
+    bool avx512 = (isa & dnnl_cpu_isa_avx512_core) == dnnl_cpu_isa_avx512_core;
+    p->wino = cpu_conv_dnnl_winograd(d, p->relu, p->bias, p->bf16 || p->act_bf16, avx512);
+    bool ok = fattr != NULL && attr != NULL && conv_pds(p, fattr, attr, &fpd, &bdpd, &bwpd);
+    if (!ok && p->wino && fattr != NULL && attr != NULL) {
+        /* oneDNN refused a Winograd one: its direct kernels, as elsewhere */
+        p->wino = false;
+        ok = conv_pds(p, fattr, attr, &fpd, &bdpd, &bwpd);
+    }
     /* the forward through the dual where the rule says so and oneDNN has a
      * kernel for it; the backward ones are hinted by the real forward */
-    bool avx2 = (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_avx2) == dnnl_cpu_isa_avx2;
     p->dual = ok && cpu_conv_dnnl_dual_forward(d, p->relu, p->bias, p->bf16 || p->act_bf16, avx2) &&
               (dpd = dual_pd(p)) != NULL;
     if (ok && p->dual) {

@@ -17,6 +17,10 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
  * or above. */
 bool cpu_conv_dnnl_dual_forward(const window_desc *d, bool relu, bool bias, bool bf16,
                                 bool avx2);
+/* Whether d's three passes are oneDNN's Winograd convolutions (conv_dnnl.c
+ * says why and for which shapes). avx512: oneDNN runs at AVX512_CORE or
+ * above. */
+bool cpu_conv_dnnl_winograd(const window_desc *d, bool relu, bool bias, bool bf16, bool avx512);
 /* Frees the primitive cache of one backend instance (cpu_impl.conv). */
 void cpu_conv_dnnl_free(void *conv);
 
