@@ -17,7 +17,11 @@
  *   blocked batchnorm+relu forward and backward (nChw16c, NHWC; float32
  *   against float64, and float32 and bf16 activations against plain C's
  *   bits, which every level promises);
- * and every result the same bits on 1 and 2 threads. conv_small's AVX2
+ * and every result the same bits on 1 and 2 threads. At AVX2 only (its one
+ * level): conv_wino's Winograd F(2x2, 3x3) forward and backward-data
+ * (the dual filters) of one NHWC image and weight gradient of two, against
+ * float64, on sizes whose tiles hang over odd edges and fill several
+ * blocks, and its rule. conv_small's AVX2
  * tiles keep every lane's order of operations of the AVX-512 tiles
  * (conv_small.c), so where the CPU has both their bits are compared too.
  * The blocked layouts and bf16 are switched on the float32 backend by its
@@ -36,6 +40,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu.h"
+#include "backend/cpu/conv_wino.h"
 #include "backend/cpu/cpu_isa.h"
 #ifdef HAVE_DNNL
 #include "backend/cpu/conv_dnnl.h"
@@ -611,6 +616,159 @@ static void test_batchnorm_blocked(void)
     cpu_isa_set_for_test(cpu_isa_detected());
 }
 
+/* ---- conv_wino ---- */
+
+/* y (forward) or dx (dual) of one NHWC image in float64, and the sum of
+ * the magnitudes of each element's terms. forward: x[h][w][c] -> [h][w][f];
+ * dual: dy[h][w][f] -> dx[h][w][c], w transposed and flipped. */
+static void wino_ref(bool dual, int h, int w, int c, int f, const float *in, const float *wt,
+                     double *out, double *abs)
+{
+    int cin = dual ? f : c, cout = dual ? c : f;
+    for (int oy = 0; oy < h; oy++)
+        for (int ox = 0; ox < w; ox++)
+            for (int o = 0; o < cout; o++) {
+                double s = 0.0, a = 0.0;
+                for (int i = 0; i < cin; i++)
+                    for (int ky = 0; ky < 3; ky++)
+                        for (int kx = 0; kx < 3; kx++) {
+                            /* forward reads x at oy - 1 + ky; the transposed
+                             * convolution dy at oy + 1 - ky */
+                            int iy = dual ? oy + 1 - ky : oy - 1 + ky;
+                            int ix = dual ? ox + 1 - kx : ox - 1 + kx;
+                            if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                                continue;
+                            double wv = dual ? wt[((size_t)i * c + o) * 9 + ky * 3 + kx]
+                                             : wt[((size_t)o * c + i) * 9 + ky * 3 + kx];
+                            double p = (double)in[((size_t)iy * w + ix) * cin + i] * wv;
+                            s += p;
+                            a += fabs(p);
+                        }
+                out[((size_t)oy * w + ox) * cout + o] = s;
+                abs[((size_t)oy * w + ox) * cout + o] = a;
+            }
+}
+
+/* conv_wino.c's rule: AVX2 only, float32 NHWC on both sides, channels in
+ * and out multiples of 16, 3x3, stride 1, padding 1, no bias or relu. */
+static void test_conv_wino_rule(void)
+{
+    window_desc d = {.n = 32, .c = 16, .h = 32, .w = 32, .f = 32, .k = 3, .stride = 1,
+                     .pad = 1, .oh = 32, .ow = 32, .blocked_x = true, .blocked_y = true};
+    tt_ok(cpu_conv_wino_fits(&d, false, false, false, true, CPU_ISA_AVX2),
+          "conv_wino's rule: 16 -> 32 channels, 3x3, stride 1, padding 1, NHWC, AVX2");
+    tt_ok(!cpu_conv_wino_fits(&d, false, false, false, true, CPU_ISA_AVX512) &&
+              !cpu_conv_wino_fits(&d, false, false, false, true, CPU_ISA_PLAIN) &&
+              !cpu_conv_wino_fits(&d, true, false, false, true, CPU_ISA_AVX2) &&
+              !cpu_conv_wino_fits(&d, false, true, false, true, CPU_ISA_AVX2) &&
+              !cpu_conv_wino_fits(&d, false, false, true, true, CPU_ISA_AVX2) &&
+              !cpu_conv_wino_fits(&d, false, false, false, false, CPU_ISA_AVX2),
+          "conv_wino's rule: not at AVX-512 or plain, nor with relu, a bias, bf16 or nChw16c");
+    window_desc o[6] = {d, d, d, d, d, d};
+    o[0].c = 24;
+    o[1].f = 8;
+    o[2].stride = 2, o[2].oh = o[2].ow = 16;
+    o[3].k = 5, o[3].pad = 2;
+    o[4].blocked_x = false;
+    o[5].pad = 0, o[5].oh = o[5].ow = 30;
+    bool none = true;
+    for (int i = 0; i < 6; i++)
+        none = none && !cpu_conv_wino_fits(&o[i], false, false, false, true, CPU_ISA_AVX2);
+    tt_ok(none, "conv_wino's rule: not for 24 or 8 channels, stride 2, 5x5, an NCHW side or "
+          "no padding");
+}
+
+/* conv_wino's weight gradient of two images (x[2][h][w][c], dy[2][h][w][f])
+ * against float64: dw[f][c][ky][kx] = the sum over images and outputs of
+ * dy[oy][ox][f] x[oy - 1 + ky][ox - 1 + kx][c]. */
+static void wino_dw_check(tt_rng *r, int c, int f, int h, int w)
+{
+    const int n = 2;
+    size_t nx = (size_t)n * h * w * c, ny = (size_t)n * h * w * f, nw = (size_t)f * c * 9;
+    float *x = malloc(nx * sizeof(float)), *dy = malloc(ny * sizeof(float));
+    float *dw = malloc(nw * sizeof(float));
+    float *scratch = malloc(cpu_conv_wino_scratch_floats(c, f) * sizeof(float));
+    double *ref = calloc(nw, sizeof(double)), *abs = calloc(nw, sizeof(double));
+    tt_fill(r, x, nx, -1.0, 1.0);
+    tt_fill(r, dy, ny, -1.0, 1.0);
+    cpu_conv_wino_dw_begin(c, f, scratch);
+    for (int i = 0; i < n; i++)
+        cpu_conv_wino_dw_image(h, w, c, f, x + (size_t)i * h * w * c, dy + (size_t)i * h * w * f,
+                               scratch);
+    cpu_conv_wino_dw_end(c, f, scratch, dw);
+    for (int i = 0; i < n; i++)
+        for (int oy = 0; oy < h; oy++)
+            for (int ox = 0; ox < w; ox++)
+                for (int o = 0; o < f; o++)
+                    for (int ch = 0; ch < c; ch++)
+                        for (int ky = 0; ky < 3; ky++)
+                            for (int kx = 0; kx < 3; kx++) {
+                                int iy = oy - 1 + ky, ix = ox - 1 + kx;
+                                if (iy < 0 || iy >= h || ix < 0 || ix >= w)
+                                    continue;
+                                double p = (double)dy[(((size_t)i * h + oy) * w + ox) * f + o] *
+                                           x[(((size_t)i * h + iy) * w + ix) * c + ch];
+                                size_t at = ((size_t)o * c + ch) * 9 + ky * 3 + kx;
+                                ref[at] += p;
+                                abs[at] += fabs(p);
+                            }
+    /* a sum of n h w products; the transforms allowed 8x, as above */
+    long bad = out_of_bound(dw, ref, abs, nw, 8 * (n * h * w + 2));
+    tt_ok(bad == 0, "conv_wino weight gradient %d -> %d channels, 2 images of %dx%d: float64's "
+          "within the bound (%ld of %zu out)", c, f, h, w, bad, nw);
+    free(x), free(dy), free(dw), free(scratch), free(ref), free(abs);
+}
+
+static void test_conv_wino(void)
+{
+    if (cpu_isa_detected() < CPU_ISA_AVX2) {
+        tt_skip("conv_wino: this CPU has no AVX2 (%s)", cpu_isa_name(cpu_isa_detected()));
+        return;
+    }
+    /* cin and cout multiples of 16 (the rule), sizes odd and even, one
+     * tile, and more tiles than a block (24) with a partial last block */
+    const struct { int c, f, h, w; } cases[] = {
+        {16, 16, 8, 8}, {16, 32, 7, 5}, {32, 16, 1, 1}, {16, 16, 2, 3},
+        {64, 16, 9, 4}, {16, 64, 3, 10}, {16, 32, 13, 11}, {32, 32, 16, 16},
+    };
+    tt_rng r = tt_rng_make(0x3170);
+    for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
+        int c = cases[ci].c, f = cases[ci].f, h = cases[ci].h, w = cases[ci].w;
+        float *wt = malloc((size_t)f * c * 9 * sizeof(float));
+        tt_fill(&r, wt, (size_t)f * c * 9, -1.0, 1.0);
+        for (int dual = 0; dual < 2; dual++) {
+            int cin = dual ? f : c, cout = dual ? c : f;
+            size_t nin = (size_t)h * w * cin, nout = (size_t)h * w * cout;
+            float *in = malloc(nin * sizeof(float)), *out = malloc(nout * sizeof(float));
+            float *u = malloc(cpu_conv_wino_weight_floats(cin, cout) * sizeof(float));
+            float *scratch = malloc(cpu_conv_wino_scratch_floats(cin, cout) * sizeof(float));
+            double *ref = malloc(nout * sizeof(double)), *abs = malloc(nout * sizeof(double));
+            tt_fill(&r, in, nin, -1.0, 1.0);
+            for (size_t i = 0; i < nout; i++)
+                out[i] = NAN; /* every output must be written */
+            cpu_conv_wino_weights(wt, f, c, dual, u);
+            cpu_conv_wino_image(h, w, cin, cout, in, u, out, scratch);
+            wino_ref(dual, h, w, c, f, in, wt, ref, abs);
+            /* a direct sum of 9 cin products has the bound (9 cin + 2) u |.|
+             * (out_of_bound); the transforms add up to 3 levels of sums of
+             * 4 with entries 1 and 1/2 on each side, allowed as 8x that.
+             * A wrong transform or tile is off by the values themselves. */
+            long bad = out_of_bound(out, ref, abs, nout, 8 * (9 * cin + 2));
+            tt_ok(bad == 0, "conv_wino %s %d -> %d channels, %dx%d: float64's within the bound "
+                  "(%ld of %zu out)", dual ? "backward-data" : "forward", cin, cout, h, w, bad,
+                  nout);
+            free(in);
+            free(out);
+            free(u);
+            free(scratch);
+            free(ref);
+            free(abs);
+        }
+        free(wt);
+        wino_dw_check(&r, c, f, h, w);
+    }
+}
+
 int main(void)
 {
     be1 = tt_cpu_backend(1);
@@ -625,6 +783,8 @@ int main(void)
 #endif
     test_maxpool();
     test_batchnorm_blocked();
+    test_conv_wino_rule();
+    test_conv_wino();
     be1->destroy(be1);
     be2->destroy(be2);
     return tt_done();

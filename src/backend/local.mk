@@ -5,7 +5,8 @@ libtowertrain_a_SOURCES += %reldir%/backend.h %reldir%/math.h %reldir%/backends.
 	%reldir%/cpu/dense.c %reldir%/cpu/tile_gemm.c %reldir%/cpu/tile_gemm.h %reldir%/cpu/conv.c \
 	%reldir%/cpu/conv_small.c %reldir%/cpu/simd_target.h %reldir%/cpu/bf16_io_avx2.h %reldir%/cpu/transpose.c %reldir%/cpu/transpose.h %reldir%/cpu/bf16_io.h \
 	%reldir%/cpu/pool.c %reldir%/cpu/elementwise.c \
-	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h %reldir%/cpu/bf16.c
+	%reldir%/cpu/batchnorm.c %reldir%/cpu/conv_dnnl.h %reldir%/cpu/bf16.c \
+	%reldir%/cpu/conv_wino.c %reldir%/cpu/conv_wino.h
 if HAVE_DNNL
 libtowertrain_a_SOURCES += %reldir%/cpu/conv_dnnl.c %reldir%/cpu/dense_bf16.c \
 	%reldir%/cpu/dnnl_util.c %reldir%/cpu/dnnl_util.h

@@ -17,6 +17,11 @@
  * its images, and the groups' weight gradients are summed in group order. So
  * the bits do not depend on the number of threads, as with conv.c.
  *
+ * At AVX2 the 3x3, stride-1 shapes of conv_wino.c's rule run its Winograd
+ * kernels instead, in the same groups (group_wino and the weight gradient
+ * in group_backward), and at AVX-512 those of cpu_conv_dnnl_winograd's
+ * rule oneDNN's Winograd primitives.
+ *
  * Primitives are built once per shape (layer shape x images per group) and
  * cached per backend instance; a step only sets data handles and executes.
  * Scratchpads are ours (user mode), one per group, so a primitive may run on
@@ -40,6 +45,7 @@
 #include "backend/cpu/cpu.h"
 #include "backend/cpu/dnnl_util.h"
 #include "backend/cpu/conv_dnnl.h"
+#include "backend/cpu/conv_wino.h"
 #include "backend/math.h"
 
 #define CONV_GROUPS 4
@@ -611,6 +617,10 @@ typedef struct {
     size_t group_bytes; /* workspace stride between groups */
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
     float *wflip;       /* the weights flipped for a dual forward (weights_flip) */
+    bool wino;          /* the three passes by conv_wino.c (its rule) */
+    float *wino_u;      /* its transformed weights */
+    float *wino_scratch; /* [CONV_GROUPS] of wino_stride floats */
+    size_t wino_stride;
     char *shared_wei;   /* room for the weights in a kernel's layout */
     const void *wei;    /* the weights reordered once for every group, or NULL */
     bool backward;      /* dnnl_group runs group_backward, else group_forward */
@@ -692,10 +702,28 @@ static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
     return base;
 }
 
-/* Group g's images [lo, hi) forward through primitive p */
-static void group_forward(dnnl_args *a, conv_prim *p, int g, int lo)
+/* Images [lo, hi) through conv_wino.c, one at a time (NHWC float32):
+ * forward x -> y (cin = C), or backward-data dy -> dx (cin = F). */
+static void group_wino(const dnnl_args *a, int g, int lo, int hi, bool forward)
 {
     const window_desc *d = a->d;
+    int cin = forward ? d->c : d->f, cout = forward ? d->f : d->c;
+    size_t in = forward ? image_in(d) : image_out(d), out = forward ? image_out(d) : image_in(d);
+    const float *src = forward ? a->x : a->dy;
+    float *dst = forward ? a->yo : a->dx;
+    for (int i = lo; i < hi; i++)
+        cpu_conv_wino_image(d->h, d->w, cin, cout, src + (size_t)i * in, a->wino_u,
+                            dst + (size_t)i * out, a->wino_scratch + (size_t)g * a->wino_stride);
+}
+
+/* Group g's images [lo, hi) forward through primitive p */
+static void group_forward(dnnl_args *a, conv_prim *p, int g, int lo, int hi)
+{
+    const window_desc *d = a->d;
+    if (a->wino) {
+        group_wino(a, g, lo, hi, true);
+        return;
+    }
     dnnl_stream_t s = a->streams[g];
     const void *x = act_at(a->x, (size_t)lo * image_in(d), a->x_bf16);
     void *y = (void *)act_at(a->yo, (size_t)lo * image_out(d), a->y_bf16);
@@ -728,7 +756,9 @@ static void group_backward(dnnl_args *a, conv_prim *p, int g, int lo, int hi)
             dy[q] = tt_relu_grad(act_load(y, q, a->y_bf16), dy[q]);
     }
     const void *ddst = reorder(p, g, s, P_R_DDST, M_DY, dy, M_DDST_B, group_buf(a, p, g, B_DST));
-    if (a->dx != NULL) {
+    if (a->dx != NULL && a->wino) {
+        group_wino(a, g, lo, hi, false);
+    } else if (a->dx != NULL) {
         float *dx = a->dx + (size_t)lo * in;
         const void *wei = a->wei != NULL ? a->wei
                                          : reorder(p, g, s, P_R_WEI_BD, M_W, a->w, M_WEI_BD,
@@ -739,7 +769,17 @@ static void group_backward(dnnl_args *a, conv_prim *p, int g, int lo, int hi)
         exec(p, g, s, P_BWD_DATA, 3, b);
         reorder(p, g, s, P_R_DSRC, M_DSRC_B, dsrc, M_DX, dx);
     }
-    if (a->dw != NULL) {
+    if (a->dw != NULL && a->wino) {
+        /* conv_wino's weight gradient of the group's images, into its
+         * partial as oneDNN's would be (no bias: the rule) */
+        float *scratch = a->wino_scratch + (size_t)g * a->wino_stride;
+        cpu_conv_wino_dw_begin(d->c, d->f, scratch);
+        for (int i = lo; i < hi; i++)
+            cpu_conv_wino_dw_image(d->h, d->w, d->c, d->f, a->x + (size_t)i * in,
+                                   a->dy + (size_t)i * out, scratch);
+        cpu_conv_wino_dw_end(d->c, d->f, scratch,
+                             a->pdw + (size_t)g * d->f * d->c * d->k * d->k);
+    } else if (a->dw != NULL) {
         const void *x = act_at(a->x, (size_t)lo * in, a->x_bf16);
         const void *src =
             reorder(p, g, s, P_R_SRC_BW, M_X, x, M_SRC_BW, group_buf(a, p, g, B_SRC));
@@ -766,7 +806,7 @@ static void dnnl_group(void *arg, int g, int groups)
     if (p != NULL && a->backward)
         group_backward(a, p, g, lo, hi);
     else if (p != NULL)
-        group_forward(a, p, g, lo);
+        group_forward(a, p, g, lo, hi);
 }
 
 /* Whether group g of a call over n images has any (cpu_range puts the empty
@@ -834,6 +874,17 @@ static size_t partial_dw_bytes(const window_desc *d)
     return ALIGN(CONV_GROUPS * (size_t)d->f * d->c * d->k * d->k * sizeof(float));
 }
 
+/* conv_wino.c's transformed weights and a scratch per group, for a shape
+ * its rule takes at AVX2 (whatever the level now: TT_CPU_ISA is read once,
+ * but a test may change the level between calls). */
+static size_t wino_bytes(const window_desc *d)
+{
+    if (!cpu_conv_wino_fits(d, false, false, false, true, CPU_ISA_AVX2))
+        return 0;
+    return ALIGN(cpu_conv_wino_weight_floats(d->c, d->f) * sizeof(float)) +
+           CONV_GROUPS * ALIGN(cpu_conv_wino_scratch_floats(d->c, d->f) * sizeof(float));
+}
+
 size_t cpu_conv_dnnl_workspace(backend_t *be, const window_desc *d)
 {
     size_t fallback = cpu_conv_workspace(be, d);
@@ -843,7 +894,7 @@ size_t cpu_conv_dnnl_workspace(backend_t *be, const window_desc *d)
         return fallback;
     size_t bytes = CONV_GROUPS * prim[1]->group_bytes + partial_dw_bytes(d) +
                    ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)) + flip_bytes(d) +
-                   shared_wei_bytes(prim[1]);
+                   shared_wei_bytes(prim[1]) + wino_bytes(d);
     return bytes > fallback ? bytes : fallback;
 }
 
@@ -869,6 +920,18 @@ static bool args_init(backend_t *be, const window_desc *d, bool relu, bool bias,
     a->pdb = (float *)((char *)a->pdw + partial_dw_bytes(d));
     a->wflip = (float *)((char *)a->pdb + ALIGN(CONV_GROUPS * (size_t)d->f * sizeof(float)));
     a->shared_wei = (char *)a->wflip + flip_bytes(d);
+    /* conv_wino.c where its rule takes the call (the plain variant: the
+     * workspace's layout is the plain prim[1]'s) */
+    a->wino = cpu_conv_wino_fits(d, relu, bias, a->prim[1]->bf16 || a->prim[1]->act_bf16,
+                                 a->prim[1]->nhwc, cpu_isa());
+    if (a->wino) {
+        a->wino_u = (float *)(a->shared_wei + shared_wei_bytes(a->prim[1]));
+        a->wino_stride = ALIGN(cpu_conv_wino_scratch_floats(d->c, d->f) * sizeof(float)) /
+                         sizeof(float);
+        a->wino_scratch =
+            a->wino_u + ALIGN(cpu_conv_wino_weight_floats(d->c, d->f) * sizeof(float)) /
+                            sizeof(float);
+    }
     return true;
 }
 
@@ -912,9 +975,12 @@ void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, 
         return;
     }
     bool dual = a.prim[1]->dual;
-    if (a.prim[0]->dual || dual)
+    if (a.wino)
+        cpu_conv_wino_weights(w, d->f, d->c, false, a.wino_u);
+    else if (a.prim[0]->dual || dual)
         weights_flip(d, w, a.wflip);
-    share_weights(&a, P_R_WEI, M_WEI_B, dual ? M_WF : M_W, dual ? a.wflip : w);
+    if (!a.wino)
+        share_weights(&a, P_R_WEI, M_WEI_B, dual ? M_WF : M_W, dual ? a.wflip : w);
     cpu_run(be, CONV_GROUPS, dnnl_group, &a);
 }
 
@@ -931,7 +997,9 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
         cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }
-    if (dx != NULL)
+    if (dx != NULL && a.wino)
+        cpu_conv_wino_weights(w, d->f, d->c, true, a.wino_u);
+    else if (dx != NULL)
         share_weights(&a, P_R_WEI_BD, M_WEI_BD, M_W, w);
     cpu_run(be, CONV_GROUPS, dnnl_group, &a);
     if (dw != NULL)

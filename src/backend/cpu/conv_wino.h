@@ -1,0 +1,44 @@
+/* conv_wino.h - 3x3, stride-1, padding-1 convolutions by Winograd's
+ * F(2x2, 3x3) on AVX2, NHWC (conv_wino.c). conv_dnnl.c calls it for the
+ * three passes of the shapes cpu_conv_wino_fits takes. */
+#ifndef TT_CONV_WINO_H
+#define TT_CONV_WINO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_isa.h"
+
+/* The rule: AVX2 (isa, the level the kernels run at), float32 NHWC on both
+ * sides (blocked, nhwc), channels in and out multiples of 16, 3x3, stride
+ * 1, padding 1, no bias or relu. It reads the shape and the level only. */
+bool cpu_conv_wino_fits(const window_desc *d, bool relu, bool bias, bool bf16, bool nhwc,
+                        cpu_isa_t isa);
+
+/* Floats of the transformed weights (16 x cin x cout) and of one task's
+ * scratch (a block of tiles transformed and its products, and the weight
+ * gradient's sums). */
+size_t cpu_conv_wino_weight_floats(int cin, int cout);
+size_t cpu_conv_wino_scratch_floats(int cin, int cout);
+
+/* u[16][cin][cout] = G g G^T for each 3x3 filter g of w, w being conv2d's
+ * weights [F][C][3][3]. forward: cin = C, cout = F, g = w[f][c]. dual (the
+ * backward-data pass as the forward of the transposed convolution): cin =
+ * F, cout = C, g = w[f][c] flipped in both directions. */
+void cpu_conv_wino_weights(const float *w, int f, int c, bool dual, float *u);
+
+/* One image: y[h][w][cout] = the 3x3 convolution (padding 1) of x[h][w][cin]
+ * with the filters u holds (cpu_conv_wino_weights). */
+void cpu_conv_wino_image(int h, int w, int cin, int cout, const float *x, const float *u,
+                         float *y, float *scratch);
+
+/* The weight gradient of a group of images, in three steps on one scratch:
+ * begin zeroes the sums, dw_image adds one image's (x[h][w][c], dy[h][w][f];
+ * the images in order, tiles in order), end writes dw[f][c][3][3] = G^T dU G. */
+void cpu_conv_wino_dw_begin(int c, int f, float *scratch);
+void cpu_conv_wino_dw_image(int h, int w, int c, int f, const float *x, const float *dy,
+                            float *scratch);
+void cpu_conv_wino_dw_end(int c, int f, float *scratch, float *dw);
+
+#endif
