@@ -297,7 +297,9 @@ bool cpu_conv_dnnl_winograd(const window_desc *d, bool relu, bool bias, bool bf1
  *                      in another order in NHWC than in the layout it picks
  *                      behind an NCHW tower (test_blocked_layout saw it)
  * That is ResNet-20's first stage (six of its convolutions; its training
- * 1.06x as fast at AVX2, 1.02x at AVX-512, interleaved). With 32 or 64
+ * 1.06x as fast at AVX2, 1.02x at AVX-512, interleaved). At AVX2 with
+ * NHWC activations conv_wino.c now takes these shapes first, so the rule
+ * serves AVX-512 and NCHW activations. With 32 or 64
  * channels on either side, each wins for some sizes and loses for others,
  * so the rule is this one shape: 16 -> 16 channels, 3x3, stride 1,
  * padding 1, float32, no bias or relu (backward-data has neither), where
