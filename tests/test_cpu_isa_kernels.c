@@ -257,6 +257,34 @@ static void conv_check(const char *what, const conv_case *cc, const char *level,
     free(y), free(ay), free(dx), free(adx), free(dw), free(adw), free(db), free(adb), free(g);
 }
 
+/* One case at every level this CPU has: inputs drawn from rng, each
+ * level's results against float64 (conv_check, its error printed where
+ * report) and the same bits on 1 and 2 threads. at[level] keeps the 1-thread
+ * results for the caller, who frees them. */
+static void conv_levels(const char *what, const conv_case *cc, tt_rng *rng, bool report,
+                        conv_out at[3])
+{
+    window_desc d = conv_desc(cc);
+    float *x = malloc(xsize(&d) * 4), *w = malloc(wsize(&d) * 4), *b = malloc((size_t)d.f * 4),
+          *dy = malloc(ysize(&d) * 4);
+    tt_fill(rng, x, xsize(&d), -1.0, 1.0);
+    tt_fill(rng, w, wsize(&d), -0.5, 0.5);
+    tt_fill(rng, b, (size_t)d.f, -0.2, 0.2);
+    tt_fill(rng, dy, ysize(&d), -1.0, 1.0);
+    for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
+        const char *level = cpu_isa_name((cpu_isa_t)l);
+        cpu_isa_set_for_test((cpu_isa_t)l);
+        at[l] = conv_run(be1, cc, x, w, b, dy);
+        conv_check(what, cc, level, x, w, b, dy, report, &at[l]);
+        conv_out two = conv_run(be2, cc, x, w, b, dy);
+        tt_ok(conv_same_bits(&d, &at[l], &two), "%s %s at %s: the same bits on 1 and 2 threads",
+              what, cc->name, level);
+        conv_out_free(&two);
+    }
+    cpu_isa_set_for_test(cpu_isa_detected());
+    free(x), free(w), free(b), free(dy);
+}
+
 static void test_conv_small(void)
 {
     const conv_case cases[] = {
@@ -271,31 +299,14 @@ static void test_conv_small(void)
         const conv_case *cc = &cases[ci];
         window_desc d = conv_desc(cc);
         tt_ok(cpu_conv_small_fits(be1, &d), "%s: a conv_small shape", cc->name);
-        float *x = malloc(xsize(&d) * 4), *w = malloc(wsize(&d) * 4), b[16],
-              *dy = malloc(ysize(&d) * 4);
-        tt_fill(&rng, x, xsize(&d), -1.0, 1.0);
-        tt_fill(&rng, w, wsize(&d), -0.5, 0.5);
-        tt_fill(&rng, b, (size_t)d.f, -0.2, 0.2);
-        tt_fill(&rng, dy, ysize(&d), -1.0, 1.0);
         conv_out at[3] = {{0}};
-        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
-            const char *level = cpu_isa_name((cpu_isa_t)l);
-            cpu_isa_set_for_test((cpu_isa_t)l);
-            at[l] = conv_run(be1, cc, x, w, b, dy);
-            conv_check("conv_small", cc, level, x, w, b, dy, false, &at[l]);
-            conv_out two = conv_run(be2, cc, x, w, b, dy);
-            tt_ok(conv_same_bits(&d, &at[l], &two),
-                  "conv_small %s at %s: the same bits on 1 and 2 threads", cc->name, level);
-            conv_out_free(&two);
-        }
+        conv_levels("conv_small", cc, &rng, false, at);
         if (cpu_isa_detected() == CPU_ISA_AVX512)
             tt_ok(conv_same_bits(&d, &at[CPU_ISA_AVX2], &at[CPU_ISA_AVX512]),
                   "conv_small %s: AVX2's bits are AVX-512's", cc->name);
         for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++)
             conv_out_free(&at[l]);
-        free(x), free(w), free(dy);
     }
-    cpu_isa_set_for_test(cpu_isa_detected());
 }
 
 #ifdef HAVE_DNNL
@@ -346,28 +357,11 @@ static void test_conv_dnnl(void)
     };
     tt_rng rng = tt_rng_make(0xd22);
     for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
-        const conv_case *cc = &cases[ci];
-        window_desc d = conv_desc(cc);
-        float *x = malloc(xsize(&d) * 4), *w = malloc(wsize(&d) * 4), *b = malloc((size_t)d.f * 4),
-              *dy = malloc(ysize(&d) * 4);
-        tt_fill(&rng, x, xsize(&d), -1.0, 1.0);
-        tt_fill(&rng, w, wsize(&d), -0.5, 0.5);
-        tt_fill(&rng, b, (size_t)d.f, -0.2, 0.2);
-        tt_fill(&rng, dy, ysize(&d), -1.0, 1.0);
-        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++) {
-            const char *level = cpu_isa_name((cpu_isa_t)l);
-            cpu_isa_set_for_test((cpu_isa_t)l);
-            conv_out one = conv_run(be1, cc, x, w, b, dy);
-            conv_check("conv_dnnl", cc, level, x, w, b, dy, true, &one);
-            conv_out two = conv_run(be2, cc, x, w, b, dy);
-            tt_ok(conv_same_bits(&d, &one, &two),
-                  "conv_dnnl %s at %s: the same bits on 1 and 2 threads", cc->name, level);
-            conv_out_free(&one);
-            conv_out_free(&two);
-        }
-        free(x), free(w), free(b), free(dy);
+        conv_out at[3] = {{0}};
+        conv_levels("conv_dnnl", &cases[ci], &rng, true, at);
+        for (int l = CPU_ISA_PLAIN; l <= (int)cpu_isa_detected(); l++)
+            conv_out_free(&at[l]);
     }
-    cpu_isa_set_for_test(cpu_isa_detected());
 }
 #endif
 
@@ -746,7 +740,14 @@ static void test_conv_wino(void)
             tt_fill(&r, in, nin, -1.0, 1.0);
             for (size_t i = 0; i < nout; i++)
                 out[i] = NAN; /* every output must be written */
-            cpu_conv_wino_weights(wt, f, c, dual, u);
+            if (dual) { /* the transposed convolution's filters */
+                float *flip = malloc((size_t)f * c * 9 * sizeof(float));
+                cpu_conv_flip_weights(wt, f, c, 3, flip);
+                cpu_conv_wino_weights(flip, cout, cin, u);
+                free(flip);
+            } else {
+                cpu_conv_wino_weights(wt, cout, cin, u);
+            }
             cpu_conv_wino_image(h, w, cin, cout, in, u, out, scratch);
             wino_ref(dual, h, w, c, f, in, wt, ref, abs);
             /* a direct sum of 9 cin products has the bound (9 cin + 2) u |.|

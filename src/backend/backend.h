@@ -98,6 +98,13 @@ static inline int window_out_size(int in, int k, int stride, int pad)
     return (in + 2 * pad - k) / stride + 1;
 }
 
+/* A 3x3, stride-1, padding-1 window whose output is as large as its input:
+ * the shape the convolution rules of conv_dnnl.c and conv_wino.c take. */
+static inline bool window_same_3x3(const window_desc *d)
+{
+    return d->k == 3 && d->stride == 1 && d->pad == 1 && d->oh == d->h && d->ow == d->w;
+}
+
 struct backend {
     const char *name; /* "cpu", "cuda" or "sim" */
     /* "fp32", or "bf16" / "fp16" (CUDA): dense and convolution forward and

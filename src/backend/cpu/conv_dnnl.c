@@ -232,6 +232,14 @@ static dnnl_primitive_desc_t conv_pd(const conv_prim *p, int kind, dnnl_primitiv
     return pd;
 }
 
+/* Whether oneDNN gave its reference (plain C) kernel for pd. */
+static bool pd_is_reference(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success &&
+           impl != NULL && strncmp(impl, "ref", 3) == 0;
+}
+
 /* The descriptor of one kind with the blocked sides fixed, unless that
  * leaves oneDNN only its reference kernel (LeNet's 6-channel backward
  * weights has an AVX2 one for its own layouts): then it picks the layouts
@@ -241,10 +249,7 @@ static dnnl_primitive_desc_t conv_pd_best(const conv_prim *p, int kind,
                                           const_dnnl_primitive_desc_t hint)
 {
     dnnl_primitive_desc_t pd = conv_pd(p, kind, attr, hint, true);
-    const char *impl = NULL;
-    if (pd != NULL &&
-        (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success ||
-         impl == NULL || strncmp(impl, "ref", 3) != 0))
+    if (pd != NULL && !pd_is_reference(pd))
         return pd;
     if (pd != NULL)
         dnnl_primitive_desc_destroy(pd);
@@ -274,8 +279,7 @@ static const dnnl_memory_desc_t *md_of(const_dnnl_primitive_desc_t pd, dnnl_quer
  * and a level, not a timing: the same bits on every run. */
 bool cpu_conv_dnnl_winograd(const window_desc *d, bool relu, bool bias, bool bf16, bool avx512)
 {
-    return avx512 && !bf16 && !relu && !bias && d->c >= 32 && d->f >= 32 && d->k == 3 &&
-           d->stride == 1 && d->pad == 1 && d->oh == d->h && d->ow == d->w;
+    return avx512 && !bf16 && !relu && !bias && d->c >= 32 && d->f >= 32 && window_same_3x3(d);
 }
 
 /* ---- the forward as a backward-data primitive ----
@@ -310,18 +314,7 @@ bool cpu_conv_dnnl_winograd(const window_desc *d, bool relu, bool bias, bool bf1
 bool cpu_conv_dnnl_dual_forward(const window_desc *d, bool relu, bool bias, bool bf16,
                                 bool avx2)
 {
-    return avx2 && !bf16 && !relu && !bias && d->c == 16 && d->f == 16 && d->k == 3 &&
-           d->stride == 1 && d->pad == 1 && d->oh == d->h && d->ow == d->w;
-}
-
-/* w'[c][f][ky][kx] = w[f][c][K-1-ky][K-1-kx], the dual's weights */
-static void weights_flip(const window_desc *d, const float *w, float *wf)
-{
-    size_t kk = (size_t)d->k * d->k;
-    for (int c = 0; c < d->c; c++)
-        for (int f = 0; f < d->f; f++)
-            for (size_t t = 0; t < kk; t++)
-                wf[((size_t)c * d->f + f) * kk + t] = w[((size_t)f * d->c + c) * kk + (kk - 1 - t)];
+    return avx2 && !bf16 && !relu && !bias && d->c == 16 && d->f == 16 && window_same_3x3(d);
 }
 
 /* The backward-data descriptor that computes the forward: its diff_src is
@@ -352,12 +345,8 @@ static dnnl_primitive_desc_t dual_pd(const conv_prim *p)
               dnnl_convolution_backward_data_desc_init(&bd, dnnl_convolution_direct, &y, &wei,
                                                        &x, strides, pad, pad) == dnnl_success &&
               dnnl_primitive_desc_create(&pd, &bd, attr, cpu_dnnl_engine(), hint) ==
-                  dnnl_success;
-    const char *impl = NULL;
-    if (ok && (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) !=
-                   dnnl_success ||
-               impl == NULL || strncmp(impl, "ref", 3) == 0))
-        ok = false;
+                  dnnl_success &&
+              !pd_is_reference(pd);
     if (!ok && pd != NULL)
         dnnl_primitive_desc_destroy(pd);
     if (hint != NULL)
@@ -618,7 +607,8 @@ typedef struct {
     char *ws;
     size_t group_bytes; /* workspace stride between groups */
     float *pdw, *pdb;   /* [CONV_GROUPS, F*CKK], [CONV_GROUPS, F] plain partials */
-    float *wflip;       /* the weights flipped for a dual forward (weights_flip) */
+    float *wflip;       /* the weights flipped (cpu_conv_flip_weights): a dual forward's, or
+                         * conv_wino's backward-data's before its transform */
     bool wino;          /* the three passes by conv_wino.c (its rule) */
     float *wino_u;      /* its transformed weights */
     float *wino_scratch; /* [CONV_GROUPS] of wino_stride floats */
@@ -977,12 +967,13 @@ void cpu_conv_dnnl_forward(backend_t *be, const window_desc *d, const float *x, 
         return;
     }
     bool dual = a.prim[1]->dual;
-    if (a.wino)
-        cpu_conv_wino_weights(w, d->f, d->c, false, a.wino_u);
-    else if (a.prim[0]->dual || dual)
-        weights_flip(d, w, a.wflip);
-    if (!a.wino)
+    if (a.wino) {
+        cpu_conv_wino_weights(w, d->f, d->c, a.wino_u);
+    } else {
+        if (a.prim[0]->dual || dual)
+            cpu_conv_flip_weights(w, d->f, d->c, d->k, a.wflip);
         share_weights(&a, P_R_WEI, M_WEI_B, dual ? M_WF : M_W, dual ? a.wflip : w);
+    }
     cpu_run(be, CONV_GROUPS, dnnl_group, &a);
 }
 
@@ -999,9 +990,10 @@ void cpu_conv_dnnl_backward(backend_t *be, const window_desc *d, const float *x,
         cpu_conv_backward(be, d, x, w, y, relu, dy, dx, dw, db, ws);
         return;
     }
-    if (dx != NULL && a.wino)
-        cpu_conv_wino_weights(w, d->f, d->c, true, a.wino_u);
-    else if (dx != NULL)
+    if (dx != NULL && a.wino) {
+        cpu_conv_flip_weights(w, d->f, d->c, d->k, a.wflip);
+        cpu_conv_wino_weights(a.wflip, d->c, d->f, a.wino_u);
+    } else if (dx != NULL)
         share_weights(&a, P_R_WEI_BD, M_WEI_BD, M_W, w);
     cpu_run(be, CONV_GROUPS, dnnl_group, &a);
     if (dw != NULL)

@@ -29,7 +29,7 @@
  * order: the same bits on any number of threads.
  *
  * Backward-data is the forward of the transposed convolution (dy in, dx
- * out, the filters transposed and flipped: cpu_conv_wino_weights' dual).
+ * out, the filters transposed and flipped: cpu_conv_flip_weights).
  * Backward-weights differentiates the forward's algebra: with
  * dM = A dY A^T per tile (dY its 2x2 gradients),
  *   dU[xi][c][f] = sum over tiles (and a group's images, in order) of
@@ -53,8 +53,7 @@ bool cpu_conv_wino_fits(const window_desc *d, bool relu, bool bias, bool bf16, b
 {
 #ifdef X86_KERNELS
     return isa == CPU_ISA_AVX2 && !relu && !bias && !bf16 && nhwc && d->blocked_x &&
-           d->blocked_y && d->c % 16 == 0 && d->f % 16 == 0 && d->k == 3 && d->stride == 1 &&
-           d->pad == 1 && d->oh == d->h && d->ow == d->w;
+           d->blocked_y && d->c % 16 == 0 && d->f % 16 == 0 && window_same_3x3(d);
 #else
     (void)d, (void)relu, (void)bias, (void)bf16, (void)nhwc, (void)isa;
     return false;
@@ -72,16 +71,20 @@ size_t cpu_conv_wino_scratch_floats(int cin, int cout)
     return 16 * (size_t)WINO_TILES * (size_t)(cin + cout) + 16 * (size_t)cin * cout;
 }
 
-void cpu_conv_wino_weights(const float *w, int f, int c, bool dual, float *u)
+void cpu_conv_flip_weights(const float *w, int f, int c, int k, float *wf)
 {
-    int cin = dual ? f : c, cout = dual ? c : f;
+    size_t kk = (size_t)k * k;
+    for (int i = 0; i < c; i++)
+        for (int o = 0; o < f; o++)
+            for (size_t t = 0; t < kk; t++)
+                wf[((size_t)i * f + o) * kk + t] = w[((size_t)o * c + i) * kk + (kk - 1 - t)];
+}
+
+void cpu_conv_wino_weights(const float *w, int cout, int cin, float *u)
+{
     for (int o = 0; o < cout; o++)
         for (int i = 0; i < cin; i++) {
-            const float *src = dual ? w + ((size_t)i * c + o) * 9 : w + ((size_t)o * c + i) * 9;
-            float g[3][3];
-            for (int ky = 0; ky < 3; ky++)
-                for (int kx = 0; kx < 3; kx++)
-                    g[ky][kx] = dual ? src[(2 - ky) * 3 + (2 - kx)] : src[ky * 3 + kx];
+            const float(*g)[3] = (const float(*)[3])(w + ((size_t)o * cin + i) * 9);
             float t[4][3]; /* G g */
             for (int j = 0; j < 3; j++) {
                 t[0][j] = g[0][j];

@@ -22,11 +22,15 @@ bool cpu_conv_wino_fits(const window_desc *d, bool relu, bool bias, bool bf16, b
 size_t cpu_conv_wino_weight_floats(int cin, int cout);
 size_t cpu_conv_wino_scratch_floats(int cin, int cout);
 
-/* u[16][cin][cout] = G g G^T for each 3x3 filter g of w, w being conv2d's
- * weights [F][C][3][3]. forward: cin = C, cout = F, g = w[f][c]. dual (the
- * backward-data pass as the forward of the transposed convolution): cin =
- * F, cout = C, g = w[f][c] flipped in both directions. */
-void cpu_conv_wino_weights(const float *w, int f, int c, bool dual, float *u);
+/* u[16][cin][cout] = G g G^T for each 3x3 filter g = w[o][i] of w
+ * [cout][cin][3][3]: conv2d's weights for the forward (cout = F, cin = C),
+ * cpu_conv_flip_weights' for the backward-data pass (cout = C, cin = F). */
+void cpu_conv_wino_weights(const float *w, int cout, int cin, float *u);
+
+/* wf[c][f][ky][kx] = w[f][c][k-1-ky][k-1-kx]: the filters of the transposed
+ * convolution, whose forward is w's backward-data (and whose backward-data
+ * is w's forward: conv_dnnl.c's dual forward). */
+void cpu_conv_flip_weights(const float *w, int f, int c, int k, float *wf);
 
 /* One image: y[h][w][cout] = the 3x3 convolution (padding 1) of x[h][w][cin]
  * with the filters u holds (cpu_conv_wino_weights). */
