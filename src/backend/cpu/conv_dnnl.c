@@ -694,8 +694,8 @@ static char *group_buf(const dnnl_args *a, const conv_prim *p, int g, int which)
     return base;
 }
 
-/* Images [lo, hi) through conv_wino.c, one at a time (NHWC float32):
- * forward x -> y (cin = C), or backward-data dy -> dx (cin = F). */
+/* Images [lo, hi) through conv_wino.c (NHWC float32): forward x -> y
+ * (cin = C), or backward-data dy -> dx (cin = F). */
 static void group_wino(const dnnl_args *a, int g, int lo, int hi, bool forward)
 {
     const window_desc *d = a->d;
@@ -703,9 +703,8 @@ static void group_wino(const dnnl_args *a, int g, int lo, int hi, bool forward)
     size_t in = forward ? image_in(d) : image_out(d), out = forward ? image_out(d) : image_in(d);
     const float *src = forward ? a->x : a->dy;
     float *dst = forward ? a->yo : a->dx;
-    for (int i = lo; i < hi; i++)
-        cpu_conv_wino_image(d->h, d->w, cin, cout, src + (size_t)i * in, a->wino_u,
-                            dst + (size_t)i * out, a->wino_scratch + (size_t)g * a->wino_stride);
+    cpu_conv_wino_forward(hi - lo, d->h, d->w, cin, cout, src + (size_t)lo * in, a->wino_u,
+                          dst + (size_t)lo * out, a->wino_scratch + (size_t)g * a->wino_stride);
 }
 
 /* Group g's images [lo, hi) forward through primitive p */
@@ -764,13 +763,10 @@ static void group_backward(dnnl_args *a, conv_prim *p, int g, int lo, int hi)
     if (a->dw != NULL && a->wino) {
         /* conv_wino's weight gradient of the group's images, into its
          * partial as oneDNN's would be (no bias: the rule) */
-        float *scratch = a->wino_scratch + (size_t)g * a->wino_stride;
-        cpu_conv_wino_dw_begin(d->c, d->f, scratch);
-        for (int i = lo; i < hi; i++)
-            cpu_conv_wino_dw_image(d->h, d->w, d->c, d->f, a->x + (size_t)i * in,
-                                   a->dy + (size_t)i * out, scratch);
-        cpu_conv_wino_dw_end(d->c, d->f, scratch,
-                             a->pdw + (size_t)g * d->f * d->c * d->k * d->k);
+        cpu_conv_wino_weight_grad(hi - lo, d->h, d->w, d->c, d->f, a->x + (size_t)lo * in,
+                                  a->dy + (size_t)lo * out,
+                                  a->wino_scratch + (size_t)g * a->wino_stride,
+                                  a->pdw + (size_t)g * d->f * d->c * d->k * d->k);
     } else if (a->dw != NULL) {
         const void *x = act_at(a->x, (size_t)lo * in, a->x_bf16);
         const void *src =

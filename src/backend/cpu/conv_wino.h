@@ -1,5 +1,5 @@
 /* conv_wino.h - 3x3, stride-1, padding-1 convolutions by Winograd's
- * F(2x2, 3x3) on AVX2, NHWC (conv_wino.c). conv_dnnl.c calls it for the
+ * F(4x4, 3x3) on AVX2, NHWC (conv_wino.c). conv_dnnl.c calls it for the
  * three passes of the shapes cpu_conv_wino_fits takes. */
 #ifndef TT_CONV_WINO_H
 #define TT_CONV_WINO_H
@@ -16,13 +16,13 @@
 bool cpu_conv_wino_fits(const window_desc *d, bool relu, bool bias, bool bf16, bool nhwc,
                         cpu_isa_t isa);
 
-/* Floats of the transformed weights (16 x cin x cout) and of one task's
+/* Floats of the transformed weights (36 x cin x cout) and of one task's
  * scratch (a block of tiles transformed and its products, and the weight
  * gradient's sums). */
 size_t cpu_conv_wino_weight_floats(int cin, int cout);
 size_t cpu_conv_wino_scratch_floats(int cin, int cout);
 
-/* u[16][cin][cout] = G g G^T for each 3x3 filter g = w[o][i] of w
+/* u[36][cin][cout] = G g G^T for each 3x3 filter g = w[o][i] of w
  * [cout][cin][3][3]: conv2d's weights for the forward (cout = F, cin = C),
  * cpu_conv_flip_weights' for the backward-data pass (cout = C, cin = F). */
 void cpu_conv_wino_weights(const float *w, int cout, int cin, float *u);
@@ -32,17 +32,14 @@ void cpu_conv_wino_weights(const float *w, int cout, int cin, float *u);
  * is w's forward: conv_dnnl.c's dual forward). */
 void cpu_conv_flip_weights(const float *w, int f, int c, int k, float *wf);
 
-/* One image: y[h][w][cout] = the 3x3 convolution (padding 1) of x[h][w][cin]
- * with the filters u holds (cpu_conv_wino_weights). */
-void cpu_conv_wino_image(int h, int w, int cin, int cout, const float *x, const float *u,
-                         float *y, float *scratch);
+/* n images: y[n][h][w][cout] = the 3x3 convolution (padding 1) of
+ * x[n][h][w][cin] with the filters u holds (cpu_conv_wino_weights). */
+void cpu_conv_wino_forward(int n, int h, int w, int cin, int cout, const float *x,
+                           const float *u, float *y, float *scratch);
 
-/* The weight gradient of a group of images, in three steps on one scratch:
- * begin zeroes the sums, dw_image adds one image's (x[h][w][c], dy[h][w][f];
- * the images in order, tiles in order), end writes dw[f][c][3][3] = G^T dU G. */
-void cpu_conv_wino_dw_begin(int c, int f, float *scratch);
-void cpu_conv_wino_dw_image(int h, int w, int c, int f, const float *x, const float *dy,
-                            float *scratch);
-void cpu_conv_wino_dw_end(int c, int f, float *scratch, float *dw);
+/* The weight gradient of n images, x[n][h][w][c] and dy[n][h][w][f], into
+ * dw[f][c][3][3], summed over the images' tiles in order. */
+void cpu_conv_wino_weight_grad(int n, int h, int w, int c, int f, const float *x,
+                               const float *dy, float *scratch, float *dw);
 
 #endif
