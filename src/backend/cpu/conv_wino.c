@@ -163,7 +163,8 @@ INLINE_AVX2 void g_gradient(const __m256 u[6], __m256 o[3])
     __m256 sum12 = _mm256_add_ps(u[1], u[2]), sum34 = _mm256_add_ps(u[3], u[4]);
     o[0] = _mm256_fmadd_ps(s24, sum34,
                            _mm256_fnmadd_ps(s6, sum12, _mm256_mul_ps(_mm256_set1_ps(0.25f), u[0])));
-    o[1] = _mm256_fmadd_ps(s12, _mm256_sub_ps(u[3], u[4]), _mm256_mul_ps(s6, _mm256_sub_ps(u[2], u[1])));
+    o[1] = _mm256_fmadd_ps(s12, _mm256_sub_ps(u[3], u[4]),
+                           _mm256_mul_ps(s6, _mm256_sub_ps(u[2], u[1])));
     o[2] = _mm256_fmadd_ps(s6, _mm256_sub_ps(sum34, sum12), u[5]);
 }
 
