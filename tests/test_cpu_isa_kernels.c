@@ -699,8 +699,8 @@ static void test_conv_wino_rule(void)
  * filter's maximum) times WINO_BOUND. F(4x4, 3x3)'s transforms have
  * entries up to 8 (A^T) and 5 (B^T) and fractions down to 1/24 (G): on
  * these shapes the error measured at most 1.05 of that bound (the weight
- * gradient of one 2x3 image, whose taps sum 6 terms; 0.4 elsewhere;
- * printed on every run). The same bits on every AVX2 CPU, so 8 is a
+ * gradient of one 2x3 image, whose taps sum 6 terms; 0.72 for 1x1 images,
+ * under 0.4 elsewhere; printed on every run). The same bits on every AVX2 CPU, so 8 is a
  * margin for other data, not for chance. A wrong transform entry or tile
  * is off by the values themselves, thousands of times the bound (six
  * planted ones each failed 1 to 27 of these checks). */

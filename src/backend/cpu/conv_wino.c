@@ -60,8 +60,7 @@
 #define WINO_ROWS 6   /* tiles a product kernel: 6 x 16 sums in 12 registers */
 #define XI 36         /* the 6x6 transformed points */
 
-/* G's fractions, as products (a division per entry took 1 ms a call of
- * the weight gradient's last step at 64 channels) */
+/* G's fractions, multiplied by: no division in the transforms */
 #define S6 (1.0f / 6)
 #define S12 (1.0f / 12)
 #define S24 (1.0f / 24)
