@@ -646,21 +646,6 @@ static void wino_ref(bool dual, int n, int h, int w, int c, int f, const float *
                 }
 }
 
-/* The largest error of got against ref, in units of the bound of a direct
- * float32 sum of `terms` (out_of_bound's, with abs as given): the
- * diagnostic of how far the transforms take a result from float64. */
-static double bound_share(const float *got, const double *ref, const double *abs, size_t count,
-                          int terms)
-{
-    double worst = 0.0;
-    for (size_t i = 0; i < count; i++) {
-        double bound = (terms + 2) * U32 * abs[i];
-        double e = fabs(got[i] - ref[i]) / (bound > 0.0 ? bound : 1e-300);
-        worst = e > worst ? e : worst;
-    }
-    return worst;
-}
-
 /* conv_wino.c's rule: AVX2 only, float32 NHWC on both sides, channels in
  * and out multiples of 16, 3x3, stride 1, padding 1, no bias or relu. */
 static void test_conv_wino_rule(void)
@@ -700,10 +685,10 @@ static void test_conv_wino_rule(void)
  * entries up to 8 (A^T) and 5 (B^T) and fractions down to 1/24 (G): on
  * these shapes the error measured at most 1.05 of that bound (the weight
  * gradient of one 2x3 image, whose taps sum 6 terms; 0.72 for 1x1 images,
- * under 0.4 elsewhere; printed on every run). The same bits on every AVX2 CPU, so 8 is a
- * margin for other data, not for chance. A wrong transform entry or tile
- * is off by the values themselves, thousands of times the bound (six
- * planted ones each failed 1 to 27 of these checks). */
+ * under 0.4 elsewhere; printed on every run). The same bits on every AVX2
+ * CPU, so 8 is a margin for other data, not for chance. A wrong transform
+ * entry or tile is off by the values themselves, thousands of times the
+ * bound (six planted ones each failed 1 to 27 of these checks). */
 #define WINO_BOUND 8
 
 /* abs[n][h][w][ch] := the largest abs of its 4x4 output tile, per channel */
@@ -775,7 +760,7 @@ static void wino_dw_check(tt_rng *r, int n, int c, int f, int h, int w)
     tt_ok(bad == 0, "conv_wino weight gradient %d -> %d channels, %d images of %dx%d: "
           "float64's within the bound (%ld of %zu out)", c, f, n, h, w, bad, nw);
     tt_diag("conv_wino weight gradient %d -> %d, %d x %dx%d: error at most %.3f of a direct "
-            "sum's bound", c, f, n, h, w, bound_share(dw, ref, abs, nw, terms));
+            "sum's bound", c, f, n, h, w, worst_ratio(dw, ref, abs, nw, terms));
     free(x), free(dy), free(dw), free(scratch), free(ref), free(abs);
 }
 
@@ -826,7 +811,7 @@ static void test_conv_wino(void)
                   cout, n, h, w, bad, nout);
             tt_diag("conv_wino %s %d -> %d, %d x %dx%d: error at most %.3f of a direct sum's "
                     "bound", dual ? "backward-data" : "forward", cin, cout, n, h, w,
-                    bound_share(out, ref, abs, nout, 9 * cin));
+                    worst_ratio(out, ref, abs, nout, 9 * cin));
             free(in);
             free(out);
             free(u);
