@@ -48,6 +48,7 @@
  *   dw           = G^T dU G   per filter. */
 #include "backend/cpu/conv_wino.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/simd_target.h"
@@ -279,9 +280,14 @@ TARGET_AVX2 static void products_6x16(int cin, int cout, const float *v, const f
 }
 
 /* y of the block's n tiles from M[xi][k][f]; outputs past an edge are not
- * stored. */
+ * stored. With stream (y 32-byte aligned), non-temporal stores: y is
+ * written once and read only after the whole call (by batchnorm, the next
+ * layer), and a tower's 16-channel outputs (8 MB) leave the cache anyway,
+ * so the stores skip reading each line before writing it. ResNet-20's
+ * layers 1.05-1.3x (forward, and backward through its dx), training 1.07x
+ * (TT_CPU_ISA=avx2, 5 interleaved rounds). */
 TARGET_AVX2 static void output_transform(int h, int w, int cout, const float *mm, int t0, int n,
-                                         float *y)
+                                         bool stream, float *y)
 {
     size_t plane = (size_t)WINO_TILES * cout;
     for (int k = 0; k < n; k++) {
@@ -302,7 +308,10 @@ TARGET_AVX2 static void output_transform(int h, int w, int cout, const float *mm
                 a_transform(row, o);
                 float *out = img + ((size_t)(oy + i) * w + ox) * cout + f;
                 for (int j = 0; j < cols; j++)
-                    _mm256_storeu_ps(out + (size_t)j * cout, o[j]);
+                    if (stream)
+                        _mm256_stream_ps(out + (size_t)j * cout, o[j]);
+                    else
+                        _mm256_storeu_ps(out + (size_t)j * cout, o[j]);
             }
         }
     }
@@ -445,6 +454,7 @@ void cpu_conv_wino_forward(int n, int h, int w, int cin, int cout, const float *
     int tiles = n * ((h + 3) / 4) * ((w + 3) / 4);
     float *v = scratch, *m = scratch + XI * (size_t)WINO_TILES * cin;
     float *zero = scratch + scratch_zero(cin, cout);
+    bool stream = (uintptr_t)y % 32 == 0; /* every store then is (cout % 16 == 0) */
     memset(zero, 0, (size_t)cin * sizeof(float));
     for (int t0 = 0; t0 < tiles; t0 += WINO_TILES) {
         int nt = tiles - t0 < WINO_TILES ? tiles - t0 : WINO_TILES;
@@ -459,8 +469,10 @@ void cpu_conv_wino_forward(int n, int h, int w, int cin, int cout, const float *
                     products_6x16(cin, cout, vx + (size_t)k * cin, ux + f,
                                   mx + (size_t)k * cout + f);
         }
-        output_transform(h, w, cout, m, t0, nt, y);
+        output_transform(h, w, cout, m, t0, nt, stream, y);
     }
+    if (stream)
+        _mm_sfence(); /* the streamed stores done before the task says it is */
 #else
     (void)n, (void)h, (void)w, (void)cin, (void)cout, (void)x, (void)u, (void)y, (void)scratch;
 #endif
