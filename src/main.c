@@ -290,6 +290,20 @@ static int parse_args(int argc, char **argv, const char *cmd, cmd_args *a)
     return 0;
 }
 
+/* The job file a command names, with its --set overrides, loaded and its
+ * files checked; else the error printed and the exit status returned. */
+static int load_job(const cmd_args *a, job_t *job)
+{
+    tt_err err = {0};
+    if (job_load(a->target, a->sets, a->n_sets, job, &err) != 0)
+        return fail(&err);
+    if (job_check_files(job, &err) != 0) {
+        job_free(job);
+        return fail(&err);
+    }
+    return 0;
+}
+
 static int cmd_validate(int argc, char **argv)
 {
     cmd_args a;
@@ -297,13 +311,8 @@ static int cmd_validate(int argc, char **argv)
     if (rc != 0)
         return rc;
     job_t job;
-    tt_err err = {0};
-    if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
-        return fail(&err);
-    if (job_check_files(&job, &err) != 0) {
-        job_free(&job);
-        return fail(&err);
-    }
+    if ((rc = load_job(&a, &job)) != 0)
+        return rc;
     rc = job_write(&job, stdout) == 0 && fflush(stdout) == 0 ? 0 : 1;
     job_free(&job);
     return rc;
@@ -433,12 +442,8 @@ static int cmd_run(int argc, char **argv)
     log_set_quiet(a.quiet);
     job_t job;
     tt_err err = {0};
-    if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
-        return fail(&err);
-    if (job_check_files(&job, &err) != 0) {
-        job_free(&job);
-        return fail(&err);
-    }
+    if ((rc = load_job(&a, &job)) != 0)
+        return rc;
     trainer_t tr = {0};
     if (check_logdir_free(&job, &err) != 0 || trainer_create(&tr, &job, &err) != 0)
         rc = fail(&err);
@@ -639,12 +644,8 @@ static int cmd_profile(int argc, char **argv)
         return rc;
     job_t job;
     tt_err err = {0};
-    if (job_load(a.target, a.sets, a.n_sets, &job, &err) != 0)
-        return fail(&err);
-    if (job_check_files(&job, &err) != 0) {
-        job_free(&job);
-        return fail(&err);
-    }
+    if ((rc = load_job(&a, &job)) != 0)
+        return rc;
     profile_opts o = {a.target, a.steps > 0 ? a.steps : 20, a.json, a.trace};
     if (profile_run(&job, &o, &err) != 0)
         rc = fail(&err);
