@@ -772,11 +772,13 @@ static void test_conv_wino(void)
     }
     /* cin and cout multiples of 16 (the rule); sides that are and are not
      * multiples of 4 (tiles over the edge); one tile and one pixel; one
-     * image, and three, whose tiles fill more than a block (12) and share
-     * blocks across images */
+     * image, and two or three, whose tiles fill more than a block (12) and
+     * share blocks across images; several blocks at 16 -> 64 channels,
+     * where the forward's second M (the block before's, in dU's place)
+     * fills the most of dU's room */
     const struct { int n, c, f, h, w; } cases[] = {
         {1, 16, 16, 8, 8},  {3, 16, 32, 7, 5},  {3, 32, 16, 1, 1},   {1, 16, 16, 2, 3},
-        {3, 64, 16, 9, 4},  {1, 16, 64, 3, 10}, {3, 16, 32, 13, 11}, {1, 32, 32, 16, 16},
+        {3, 64, 16, 9, 4},  {2, 16, 64, 9, 10}, {3, 16, 32, 13, 11}, {1, 32, 32, 16, 16},
         {3, 64, 64, 8, 8},
     };
     tt_rng r = tt_rng_make(0x3170);
