@@ -152,6 +152,10 @@ typedef struct {
     double *part, *part2; /* [BN_GROUPS][cn] */
     float *k1, *k2, *k3;  /* [cn]: scale and shift, or A, B and C */
     tt_blocked_strides st; /* blocked: where the 16-channel vectors are */
+    /* blocked backward of a batchnorm doing an add: the add's other input's
+     * gradient, written (or added to, dr_acc) in the sums pass */
+    float *dr;
+    bool dr_acc;
 } bn_args;
 
 CPU_HOT static void bn_forward_task(void *p, int k, int tasks)
@@ -321,7 +325,8 @@ CPU_HOT static void block_row_sum(const void *x, size_t off, int hw, size_t ps,
 /* the same for row_sums_dy (y: the forward output, NULL without relu) */
 static inline __attribute__((always_inline)) void
 block_row_sums_dy_of(float *dy, const void *x, const void *y, size_t off, int hw, size_t ps,
-                     const float *mean, bool bf16, double *sdy, double *sdyx)
+                     const float *mean, bool bf16, float *dr, bool dr_acc, double *sdy,
+                     double *sdyx)
 {
     float sa[LANES][LANES] = {{0}}, sb[LANES][LANES] = {{0}};
     int q = 0;
@@ -332,6 +337,8 @@ block_row_sums_dy_of(float *dy, const void *x, const void *y, size_t off, int hw
                 float g = dy[o + ch];
                 if (y != NULL)
                     dy[o + ch] = g = tt_relu_grad(act_load(y, o + ch, bf16), g);
+                if (dr != NULL)
+                    dr[o + ch] = dr_acc ? dr[o + ch] + g : g;
                 sa[j][ch] += g;
                 sb[j][ch] += g * (act_load(x, o + ch, bf16) - mean[ch]);
             }
@@ -348,6 +355,8 @@ block_row_sums_dy_of(float *dy, const void *x, const void *y, size_t off, int hw
             float g = dy[o];
             if (y != NULL)
                 dy[o] = g = tt_relu_grad(act_load(y, o, bf16), g);
+            if (dr != NULL)
+                dr[o] = dr_acc ? dr[o] + g : g;
             s[ch] += g;
             t[ch] += (double)g * (act_load(x, o, bf16) - mean[ch]);
         }
@@ -359,12 +368,12 @@ block_row_sums_dy_of(float *dy, const void *x, const void *y, size_t off, int hw
 
 CPU_HOT static void block_row_sums_dy(float *dy, const void *x, const void *y, size_t off,
                                       int hw, size_t ps, const float *mean, bool bf16,
-                                      double *sdy, double *sdyx)
+                                      float *dr, bool dr_acc, double *sdy, double *sdyx)
 {
     if (bf16)
-        block_row_sums_dy_of(dy, x, y, off, hw, ps, mean, true, sdy, sdyx);
+        block_row_sums_dy_of(dy, x, y, off, hw, ps, mean, true, dr, dr_acc, sdy, sdyx);
     else
-        block_row_sums_dy_of(dy, x, y, off, hw, ps, mean, false, sdy, sdyx);
+        block_row_sums_dy_of(dy, x, y, off, hw, ps, mean, false, dr, dr_acc, sdy, sdyx);
 }
 
 #ifdef CPU_AVX512_KERNELS
@@ -412,12 +421,21 @@ block_row_sum_avx512(const void *x, size_t off, int hw, size_t ps, const float *
         block_row_sum_avx512_of(x, off, hw, ps, shift, sq, false, part);
 }
 
+/* dr = g, or dr += g (the add's other gradient: layer_grad_accumulate's
+ * float32 sum) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+dr_store16(float *dr, __m512 g, bool acc)
+{
+    _mm512_storeu_ps(dr, acc ? _mm512_add_ps(_mm512_loadu_ps(dr), g) : g);
+}
+
 /* block_row_sums_dy likewise; the 32 accumulators do not fit the
  * registers, so the pixels go in two halves (lanes 0-7 and 8-15 of each
  * 16): every accumulator still sees its pixels in order. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 block_row_sums_dy_avx512_of(float *dy, const void *x, const void *y, size_t off, int hw,
-                            size_t ps, const float *mean, bool bf16, double *sdy, double *sdyx)
+                            size_t ps, const float *mean, bool bf16, float *dr, bool dr_acc,
+                            double *sdy, double *sdyx)
 {
     __m512 mv = _mm512_loadu_ps(mean), zero = _mm512_setzero_ps();
     __m512d s_lo = _mm512_setzero_pd(), s_hi = s_lo, t_lo = s_lo, t_hi = s_lo;
@@ -435,6 +453,8 @@ block_row_sums_dy_avx512_of(float *dy, const void *x, const void *y, size_t off,
                     g = _mm512_maskz_mov_ps(pos, g);
                     _mm512_storeu_ps(dy + o, g);
                 }
+                if (dr != NULL)
+                    dr_store16(dr + o, g, dr_acc);
                 sa[j] = _mm512_add_ps(sa[j], g);
                 sb[j] = _mm512_add_ps(sb[j],
                                       _mm512_mul_ps(g, _mm512_sub_ps(act_load16(x, o, bf16), mv)));
@@ -457,6 +477,8 @@ block_row_sums_dy_avx512_of(float *dy, const void *x, const void *y, size_t off,
             g = _mm512_maskz_mov_ps(pos, g);
             _mm512_storeu_ps(dy + o, g);
         }
+        if (dr != NULL)
+            dr_store16(dr + o, g, dr_acc);
         __m512 d = _mm512_sub_ps(act_load16(x, o, bf16), mv);
         __m512d g_lo = _mm512_cvtps_pd(_mm512_castps512_ps256(g));
         __m512d g_hi = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(g), 1)));
@@ -475,12 +497,13 @@ block_row_sums_dy_avx512_of(float *dy, const void *x, const void *y, size_t off,
 
 __attribute__((target("avx512f"))) static void
 block_row_sums_dy_avx512(float *dy, const void *x, const void *y, size_t off, int hw, size_t ps,
-                         const float *mean, bool bf16, double *sdy, double *sdyx)
+                         const float *mean, bool bf16, float *dr, bool dr_acc, double *sdy,
+                         double *sdyx)
 {
     if (bf16)
-        block_row_sums_dy_avx512_of(dy, x, y, off, hw, ps, mean, true, sdy, sdyx);
+        block_row_sums_dy_avx512_of(dy, x, y, off, hw, ps, mean, true, dr, dr_acc, sdy, sdyx);
     else
-        block_row_sums_dy_avx512_of(dy, x, y, off, hw, ps, mean, false, sdy, sdyx);
+        block_row_sums_dy_avx512_of(dy, x, y, off, hw, ps, mean, false, dr, dr_acc, sdy, sdyx);
 }
 
 /* One row (image, block) of the element passes, from element off: the
@@ -579,7 +602,7 @@ TARGET_AVX2 static void block_row_sum_avx2(const void *x, size_t off, int hw, si
 /* dy at element o masked in place by relu where y is set (tt_relu_grad:
  * dy where y > 0, else 0) */
 TARGET_AVX2 __attribute__((always_inline)) static inline __m256
-dy_masked8(float *dy, const void *y, size_t o, bool bf16)
+dy_masked8(float *dy, const void *y, size_t o, bool bf16, float *dr, bool dr_acc)
 {
     __m256 g = _mm256_loadu_ps(dy + o);
     if (y != NULL) {
@@ -587,13 +610,16 @@ dy_masked8(float *dy, const void *y, size_t o, bool bf16)
         g = _mm256_and_ps(g, pos);
         _mm256_storeu_ps(dy + o, g);
     }
+    if (dr != NULL) /* the add's other gradient: = g, or += g */
+        _mm256_storeu_ps(dr + o, dr_acc ? _mm256_add_ps(_mm256_loadu_ps(dr + o), g) : g);
     return g;
 }
 
 /* block_row_sums_dy's half h, pixels in groups of 4 */
 TARGET_AVX2 __attribute__((always_inline)) static inline void
 block_row_sums_dy_avx2_of(float *dy, const void *x, const void *y, size_t off, int hw, size_t ps,
-                          const float *mean, bool bf16, double *sdy, double *sdyx)
+                          const float *mean, bool bf16, float *dr, bool dr_acc, double *sdy,
+                          double *sdyx)
 {
     int full = hw / LANES * LANES;
     for (int h = 0; h < 2; h++) {
@@ -606,7 +632,7 @@ block_row_sums_dy_avx2_of(float *dy, const void *x, const void *y, size_t off, i
             for (int q = 0; q < full; q += LANES)
                 for (int j = 0; j < 4; j++) {
                     size_t o = off + (size_t)(q + 4 * grp + j) * ps + 8 * h;
-                    __m256 g = dy_masked8(dy, y, o, bf16);
+                    __m256 g = dy_masked8(dy, y, o, bf16, dr, dr_acc);
                     sa[j] = _mm256_add_ps(sa[j], g);
                     sb[j] = _mm256_add_ps(
                         sb[j], _mm256_mul_ps(g, _mm256_sub_ps(act_load8(x, o, bf16), mv)));
@@ -618,7 +644,7 @@ block_row_sums_dy_avx2_of(float *dy, const void *x, const void *y, size_t off, i
         }
         for (int q = full; q < hw; q++) { /* the rest, one by one in double */
             size_t o = off + (size_t)q * ps + 8 * h;
-            __m256 g = dy_masked8(dy, y, o, bf16);
+            __m256 g = dy_masked8(dy, y, o, bf16, dr, dr_acc);
             __m256 d = _mm256_sub_ps(act_load8(x, o, bf16), mv);
             __m256d g_lo = _mm256_cvtps_pd(_mm256_castps256_ps128(g));
             __m256d g_hi = _mm256_cvtps_pd(_mm256_extractf128_ps(g, 1));
@@ -637,12 +663,13 @@ block_row_sums_dy_avx2_of(float *dy, const void *x, const void *y, size_t off, i
 
 TARGET_AVX2 static void block_row_sums_dy_avx2(float *dy, const void *x, const void *y,
                                                size_t off, int hw, size_t ps, const float *mean,
-                                               bool bf16, double *sdy, double *sdyx)
+                                               bool bf16, float *dr, bool dr_acc, double *sdy,
+                                               double *sdyx)
 {
     if (bf16)
-        block_row_sums_dy_avx2_of(dy, x, y, off, hw, ps, mean, true, sdy, sdyx);
+        block_row_sums_dy_avx2_of(dy, x, y, off, hw, ps, mean, true, dr, dr_acc, sdy, sdyx);
     else
-        block_row_sums_dy_avx2_of(dy, x, y, off, hw, ps, mean, false, sdy, sdyx);
+        block_row_sums_dy_avx2_of(dy, x, y, off, hw, ps, mean, false, dr, dr_acc, sdy, sdyx);
 }
 
 /* block_apply_avx512's arithmetic (a multiply, then adds: no fma, as the
@@ -711,17 +738,20 @@ static void sum_row(const bn_args *a, int g, int b, int i)
     const void *y = a->relu ? a->yc : NULL;
 #ifdef CPU_AVX512_KERNELS
     if (cpu_isa() == CPU_ISA_AVX512) {
-        block_row_sums_dy_avx512(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
+        block_row_sums_dy_avx512(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, a->dr, a->dr_acc,
+                                 part, part2);
         return;
     }
 #endif
 #ifdef X86_KERNELS
     if (cpu_isa() >= CPU_ISA_AVX2) {
-        block_row_sums_dy_avx2(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
+        block_row_sums_dy_avx2(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, a->dr, a->dr_acc,
+                               part, part2);
         return;
     }
 #endif
-    block_row_sums_dy(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, part, part2);
+    block_row_sums_dy(a->dy, a->x, y, off, a->hw, ps, k1, a->bf16, a->dr, a->dr_acc, part,
+                      part2);
 }
 
 static void zero_sums(const bn_args *a, int g, int b)
@@ -903,10 +933,11 @@ void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const fl
     }
 }
 
-void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
-                                    const float *gamma, const float *save_mean,
-                                    const float *save_invstd, const float *y, bool relu,
-                                    float *dy, float *dx, float *dgamma, float *dbeta)
+/* The backward, and with dr the add's other gradient in its sums pass */
+static void backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                             const float *gamma, const float *save_mean, const float *save_invstd,
+                             const float *y, bool relu, float *dy, float *dx, float *dgamma,
+                             float *dbeta, float *dr, bool dr_acc)
 {
     double part[BN_GROUPS * BN_MAX_CHANNELS], part2[BN_GROUPS * BN_MAX_CHANNELS];
     float k1[BN_MAX_CHANNELS], k2[BN_MAX_CHANNELS], k3[BN_MAX_CHANNELS];
@@ -916,7 +947,8 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
         bn_args a = {.n = n, .c = c, .hw = hw, .x = x, .yc = y, .relu = relu,
                      .bf16 = be->blocked_bf16, .dy = dy, .dx = dx, .c0 = c0, .cn = cn,
                      .part = part, .part2 = part2, .k1 = k1,
-                     .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc)};
+                     .st = tt_blocked_strides_of(c, hw, be->blocked_nhwc), .dr = dr,
+                     .dr_acc = dr_acc};
         for (int ch = 0; ch < cn; ch++)
             k1[ch] = save_mean[c0 + ch];
         blocked_sums(be, &a);
@@ -933,4 +965,30 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
         a.k3 = k3;
         blocked_apply(be, &a);
     }
+}
+
+void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                    const float *gamma, const float *save_mean,
+                                    const float *save_invstd, const float *y, bool relu,
+                                    float *dy, float *dx, float *dgamma, float *dbeta)
+{
+    backward_blocked(be, n, c, hw, x, gamma, save_mean, save_invstd, y, relu, dy, dx, dgamma,
+                     dbeta, NULL, false);
+}
+
+/* backend.h's batchnorm_add_backward_blocked, with the bits of its
+ * composition (relu_backward_blocked, copy or axpy, then the backward
+ * without relu): the relu's mask is the one the backward's sums pass
+ * applies with relu (tt_relu_grad), and that pass, which reads and writes
+ * every element of dy once, also writes dr (or adds to it). The
+ * composition took two more passes over dy, one of them the copy, on one
+ * thread. */
+void cpu_batchnorm_add_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                        const float *gamma, const float *save_mean,
+                                        const float *save_invstd, const float *y, bool relu,
+                                        float *dy, float *dx, float *dgamma, float *dbeta,
+                                        float *dr, bool dr_accumulate)
+{
+    backward_blocked(be, n, c, hw, x, gamma, save_mean, save_invstd, y, relu, dy, dx, dgamma,
+                     dbeta, dr, dr_accumulate);
 }

@@ -125,6 +125,11 @@ void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const f
                                     const float *gamma, const float *save_mean,
                                     const float *save_invstd, const float *y, bool relu,
                                     float *dy, float *dx, float *dgamma, float *dbeta);
+void cpu_batchnorm_add_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                        const float *gamma, const float *save_mean,
+                                        const float *save_invstd, const float *y, bool relu,
+                                        float *dy, float *dx, float *dgamma, float *dbeta,
+                                        float *dr, bool dr_accumulate);
 void cpu_global_avgpool_blocked_forward(backend_t *be, int n, int c, int hw, const float *x,
                                         float *y);
 void cpu_global_avgpool_blocked_backward(backend_t *be, int n, int c, int hw, const float *dy,

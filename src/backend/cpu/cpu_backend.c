@@ -178,6 +178,7 @@ backend_t *backend_cpu_create(int device, int threads, tt_err *err)
     be->batchnorm_backward = cpu_batchnorm_backward;
     be->batchnorm_forward_blocked = cpu_batchnorm_forward_blocked;
     be->batchnorm_backward_blocked = cpu_batchnorm_backward_blocked;
+    be->batchnorm_add_backward_blocked = cpu_batchnorm_add_backward_blocked;
     be->global_avgpool_blocked_forward = cpu_global_avgpool_blocked_forward;
     be->global_avgpool_blocked_backward = cpu_global_avgpool_blocked_backward;
     be->relu_forward = cpu_relu_forward;
