@@ -933,11 +933,18 @@ void cpu_batchnorm_forward_blocked(backend_t *be, int n, int c, int hw, const fl
     }
 }
 
-/* The backward, and with dr the add's other gradient in its sums pass */
-static void backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
-                             const float *gamma, const float *save_mean, const float *save_invstd,
-                             const float *y, bool relu, float *dy, float *dx, float *dgamma,
-                             float *dbeta, float *dr, bool dr_acc)
+/* backend.h's batchnorm_add_backward_blocked, with the bits of its
+ * composition (relu_backward_blocked, copy or axpy, then the backward
+ * without relu): the relu's mask is the one the backward's sums pass
+ * applies with relu (tt_relu_grad), and that pass, which reads and writes
+ * every element of dy once, also writes dr (or adds to it). The
+ * composition took two more passes over dy, one of them the copy, on one
+ * thread. */
+void cpu_batchnorm_add_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
+                                        const float *gamma, const float *save_mean,
+                                        const float *save_invstd, const float *y, bool relu,
+                                        float *dy, float *dx, float *dgamma, float *dbeta,
+                                        float *dr, bool dr_acc)
 {
     double part[BN_GROUPS * BN_MAX_CHANNELS], part2[BN_GROUPS * BN_MAX_CHANNELS];
     float k1[BN_MAX_CHANNELS], k2[BN_MAX_CHANNELS], k3[BN_MAX_CHANNELS];
@@ -967,28 +974,12 @@ static void backward_blocked(backend_t *be, int n, int c, int hw, const float *x
     }
 }
 
+/* the same with no add (dr NULL) */
 void cpu_batchnorm_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
                                     const float *gamma, const float *save_mean,
                                     const float *save_invstd, const float *y, bool relu,
                                     float *dy, float *dx, float *dgamma, float *dbeta)
 {
-    backward_blocked(be, n, c, hw, x, gamma, save_mean, save_invstd, y, relu, dy, dx, dgamma,
-                     dbeta, NULL, false);
-}
-
-/* backend.h's batchnorm_add_backward_blocked, with the bits of its
- * composition (relu_backward_blocked, copy or axpy, then the backward
- * without relu): the relu's mask is the one the backward's sums pass
- * applies with relu (tt_relu_grad), and that pass, which reads and writes
- * every element of dy once, also writes dr (or adds to it). The
- * composition took two more passes over dy, one of them the copy, on one
- * thread. */
-void cpu_batchnorm_add_backward_blocked(backend_t *be, int n, int c, int hw, const float *x,
-                                        const float *gamma, const float *save_mean,
-                                        const float *save_invstd, const float *y, bool relu,
-                                        float *dy, float *dx, float *dgamma, float *dbeta,
-                                        float *dr, bool dr_accumulate)
-{
-    backward_blocked(be, n, c, hw, x, gamma, save_mean, save_invstd, y, relu, dy, dx, dgamma,
-                     dbeta, dr, dr_accumulate);
+    cpu_batchnorm_add_backward_blocked(be, n, c, hw, x, gamma, save_mean, save_invstd, y, relu,
+                                       dy, dx, dgamma, dbeta, NULL, false);
 }
