@@ -4,8 +4,10 @@
 #endif
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -84,8 +86,19 @@ bool dist_built(void)
     return true;
 }
 
+/* The first caller ends the job; a second thread (the collective watch
+ * firing while a tower's error reaches main, dist_watch.c) waits here for
+ * that, and touches nothing of MPI's: Open MPI's MPI_Abort is not safe to
+ * enter from two threads at once (its help-file lexer shares one FILE:
+ * both ranks died of SIGSEGV inside MPI_Abort in e2e_sim_faults' mpirun
+ * hang case, 2 runs of about 80). Where MPI_Abort cannot end the job, the
+ * watch's last resort ends the process 5 s later. */
 _Noreturn void dist_abort(int code)
 {
+    static atomic_flag taken = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&taken))
+        for (;;)
+            pause();
     fflush(stdout);
     fflush(stderr);
     if (active && size > 1)
