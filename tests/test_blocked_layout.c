@@ -190,18 +190,17 @@ int main(void)
     static const char *const lenet_expect[] = {"c0=0", "m0=0", "c1=1", "m1=1", "c2=1", "m2=1", "v0=1",
                                                "c3=1", "v1=0", "fc=0", NULL};
     static const char *const wide_pool_expect[] = {"c0=1", "m0=1", "c1=1", "fc=0", NULL};
+    /* oneDNN without SSE4.1 runs its reference convolutions */
+    const char *ref = NULL;
+#ifdef HAVE_DNNL
+    if (fp32_nhwc && (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_sse41) == 0)
+        ref = "oneDNN's reference kernels";
+#endif
     /* the residual model's c1 and c2 (16 -> 16, 3x3, no bias or relu) are
      * what conv_wino.c's rule takes at AVX2 */
-#ifdef HAVE_DNNL
-    bool ref = fp32_nhwc && (dnnl_get_effective_cpu_isa() & dnnl_cpu_isa_sse41) == 0;
-#else
-    bool ref = false; /* not reached: no blocked layout without oneDNN */
-#endif
-    loose = ref                                            ? "oneDNN's reference kernels"
-            : fp32_nhwc && cpu_isa() == CPU_ISA_AVX2 ? "Winograd"
-                                                     : NULL;
+    loose = ref != NULL ? ref : fp32_nhwc && cpu_isa() == CPU_ISA_AVX2 ? "Winograd" : NULL;
     check_model("residual model", false, RESNET, resnet_expect, 6, "a1", 0);
-    loose = ref ? "oneDNN's reference kernels" : NULL;
+    loose = ref;
     check_model("LeNet-like model", false, LENET, lenet_expect, 5, "m1", 0);
     check_model("32-channel pool", false, WIDE_POOL, wide_pool_expect, 5, "m0", 0);
     /* bf16: the blocked layout in NHWC order */
