@@ -44,6 +44,9 @@ EXTRA_DIST += tests/e2e_precision.sh
 # a short training run on the CPU under test (make check-cpus: an emulated one)
 TESTS += tests/e2e_cpu_train.sh
 EXTRA_DIST += tests/e2e_cpu_train.sh
+# the default threads of CPU towers: the online CPUs and the affinity mask
+TESTS += tests/e2e_cpu_threads.sh
+EXTRA_DIST += tests/e2e_cpu_threads.sh
 # TT_CPU_ISA: every kernel level the CPU has, and the cap refused when wrong
 TESTS += tests/e2e_cpu_isa.sh
 EXTRA_DIST += tests/e2e_cpu_isa.sh

@@ -10,6 +10,7 @@
  * of stalling each layer until the worker gets a core back (a 2-thread MLP
  * step went from 1 ms to 4-12 ms that way under other people's builds).
  */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "util/threadpool.h"
 
 #include <errno.h>
@@ -228,4 +229,12 @@ int threadpool_cpu_count(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+int threadpool_cpu_allowed(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    return threadpool_cpu_count();
 }

@@ -27,5 +27,9 @@ void threadpool_destroy(threadpool_t *tp);
 
 /* Number of online CPUs (>= 1). */
 int threadpool_cpu_count(void);
+/* Number of CPUs this process may run on (>= 1): its affinity mask, which
+ * taskset, a container's cpuset or mpirun's binding narrow; the online
+ * CPUs where the mask cannot be read. */
+int threadpool_cpu_allowed(void);
 
 #endif
