@@ -57,11 +57,7 @@ static int parse_int(const char *s, int lo, int *out)
 int bench_parse(const cmdline_opt *opts, int n_opts, bench_opts *o, tt_err *err)
 {
     memset(o, 0, sizeof(*o));
-    /* the cores, shared by the ranks on this machine, and at most those
-     * this process may run on */
-    int cores = threadpool_cpu_count() / dist_local_size();
-    if (threadpool_cpu_allowed() < cores)
-        cores = threadpool_cpu_allowed();
+    int cores = threadpool_cpu_share(dist_local_size());
     o->towers = dist_size() > 1 ? (cores > 1 ? cores : 1) : (cores > 1 ? cores : 2);
     snprintf(o->algo, sizeof(o->algo), "ring");
     o->min_bytes = 8;

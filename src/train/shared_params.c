@@ -24,8 +24,7 @@ int shared_params_create(trainer_t *tr, shared_params *sp, tt_err *err)
 {
     size_t n = tr->model.n_trainable ? tr->model.n_trainable : 1;
     if (!tr->backends[0]->host_memory) { /* device towers: the copy in host memory */
-        int threads = threadpool_cpu_allowed();
-        sp->server = backend_cpu_create(0, threads > 0 ? threads : 1, err);
+        sp->server = backend_cpu_create(0, threadpool_cpu_share(1), err);
         if (sp->server == NULL)
             return -1;
         for (int t = 0; t < tr->n_towers; t++)

@@ -74,13 +74,10 @@ static int trainer_create_towers(trainer_t *tr, bool on_device, tt_err *err)
     int n = tr->n_towers;
     int threads = job->trainer.threads_per_tower;
     if (threads <= 0) {
-        /* the cores shared by the towers of every rank on this machine, and
-         * no more than this process's towers' share of the CPUs it may run
-         * on (taskset, a container's cpuset, mpirun --bind-to core: a
-         * process held to one CPU ran a thread per online CPU on it) */
-        threads = threadpool_cpu_count() / (n * dist_local_size());
-        if (threadpool_cpu_allowed() / n < threads)
-            threads = threadpool_cpu_allowed() / n;
+        /* this rank's cores shared by its towers (threadpool_cpu_share: a
+         * process held to one CPU by taskset once ran a thread per online
+         * CPU on it) */
+        threads = threadpool_cpu_share(dist_local_size()) / n;
         if (threads < 1)
             threads = 1;
     }

@@ -231,10 +231,12 @@ int threadpool_cpu_count(void)
     return n > 0 ? (int)n : 1;
 }
 
-int threadpool_cpu_allowed(void)
+int threadpool_cpu_share(int sharers)
 {
+    int share = threadpool_cpu_count() / (sharers > 1 ? sharers : 1);
     cpu_set_t set;
-    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
-        return CPU_COUNT(&set);
-    return threadpool_cpu_count();
+    if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0 &&
+        CPU_COUNT(&set) < share)
+        share = CPU_COUNT(&set);
+    return share > 0 ? share : 1;
 }

@@ -27,9 +27,10 @@ void threadpool_destroy(threadpool_t *tp);
 
 /* Number of online CPUs (>= 1). */
 int threadpool_cpu_count(void);
-/* Number of CPUs this process may run on (>= 1): its affinity mask, which
- * taskset, a container's cpuset or mpirun's binding narrow; the online
- * CPUs where the mask cannot be read. */
-int threadpool_cpu_allowed(void);
+/* This process's share of the cores (>= 1): the online CPUs divided among
+ * `sharers` processes (the ranks on this machine), and at most the CPUs its
+ * affinity mask allows (taskset, a container's cpuset, mpirun's binding
+ * narrow it). */
+int threadpool_cpu_share(int sharers);
 
 #endif
