@@ -160,6 +160,31 @@ def damaged(stdump, work, path):
     ok(not lax, "every flip the library refuses, towertrain's reader refuses too (its "
        "header check: UTF-8, no control characters): %d read, e.g. (offset, byte, flipped): %s"
        % (len(lax), lax[:8]))
+    framed(stdump, work, raw, n)
+
+
+def framed(stdump, work, raw, n):
+    """The header's JSON object with other bytes around it. Whether a one-bit
+    flip above lands in the writer's padding spaces depends on the header's
+    length (its metadata differ from run to run), so each case is here."""
+    text = raw[8:8 + n].rstrip(b" ")
+    bad = os.path.join(work, "framed.safetensors")
+    cases = [("whitespace after", text + b" \t\n\r", True),
+             ("whitespace before", b"\n " + text, True),
+             ("a digit after", text + b"0", False),
+             ("a second object after", text + b" {}", False),
+             ("a byte-order mark before", b"\xef\xbb\xbf" + text, False),
+             ("a digit before", b"0" + text, False)]
+    wrong = []
+    for what, head, readable in cases:
+        head += b" " * (-len(head) % 8)
+        open(bad, "wb").write(struct.pack("<Q", len(head)) + head + raw[8 + n:])
+        o, r = ours(stdump, bad, work), reference(bad)
+        if (o is not None, r is not None) != (readable, readable) or (o and o[0] != r[0]):
+            wrong.append((what, "ours", o is not None, "library", r is not None))
+    ok(not wrong, "the header's object with %d framings (whitespace, a digit, a second "
+       "object, a byte-order mark): both read the same or both refuse, as expected (%s)"
+       % (len(cases), wrong))
 
 
 def main():

@@ -176,6 +176,10 @@ int main(void)
     static const char cut[] = "{\"a" ONE_F32 " \xc3"; /* its second byte in the data */
     raw_file_len(bad, sizeof(bad), "cut", cut, sizeof(cut) - 1, 4, 0xa9);
     expect_refused("a character cut by the header's end", bad, "header is not UTF-8");
+    raw_file(bad, sizeof(bad), "after", "{\"a" ONE_F32 " 0   ", 4);
+    expect_refused("a digit after the object", bad, "header has bytes after its JSON object");
+    raw_file(bad, sizeof(bad), "bom", "\xef\xbb\xbf{\"a" ONE_F32, 4);
+    expect_refused("a byte-order mark", bad, "header is not a JSON object");
     raw_file(bad, sizeof(bad), "ws", "{\n\t\"caf\xc3\xa9 \\\"x\\\\" ONE_F32 " \r\n\t", 4);
     f = NULL;
     err = (tt_err){0};

@@ -237,7 +237,7 @@ static const char *tensors_read(safetensors_file *f, const char *data, size_t da
  * inside a string (JSON escapes them) and none outside one but JSON's
  * whitespace. cJSON lets all three through, and a file the reference refuses
  * read here (121 of e2e_safetensors.sh's 1,027 one-bit flips). NULL, or why
- * not. */
+ * not. header_json checks the rest. */
 static const char *header_text(const char *h, size_t n)
 {
     bool in_string = false, escaped = false;
@@ -256,6 +256,32 @@ static const char *header_text(const char *h, size_t n)
         escaped = in_string && !escaped && c == '\\';
         i += (size_t)len;
     }
+    return NULL;
+}
+
+static bool json_space(char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+/* The header's JSON object, as serde_json reads it: nothing but whitespace
+ * before or after it. cJSON skips a UTF-8 byte-order mark before the value and
+ * stops at its end, so a padding space flipped to '0' (the writer pads with
+ * spaces) read here while the reference refused it. NULL, or why not. */
+static const char *header_json(const char *h, size_t n, cJSON **out)
+{
+    size_t i = 0;
+    while (i < n && json_space(h[i]))
+        i++;
+    if (i == n || h[i] != '{')
+        return "header is not a JSON object";
+    const char *end = NULL;
+    *out = cJSON_ParseWithLengthOpts(h + i, n - i, &end, false);
+    if (*out == NULL || !cJSON_IsObject(*out))
+        return "header is not a JSON object";
+    for (; end < h + n; end++)
+        if (!json_space(*end))
+            return "header has bytes after its JSON object";
     return NULL;
 }
 
@@ -278,9 +304,9 @@ int safetensors_read(const char *path, safetensors_file **out, tt_err *err)
     const char *bad_text = header_text(f->raw + 8, (size_t)hlen);
     if (bad_text != NULL)
         return corrupt(f, err, path, bad_text);
-    f->head = cJSON_ParseWithLength(f->raw + 8, (size_t)hlen);
-    if (f->head == NULL || !cJSON_IsObject(f->head))
-        return corrupt(f, err, path, "header is not a JSON object");
+    const char *bad_json = header_json(f->raw + 8, (size_t)hlen, &f->head);
+    if (bad_json != NULL)
+        return corrupt(f, err, path, bad_json);
     const char *data = f->raw + 8 + hlen;
     size_t data_len = f->len - 8 - (size_t)hlen;
     f->tensors = calloc((size_t)cJSON_GetArraySize(f->head) + 1, sizeof(st_tensor));
